@@ -1,0 +1,43 @@
+# Quick start: `make run` (install what is missing, build, run the main job) and
+# `make test` (the whole suite: a plain build, then again under ASan+UBSan).
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all deps build build-asan run test test-asan fuzz bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(ASAN_BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGP_SANITIZE=ON -DGP_CUDA=OFF
+
+build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/gradprec explain
+
+# The sanitizer run goes first so that the last line printed is CTest's summary
+# of the plain build.
+test: build build-asan
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+fuzz: deps
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DGP_FUZZ=ON -DGP_CUDA=OFF
+	cmake --build build-fuzz -j $(JOBS)
+
+bench: build
+	./$(BUILD)/bench/gp_bench
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

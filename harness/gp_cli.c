@@ -1,0 +1,55 @@
+/* gp_cli.c — subcommand dispatch for `gradprec` (see gp_cli.h). */
+#include "gp_cli.h"
+
+#include <string.h>
+
+static const char usage[] =
+    "usage: gradprec COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  round    round numbers to a format, exactly, with the events that fire\n"
+    "  explain  range, precision and loss thresholds of each format\n"
+    "\n"
+    "`gradprec COMMAND --help` describes a command.\n"
+    "exit codes: 0 pass, 1 failed thresholds or gate, 2 bad usage or input, 3 internal error\n";
+
+int gp_cli_opt(int argc, char **argv, int *i, const char *name, const char **val, FILE *err,
+               const char *cmd)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0)
+        return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0')
+        return 0;
+    if (*i + 1 >= argc) {
+        fprintf(err, "gradprec %s: option %s needs a value\n", cmd, name);
+        return -1;
+    }
+    *i += 1;
+    *val = argv[*i];
+    return 1;
+}
+
+int gp_cli_main(int argc, char **argv, FILE *out, FILE *err)
+{
+    if (argc < 2) {
+        fputs(usage, err);
+        return GP_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage, out);
+        return GP_EXIT_OK;
+    }
+    if (strcmp(cmd, "round") == 0)
+        return gp_cmd_round(argc - 1, argv + 1, out, err);
+    if (strcmp(cmd, "explain") == 0)
+        return gp_cmd_explain(argc - 1, argv + 1, out, err);
+    fprintf(err, "gradprec: unknown command '%s' (try gradprec --help)\n", cmd);
+    return GP_EXIT_USAGE;
+}

@@ -1,0 +1,27 @@
+/* gp_cli.h — the `gradprec` command line: subcommand dispatch and each subcommand
+ * as a function of (argc, argv, out, err) returning the process exit code, so tests
+ * can drive them without spawning a process.
+ * Exit codes (DESIGN.md §6): 0 all pass, 1 a scenario failed / gate regression,
+ * 2 bad usage or bad input, 3 internal error. */
+#ifndef GP_CLI_H
+#define GP_CLI_H
+
+#include <stdio.h>
+
+enum { GP_EXIT_OK = 0, GP_EXIT_FAIL = 1, GP_EXIT_USAGE = 2, GP_EXIT_INTERNAL = 3 };
+
+/* argv[0] is the program name, argv[1] the subcommand. */
+int gp_cli_main(int argc, char **argv, FILE *out, FILE *err);
+
+/* `gradprec round ...`: argv[0] is "round". */
+int gp_cmd_round(int argc, char **argv, FILE *out, FILE *err);
+/* `gradprec explain [FORMAT]`: argv[0] is "explain". */
+int gp_cmd_explain(int argc, char **argv, FILE *out, FILE *err);
+
+/* Option parsing shared by subcommands: if argv[*i] is `--name VALUE` or
+ * `--name=VALUE`, store VALUE in *val, advance *i past it and return 1; return 0
+ * when argv[*i] is not that option; return -1 (message on err) when VALUE is missing. */
+int gp_cli_opt(int argc, char **argv, int *i, const char *name, const char **val, FILE *err,
+               const char *cmd);
+
+#endif

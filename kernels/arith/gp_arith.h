@@ -1,0 +1,86 @@
+/* gp_arith.h — the one definition of per-element arithmetic shared by the CPU
+ * emulation and the CUDA kernels: the portability macro, rounding modes and the
+ * event flags every instrumented operation reports (SoftFloat-style).
+ * Everything here is pure and works on bit patterns; nothing reads the FP environment. */
+#ifndef GP_ARITH_H
+#define GP_ARITH_H
+
+#include <stdint.h>
+
+/* GP_ARITH marks every shared function: __host__ __device__ under nvcc,
+ * static inline in C. Keep bodies free of host-only calls. */
+#if defined(__CUDACC__)
+#define GP_ARITH static __host__ __device__ __forceinline__
+#else
+#define GP_ARITH static inline
+#endif
+
+/* Count leading zeros of a non-zero 64-bit word, on host and device. */
+#if defined(__CUDA_ARCH__)
+#define GP_CLZ64(x) __clzll((long long)(x))
+#else
+#define GP_CLZ64(x) __builtin_clzll(x)
+#endif
+
+/* Rounding modes of a conversion or of a rounded operation. */
+typedef enum {
+    GP_RNE = 0,        /* round to nearest, ties to even */
+    GP_RTZ = 1,        /* round toward zero (what a bit-truncating cast does) */
+    GP_STOCHASTIC = 2  /* round up in magnitude with probability floor(f*2^32)/2^32,
+                          f = fractional position between the two neighbours */
+} gp_rmode;
+
+/* Events (exception flags), OR-ed into an `unsigned *ev` out-parameter.
+ * Semantics follow IEEE 754 with tininess detected BEFORE rounding:
+ *   INEXACT   the stored value differs from the exact value;
+ *   UNDERFLOW the exact value is non-zero, below the min normal in magnitude, and
+ *             the result is inexact (or flushed by FTZ);
+ *   OVERFLOW  the exact value rounds (unbounded exponent) beyond max finite;
+ *             always together with INEXACT;
+ *   INVALID   a signalling NaN was converted, or an infinity was converted to a
+ *             format without infinities (fp8 e4m3);
+ *   ABSORBED  an addition with a non-zero addend left the accumulator unchanged
+ *             (reported by accumulate steps, never by conversions). */
+enum {
+    GP_EV_INEXACT = 1u << 0,
+    GP_EV_UNDERFLOW = 1u << 1,
+    GP_EV_OVERFLOW = 1u << 2,
+    GP_EV_INVALID = 1u << 3,
+    GP_EV_ABSORBED = 1u << 4
+};
+
+/* Bit-exact reinterpretation between float/double and their encodings. */
+GP_ARITH uint32_t gp_f32_bits(float x)
+{
+#if defined(__CUDA_ARCH__)
+    return (uint32_t)__float_as_uint(x);
+#else
+    union { float f; uint32_t u; } c; c.f = x; return c.u;
+#endif
+}
+GP_ARITH float gp_f32_from_bits(uint32_t u)
+{
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    union { float f; uint32_t u; } c; c.u = u; return c.f;
+#endif
+}
+GP_ARITH uint64_t gp_f64_bits(double x)
+{
+#if defined(__CUDA_ARCH__)
+    return (uint64_t)__double_as_longlong(x);
+#else
+    union { double f; uint64_t u; } c; c.f = x; return c.u;
+#endif
+}
+GP_ARITH double gp_f64_from_bits(uint64_t u)
+{
+#if defined(__CUDA_ARCH__)
+    return __longlong_as_double((long long)u);
+#else
+    union { double f; uint64_t u; } c; c.u = u; return c.f;
+#endif
+}
+
+#endif

@@ -1,0 +1,236 @@
+/* gp_format.h — the number formats (fp32, bf16, fp16, fp8 e4m3, fp8 e5m2) and the
+ * conversions between them and binary32/binary64, on bit patterns, for host and device.
+ * One generic rounding routine serves every format and mode; the MPFR oracle in
+ * reference/gp_oracle.c checks it bit for bit, events included. */
+#ifndef GP_FORMAT_H
+#define GP_FORMAT_H
+
+#include "gp_arith.h"
+
+typedef enum {
+    GP_FP32 = 0,
+    GP_BF16 = 1,
+    GP_FP16 = 2,
+    GP_FP8_E4M3 = 3, /* OCP OFP8 E4M3 ("fn"): no infinities, NaN = S.1111.111, max 448 */
+    GP_FP8_E5M2 = 4, /* OCP OFP8 E5M2: IEEE-like, inf and NaNs, max 57344 */
+    GP_NFORMATS = 5
+} gp_format;
+
+/* What a format is, as numbers. All bit patterns are of the positive value. */
+typedef struct {
+    int width;       /* storage bits */
+    int p;           /* significant bits, hidden bit included */
+    int emin;        /* exponent of the min normal: 2^emin */
+    int emax;        /* exponent of the top binade */
+    uint32_t maxfin; /* bits of the largest finite value */
+    uint32_t inf;    /* bits of +inf; 0 when the format has no infinity */
+    uint32_t qnan;   /* bits of the canonical quiet NaN */
+} gp_fmt_info;
+
+GP_ARITH gp_fmt_info gp_fmt_get(gp_format f)
+{
+    gp_fmt_info i;
+    switch (f) {
+    case GP_BF16:
+        i.width = 16; i.p = 8; i.emin = -126; i.emax = 127;
+        i.maxfin = 0x7f7fu; i.inf = 0x7f80u; i.qnan = 0x7fc0u;
+        break;
+    case GP_FP16:
+        i.width = 16; i.p = 11; i.emin = -14; i.emax = 15;
+        i.maxfin = 0x7bffu; i.inf = 0x7c00u; i.qnan = 0x7e00u;
+        break;
+    case GP_FP8_E4M3:
+        i.width = 8; i.p = 4; i.emin = -6; i.emax = 8;
+        i.maxfin = 0x7eu; i.inf = 0u; i.qnan = 0x7fu;
+        break;
+    case GP_FP8_E5M2:
+        i.width = 8; i.p = 3; i.emin = -14; i.emax = 15;
+        i.maxfin = 0x7bu; i.inf = 0x7cu; i.qnan = 0x7eu;
+        break;
+    default: /* GP_FP32 */
+        i.width = 32; i.p = 24; i.emin = -126; i.emax = 127;
+        i.maxfin = 0x7f7fffffu; i.inf = 0x7f800000u; i.qnan = 0x7fc00000u;
+        break;
+    }
+    return i;
+}
+
+/* Is `bits` a NaN / an infinity of format f? (sign ignored) */
+GP_ARITH int gp_fmt_isnan(gp_format f, uint32_t bits)
+{
+    gp_fmt_info i = gp_fmt_get(f);
+    uint32_t mag = bits & ((1u << (i.width - 1)) - 1u) ;
+    return mag > (i.inf ? i.inf : i.maxfin);
+}
+GP_ARITH int gp_fmt_isinf(gp_format f, uint32_t bits)
+{
+    gp_fmt_info i = gp_fmt_get(f);
+    uint32_t mag = bits & ((1u << (i.width - 1)) - 1u);
+    return i.inf != 0 && mag == i.inf;
+}
+
+/* Widen a value of format f to binary64 bits. Exact for every finite value and
+ * infinity; a NaN keeps its sign and payload (a signalling NaN stays signalling:
+ * this is a bit move, like PyTorch's bf16->fp32 `<< 16`). Reports nothing. */
+GP_ARITH uint64_t gp_fmt_to_f64_bits(gp_format f, uint32_t bits)
+{
+    gp_fmt_info i = gp_fmt_get(f);
+    uint32_t sbit = 1u << (i.width - 1);
+    uint64_t neg = (bits & sbit) ? (1ull << 63) : 0;
+    uint32_t mag = bits & (sbit - 1u);
+    uint32_t half = 1u << (i.p - 1);
+    if (i.inf && mag == i.inf)
+        return neg | 0x7ff0000000000000ull;
+    if (mag > (i.inf ? i.inf : i.maxfin))
+        return neg | 0x7ff0000000000000ull | ((uint64_t)(mag & (half - 1u)) << (53 - i.p));
+    uint32_t biased = mag >> (i.p - 1);
+    uint64_t sig = biased ? ((mag & (half - 1u)) | half) : mag;
+    int k = (biased ? (int)biased - 1 : 0) + i.emin - (i.p - 1); /* value = sig * 2^k */
+    if (sig == 0)
+        return neg;
+    int l = 63 - GP_CLZ64(sig);                 /* sig in [2^l, 2^(l+1)) */
+    uint64_t e = (uint64_t)(k + l + 1023);      /* always a binary64 normal */
+    return neg | (e << 52) | ((sig << (52 - l)) & 0xfffffffffffffull);
+}
+
+/* Round the binary64 value with bits `u` to format f.
+ * mode: GP_RNE, GP_RTZ, or GP_STOCHASTIC with 32 random bits `rbits` (rounds away
+ *   from zero iff rbits < floor(f * 2^32), f in [0,1) the position between the
+ *   neighbours; exact values never move).
+ * ftz: non-zero flushes every non-zero value below the min normal in magnitude to
+ *   a zero of the same sign (events UNDERFLOW|INEXACT), before any rounding.
+ * Overflow: RNE and stochastic give +-inf (NaN for e4m3, the OCP non-saturating
+ *   behaviour); RTZ gives +-max finite (IEEE). Events OVERFLOW|INEXACT.
+ * NaN: sign kept, payload's top bits kept, quiet bit set (e4m3: its one NaN); a
+ *   signalling NaN reports INVALID. Infinity into e4m3 gives NaN with INVALID.
+ * Events are OR-ed into *ev when ev is non-NULL; returns the bits of the result. */
+GP_ARITH uint32_t gp_fmt_from_f64_bits(gp_format f, uint64_t u, gp_rmode mode,
+                                       uint32_t rbits, int ftz, unsigned *ev)
+{
+    gp_fmt_info i = gp_fmt_get(f);
+    uint32_t sign = (uint32_t)(u >> 63) << (i.width - 1);
+    uint32_t e = (uint32_t)(u >> 52) & 0x7ffu;
+    uint64_t m = u & 0xfffffffffffffull;
+    unsigned flags = 0;
+    uint32_t out;
+    if (e == 0x7ffu) {
+        if (m != 0) {
+            if (!((m >> 51) & 1u))
+                flags |= GP_EV_INVALID;
+            out = i.inf ? (sign | i.inf | (1u << (i.p - 2)) | (uint32_t)(m >> (53 - i.p)))
+                        : (sign | i.qnan);
+        } else if (i.inf) {
+            out = sign | i.inf;
+        } else {
+            out = sign | i.qnan;
+            flags |= GP_EV_INVALID;
+        }
+    } else if (e == 0 && m == 0) {
+        out = sign;
+    } else {
+        uint64_t sig = e ? (m | (1ull << 52)) : m;
+        int E = e ? (int)e - 1075 : -1074;      /* |x| = sig * 2^E */
+        int X = 63 - GP_CLZ64(sig) + E;         /* |x| in [2^X, 2^(X+1)) */
+        int qmin = i.emin - (i.p - 1);          /* quantum of the subnormals */
+        if (ftz && X < i.emin) {
+            out = sign;
+            flags |= GP_EV_UNDERFLOW | GP_EV_INEXACT;
+        } else {
+            int q = X - (i.p - 1);              /* quantum of the result */
+            if (q < qmin)
+                q = qmin;
+            int shift = q - E;
+            uint64_t kept, frac;                /* frac: discarded part, 0.frac in [0,1) */
+            int inexact;
+            if (shift <= 0) {
+                kept = sig << -shift;
+                frac = 0;
+                inexact = 0;
+            } else if (shift < 64) {
+                kept = sig >> shift;
+                frac = sig << (64 - shift);
+                inexact = frac != 0;
+            } else {                            /* |x| below a quarter-quantum: kept = 0 */
+                kept = 0;
+                frac = (shift - 64 < 64) ? sig >> (shift - 64) : 0; /* < 2^53: never a tie */
+                inexact = 1;
+            }
+            int up = 0;
+            if (mode == GP_RNE)
+                up = frac > 0x8000000000000000ull || (frac == 0x8000000000000000ull && (kept & 1u));
+            else if (mode == GP_STOCHASTIC)
+                up = rbits < (uint32_t)(frac >> 32);
+            kept += (uint64_t)up;
+            if (kept >> i.p) {                  /* carried into the next binade */
+                kept >>= 1;
+                q += 1;
+            }
+            uint64_t half = 1ull << (i.p - 1);
+            uint64_t mag = kept < half ? kept : ((uint64_t)(q - qmin) << (i.p - 1)) + kept;
+            if (mag > i.maxfin) {
+                flags |= GP_EV_OVERFLOW | GP_EV_INEXACT;
+                mag = mode == GP_RTZ ? i.maxfin : (i.inf ? i.inf : i.qnan);
+            } else if (inexact) {
+                flags |= GP_EV_INEXACT;
+                if (X < i.emin)
+                    flags |= GP_EV_UNDERFLOW;
+            }
+            out = sign | (uint32_t)mag;
+        }
+    }
+    if (ev)
+        *ev |= flags;
+    return out;
+}
+
+/* Convenience forms of the two routines above on float/double values. */
+GP_ARITH uint32_t gp_fmt_from_f64(gp_format f, double x, gp_rmode mode, uint32_t rbits,
+                                  int ftz, unsigned *ev)
+{
+    return gp_fmt_from_f64_bits(f, gp_f64_bits(x), mode, rbits, ftz, ev);
+}
+/* From binary32 bits: widened by a bit move (signalling NaNs survive to be reported). */
+GP_ARITH uint32_t gp_fmt_from_f32_bits(gp_format f, uint32_t x, gp_rmode mode, uint32_t rbits,
+                                       int ftz, unsigned *ev)
+{
+    return gp_fmt_from_f64_bits(f, gp_fmt_to_f64_bits(GP_FP32, x), mode, rbits, ftz, ev);
+}
+GP_ARITH double gp_fmt_to_f64(gp_format f, uint32_t bits)
+{
+    return gp_f64_from_bits(gp_fmt_to_f64_bits(f, bits));
+}
+/* Widen to binary32 bits: exact (every format here fits in fp32); NaNs keep payload. */
+GP_ARITH uint32_t gp_fmt_to_f32_bits(gp_format f, uint32_t bits)
+{
+    if (f == GP_FP32)
+        return bits;
+    uint64_t d = gp_fmt_to_f64_bits(f, bits);
+    if (((d >> 52) & 0x7ffu) == 0x7ffu) /* inf or NaN: move the bits */
+        return (uint32_t)(d >> 32 & 0x80000000u) | 0x7f800000u | (uint32_t)((d >> 29) & 0x7fffffu);
+    return gp_f32_bits((float)gp_f64_from_bits(d)); /* exact: value is an fp32 */
+}
+
+/* Typed one-field values, so a bf16 never silently becomes a float. Each type T
+ * has T_from_f32 / T_from_f64 (rounding as gp_fmt_from_f64_bits) and T_to_f32 /
+ * T_to_f64 (exact widening). */
+#define GP_DEFINE_TYPED_FORMAT(T, FMT, STORE)                                                   \
+    typedef struct { STORE bits; } T;                                                           \
+    GP_ARITH T T##_from_f64(double x, gp_rmode mode, uint32_t rbits, int ftz, unsigned *ev)    \
+    {                                                                                           \
+        T v; v.bits = (STORE)gp_fmt_from_f64(FMT, x, mode, rbits, ftz, ev); return v;          \
+    }                                                                                           \
+    GP_ARITH T T##_from_f32(float x, gp_rmode mode, uint32_t rbits, int ftz, unsigned *ev)     \
+    {                                                                                           \
+        T v; v.bits = (STORE)gp_fmt_from_f32_bits(FMT, gp_f32_bits(x), mode, rbits, ftz, ev);  \
+        return v;                                                                               \
+    }                                                                                           \
+    GP_ARITH double T##_to_f64(T v) { return gp_fmt_to_f64(FMT, v.bits); }                     \
+    GP_ARITH float T##_to_f32(T v) { return gp_f32_from_bits(gp_fmt_to_f32_bits(FMT, v.bits)); }
+
+GP_DEFINE_TYPED_FORMAT(gp_bf16, GP_BF16, uint16_t)
+GP_DEFINE_TYPED_FORMAT(gp_fp16, GP_FP16, uint16_t)
+GP_DEFINE_TYPED_FORMAT(gp_e4m3, GP_FP8_E4M3, uint8_t)
+GP_DEFINE_TYPED_FORMAT(gp_e5m2, GP_FP8_E5M2, uint8_t)
+GP_DEFINE_TYPED_FORMAT(gp_fp32, GP_FP32, uint32_t)
+
+#endif

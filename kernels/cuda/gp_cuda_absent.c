@@ -1,0 +1,14 @@
+/* gp_cuda_absent.c — what gp_cuda.h answers when gradprec was built without nvcc. */
+#include "gp_cuda.h"
+
+int gp_cuda_device_count(void)
+{
+    return 0;
+}
+
+int gp_cuda_convert_range(gp_format f, gp_rmode mode, int ftz, uint64_t seed, uint32_t start,
+                          size_t n, uint32_t *out_bits, uint8_t *out_ev, gp_error *err)
+{
+    (void)f; (void)mode; (void)ftz; (void)seed; (void)start; (void)n; (void)out_bits; (void)out_ev;
+    return gp_error_set(err, "the CUDA backend was not built (nvcc not found at configure time)");
+}
