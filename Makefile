@@ -24,7 +24,7 @@ build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 run: build
-	./$(BUILD)/gradprec explain
+	./$(BUILD)/gradprec run
 
 # The sanitizer run goes first so that the last line printed is CTest's summary
 # of the plain build.

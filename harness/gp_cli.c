@@ -7,6 +7,7 @@ static const char usage[] =
     "usage: gradprec COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
+    "  run      run scenarios (default: the default suite) and write reports\n"
     "  round    round numbers to a format, exactly, with the events that fire\n"
     "  explain  range, precision and loss thresholds of each format\n"
     "\n"
@@ -46,6 +47,8 @@ int gp_cli_main(int argc, char **argv, FILE *out, FILE *err)
         fputs(usage, out);
         return GP_EXIT_OK;
     }
+    if (strcmp(cmd, "run") == 0)
+        return gp_cmd_run(argc - 1, argv + 1, out, err);
     if (strcmp(cmd, "round") == 0)
         return gp_cmd_round(argc - 1, argv + 1, out, err);
     if (strcmp(cmd, "explain") == 0)

@@ -13,6 +13,8 @@ enum { GP_EXIT_OK = 0, GP_EXIT_FAIL = 1, GP_EXIT_USAGE = 2, GP_EXIT_INTERNAL = 3
 /* argv[0] is the program name, argv[1] the subcommand. */
 int gp_cli_main(int argc, char **argv, FILE *out, FILE *err);
 
+/* `gradprec run ...`: argv[0] is "run". */
+int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err);
 /* `gradprec round ...`: argv[0] is "round". */
 int gp_cmd_round(int argc, char **argv, FILE *out, FILE *err);
 /* `gradprec explain [FORMAT]`: argv[0] is "explain". */

@@ -83,4 +83,19 @@ GP_ARITH double gp_f64_from_bits(uint64_t u)
 #endif
 }
 
+/* Move the binary64 r one binary64 ulp toward where the exact value lies (sticky < 0:
+ * down, > 0: up, 0: stays); r finite. Rounding the nudged value to any format with
+ * fewer than 52 significant bits equals rounding the exact value, since every
+ * rounding boundary of such a format is a binary64 value. */
+GP_ARITH double gp_f64_nudge(double r, int sticky)
+{
+    if (sticky == 0)
+        return r;
+    uint64_t u = gp_f64_bits(r);
+    if (r == 0)
+        return gp_f64_from_bits(sticky > 0 ? 1ull : 0x8000000000000001ull);
+    int away = (sticky > 0) == !(u >> 63); /* moving away from zero grows the magnitude */
+    return gp_f64_from_bits(away ? u + 1 : u - 1);
+}
+
 #endif

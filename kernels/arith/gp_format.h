@@ -210,6 +210,42 @@ GP_ARITH uint32_t gp_fmt_to_f32_bits(gp_format f, uint32_t bits)
     return gp_f32_bits((float)gp_f64_from_bits(d)); /* exact: value is an fp32 */
 }
 
+/* Do two results of format f agree? Equal bits, or both NaN: NaN bit patterns may
+ * differ between implementations (x86 propagates the first operand's NaN, and a
+ * compiler may commute an addition), so only NaN-ness is compared. */
+GP_ARITH int gp_fmt_agree(gp_format f, uint32_t a, uint32_t b)
+{
+    return a == b || (gp_fmt_isnan(f, a) && gp_fmt_isnan(f, b));
+}
+
+/* fp32 bits -> bf16 bits, round to nearest even, no FTZ, no events: the fast form of
+ * gp_fmt_from_f32_bits(GP_BF16, u, GP_RNE, 0, 0, NULL), equal to it on every input
+ * (tests/test_accum.c checks). Adding 0x7fff plus the lowest kept bit carries into the
+ * kept bits exactly when the discarded half is above the tie, or at the tie with an odd
+ * kept part; overflow carries into the exponent and gives inf. */
+GP_ARITH uint32_t gp_bf16_rne_from_f32_bits(uint32_t u)
+{
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (u >> 16) | 0x40u; /* NaN: quiet, sign and top payload kept */
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+/* The taxonomy's underflow (DESIGN.md §1), judged on a stored result: a non-zero exact
+ * value was stored as zero, or as a subnormal that kept fewer than half of the
+ * format's p significant bits. `exact_nonzero` and `inexact` describe the rounding. */
+GP_ARITH int gp_fmt_underflow_loss(gp_format f, uint32_t bits, int exact_nonzero, int inexact)
+{
+    gp_fmt_info i = gp_fmt_get(f);
+    uint32_t mag = bits & ((1u << (i.width - 1)) - 1u);
+    if (!exact_nonzero || !inexact)
+        return 0;
+    if (mag == 0)
+        return 1;
+    if (mag >= (1u << (i.p - 1)))
+        return 0; /* normal */
+    return 2 * (64 - GP_CLZ64((uint64_t)mag)) < i.p; /* 2 * significant bits < p */
+}
+
 /* Typed one-field values, so a bf16 never silently becomes a float. Each type T
  * has T_from_f32 / T_from_f64 (rounding as gp_fmt_from_f64_bits) and T_to_f32 /
  * T_to_f64 (exact widening). */

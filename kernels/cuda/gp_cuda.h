@@ -9,6 +9,7 @@
 
 #include "../../harness/gp_error.h"
 #include "../arith/gp_format.h"
+#include "../gp_plugin_abi.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,6 +25,10 @@ int gp_cuda_device_count(void);
  * buffers are the caller's. Returns 0, or -1 with err set (no device, CUDA error). */
 int gp_cuda_convert_range(gp_format f, gp_rmode mode, int ftz, uint64_t seed, uint32_t start,
                           size_t n, uint32_t *out_bits, uint8_t *out_ev, gp_error *err);
+
+/* The CUDA backend's table (host-memory interface: it copies to the device, runs
+ * the kernels of gp_cuda_accum.cu and copies back), or NULL without a device. */
+const gp_plugin *gp_cuda_backend(void);
 
 #ifdef __cplusplus
 }

@@ -12,3 +12,8 @@ int gp_cuda_convert_range(gp_format f, gp_rmode mode, int ftz, uint64_t seed, ui
     (void)f; (void)mode; (void)ftz; (void)seed; (void)start; (void)n; (void)out_bits; (void)out_ev;
     return gp_error_set(err, "the CUDA backend was not built (nvcc not found at configure time)");
 }
+
+const gp_plugin *gp_cuda_backend(void)
+{
+    return NULL;
+}

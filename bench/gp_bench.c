@@ -1,0 +1,181 @@
+/* gp_bench.c — benchmarks that print ratios measured in one run (never timed tests).
+ *   (a) exact reference accumulation (gp_fixacc_add of n_k * m into per-element
+ *       accumulators) vs a plain binary64 loop over the same data; target <= 2.0x
+ *   (b) the CPU backend's bf16 accumulation (fp32 grads, RNE) vs a native fp32
+ *       `acc += g` loop; target <= 2.0x
+ *   (c) the whole default suite (-j 1), seconds; target < 60 s on 2 cores
+ *   peak resident memory (getrusage), and with --big a 10^8-element tensor, K = 64.
+ * Usage: build/bench/gp_bench [--json] [--big]. Each timing is the best of 5 runs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "harness/gp_backend.h"
+#include "harness/gp_generate.h"
+#include "harness/gp_presets.h"
+#include "harness/gp_runner.h"
+#include "reference/gp_exact.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double peak_mib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+enum { N = 1 << 16, K = 64 };
+
+static volatile double g_sink;
+
+/* (a) */
+static void bench_exact(double *t_exact, double *t_plain)
+{
+    float *m = malloc((size_t)N * K * sizeof *m);
+    gp_fixacc *acc = malloc((size_t)N * sizeof *acc);
+    double *d = malloc((size_t)N * sizeof *d);
+    gp_dist dist;
+    memset(&dist, 0, sizeof dist);
+    dist.kind = GP_DIST_NORMAL;
+    dist.scale = 1e-3;
+    for (int k = 0; k < K; k++)
+        gp_generate(&dist, 1, (uint64_t)k, 0, N, m + (size_t)k * N);
+    *t_exact = *t_plain = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now();
+        for (int i = 0; i < N; i++)
+            gp_fixacc_zero(&acc[i]);
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < N; i++)
+                gp_fixacc_add(&acc[i], m[(size_t)k * N + (size_t)i], (uint32_t)(100 + k));
+        double t1 = now();
+        memset(d, 0, (size_t)N * sizeof *d);
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < N; i++)
+                d[i] += (double)(100 + k) * (double)m[(size_t)k * N + (size_t)i];
+        double t2 = now();
+        g_sink = d[N / 2] + (double)acc[N / 2].limb[2];
+        if (t1 - t0 < *t_exact) *t_exact = t1 - t0;
+        if (t2 - t1 < *t_plain) *t_plain = t2 - t1;
+    }
+    free(m);
+    free(acc);
+    free(d);
+}
+
+/* (b) */
+static void bench_bf16(double *t_bf16, double *t_fp32)
+{
+    float *g = malloc((size_t)N * K * sizeof *g), *acc32 = malloc((size_t)N * sizeof *acc32);
+    uint16_t *acc16 = malloc((size_t)N * sizeof *acc16);
+    gp_dist dist;
+    memset(&dist, 0, sizeof dist);
+    dist.kind = GP_DIST_NORMAL;
+    dist.scale = 1e-3;
+    for (int k = 0; k < K; k++)
+        gp_generate(&dist, 2, (uint64_t)k, 0, N, g + (size_t)k * N);
+    const gp_plugin *cpu;
+    gp_backend b;
+    gp_error e;
+    gp_backend_open("cpu", &b, &e);
+    cpu = b.ops;
+    *t_bf16 = *t_fp32 = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        memset(acc16, 0, (size_t)N * sizeof *acc16);
+        double t0 = now();
+        for (int k = 0; k < K; k++) {
+            gp_plugin_accumulate_args a = {sizeof a, 0, 1, 0, 0, 0, 0, 0, N, g + (size_t)k * N, acc16, NULL};
+            cpu->accumulate(&a);
+        }
+        double t1 = now();
+        memset(acc32, 0, (size_t)N * sizeof *acc32);
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < N; i++)
+                acc32[i] += g[(size_t)k * N + (size_t)i];
+        double t2 = now();
+        g_sink = acc32[N / 3] + acc16[N / 3];
+        if (t1 - t0 < *t_bf16) *t_bf16 = t1 - t0;
+        if (t2 - t1 < *t_fp32) *t_fp32 = t2 - t1;
+    }
+    gp_backend_close(&b);
+    free(g);
+    free(acc32);
+    free(acc16);
+}
+
+/* (c) and --big: run YAML scenarios on the CPU backend; returns seconds. */
+static double run_yaml(const char *yaml, const char *origin)
+{
+    gp_scenario sc;
+    gp_error e = {""};
+    gp_backend b;
+    gp_result r;
+    if (gp_scenario_load_string(yaml, strlen(yaml), origin, &sc, &e) != 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        exit(3);
+    }
+    gp_backend_open("cpu", &b, &e);
+    double t0 = now();
+    if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        exit(3);
+    }
+    double t = now() - t0;
+    gp_result_free(&r);
+    gp_backend_close(&b);
+    gp_scenario_free(&sc);
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    int json = 0, big = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--big") == 0) big = 1;
+        else {
+            fprintf(stderr, "usage: gp_bench [--json] [--big]\n");
+            return 2;
+        }
+    }
+    double te, tp, tb, tf;
+    bench_exact(&te, &tp);
+    bench_bf16(&tb, &tf);
+    double suite = 0;
+    for (const gp_preset *p = gp_presets(); p->name; p++)
+        suite += run_yaml(p->yaml, p->name);
+    double tbig = 0, peak_before = peak_mib(), peak_big = 0;
+    if (big) {
+        tbig = run_yaml("name: big\ntensors:\n  - name: w\n    size: 100000000\n"
+                        "    grad: {dist: normal, scale: 1.0e-3}\n"
+                        "batch: {microbatches: 64, tokens: 512}\n"
+                        "precision: {grad: bf16, accumulator: bf16}\n", "big");
+        peak_big = peak_mib();
+    }
+    double na = (double)N * K;
+    if (json) {
+        printf("{\"exact_ns_per_add\": %.3f, \"plain_fp64_ns_per_add\": %.3f, \"exact_vs_fp64\": %.3f,\n"
+               " \"cpu_bf16_ns_per_add\": %.3f, \"native_fp32_ns_per_add\": %.3f, \"bf16_vs_fp32\": %.3f,\n"
+               " \"default_suite_s\": %.3f, \"peak_mib\": %.1f, \"big_s\": %.3f, \"big_peak_mib\": %.1f}\n",
+               1e9 * te / na, 1e9 * tp / na, te / tp, 1e9 * tb / na, 1e9 * tf / na, tb / tf, suite, peak_before,
+               tbig, peak_big);
+        return 0;
+    }
+    printf("(a) exact reference accumulation: %.2f ns/add vs plain fp64 %.2f ns/add: %.2fx (target <= 2.0x)\n",
+           1e9 * te / na, 1e9 * tp / na, te / tp);
+    printf("(b) CPU bf16 accumulation:         %.2f ns/add vs native fp32 %.2f ns/add: %.2fx (target <= 2.0x)\n",
+           1e9 * tb / na, 1e9 * tf / na, tb / tf);
+    printf("(c) default suite (-j 1):          %.2f s (target < 60 s)\n", suite);
+    printf("peak resident memory:              %.1f MiB\n", peak_before);
+    if (big)
+        printf("10^8 elements, K = 64, bf16:       %.1f s, peak %.1f MiB (target < 4096 MiB)\n", tbig, peak_big);
+    return 0;
+}

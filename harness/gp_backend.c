@@ -1,0 +1,70 @@
+/* gp_backend.c — see gp_backend.h. */
+#include "gp_backend.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernels/cpu/gp_cpu_backend.h"
+#include "../kernels/cuda/gp_cuda.h"
+
+static int open_plugin(const char *path, gp_backend *b, gp_error *err)
+{
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl)
+        return gp_error_set(err, "plugin %s: cannot load: %s", path, dlerror());
+    gp_plugin_entry_fn entry;
+    void *sym = dlsym(dl, GP_PLUGIN_ENTRY_SYMBOL);
+    memcpy(&entry, &sym, sizeof entry); /* object -> function pointer, POSIX-sanctioned */
+    const gp_plugin *p = sym ? entry() : NULL;
+    const char *why = NULL;
+    char buf[160];
+    if (!sym)
+        why = "does not export the symbol " GP_PLUGIN_ENTRY_SYMBOL;
+    else if (!p)
+        why = GP_PLUGIN_ENTRY_SYMBOL "() returned NULL";
+    else if (p->abi_version != GP_PLUGIN_ABI_VERSION) {
+        snprintf(buf, sizeof buf, "ABI version %u, but this gradprec speaks version %u",
+                 (unsigned)p->abi_version, (unsigned)GP_PLUGIN_ABI_VERSION);
+        why = buf;
+    } else if (!p->accumulate || !p->unscale)
+        why = "leaves accumulate or unscale NULL";
+    else if (p->memory != GP_PLUGIN_HOST)
+        why = "asks for device memory, which this build does not provide to plugins yet";
+    if (why) {
+        dlclose(dl);
+        return gp_error_set(err, "plugin %s: %s", path, why);
+    }
+    b->ops = p;
+    b->dl = dl;
+    snprintf(b->label, sizeof b->label, "plugin:%s (%s)", path, p->name ? p->name : "unnamed");
+    return 0;
+}
+
+int gp_backend_open(const char *spec, gp_backend *b, gp_error *err)
+{
+    memset(b, 0, sizeof *b);
+    if (strcmp(spec, "cpu") == 0 || (strcmp(spec, "auto") == 0 && !gp_cuda_backend())) {
+        b->ops = gp_cpu_backend();
+        snprintf(b->label, sizeof b->label, "cpu");
+        return 0;
+    }
+    if (strcmp(spec, "cuda") == 0 || strcmp(spec, "auto") == 0) {
+        b->ops = gp_cuda_backend();
+        if (!b->ops)
+            return gp_error_set(err, "backend cuda: %s",
+                                gp_cuda_device_count() ? "not usable" : "no CUDA device (or CUDA not built)");
+        snprintf(b->label, sizeof b->label, "cuda");
+        return 0;
+    }
+    if (strncmp(spec, "plugin:", 7) == 0 && spec[7])
+        return open_plugin(spec + 7, b, err);
+    return gp_error_set(err, "unknown backend '%s' (cpu, cuda, auto, plugin:PATH)", spec);
+}
+
+void gp_backend_close(gp_backend *b)
+{
+    if (b->dl)
+        dlclose(b->dl);
+    memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,25 @@
+/* gp_backend.h — choosing and opening the backend under test: "cpu" (the CPU
+ * emulation), "cuda" (needs a CUDA build and a device), "auto" (cuda when usable,
+ * else cpu) or "plugin:PATH" (a user's shared library exporting gp_plugin_entry). */
+#ifndef GP_BACKEND_H
+#define GP_BACKEND_H
+
+#include "../kernels/gp_plugin_abi.h"
+#include "gp_error.h"
+
+typedef struct {
+    const gp_plugin *ops; /* the table; owned by the backend / library */
+    void *dl;             /* dlopen handle of a plugin, else NULL */
+    char label[300];      /* "cpu", "cuda", "plugin:PATH (NAME)" */
+} gp_backend;
+
+/* Open the backend named by spec. Errors (exit code 2 material): unknown spec, cuda
+ * requested without a CUDA build or device, a plugin that cannot be loaded, lacks the
+ * gp_plugin_entry symbol, returns NULL, has another ABI version, misses a function,
+ * or asks for device memory. Returns 0, or -1 with err set. */
+int gp_backend_open(const char *spec, gp_backend *b, gp_error *err);
+
+/* Release a backend (dlclose for plugins). */
+void gp_backend_close(gp_backend *b);
+
+#endif

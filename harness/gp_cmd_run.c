@@ -1,0 +1,285 @@
+/* gp_cmd_run.c — `gradprec run`: load every scenario first (bad input: exit 2, nothing
+ * written), open the backend(s), run the scenarios on -j threads, write report.json and
+ * report.md atomically into --out, print a line a scenario. Exit 0 when nothing
+ * failed, 1 when a scenario failed its thresholds, 2 bad usage or input, 3 internal. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../reports/gp_report.h"
+#include "gp_backend.h"
+#include "gp_cli.h"
+#include "gp_presets.h"
+#include "gp_runner.h"
+
+static const char run_usage[] =
+    "usage: gradprec run [SCENARIO.yaml... | --suite default | --preset NAME...] [--backend B]\n"
+    "                    [--compare B] [--out DIR] [--seed N] [-j N] [--quiet] [--list]\n"
+    "\n"
+    "Runs scenarios (default: the default suite of presets) on a backend beside exact\n"
+    "references; writes DIR/report.json and DIR/report.md (DIR default ./gradprec-out).\n"
+    "  --backend B   cpu (default), cuda, auto, or plugin:PATH.so\n"
+    "  --compare B   also run backend B on identical inputs and compare bit for bit\n"
+    "  --seed N      override every scenario's seed\n"
+    "  -j N          scenarios run in parallel (results do not depend on N)\n"
+    "  --quiet       no progress on the terminal\n"
+    "  --list        list the presets and exit\n"
+    "exit: 0 pass/warn, 1 a scenario failed, 2 bad usage or input, 3 internal error\n";
+
+typedef struct {
+    gp_scenario *sc;
+    gp_result *res;
+    size_t n, next, done;
+    const gp_backend *b, *cmp;
+    int progress, failed_internal; /* 0, or the first failing gp_run_scenario code */
+    gp_error err;
+    pthread_mutex_t mu;
+} work;
+
+static void *worker(void *arg)
+{
+    work *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        size_t i = w->next++;
+        pthread_mutex_unlock(&w->mu);
+        if (i >= w->n)
+            return NULL;
+        gp_error e = {""};
+        int rc = gp_run_scenario(&w->sc[i], w->b, w->cmp, &w->res[i], &e);
+        pthread_mutex_lock(&w->mu);
+        if (rc != 0 && !w->failed_internal) {
+            w->failed_internal = rc;
+            snprintf(w->err.msg, sizeof w->err.msg, "%s: %s", w->sc[i].name, e.msg);
+        }
+        w->done++;
+        if (w->progress)
+            fprintf(stderr, "\r[%zu/%zu] %-50.50s", w->done, w->n, w->sc[i].name);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+static int mkdir_p(const char *dir, gp_error *err)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return gp_error_set(err, "--out: path too long");
+    for (char *p = buf + 1;; p++) {
+        char c = *p;
+        if (c == '/' || c == '\0') {
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return gp_error_set(err, "%s: cannot create directory: %s", buf, strerror(errno));
+            *p = c;
+        }
+        if (c == '\0')
+            return 0;
+    }
+}
+
+int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
+{
+    const char *backend = "cpu", *compare = NULL, *outdir = "gradprec-out", *seed_s = NULL, *val;
+    int jobs = 1, quiet = 0;
+    const char **files = calloc((size_t)argc + 64, sizeof *files);
+    const gp_preset **pre = calloc((size_t)argc + 64, sizeof *pre);
+    size_t nfiles = 0, npre = 0;
+    int rc = GP_EXIT_USAGE;
+    gp_scenario *sc = NULL;
+    gp_result *res = NULL;
+    size_t nsc = 0;
+    gp_backend b, cmpb;
+    int have_b = 0, have_cmp = 0;
+    if (!files || !pre) {
+        fprintf(err, "gradprec run: out of memory\n");
+        free(files);
+        free(pre);
+        return GP_EXIT_INTERNAL;
+    }
+    for (int i = 1; i < argc; i++) {
+        int r = 0;
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(run_usage, out);
+            rc = GP_EXIT_OK;
+            goto done;
+        } else if (strcmp(a, "--list") == 0) {
+            for (const gp_preset *p = gp_presets(); p->name; p++)
+                fprintf(out, "%-28s %s\n", p->name, p->summary);
+            rc = GP_EXIT_OK;
+            goto done;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if ((r = gp_cli_opt(argc, argv, &i, "--backend", &val, err, "run")) != 0) {
+            backend = val;
+        } else if ((r = gp_cli_opt(argc, argv, &i, "--compare", &val, err, "run")) != 0) {
+            compare = val;
+        } else if ((r = gp_cli_opt(argc, argv, &i, "--out", &val, err, "run")) != 0) {
+            outdir = val;
+        } else if ((r = gp_cli_opt(argc, argv, &i, "--seed", &val, err, "run")) != 0) {
+            seed_s = val;
+        } else if ((r = gp_cli_opt(argc, argv, &i, "-j", &val, err, "run")) != 0) {
+            char *end;
+            long j = strtol(val, &end, 10);
+            if (r > 0 && (*end || j < 1 || j > 256)) {
+                fprintf(err, "gradprec run: -j '%s' is not a number of jobs in 1..256\n", val);
+                goto done;
+            }
+            jobs = (int)j;
+        } else if ((r = gp_cli_opt(argc, argv, &i, "--preset", &val, err, "run")) != 0 ||
+                   (r = gp_cli_opt(argc, argv, &i, "--suite", &val, err, "run")) != 0) {
+            if (r < 0)
+                goto done;
+            if (strncmp(argv[i - 1], "--suite", 7) == 0 || strncmp(argv[i], "--suite=", 8) == 0) {
+                if (strcmp(val, "default") != 0) {
+                    fprintf(err, "gradprec run: unknown suite '%s' (default)\n", val);
+                    goto done;
+                }
+                for (const gp_preset *p = gp_presets(); p->name; p++)
+                    pre[npre++] = p;
+            } else if (!(pre[npre++] = gp_preset_find(val))) {
+                fprintf(err, "gradprec run: unknown preset '%s' (gradprec run --list)\n", val);
+                goto done;
+            }
+        } else if (a[0] == '-') {
+            fprintf(err, "gradprec run: unknown option '%s'\n", a);
+            goto done;
+        } else {
+            files[nfiles++] = a;
+        }
+        if (r < 0)
+            goto done;
+    }
+    if (nfiles == 0 && npre == 0)
+        for (const gp_preset *p = gp_presets(); p->name; p++)
+            pre[npre++] = p;
+    uint64_t seed = 0;
+    if (seed_s) {
+        char *end;
+        seed = strtoull(seed_s, &end, 0);
+        if (!*seed_s || *end || *seed_s == '-') {
+            fprintf(err, "gradprec run: --seed '%s' is not a non-negative integer\n", seed_s);
+            goto done;
+        }
+    }
+    /* Load everything before running anything. */
+    sc = calloc(nfiles + npre, sizeof *sc);
+    res = calloc(nfiles + npre, sizeof *res);
+    if (!sc || !res) {
+        fprintf(err, "gradprec run: out of memory\n");
+        rc = GP_EXIT_INTERNAL;
+        goto done;
+    }
+    for (size_t i = 0; i < npre + nfiles; i++) {
+        gp_error e = {""};
+        char origin[160];
+        int lr;
+        if (i < npre) {
+            snprintf(origin, sizeof origin, "preset:%s", pre[i]->name);
+            lr = gp_scenario_load_string(pre[i]->yaml, strlen(pre[i]->yaml), origin, &sc[i], &e);
+        } else {
+            lr = gp_scenario_load_file(files[i - npre], &sc[i], &e);
+        }
+        if (lr != 0) {
+            fprintf(err, "gradprec run: %s\n", e.msg);
+            nsc = i + 1;
+            goto done;
+        }
+        if (seed_s)
+            sc[i].seed = seed;
+        nsc = i + 1;
+    }
+    gp_error e = {""};
+    if (gp_backend_open(backend, &b, &e) != 0) {
+        fprintf(err, "gradprec run: %s\n", e.msg);
+        goto done;
+    }
+    have_b = 1;
+    if (compare) {
+        if (gp_backend_open(compare, &cmpb, &e) != 0) {
+            fprintf(err, "gradprec run: --compare: %s\n", e.msg);
+            goto done;
+        }
+        have_cmp = 1;
+    }
+    if (mkdir_p(outdir, &e) != 0) {
+        fprintf(err, "gradprec run: %s\n", e.msg);
+        goto done;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    work w;
+    memset(&w, 0, sizeof w);
+    w.sc = sc;
+    w.res = res;
+    w.n = nsc;
+    w.b = &b;
+    w.cmp = have_cmp ? &cmpb : NULL;
+    w.progress = !quiet && isatty(fileno(stderr));
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_t th[256];
+    int nth = jobs < (int)nsc ? jobs : (int)nsc;
+    for (int t = 0; t < nth; t++)
+        pthread_create(&th[t], NULL, worker, &w);
+    for (int t = 0; t < nth; t++)
+        pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&w.mu);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (w.progress)
+        fprintf(stderr, "\r%-60s\r", "");
+    if (w.failed_internal) {
+        int unsupported = w.failed_internal == -2;
+        fprintf(err, "gradprec run: %s%s\n", unsupported ? "" : "internal error: ", w.err.msg);
+        rc = unsupported ? GP_EXIT_USAGE : GP_EXIT_INTERNAL;
+        goto done;
+    }
+    const gp_scenario **ptrs = malloc(nsc * sizeof *ptrs);
+    if (!ptrs) {
+        rc = GP_EXIT_INTERNAL;
+        goto done;
+    }
+    for (size_t i = 0; i < nsc; i++)
+        ptrs[i] = &sc[i];
+    gp_run_report rep = {ptrs, res, nsc, b.label, have_cmp ? cmpb.label : NULL};
+    char *json = gp_report_json(&rep), *md = gp_report_markdown(&rep);
+    char path[4096], timing[128];
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    snprintf(timing, sizeof timing, "{\"seconds\": %.3f, \"jobs\": %d}\n", secs, jobs);
+    rc = GP_EXIT_INTERNAL;
+    if (!json || !md)
+        fprintf(err, "gradprec run: out of memory\n");
+    else if (snprintf(path, sizeof path, "%s/report.json", outdir), gp_write_atomic(path, json, &e) != 0 ||
+             (snprintf(path, sizeof path, "%s/report.md", outdir), gp_write_atomic(path, md, &e) != 0) ||
+             (snprintf(path, sizeof path, "%s/timing.json", outdir), gp_write_atomic(path, timing, &e) != 0))
+        fprintf(err, "gradprec run: %s\n", e.msg);
+    else {
+        gp_report_table(out, &rep);
+        int nfail = 0;
+        for (size_t i = 0; i < nsc; i++)
+            nfail += res[i].verdict == GP_FAIL;
+        fprintf(out, "%zu scenarios, %d failed; report: %s/report.json, %s/report.md (%.1f s)\n", nsc, nfail,
+                outdir, outdir, secs);
+        rc = nfail ? GP_EXIT_FAIL : GP_EXIT_OK;
+    }
+    free(json);
+    free(md);
+    free(ptrs);
+done:
+    if (have_b)
+        gp_backend_close(&b);
+    if (have_cmp)
+        gp_backend_close(&cmpb);
+    for (size_t i = 0; i < nsc; i++) {
+        gp_scenario_free(&sc[i]);
+        gp_result_free(&res[i]);
+    }
+    free(sc);
+    free(res);
+    free(files);
+    free(pre);
+    return rc;
+}

@@ -1,0 +1,49 @@
+/* gp_generate.c — see gp_generate.h. */
+#include "gp_generate.h"
+
+#include <gsl/gsl_cdf.h>
+#include <math.h>
+
+#include "../kernels/arith/gp_philox.h"
+
+uint64_t gp_stream_id(unsigned purpose, uint64_t tensor, uint64_t step, uint64_t microbatch)
+{
+    return ((uint64_t)purpose << 60) | ((tensor & 0xfffffu) << 40) | ((step & 0x7fffffu) << 17) |
+           (microbatch & 0x1ffffu);
+}
+
+static double sample(const gp_dist *d, double u)
+{
+    switch (d->kind) {
+    case GP_DIST_NORMAL: return d->scale * gsl_cdf_ugaussian_Pinv(u);
+    case GP_DIST_LOGNORMAL: return d->scale * exp(d->sigma * gsl_cdf_ugaussian_Pinv(u));
+    case GP_DIST_LAPLACE: return gsl_cdf_laplace_Pinv(u, d->scale);
+    case GP_DIST_PARETO: return gsl_cdf_pareto_Pinv(u, d->alpha, d->scale);
+    default: return d->scale; /* constant */
+    }
+}
+
+void gp_generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t i0, size_t n, float *out)
+{
+    gp_philox_key key = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
+    int signed_dist = d->kind == GP_DIST_LOGNORMAL || d->kind == GP_DIST_PARETO || d->kind == GP_DIST_CONSTANT;
+    uint32_t neg_cut = (uint32_t)(d->neg_frac * 65536.0);
+    uint32_t out_cut = (uint32_t)(d->outlier_frac * 65536.0);
+    double sparse_cut = d->sparsity * 4294967296.0;
+    for (size_t j = 0; j < n; j++) {
+        uint64_t i = i0 + j;
+        gp_philox_ctr c = {{(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)}};
+        gp_philox_ctr w = gp_philox4x32_10(c, key);
+        if ((double)w.v[2] < sparse_cut) {
+            out[j] = 0.0f;
+            continue;
+        }
+        double u = ((double)(((uint64_t)w.v[0] << 21) | (w.v[1] >> 11)) + 0.5) * 0x1p-53;
+        double v = sample(d, u);
+        if (signed_dist && (w.v[3] >> 16) < neg_cut)
+            v = -v;
+        if ((w.v[3] & 0xffffu) < out_cut)
+            v *= d->outlier_scale;
+        out[j] = (float)v;
+    }
+}

@@ -1,0 +1,29 @@
+/* gp_metrics.h — the metric names of DESIGN.md §5, spelled once, used by thresholds,
+ * report.json, Markdown and the gate. */
+#ifndef GP_METRICS_H
+#define GP_METRICS_H
+
+typedef enum {
+    GP_M_GRAD_REL_ERR_FULLBATCH = 0, /* ||g_acc - g_full|| / ||g_full|| */
+    GP_M_GRAD_REL_ERR_ROUNDING,      /* ||g_acc - g_same|| / ||g_same|| */
+    GP_M_NORMALIZATION_REL_ERR,      /* ||g_same - g_full|| / ||g_full|| */
+    GP_M_MAX_ULP_ERR,                /* max |g_acc - g_same| in fp32 ulps of g_same */
+    GP_M_UNDERFLOW_FRAC,             /* underflow events / non-zero exact values rounded */
+    GP_M_ABSORBED_FRAC,              /* absorbed additions / additions of a non-zero addend */
+    GP_M_OVERFLOW_COUNT,             /* overflow events */
+    GP_M_GRAD_NORM_RATIO,            /* ||g_acc|| / ||g_full|| */
+    GP_M_SKIPPED_STEPS,              /* optimizer steps skipped on a non-finite gradient */
+    GP_M_MIN_LOSS_SCALE,             /* smallest loss scale reached */
+    GP_M_STALE_UPDATE_FRAC,          /* weights unchanged though the exact update was non-zero */
+    GP_M_WEIGHT_REL_ERR,             /* ||w_T - w_T,exact|| / ||w_T,exact|| */
+    GP_M_SUBNORMAL_FRAC,             /* stored gradients that are subnormal / non-zero stored */
+    GP_M_NONFINITE_COUNT,            /* non-finite values in the final gradient */
+    GP_NMETRICS
+} gp_metric;
+
+/* "grad_rel_err_fullbatch", ...; NULL for an out-of-range id. */
+const char *gp_metric_name(gp_metric m);
+/* Look a metric up by name; returns 0 and sets *m, or -1. */
+int gp_metric_parse(const char *name, gp_metric *m);
+
+#endif

@@ -1,0 +1,94 @@
+/* gp_runner.h — runs one scenario's gradient accumulation on a backend beside the
+ * exact references and measures what was lost, by mechanism (DESIGN.md §1, §5).
+ *
+ * Model. For tensor element i and micro-batch k with n_k tokens (N = sum n_k, A =
+ * accumulation_steps), the generated per-token-mean gradient m_k (an fp32 value) is
+ * exact; the token sum is S_k = n_k m_k (explicit values: S_k = sum of the values).
+ * The backward's exact output under each reduction is x_k = S_k/N (token_mean),
+ * S_k/(n_k A) (mean), S_k/n_k (mean_no_div), S_k (sum); it is scaled by the loss
+ * scale s (a power of two), rounded once (RNE) to the grad dtype, added into the
+ * accumulator by the backend, and after K micro-batches unscaled (when a loss scaler
+ * is on). References: g_same = sum_k x_k (the configuration's formula, exactly) and
+ * g_full = sum_k S_k / N (fullbatch mean) or sum_k S_k (fullbatch sum), each exact
+ * and rounded once to binary64.
+ *
+ * Attribution. Every rounding is observed from the values the backend actually
+ * produced (old acc, addend, new acc), so a plugin is judged on what it did, not on
+ * what it claims: its local error new - exact goes to absorption (acc unchanged by a
+ * non-zero addend), underflow (DESIGN.md §1), overflow, or plain rounding. The local
+ * errors of one element add up to g_acc - g_same, so their norms split the rounding
+ * error by mechanism; normalization is ||g_same - g_full||. */
+#ifndef GP_RUNNER_H
+#define GP_RUNNER_H
+
+#include <stdint.h>
+
+#include "gp_backend.h"
+#include "gp_metrics.h"
+#include "gp_scenario.h"
+
+typedef enum {
+    GP_MECH_NORMALIZATION = 0,
+    GP_MECH_UNDERFLOW,
+    GP_MECH_ABSORPTION,
+    GP_MECH_OVERFLOW,
+    GP_MECH_ROUNDING, /* ordinary inexact roundings, no mechanism of the taxonomy */
+    GP_MECH_NONFINITE,
+    GP_NMECH
+} gp_mechanism;
+
+/* "normalization", "underflow", ... */
+const char *gp_mechanism_name(gp_mechanism m);
+
+/* Raw sums from which every metric follows; add two to merge tensors. */
+typedef struct {
+    double ss_full, ss_same, ss_acc;                /* sum of squares of g_full, g_same, g_acc */
+    double ss_acc_full, ss_acc_same, ss_same_full;  /* ... of the differences */
+    double ss_mech[GP_NMECH];                       /* ... of each mechanism's local errors */
+    double max_ulp;                                 /* max |g_acc - g_same| / ulp32(g_same) */
+    uint64_t rounded_nonzero, underflow;            /* roundings of non-zero exact values; losses */
+    uint64_t adds_nonzero, absorbed;                /* additions of a non-zero addend; absorbed */
+    uint64_t overflow, stored_nonzero, subnormal;   /* overflows; stored grads != 0; subnormal */
+    uint64_t nonfinite;                             /* non-finite final gradients */
+    uint64_t mismatches;                            /* elements where a compared backend differed */
+} gp_stats;
+
+typedef enum { GP_PASS = 0, GP_WARN = 1, GP_FAIL = 2 } gp_verdict;
+
+typedef struct {
+    char name[GP_NAME_MAX];
+    uint64_t size;
+    gp_stats st;
+    double metric[GP_NMETRICS];
+    double loss[GP_NMECH]; /* each mechanism's error norm / ||g_full|| */
+} gp_tensor_result;
+
+typedef struct {
+    gp_stats st;                 /* all tensors together */
+    double metric[GP_NMETRICS];  /* scenario-level metrics (global norms) */
+    double loss[GP_NMECH];
+    gp_tensor_result *tensors;
+    size_t ntensors;
+    int skipped_steps;
+    double min_loss_scale;
+    gp_verdict verdict;
+    gp_mechanism dominant;       /* the largest loss; GP_NMECH when nothing was lost */
+    int failed[GP_NMETRICS];     /* 1 where the metric exceeded its threshold */
+    double threshold[GP_NMETRICS]; /* threshold applied (scenario's, else the default) */
+    int has_threshold[GP_NMETRICS];
+} gp_result;
+
+/* The default threshold of metric m (used where a scenario sets none); returns 0 and
+ * sets *max, or -1 when m has no default. */
+int gp_default_threshold(gp_metric m, double *max);
+
+/* Run scenario sc on backend b; when cmp is non-NULL, run it too on identical inputs
+ * at every step and count elements whose results differ in any bit. Fills *res (free
+ * with gp_result_free). Returns 0; -2 with err set when a backend does not support the
+ * configuration (its call returned 1); -1 when a backend call failed otherwise. */
+int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend *cmp, gp_result *res,
+                    gp_error *err);
+
+void gp_result_free(gp_result *res);
+
+#endif

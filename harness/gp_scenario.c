@@ -1,0 +1,1394 @@
+/* gp_scenario.c — see gp_scenario.h. The YAML is read with libyaml's document API, so
+ * every node keeps its mark and each error names origin:line:column. The tree is
+ * walked against a fixed schema into a scratch scenario; then the batch is resolved
+ * as a whole (micro-batch count, token counts, explicit values must agree) and the
+ * scratch scenario is handed over only on success. On any error it is freed and the
+ * caller's scenario is left initialised, owning nothing. */
+#include "gp_scenario.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "../kernels/arith/gp_philox.h"
+#include "gp_names.h"
+
+#if defined(__GNUC__)
+#define GP_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define GP_PRINTF(a, b)
+#endif
+
+#define PATHLEN 160                            /* "tensors[3].grad.values[2][7]" etc. */
+#define MEM_LIMIT_ELEMS (((uint64_t)64 << 30) / 4) /* 64 GiB of fp32 elements */
+#define TOKENS_STREAM 0x746f6b656e73ull        /* "tokens": Philox stream of {min, max} */
+#define DEFAULT_TOKENS 512
+#define DEFAULT_SIZE 1024
+
+/* ---- defaults ---- */
+
+static void dist_init(gp_dist *d, double scale)
+{
+    memset(d, 0, sizeof *d);
+    d->kind = GP_DIST_NORMAL;
+    d->scale = scale;
+    d->sigma = 1.0;
+    d->alpha = 3.0;
+    d->neg_frac = 0.5;
+    d->sparsity = 0.0;
+    d->outlier_frac = 0.0;
+    d->outlier_scale = 1000.0;
+    d->shrink = 1.0;
+}
+
+static void dist_free(gp_dist *d)
+{
+    if (d->values)
+        for (size_t k = 0; k < d->nmb; k++)
+            free(d->values[k]);
+    free(d->values);
+    free(d->ntok);
+    d->values = NULL;
+    d->ntok = NULL;
+    d->nmb = 0;
+}
+
+static void tensor_init(gp_tensor_spec *t, const char *name)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->size = DEFAULT_SIZE;
+    dist_init(&t->grad, 1.0);
+    dist_init(&t->weight, 0.02);
+}
+
+/* No allocation: the default tensor ("grad", 1024 elements) and the default tokens
+ * (512 each) are materialised by the loader when the YAML does not give them. */
+void gp_scenario_init(gp_scenario *s)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "scenario");
+    s->seed = 0;
+    s->tensors = NULL;
+    s->ntensors = 0;
+    s->batch.microbatches = 8;
+    s->batch.accumulation_steps = 8;
+    s->batch.tokens = NULL;
+    s->reduction = GP_RED_TOKEN_MEAN;
+    s->fullbatch = GP_FB_MEAN;
+    s->precision.grad = GP_FP32;
+    s->precision.accumulator = GP_FP32;
+    s->precision.rounding = GP_ACC_RNE;
+    s->precision.ftz = 0;
+    s->loss_scale.mode = GP_LS_NONE;
+    s->loss_scale.init = 65536.0;
+    s->loss_scale.growth = 2.0;
+    s->loss_scale.backoff = 0.5;
+    s->loss_scale.interval = 2000;
+    s->loss_scale.unscale_before_clip = 1;
+    s->loss_scale.update = 1;
+    s->clip.max_norm = 0.0;
+    s->optimizer.lr = 1e-4;
+    s->optimizer.beta1 = 0.9;
+    s->optimizer.beta2 = 0.999;
+    s->optimizer.eps = 1e-8;
+    s->optimizer.weight_decay = 0.01;
+    s->optimizer.param = GP_FP32;
+    s->optimizer.master = 0;
+    s->optimizer.state = GP_FP32;
+    s->optimizer.kahan = 0;
+    s->optimizer.stochastic = 0;
+    s->schedule.kind = GP_SCHED_CONSTANT;
+    s->schedule.warmup = 0;
+    s->schedule.total = 1;
+    s->schedule.min_lr = 0.0;
+    s->schedule.step_size = 100;
+    s->schedule.gamma = 0.1;
+    s->steps = 1;
+}
+
+void gp_scenario_free(gp_scenario *s)
+{
+    if (s->tensors)
+        for (size_t i = 0; i < s->ntensors; i++) {
+            dist_free(&s->tensors[i].grad);
+            dist_free(&s->tensors[i].weight);
+        }
+    free(s->tensors);
+    free(s->batch.tokens);
+    gp_scenario_init(s);
+}
+
+/* ---- names of the enumerations, in enum order ---- */
+
+static const char *const dist_names[] = {"normal", "lognormal", "laplace", "pareto", "constant"};
+static const char *const red_names[] = {"token_mean", "mean", "mean_no_div", "sum"};
+static const char *const fb_names[] = {"mean", "sum"};
+static const char *const acc_names[] = {"rne", "rtz", "stochastic", "kahan"};
+static const char *const ls_names[] = {"none", "static", "dynamic"};
+static const char *const master_names[] = {"none", "fp32"};
+static const char *const opt_names[] = {"adamw"};
+static const char *const sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const char *enum_name(const char *const *names, int count, int v)
+{
+    return v >= 0 && v < count ? names[v] : "?";
+}
+
+/* "a, b, c" into buf (truncated to fit). */
+static void join(char *buf, size_t n, const char *const *names, int count)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < count && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", names[i]);
+}
+
+/* ---- the loader: document, origin, error, and what the batch resolution needs ---- */
+
+typedef struct {
+    const char *origin;
+    yaml_document_t *doc;
+    gp_error *err;
+    uint64_t elements;                 /* running total of tensor elements */
+    yaml_node_t *mb, *acc, *tok;       /* batch.microbatches / accumulation_steps / tokens */
+    enum { TOK_DEFAULT, TOK_INT, TOK_LIST, TOK_RANGE } tok_kind;
+    long tok_int, tok_min, tok_max;    /* TOK_INT value; TOK_RANGE bounds */
+    size_t tok_len;                    /* TOK_LIST length (already in s->batch.tokens) */
+    yaml_node_t **vnodes;              /* per tensor: its grad.values node, or NULL */
+    yaml_node_t **name_nodes;          /* per tensor: its name node */
+    int total_given;                   /* schedule.total was written */
+} loader;
+
+static int fail(const loader *L, const yaml_node_t *n, const char *fmt, ...) GP_PRINTF(3, 4);
+static int fail(const loader *L, const yaml_node_t *n, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return gp_error_set(L->err, "%s:%lu:%lu: %s", L->origin, (unsigned long)n->start_mark.line + 1,
+                        (unsigned long)n->start_mark.column + 1, what);
+}
+
+/* Write a path or phrase for messages into a PATHLEN buffer (truncated to fit). */
+static void pathf(char *out, const char *fmt, ...) GP_PRINTF(2, 3);
+static void pathf(char *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, PATHLEN, fmt, ap);
+    va_end(ap);
+}
+
+static yaml_node_t *node(const loader *L, int index)
+{
+    return yaml_document_get_node(L->doc, index);
+}
+
+static const char *sval(const yaml_node_t *n)
+{
+    return (const char *)n->data.scalar.value;
+}
+
+static const char *kind(const yaml_node_t *n)
+{
+    switch (n->type) {
+    case YAML_MAPPING_NODE: return "a mapping";
+    case YAML_SEQUENCE_NODE: return "a list";
+    case YAML_SCALAR_NODE:
+        return n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? "a scalar" : "a quoted string";
+    default: return "nothing";
+    }
+}
+
+static size_t seq_len(const yaml_node_t *n)
+{
+    return (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+}
+
+static yaml_node_t *seq_item(const loader *L, const yaml_node_t *n, size_t i)
+{
+    return node(L, n->data.sequence.items.start[i]);
+}
+
+/* Collect the values of a mapping with a fixed key set: vals[i] is the value of
+ * keys[i] (NULL when absent), keyn[i] its key. Rejects a non-mapping, non-scalar
+ * keys, unknown keys (listing the allowed ones) and duplicate keys. */
+static int fields(const loader *L, yaml_node_t *map, const char *path, const char *const *keys,
+                  int nkeys, yaml_node_t **vals, yaml_node_t **keyn)
+{
+    for (int i = 0; i < nkeys; i++)
+        vals[i] = keyn[i] = NULL;
+    if (map->type != YAML_MAPPING_NODE)
+        return fail(L, map, "%s: expected a mapping, got %s", *path ? path : "the scenario",
+                    kind(map));
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node(L, p->key), *v = node(L, p->value);
+        if (k->type != YAML_SCALAR_NODE)
+            return fail(L, k, "%s: a key must be a name, got %s", *path ? path : "the scenario",
+                        kind(k));
+        int i = 0;
+        while (i < nkeys && strcmp(sval(k), keys[i]) != 0)
+            i++;
+        if (i == nkeys) {
+            char list[320];
+            join(list, sizeof list, keys, nkeys);
+            if (!*path)
+                return fail(L, k, "unknown top-level key '%.60s' (allowed: %s)", sval(k), list);
+            return fail(L, k, "unknown key '%.60s' in %s (allowed: %s)", sval(k), path, list);
+        }
+        if (vals[i])
+            return fail(L, k, "duplicate key '%s'%s%s (first at %lu:%lu)", keys[i], *path ? " in " : "",
+                        path, (unsigned long)keyn[i]->start_mark.line + 1,
+                        (unsigned long)keyn[i]->start_mark.column + 1);
+        vals[i] = v;
+        keyn[i] = k;
+    }
+    return 0;
+}
+
+/* ---- scalars ---- */
+
+static int is_null(const char *t)
+{
+    return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") || !strcmp(t, "NULL");
+}
+
+/* A number must be a plain scalar: a quoted "1.0" is a string in YAML. */
+static int number_node(const loader *L, const yaml_node_t *n, const char *path, const char *what)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return fail(L, n, "%s: expected %s, got %s", path, what, kind(n));
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return fail(L, n, "%s: expected %s, got the string \"%.40s\"", path, what, sval(n));
+    if (is_null(sval(n)))
+        return fail(L, n, "%s: expected %s, got nothing", path, what);
+    return 0;
+}
+
+/* A finite double, fully parsed; YAML's .nan / .inf spellings are recognised so the
+ * message says NaN or infinite rather than "not a number". */
+static int get_double(const loader *L, const yaml_node_t *n, const char *path, double *out)
+{
+    if (number_node(L, n, path, "a number"))
+        return -1;
+    const char *t = sval(n);
+    const char *u = (*t == '+' || *t == '-') ? t + 1 : t;
+    double v = 0;
+    int range = 0;
+    if (!strcmp(t, ".nan") || !strcmp(t, ".NaN") || !strcmp(t, ".NAN")) {
+        v = NAN;
+    } else if (!strcmp(u, ".inf") || !strcmp(u, ".Inf") || !strcmp(u, ".INF")) {
+        v = *t == '-' ? -INFINITY : INFINITY;
+    } else {
+        char *end;
+        errno = 0;
+        v = strtod(t, &end);
+        range = errno == ERANGE;
+        if (end == t || *end)
+            return fail(L, n, "%s: expected a number, got '%.40s'", path, t);
+    }
+    if (isnan(v))
+        return fail(L, n, "%s is NaN", path);
+    if (isinf(v))
+        return fail(L, n, "%s is infinite%s", path, range ? " (too large for a double)" : "");
+    *out = v;
+    return 0;
+}
+
+/* A finite double within [lo, hi] (an open end when lo_open / hi_open; hi = INFINITY
+ * for no upper bound). */
+static int get_double_in(const loader *L, const yaml_node_t *n, const char *path, double lo,
+                         int lo_open, double hi, int hi_open, double *out)
+{
+    double v = 0;
+    if (get_double(L, n, path, &v))
+        return -1;
+    int ok = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+    if (ok) {
+        *out = v;
+        return 0;
+    }
+    if (isinf(hi))
+        return fail(L, n, "%s must be %s %g (got %s)", path, lo_open ? ">" : ">=", lo, sval(n));
+    return fail(L, n, "%s must be in %c%g, %g%c (got %s)", path, lo_open ? '(' : '[', lo, hi,
+                hi_open ? ')' : ']', sval(n));
+}
+
+/* A decimal integer in [lo, hi], fully parsed. */
+static int get_ll(const loader *L, const yaml_node_t *n, const char *path, long long lo,
+                  long long hi, long long *out)
+{
+    if (number_node(L, n, path, "an integer"))
+        return -1;
+    const char *t = sval(n);
+    char *end;
+    errno = 0;
+    long long v = strtoll(t, &end, 10);
+    if (end == t || *end)
+        return fail(L, n, "%s: expected an integer, got '%.40s'", path, t);
+    if (errno == ERANGE && v == LLONG_MIN)
+        return fail(L, n, "%s must be at least %lld (got %.40s)", path, lo, t);
+    if (errno == ERANGE || v > hi)
+        return fail(L, n, "%s is too large: %.40s (at most %lld)", path, t, hi);
+    if (v < lo)
+        return fail(L, n, "%s must be at least %lld (got %.40s)", path, lo, t);
+    *out = v;
+    return 0;
+}
+
+static int get_int(const loader *L, const yaml_node_t *n, const char *path, long long lo, int *out)
+{
+    long long v = 0;
+    if (get_ll(L, n, path, lo, INT_MAX, &v))
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* An unsigned 64-bit decimal integer (the seed). */
+static int get_u64(const loader *L, const yaml_node_t *n, const char *path, uint64_t *out)
+{
+    if (number_node(L, n, path, "an integer"))
+        return -1;
+    const char *t = sval(n);
+    if (*t == '-')
+        return fail(L, n, "%s must be a non-negative integer (got %.40s)", path, t);
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(t, &end, 10);
+    if (end == t || *end)
+        return fail(L, n, "%s: expected an integer, got '%.40s'", path, t);
+    if (errno == ERANGE)
+        return fail(L, n, "%s is too large: %.40s (at most %llu)", path, t, (unsigned long long)UINT64_MAX);
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int get_bool(const loader *L, const yaml_node_t *n, const char *path, int *out)
+{
+    if (n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        const char *t = sval(n);
+        if (!strcmp(t, "true") || !strcmp(t, "True") || !strcmp(t, "TRUE")) {
+            *out = 1;
+            return 0;
+        }
+        if (!strcmp(t, "false") || !strcmp(t, "False") || !strcmp(t, "FALSE")) {
+            *out = 0;
+            return 0;
+        }
+        return fail(L, n, "%s: expected true or false, got '%.40s'", path, t);
+    }
+    return fail(L, n, "%s: expected true or false, got %s", path, kind(n));
+}
+
+/* A non-empty string without NUL bytes (any scalar style). */
+static int get_string(const loader *L, const yaml_node_t *n, const char *path, const char **out)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return fail(L, n, "%s: expected a string, got %s", path, kind(n));
+    const char *t = sval(n);
+    if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? is_null(t) : !*t)
+        return fail(L, n, "%s: expected a string, got nothing", path);
+    if (strlen(t) != n->data.scalar.length)
+        return fail(L, n, "%s contains a NUL character", path);
+    *out = t;
+    return 0;
+}
+
+static int get_enum(const loader *L, const yaml_node_t *n, const char *path,
+                    const char *const *names, int count, int *out)
+{
+    const char *t = NULL;
+    if (get_string(L, n, path, &t))
+        return -1;
+    for (int i = 0; i < count; i++)
+        if (!strcmp(t, names[i])) {
+            *out = i;
+            return 0;
+        }
+    char list[320];
+    join(list, sizeof list, names, count);
+    return fail(L, n, "unknown %s '%.40s' (allowed: %s)", path, t, list);
+}
+
+static int get_format(const loader *L, const yaml_node_t *n, const char *path, gp_format *out)
+{
+    const char *t = NULL;
+    if (get_string(L, n, path, &t))
+        return -1;
+    if (gp_format_parse(t, out) == 0)
+        return 0;
+    const char *names[GP_NFORMATS];
+    for (int i = 0; i < GP_NFORMATS; i++)
+        names[i] = gp_format_name((gp_format)i);
+    char list[320];
+    join(list, sizeof list, names, GP_NFORMATS);
+    return fail(L, n, "unknown %s format '%.40s' (allowed: %s)", path, t, list);
+}
+
+/* A scenario or tensor name: 1..GP_NAME_MAX-1 bytes, no control characters. */
+static int get_name(const loader *L, const yaml_node_t *n, const char *path, char *out)
+{
+    const char *t = NULL;
+    if (get_string(L, n, path, &t))
+        return -1;
+    size_t len = strlen(t);
+    if (len >= GP_NAME_MAX)
+        return fail(L, n, "%s is too long: %zu bytes (at most %d)", path, len, GP_NAME_MAX - 1);
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f)
+            return fail(L, n, "%s contains a control character", path);
+    memcpy(out, t, len + 1);
+    return 0;
+}
+
+/* ---- distributions ---- */
+
+enum { D_DIST, D_SCALE, D_SIGMA, D_ALPHA, D_SIGN, D_SPARSITY, D_OUTLIERS, D_SHRINK, D_VALUES, D_N };
+static const char *const dist_keys[D_N] = {"dist", "scale", "sigma", "alpha", "sign",
+                                           "sparsity", "outliers", "shrink", "values"};
+enum { O_FRAC, O_SCALE, O_N };
+static const char *const outlier_keys[O_N] = {"frac", "scale"};
+
+static int oom(const loader *L, const yaml_node_t *n)
+{
+    return fail(L, n, "out of memory");
+}
+
+/* grad: {values: [[...], ...]}: the per-token values of each micro-batch. Counts are
+ * checked before anything is allocated (aliases could otherwise multiply them). */
+static int parse_values(const loader *L, yaml_node_t *n, const char *path, gp_dist *d)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail(L, n, "%s: expected a list of micro-batches (lists of per-token values), got %s",
+                    path, kind(n));
+    size_t nmb = seq_len(n);
+    if (nmb == 0)
+        return fail(L, n, "%s is empty: give at least one micro-batch", path);
+    if (nmb > GP_MAX_MICROBATCHES)
+        return fail(L, n, "%s has too many micro-batches: %zu (at most %d)", path, nmb,
+                    GP_MAX_MICROBATCHES);
+    uint64_t total = 0;
+    for (size_t k = 0; k < nmb; k++) {
+        yaml_node_t *m = seq_item(L, n, k);
+        if (m->type != YAML_SEQUENCE_NODE)
+            return fail(L, m, "%s[%zu]: expected a list of per-token values, got %s", path, k, kind(m));
+        size_t nt = seq_len(m);
+        if (nt == 0)
+            return fail(L, m, "%s[%zu] is empty: a micro-batch has at least one token", path, k);
+        if (nt > (size_t)GP_MAX_TOKENS)
+            return fail(L, m, "%s[%zu] has too many tokens: %zu (at most %ld)", path, k, nt, GP_MAX_TOKENS);
+        total += nt;
+    }
+    if (total > INT32_MAX)
+        return fail(L, n, "%s has %llu values in all: the total token count must fit in 2^31-1",
+                    path, (unsigned long long)total);
+    d->ntok = calloc(nmb, sizeof *d->ntok);
+    d->values = calloc(nmb, sizeof *d->values);
+    if (!d->ntok || !d->values) {
+        free(d->ntok);
+        free(d->values);
+        d->ntok = NULL;
+        d->values = NULL;
+        return oom(L, n);
+    }
+    d->nmb = nmb;
+    d->kind = GP_DIST_VALUES;
+    for (size_t k = 0; k < nmb; k++) {
+        yaml_node_t *m = seq_item(L, n, k);
+        size_t nt = seq_len(m);
+        d->values[k] = malloc(nt * sizeof(double));
+        if (!d->values[k])
+            return oom(L, m);
+        d->ntok[k] = nt;
+        for (size_t t = 0; t < nt; t++) {
+            char p[PATHLEN];
+            pathf(p, "%s[%zu][%zu]", path, k, t);
+            if (get_double(L, seq_item(L, m, t), p, &d->values[k][t]))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* A grad or weight distribution. Only grad may hold `values`, and then nothing else.
+ * Weights may have scale 0 (zero-initialised, like a LoRA B matrix). */
+static int parse_dist(const loader *L, yaml_node_t *n, const char *path, int is_grad, gp_dist *d,
+                      yaml_node_t **values_node)
+{
+    yaml_node_t *v[D_N] = {0}, *k[D_N] = {0}; /* v[D_VALUES] stays NULL for weights */
+    char p[PATHLEN];
+    if (fields(L, n, path, dist_keys, is_grad ? D_N : D_N - 1, v, k))
+        return -1;
+    if (v[D_VALUES]) {
+        for (int i = 0; i < D_VALUES; i++)
+            if (v[i])
+                return fail(L, k[i], "%s: '%s' cannot be combined with explicit values", path,
+                            dist_keys[i]);
+        *values_node = v[D_VALUES];
+        pathf(p, "%s.values", path);
+        return parse_values(L, v[D_VALUES], p, d);
+    }
+    if (v[D_DIST]) {
+        int kd = 0;
+        pathf(p, "%s.dist", path);
+        if (get_enum(L, v[D_DIST], p, dist_names, COUNT(dist_names), &kd))
+            return -1;
+        d->kind = (gp_dist_kind)kd;
+    }
+#define DIST_NUM(key, field, lo, lo_open, hi, hi_open)                                   \
+    if (v[key]) {                                                                        \
+        pathf(p, "%s.%s", path, dist_keys[key]);                           \
+        if (get_double_in(L, v[key], p, lo, lo_open, hi, hi_open, &d->field))           \
+            return -1;                                                                   \
+    }
+    DIST_NUM(D_SCALE, scale, 0.0, is_grad, INFINITY, 0)
+    DIST_NUM(D_SIGMA, sigma, 0.0, 1, INFINITY, 0)
+    DIST_NUM(D_ALPHA, alpha, 0.0, 1, INFINITY, 0)
+    DIST_NUM(D_SIGN, neg_frac, 0.0, 0, 1.0, 0)
+    DIST_NUM(D_SPARSITY, sparsity, 0.0, 0, 1.0, 1)
+    DIST_NUM(D_SHRINK, shrink, 0.0, 1, INFINITY, 0)
+#undef DIST_NUM
+    if (v[D_OUTLIERS]) {
+        yaml_node_t *ov[O_N], *ok[O_N];
+        char op[PATHLEN];
+        pathf(op, "%s.outliers", path);
+        if (fields(L, v[D_OUTLIERS], op, outlier_keys, O_N, ov, ok))
+            return -1;
+        pathf(p, "%s.frac", op);
+        if (ov[O_FRAC] && get_double_in(L, ov[O_FRAC], p, 0.0, 0, 1.0, 0, &d->outlier_frac))
+            return -1;
+        pathf(p, "%s.scale", op);
+        if (ov[O_SCALE] && get_double_in(L, ov[O_SCALE], p, 0.0, 1, INFINITY, 0, &d->outlier_scale))
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- tensors ---- */
+
+enum { T_NAME, T_SIZE, T_GRAD, T_WEIGHT, T_N };
+static const char *const tensor_keys[T_N] = {"name", "size", "grad", "weight"};
+
+static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
+{
+    yaml_node_t *v[T_N], *k[T_N];
+    char path[PATHLEN], p[PATHLEN];
+    pathf(path, "tensors[%zu]", i);
+    if (fields(L, n, path, tensor_keys, T_N, v, k))
+        return -1;
+    if (!v[T_NAME])
+        return fail(L, n, "%s: missing required key 'name'", path);
+    pathf(p, "%s.name", path);
+    if (get_name(L, v[T_NAME], p, t->name))
+        return -1;
+    L->name_nodes[i] = v[T_NAME];
+    pathf(p, "%s.grad", path);
+    if (v[T_GRAD] && parse_dist(L, v[T_GRAD], p, 1, &t->grad, &L->vnodes[i]))
+        return -1;
+    pathf(p, "%s.weight", path);
+    if (v[T_WEIGHT] && parse_dist(L, v[T_WEIGHT], p, 0, &t->weight, NULL))
+        return -1;
+    pathf(p, "%s.size", path);
+    long long size = t->grad.kind == GP_DIST_VALUES ? 1 : DEFAULT_SIZE;
+    if (v[T_SIZE] && get_ll(L, v[T_SIZE], p, 1, (long long)GP_MAX_TENSOR_SIZE, &size))
+        return -1;
+    if (t->grad.kind == GP_DIST_VALUES && size != 1)
+        return fail(L, v[T_SIZE], "%s must be 1 for a tensor with explicit grad values (got %lld)", p, size);
+    t->size = (size_t)size;
+    L->elements += t->size;
+    if (L->elements > MEM_LIMIT_ELEMS)
+        return fail(L, v[T_SIZE] ? v[T_SIZE] : n,
+                    "%s: the tensors reach %llu elements in all (%.1f GiB at 4 bytes each): "
+                    "cannot fit in memory (limit 64 GiB)",
+                    path, (unsigned long long)L->elements, (double)L->elements * 4.0 / 1073741824.0);
+    return 0;
+}
+
+typedef struct {
+    const char *name;
+    size_t idx;
+} name_ref;
+
+static int cmp_name_ref(const void *a, const void *b)
+{
+    const name_ref *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Tensor names are unique: sort, then report the earliest repeat in file order. */
+static int check_unique_names(const loader *L, const gp_scenario *s)
+{
+    name_ref *r = malloc(s->ntensors * sizeof *r);
+    if (!r)
+        return oom(L, L->name_nodes[0]);
+    for (size_t i = 0; i < s->ntensors; i++) {
+        r[i].name = s->tensors[i].name;
+        r[i].idx = i;
+    }
+    qsort(r, s->ntensors, sizeof *r, cmp_name_ref);
+    size_t first = 0, dup = SIZE_MAX;
+    for (size_t i = 1; i < s->ntensors; i++)
+        if (!strcmp(r[i].name, r[i - 1].name) && r[i].idx < dup) {
+            dup = r[i].idx;
+            first = r[i - 1].idx;
+        }
+    free(r);
+    if (dup == SIZE_MAX)
+        return 0;
+    const yaml_node_t *f = L->name_nodes[first];
+    return fail(L, L->name_nodes[dup], "duplicate tensor name '%s' (first at %lu:%lu)",
+                s->tensors[dup].name, (unsigned long)f->start_mark.line + 1,
+                (unsigned long)f->start_mark.column + 1);
+}
+
+static int parse_tensors(loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail(L, n, "tensors: expected a list of tensors, got %s", kind(n));
+    size_t count = seq_len(n);
+    if (count == 0)
+        return fail(L, n, "tensors: at least one tensor is required");
+    s->tensors = calloc(count, sizeof *s->tensors);
+    L->vnodes = calloc(count, sizeof *L->vnodes);
+    L->name_nodes = calloc(count, sizeof *L->name_nodes);
+    if (!s->tensors || !L->vnodes || !L->name_nodes)
+        return oom(L, n);
+    for (size_t i = 0; i < count; i++)
+        tensor_init(&s->tensors[i], "");
+    s->ntensors = count;
+    for (size_t i = 0; i < count; i++)
+        if (parse_tensor(L, seq_item(L, n, i), i, &s->tensors[i]))
+            return -1;
+    return check_unique_names(L, s);
+}
+
+/* ---- batch: parsed here, resolved once the tensors are known ---- */
+
+enum { B_ACC, B_MB, B_TOKENS, B_N };
+static const char *const batch_keys[B_N] = {"accumulation_steps", "microbatches", "tokens"};
+enum { R_MIN, R_MAX, R_N };
+static const char *const range_keys[R_N] = {"min", "max"};
+
+static int parse_batch(loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    yaml_node_t *v[B_N], *k[B_N];
+    if (fields(L, n, "batch", batch_keys, B_N, v, k))
+        return -1;
+    if (v[B_MB] && get_int(L, v[B_MB], "batch.microbatches", 1, &s->batch.microbatches))
+        return -1;
+    if (v[B_MB] && s->batch.microbatches > GP_MAX_MICROBATCHES)
+        return fail(L, v[B_MB], "batch.microbatches is too large: %d (at most %d)",
+                    s->batch.microbatches, GP_MAX_MICROBATCHES);
+    if (v[B_ACC] && get_int(L, v[B_ACC], "batch.accumulation_steps", 1, &s->batch.accumulation_steps))
+        return -1;
+    L->mb = v[B_MB];
+    L->acc = v[B_ACC];
+    L->tok = v[B_TOKENS];
+    yaml_node_t *t = v[B_TOKENS];
+    long long x = 0;
+    if (!t)
+        return 0;
+    if (t->type == YAML_SCALAR_NODE) { /* one count for every micro-batch */
+        if (get_ll(L, t, "batch.tokens", 1, GP_MAX_TOKENS, &x))
+            return -1;
+        L->tok_kind = TOK_INT;
+        L->tok_int = (long)x;
+    } else if (t->type == YAML_SEQUENCE_NODE) { /* one count per micro-batch */
+        size_t len = seq_len(t);
+        if (len == 0)
+            return fail(L, t, "batch.tokens is an empty list");
+        if (len > GP_MAX_MICROBATCHES)
+            return fail(L, t, "batch.tokens has too many entries: %zu (at most %d)", len,
+                        GP_MAX_MICROBATCHES);
+        s->batch.tokens = malloc(len * sizeof *s->batch.tokens);
+        if (!s->batch.tokens)
+            return oom(L, t);
+        for (size_t i = 0; i < len; i++) {
+            char p[PATHLEN];
+            pathf(p, "batch.tokens[%zu]", i);
+            if (get_ll(L, seq_item(L, t, i), p, 1, GP_MAX_TOKENS, &x))
+                return -1;
+            s->batch.tokens[i] = (long)x;
+        }
+        L->tok_kind = TOK_LIST;
+        L->tok_len = len;
+    } else { /* {min, max}: drawn per micro-batch from the seed */
+        yaml_node_t *rv[R_N], *rk[R_N];
+        long long lo = 0, hi = 0;
+        if (fields(L, t, "batch.tokens", range_keys, R_N, rv, rk))
+            return -1;
+        if (!rv[R_MIN] || !rv[R_MAX])
+            return fail(L, t, "batch.tokens: a range needs both 'min' and 'max'");
+        if (get_ll(L, rv[R_MIN], "batch.tokens.min", 1, GP_MAX_TOKENS, &lo) ||
+            get_ll(L, rv[R_MAX], "batch.tokens.max", 1, GP_MAX_TOKENS, &hi))
+            return -1;
+        if (hi < lo)
+            return fail(L, rv[R_MAX], "batch.tokens.max (%lld) must be at least min (%lld)", hi, lo);
+        L->tok_kind = TOK_RANGE;
+        L->tok_min = (long)lo;
+        L->tok_max = (long)hi;
+    }
+    return 0;
+}
+
+/* Settle K, A and the token counts. K comes from batch.microbatches, else the length
+ * of a tokens list, else the first tensor with explicit values, else 8; the tokens
+ * from batch.tokens, else that first values tensor, else 512 each. Every source given
+ * must agree, and N = sum of tokens must fit in 2^31-1. */
+static int resolve_batch(loader *L, yaml_node_t *root, gp_scenario *s)
+{
+    size_t first_v = SIZE_MAX;
+    for (size_t i = 0; i < s->ntensors && first_v == SIZE_MAX; i++)
+        if (s->tensors[i].grad.kind == GP_DIST_VALUES)
+            first_v = i;
+    char ksrc[PATHLEN];
+    size_t K;
+    if (L->mb) {
+        K = (size_t)s->batch.microbatches;
+        pathf(ksrc, "batch.microbatches is %zu", K);
+    } else if (L->tok_kind == TOK_LIST) {
+        K = L->tok_len;
+        pathf(ksrc, "batch.tokens has %zu entries", K);
+    } else if (first_v != SIZE_MAX) {
+        K = s->tensors[first_v].grad.nmb;
+        pathf(ksrc, "tensors[%zu].grad.values has %zu", first_v, K);
+    } else {
+        K = (size_t)s->batch.microbatches;
+        pathf(ksrc, "batch.microbatches is %zu (the default)", K);
+    }
+    if (L->tok_kind == TOK_LIST && L->tok_len != K)
+        return fail(L, L->tok, "batch.tokens has %zu entries but %s", L->tok_len, ksrc);
+    for (size_t i = 0; i < s->ntensors; i++)
+        if (s->tensors[i].grad.kind == GP_DIST_VALUES && s->tensors[i].grad.nmb != K)
+            return fail(L, L->vnodes[i], "tensors[%zu].grad.values has %zu micro-batches but %s", i,
+                        s->tensors[i].grad.nmb, ksrc);
+    s->batch.microbatches = (int)K;
+    if (!L->acc)
+        s->batch.accumulation_steps = (int)K;
+    else if ((size_t)s->batch.accumulation_steps < K)
+        return fail(L, L->acc,
+                    "batch.accumulation_steps (%d) must be at least batch.microbatches (%zu); "
+                    "fewer micro-batches than accumulation steps make a partial last window",
+                    s->batch.accumulation_steps, K);
+
+    if (L->tok_kind != TOK_LIST) {
+        s->batch.tokens = malloc(K * sizeof *s->batch.tokens);
+        if (!s->batch.tokens)
+            return oom(L, root);
+        for (size_t k = 0; k < K; k++) {
+            if (L->tok_kind == TOK_INT)
+                s->batch.tokens[k] = L->tok_int;
+            else if (L->tok_kind == TOK_RANGE)
+                s->batch.tokens[k] =
+                    L->tok_min + (long)(gp_rand_u32(s->seed, TOKENS_STREAM, k) %
+                                        (uint32_t)(L->tok_max - L->tok_min + 1));
+            else if (first_v != SIZE_MAX)
+                s->batch.tokens[k] = (long)s->tensors[first_v].grad.ntok[k];
+            else
+                s->batch.tokens[k] = DEFAULT_TOKENS;
+        }
+    }
+    for (size_t i = 0; i < s->ntensors; i++) {
+        const gp_dist *d = &s->tensors[i].grad;
+        if (d->kind != GP_DIST_VALUES)
+            continue;
+        for (size_t k = 0; k < K; k++)
+            if (d->ntok[k] != (size_t)s->batch.tokens[k]) {
+                if (L->tok_kind == TOK_DEFAULT) /* the counts came from tensors[first_v] */
+                    return fail(L, seq_item(L, L->vnodes[i], k),
+                                "tensors[%zu].grad.values[%zu] has %zu token(s) but "
+                                "tensors[%zu].grad.values[%zu] has %ld",
+                                i, k, d->ntok[k], first_v, k, s->batch.tokens[k]);
+                return fail(L, seq_item(L, L->vnodes[i], k),
+                            "tensors[%zu].grad.values[%zu] has %zu token(s) but batch.tokens[%zu] is %ld",
+                            i, k, d->ntok[k], k, s->batch.tokens[k]);
+            }
+    }
+    uint64_t N = 0;
+    for (size_t k = 0; k < K; k++)
+        N += (uint64_t)s->batch.tokens[k];
+    if (N > INT32_MAX)
+        return fail(L, L->tok ? L->tok : root,
+                    "batch.tokens: the total N = %llu tokens over %zu micro-batches does not fit "
+                    "in 2^31-1",
+                    (unsigned long long)N, K);
+    return 0;
+}
+
+/* ---- the remaining sections ---- */
+
+enum { P_GRAD, P_ACC, P_ROUNDING, P_FTZ, P_N };
+static const char *const precision_keys[P_N] = {"grad", "accumulator", "rounding", "ftz"};
+
+static int parse_precision(const loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    yaml_node_t *v[P_N], *k[P_N];
+    int e = 0;
+    if (fields(L, n, "precision", precision_keys, P_N, v, k))
+        return -1;
+    if (v[P_GRAD] && get_format(L, v[P_GRAD], "precision.grad", &s->precision.grad))
+        return -1;
+    if (v[P_ACC] && get_format(L, v[P_ACC], "precision.accumulator", &s->precision.accumulator))
+        return -1;
+    if (v[P_ROUNDING]) {
+        if (get_enum(L, v[P_ROUNDING], "precision.rounding", acc_names, COUNT(acc_names), &e))
+            return -1;
+        s->precision.rounding = (gp_acc_rounding)e;
+    }
+    if (v[P_FTZ] && get_bool(L, v[P_FTZ], "precision.ftz", &s->precision.ftz))
+        return -1;
+    return 0;
+}
+
+enum { L_MODE, L_INIT, L_GROWTH, L_BACKOFF, L_INTERVAL, L_UNSCALE, L_UPDATE, L_N };
+static const char *const ls_keys[L_N] = {"mode", "init", "growth", "backoff",
+                                         "interval", "unscale_before_clip", "update"};
+
+static int parse_loss_scale(const loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    yaml_node_t *v[L_N], *k[L_N];
+    int e = 0;
+    if (fields(L, n, "loss_scale", ls_keys, L_N, v, k))
+        return -1;
+    if (v[L_MODE]) {
+        if (get_enum(L, v[L_MODE], "loss_scale.mode", ls_names, COUNT(ls_names), &e))
+            return -1;
+        s->loss_scale.mode = (gp_ls_mode)e;
+    }
+    if (v[L_INIT]) {
+        /* Scaling by a power of two is exact: the accumulation model relies on it. */
+        double x = 0;
+        int ex = 0;
+        if (get_double_in(L, v[L_INIT], "loss_scale.init", 0.0, 1, INFINITY, 0, &x))
+            return -1;
+        if (frexp(x, &ex) != 0.5)
+            return fail(L, v[L_INIT], "loss_scale.init must be a power of two (got %s)", sval(v[L_INIT]));
+        if (ex - 1 < -126 || ex - 1 > 127)
+            return fail(L, v[L_INIT], "loss_scale.init must be a power of two between 2^-126 and "
+                        "2^127, a normal fp32 (got 2^%d)", ex - 1);
+        s->loss_scale.init = x;
+    }
+    if (v[L_GROWTH] && get_double_in(L, v[L_GROWTH], "loss_scale.growth", 1.0, 1, INFINITY, 0,
+                                     &s->loss_scale.growth))
+        return -1;
+    if (v[L_BACKOFF] && get_double_in(L, v[L_BACKOFF], "loss_scale.backoff", 0.0, 1, 1.0, 1,
+                                      &s->loss_scale.backoff))
+        return -1;
+    if (v[L_INTERVAL] && get_int(L, v[L_INTERVAL], "loss_scale.interval", 1, &s->loss_scale.interval))
+        return -1;
+    if (v[L_UNSCALE] && get_bool(L, v[L_UNSCALE], "loss_scale.unscale_before_clip",
+                                 &s->loss_scale.unscale_before_clip))
+        return -1;
+    if (v[L_UPDATE] && get_bool(L, v[L_UPDATE], "loss_scale.update", &s->loss_scale.update))
+        return -1;
+    return 0;
+}
+
+static const char *const clip_keys[] = {"max_norm"};
+
+static int parse_clip(const loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    yaml_node_t *v[1], *k[1];
+    if (fields(L, n, "clip", clip_keys, 1, v, k))
+        return -1;
+    if (v[0] && get_double_in(L, v[0], "clip.max_norm", 0.0, 0, INFINITY, 0, &s->clip.max_norm))
+        return -1;
+    return 0;
+}
+
+enum { OP_NAME, OP_LR, OP_BETAS, OP_EPS, OP_WD, OP_PARAM, OP_MASTER, OP_STATE, OP_KAHAN, OP_SR, OP_N };
+static const char *const opt_keys[OP_N] = {"name", "lr", "betas", "eps", "weight_decay",
+                                           "param", "master", "state", "kahan", "stochastic"};
+
+static int parse_optimizer(const loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    yaml_node_t *v[OP_N], *k[OP_N];
+    int e = 0;
+    if (fields(L, n, "optimizer", opt_keys, OP_N, v, k))
+        return -1;
+    if (v[OP_NAME] && get_enum(L, v[OP_NAME], "optimizer.name", opt_names, COUNT(opt_names), &e))
+        return -1;
+    if (v[OP_LR] && get_double_in(L, v[OP_LR], "optimizer.lr", 0.0, 0, INFINITY, 0, &s->optimizer.lr))
+        return -1;
+    if (v[OP_BETAS]) {
+        yaml_node_t *b = v[OP_BETAS];
+        if (b->type != YAML_SEQUENCE_NODE || seq_len(b) != 2)
+            return fail(L, b, "optimizer.betas: expected a list of two numbers [beta1, beta2], got %s",
+                        b->type == YAML_SEQUENCE_NODE ? "a list of another length" : kind(b));
+        if (get_double_in(L, seq_item(L, b, 0), "optimizer.betas[0]", 0.0, 0, 1.0, 1, &s->optimizer.beta1) ||
+            get_double_in(L, seq_item(L, b, 1), "optimizer.betas[1]", 0.0, 0, 1.0, 1, &s->optimizer.beta2))
+            return -1;
+    }
+    if (v[OP_EPS] && get_double_in(L, v[OP_EPS], "optimizer.eps", 0.0, 1, INFINITY, 0, &s->optimizer.eps))
+        return -1;
+    if (v[OP_WD] && get_double_in(L, v[OP_WD], "optimizer.weight_decay", 0.0, 0, INFINITY, 0,
+                                  &s->optimizer.weight_decay))
+        return -1;
+    if (v[OP_PARAM] && get_format(L, v[OP_PARAM], "optimizer.param", &s->optimizer.param))
+        return -1;
+    if (v[OP_MASTER] &&
+        get_enum(L, v[OP_MASTER], "optimizer.master", master_names, COUNT(master_names), &s->optimizer.master))
+        return -1;
+    if (v[OP_STATE] && get_format(L, v[OP_STATE], "optimizer.state", &s->optimizer.state))
+        return -1;
+    if (v[OP_KAHAN] && get_bool(L, v[OP_KAHAN], "optimizer.kahan", &s->optimizer.kahan))
+        return -1;
+    if (v[OP_SR] && get_bool(L, v[OP_SR], "optimizer.stochastic", &s->optimizer.stochastic))
+        return -1;
+    return 0;
+}
+
+enum { S_NAME, S_WARMUP, S_TOTAL, S_MINLR, S_STEPSIZE, S_GAMMA, S_N };
+static const char *const sched_keys[S_N] = {"name", "warmup", "total", "min_lr", "step_size", "gamma"};
+
+static int parse_schedule(loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    yaml_node_t *v[S_N], *k[S_N];
+    int e = 0;
+    if (fields(L, n, "schedule", sched_keys, S_N, v, k))
+        return -1;
+    if (v[S_NAME]) {
+        if (get_enum(L, v[S_NAME], "schedule.name", sched_names, COUNT(sched_names), &e))
+            return -1;
+        s->schedule.kind = (gp_schedule_kind)e;
+    }
+    if (v[S_WARMUP] && get_int(L, v[S_WARMUP], "schedule.warmup", 0, &s->schedule.warmup))
+        return -1;
+    if (v[S_TOTAL] && get_int(L, v[S_TOTAL], "schedule.total", 1, &s->schedule.total))
+        return -1;
+    L->total_given = v[S_TOTAL] != NULL;
+    if (v[S_MINLR] && get_double_in(L, v[S_MINLR], "schedule.min_lr", 0.0, 0, INFINITY, 0,
+                                    &s->schedule.min_lr))
+        return -1;
+    if (v[S_STEPSIZE] && get_int(L, v[S_STEPSIZE], "schedule.step_size", 1, &s->schedule.step_size))
+        return -1;
+    if (v[S_GAMMA] && get_double_in(L, v[S_GAMMA], "schedule.gamma", 0.0, 1, INFINITY, 0,
+                                    &s->schedule.gamma))
+        return -1;
+    return 0;
+}
+
+/* thresholds: {METRIC: number, ...}, any finite number. */
+static int parse_thresholds(const loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    yaml_node_t *seen[GP_NMETRICS] = {0};
+    if (n->type != YAML_MAPPING_NODE)
+        return fail(L, n, "thresholds: expected a mapping of metric names to numbers, got %s", kind(n));
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node(L, p->key), *v = node(L, p->value);
+        gp_metric m;
+        if (k->type != YAML_SCALAR_NODE)
+            return fail(L, k, "thresholds: a key must be a metric name, got %s", kind(k));
+        if (gp_metric_parse(sval(k), &m) != 0) {
+            const char *names[GP_NMETRICS];
+            for (int i = 0; i < GP_NMETRICS; i++)
+                names[i] = gp_metric_name((gp_metric)i);
+            char list[400];
+            join(list, sizeof list, names, GP_NMETRICS);
+            return fail(L, k, "unknown metric '%.60s' in thresholds (allowed: %s)", sval(k), list);
+        }
+        if (seen[m])
+            return fail(L, k, "duplicate key '%s' in thresholds (first at %lu:%lu)", sval(k),
+                        (unsigned long)seen[m]->start_mark.line + 1,
+                        (unsigned long)seen[m]->start_mark.column + 1);
+        seen[m] = k;
+        char path[PATHLEN];
+        pathf(path, "threshold for %s", sval(k));
+        if (get_double(L, v, path, &s->thresholds.max[m]))
+            return -1;
+        s->thresholds.set[m] = 1;
+    }
+    return 0;
+}
+
+/* ---- the whole document ---- */
+
+enum { K_NAME, K_SEED, K_TENSORS, K_BATCH, K_REDUCTION, K_FULLBATCH, K_PRECISION, K_LOSS_SCALE,
+       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_N };
+static const char *const top_keys[K_N] = {"name", "seed", "tensors", "batch", "reduction",
+                                          "fullbatch", "precision", "loss_scale", "clip",
+                                          "optimizer", "schedule", "steps", "thresholds"};
+
+static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
+{
+    yaml_node_t *v[K_N], *k[K_N];
+    int e = 0;
+    if (fields(L, root, "", top_keys, K_N, v, k))
+        return -1;
+    if (v[K_NAME] && get_name(L, v[K_NAME], "name", s->name))
+        return -1;
+    if (v[K_SEED] && get_u64(L, v[K_SEED], "seed", &s->seed))
+        return -1;
+    if (v[K_STEPS] && get_int(L, v[K_STEPS], "steps", 1, &s->steps))
+        return -1;
+    if (v[K_BATCH] && parse_batch(L, v[K_BATCH], s))
+        return -1;
+    if (v[K_TENSORS]) {
+        if (parse_tensors(L, v[K_TENSORS], s))
+            return -1;
+    } else { /* one tensor "grad" of 1024 elements */
+        s->tensors = malloc(sizeof *s->tensors);
+        L->vnodes = calloc(1, sizeof *L->vnodes);
+        if (!s->tensors || !L->vnodes)
+            return oom(L, root);
+        tensor_init(&s->tensors[0], "grad");
+        s->ntensors = 1;
+    }
+    if (v[K_REDUCTION]) {
+        if (get_enum(L, v[K_REDUCTION], "reduction", red_names, COUNT(red_names), &e))
+            return -1;
+        s->reduction = (gp_reduction)e;
+    }
+    if (v[K_FULLBATCH]) {
+        if (get_enum(L, v[K_FULLBATCH], "fullbatch", fb_names, COUNT(fb_names), &e))
+            return -1;
+        s->fullbatch = (gp_fullbatch)e;
+    }
+    if (v[K_PRECISION] && parse_precision(L, v[K_PRECISION], s))
+        return -1;
+    if (v[K_LOSS_SCALE] && parse_loss_scale(L, v[K_LOSS_SCALE], s))
+        return -1;
+    if (v[K_CLIP] && parse_clip(L, v[K_CLIP], s))
+        return -1;
+    if (v[K_OPTIMIZER] && parse_optimizer(L, v[K_OPTIMIZER], s))
+        return -1;
+    if (v[K_SCHEDULE] && parse_schedule(L, v[K_SCHEDULE], s))
+        return -1;
+    if (!L->total_given)
+        s->schedule.total = s->steps;
+    if (v[K_THRESHOLDS] && parse_thresholds(L, v[K_THRESHOLDS], s))
+        return -1;
+    return resolve_batch(L, root, s);
+}
+
+/* libyaml's own diagnosis, with its mark (reader errors carry a byte offset). */
+static int parser_error(const yaml_parser_t *p, const char *origin, const char *text, size_t len,
+                        gp_error *err)
+{
+    const char *problem = p->problem ? p->problem : "invalid YAML";
+    if (p->error == YAML_MEMORY_ERROR)
+        return gp_error_set(err, "%s: out of memory while reading YAML", origin);
+    if (p->error == YAML_READER_ERROR) {
+        unsigned long line = 1, col = 1;
+        for (size_t i = 0; i < p->problem_offset && i < len; i++, col++)
+            if (text[i] == '\n') {
+                line++;
+                col = 0;
+            }
+        if (p->problem_value != -1)
+            return gp_error_set(err, "%s:%lu:%lu: %s (byte 0x%02x)", origin, line, col, problem,
+                                (unsigned)p->problem_value & 0xffu);
+        return gp_error_set(err, "%s:%lu:%lu: %s", origin, line, col, problem);
+    }
+    unsigned long line = (unsigned long)p->problem_mark.line + 1;
+    unsigned long col = (unsigned long)p->problem_mark.column + 1;
+    if (p->context)
+        return gp_error_set(err, "%s:%lu:%lu: %s (%s at %lu:%lu)", origin, line, col, problem,
+                            p->context, (unsigned long)p->context_mark.line + 1,
+                            (unsigned long)p->context_mark.column + 1);
+    return gp_error_set(err, "%s:%lu:%lu: %s", origin, line, col, problem);
+}
+
+static int load(const char *text, size_t len, const char *origin, const char *default_name,
+                gp_scenario *s, gp_error *err)
+{
+    gp_scenario t;
+    yaml_parser_t parser;
+    yaml_document_t doc, extra;
+    loader L;
+    int rc = -1;
+
+    gp_scenario_init(&t);
+    gp_scenario_init(s);
+    snprintf(t.name, sizeof t.name, "%s", default_name);
+    if (!text)
+        text = "";
+    if (!yaml_parser_initialize(&parser))
+        return gp_error_set(err, "%s: out of memory while reading YAML", origin);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        parser_error(&parser, origin, text, len, err);
+        yaml_parser_delete(&parser);
+        return -1;
+    }
+    memset(&L, 0, sizeof L);
+    L.origin = origin;
+    L.doc = &doc;
+    L.err = err;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root || (root->type == YAML_SCALAR_NODE && root->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+                  is_null(sval(root)))) {
+        gp_error_set(err, "%s:1:1: the scenario is empty (expected a mapping of scenario keys)", origin);
+    } else if (!yaml_parser_load(&parser, &extra)) { /* the rest of the stream must be clean */
+        parser_error(&parser, origin, text, len, err);
+    } else {
+        yaml_node_t *r2 = yaml_document_get_root_node(&extra);
+        if (r2)
+            fail(&L, r2, "only one YAML document is allowed in a scenario");
+        else
+            rc = parse_scenario(&L, root, &t);
+        yaml_document_delete(&extra);
+    }
+    free(L.vnodes);
+    free(L.name_nodes);
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    if (rc) {
+        gp_scenario_free(&t);
+        return -1;
+    }
+    *s = t;
+    if (err)
+        err->msg[0] = '\0';
+    return 0;
+}
+
+int gp_scenario_load_string(const char *text, size_t len, const char *origin, gp_scenario *s,
+                            gp_error *err)
+{
+    return load(text, len, origin, "scenario", s, err);
+}
+
+int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
+{
+    gp_scenario_init(s);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gp_error_set(err, "%s: cannot open: %s", path, strerror(errno));
+    size_t len = 0, cap = 0;
+    char *text = NULL;
+    for (;;) {
+        if (cap - len < 4096) {
+            size_t ncap = cap ? cap * 2 : 65536;
+            char *p = realloc(text, ncap);
+            if (!p) {
+                free(text);
+                fclose(f);
+                return gp_error_set(err, "%s: out of memory reading the file", path);
+            }
+            text = p;
+            cap = ncap;
+        }
+        size_t got = fread(text + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    int bad = ferror(f);
+    int eno = errno;
+    fclose(f);
+    if (bad) {
+        free(text);
+        return gp_error_set(err, "%s: cannot read: %s", path, strerror(eno));
+    }
+    /* Default name: the basename without .yaml / .yml. */
+    char name[GP_NAME_MAX];
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    if (n > 5 && !strcmp(base + n - 5, ".yaml"))
+        n -= 5;
+    else if (n > 4 && !strcmp(base + n - 4, ".yml"))
+        n -= 4;
+    if (n >= GP_NAME_MAX)
+        n = GP_NAME_MAX - 1;
+    memcpy(name, base, n);
+    name[n] = '\0';
+    int rc = load(text, len, path, n ? name : "scenario", s, err);
+    free(text);
+    return rc;
+}
+
+/* ---- writing YAML back ---- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int bad; /* out of memory: everything after is dropped */
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...) GP_PRINTF(2, 3);
+static void put(sbuf *b, const char *fmt, ...)
+{
+    if (b->bad)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->bad = 1;
+        return;
+    }
+    if ((size_t)n >= b->cap - b->len) {
+        size_t ncap = b->cap * 2 > b->len + (size_t)n + 1 ? b->cap * 2 : b->len + (size_t)n + 1;
+        char *q = realloc(b->p, ncap);
+        if (!q) {
+            b->bad = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = ncap;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+}
+
+/* The shortest of %.15g/%.16g/%.17g that reads back to the same bits (so 0.9 stays
+ * "0.9"); %.17g always does. */
+static void put_double(sbuf *b, double x)
+{
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        double y = strtod(buf, NULL);
+        if (memcmp(&x, &y, sizeof x) == 0)
+            break;
+    }
+    put(b, "%s", buf);
+}
+
+/* A double-quoted YAML string. */
+static void put_string(sbuf *b, const char *s)
+{
+    put(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            put(b, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            put(b, "\\x%02x", c);
+        else
+            put(b, "%c", c);
+    }
+    put(b, "\"");
+}
+
+static void put_key_double(sbuf *b, const char *indent, const char *key, double x)
+{
+    put(b, "%s%s: ", indent, key);
+    put_double(b, x);
+    put(b, "\n");
+}
+
+static void put_dist(sbuf *b, const char *key, const gp_dist *d, int is_grad)
+{
+    put(b, "    %s:\n", key);
+    if (d->kind == GP_DIST_VALUES && is_grad) {
+        put(b, "      values:\n");
+        for (size_t k = 0; k < d->nmb; k++) {
+            put(b, "        - [");
+            for (size_t t = 0; t < d->ntok[k]; t++) {
+                if (t)
+                    put(b, ", ");
+                put_double(b, d->values[k][t]);
+            }
+            put(b, "]\n");
+        }
+        return;
+    }
+    put(b, "      dist: %s\n", enum_name(dist_names, COUNT(dist_names), (int)d->kind));
+    put_key_double(b, "      ", "scale", d->scale);
+    put_key_double(b, "      ", "sigma", d->sigma);
+    put_key_double(b, "      ", "alpha", d->alpha);
+    put_key_double(b, "      ", "sign", d->neg_frac);
+    put_key_double(b, "      ", "sparsity", d->sparsity);
+    put(b, "      outliers:\n");
+    put_key_double(b, "        ", "frac", d->outlier_frac);
+    put_key_double(b, "        ", "scale", d->outlier_scale);
+    put_key_double(b, "      ", "shrink", d->shrink);
+}
+
+static const char *bool_name(int v)
+{
+    return v ? "true" : "false";
+}
+
+char *gp_scenario_to_yaml(const gp_scenario *s)
+{
+    sbuf b = {malloc(4096), 0, 4096, 0};
+    if (!b.p)
+        return NULL;
+    b.p[0] = '\0';
+    put(&b, "name: ");
+    put_string(&b, s->name);
+    put(&b, "\nseed: %llu\n", (unsigned long long)s->seed);
+    if (s->ntensors) {
+        put(&b, "tensors:\n");
+        for (size_t i = 0; i < s->ntensors; i++) {
+            const gp_tensor_spec *t = &s->tensors[i];
+            put(&b, "  - name: ");
+            put_string(&b, t->name);
+            put(&b, "\n    size: %zu\n", t->size);
+            put_dist(&b, "grad", &t->grad, 1);
+            put_dist(&b, "weight", &t->weight, 0);
+        }
+    }
+    put(&b, "batch:\n  accumulation_steps: %d\n  microbatches: %d\n", s->batch.accumulation_steps,
+        s->batch.microbatches);
+    if (s->batch.tokens) {
+        put(&b, "  tokens: [");
+        for (int k = 0; k < s->batch.microbatches; k++)
+            put(&b, "%s%ld", k ? ", " : "", s->batch.tokens[k]);
+        put(&b, "]\n");
+    }
+    put(&b, "reduction: %s\n", enum_name(red_names, COUNT(red_names), (int)s->reduction));
+    put(&b, "fullbatch: %s\n", enum_name(fb_names, COUNT(fb_names), (int)s->fullbatch));
+    put(&b, "precision:\n  grad: %s\n  accumulator: %s\n  rounding: %s\n  ftz: %s\n",
+        gp_format_name(s->precision.grad), gp_format_name(s->precision.accumulator),
+        enum_name(acc_names, COUNT(acc_names), (int)s->precision.rounding),
+        bool_name(s->precision.ftz));
+    put(&b, "loss_scale:\n  mode: %s\n", enum_name(ls_names, COUNT(ls_names), (int)s->loss_scale.mode));
+    put_key_double(&b, "  ", "init", s->loss_scale.init);
+    put_key_double(&b, "  ", "growth", s->loss_scale.growth);
+    put_key_double(&b, "  ", "backoff", s->loss_scale.backoff);
+    put(&b, "  interval: %d\n  unscale_before_clip: %s\n  update: %s\n", s->loss_scale.interval,
+        bool_name(s->loss_scale.unscale_before_clip), bool_name(s->loss_scale.update));
+    put(&b, "clip:\n");
+    put_key_double(&b, "  ", "max_norm", s->clip.max_norm);
+    put(&b, "optimizer:\n  name: adamw\n");
+    put_key_double(&b, "  ", "lr", s->optimizer.lr);
+    put(&b, "  betas: [");
+    put_double(&b, s->optimizer.beta1);
+    put(&b, ", ");
+    put_double(&b, s->optimizer.beta2);
+    put(&b, "]\n");
+    put_key_double(&b, "  ", "eps", s->optimizer.eps);
+    put_key_double(&b, "  ", "weight_decay", s->optimizer.weight_decay);
+    put(&b, "  param: %s\n  master: %s\n  state: %s\n  kahan: %s\n  stochastic: %s\n",
+        gp_format_name(s->optimizer.param), master_names[s->optimizer.master != 0],
+        gp_format_name(s->optimizer.state), bool_name(s->optimizer.kahan),
+        bool_name(s->optimizer.stochastic));
+    put(&b, "schedule:\n  name: %s\n  warmup: %d\n  total: %d\n",
+        enum_name(sched_names, COUNT(sched_names), (int)s->schedule.kind), s->schedule.warmup,
+        s->schedule.total);
+    put_key_double(&b, "  ", "min_lr", s->schedule.min_lr);
+    put(&b, "  step_size: %d\n", s->schedule.step_size);
+    put_key_double(&b, "  ", "gamma", s->schedule.gamma);
+    put(&b, "steps: %d\n", s->steps);
+    int any = 0;
+    for (int m = 0; m < GP_NMETRICS; m++)
+        any |= s->thresholds.set[m];
+    put(&b, "thresholds:%s\n", any ? "" : " {}");
+    for (int m = 0; m < GP_NMETRICS; m++)
+        if (s->thresholds.set[m])
+            put_key_double(&b, "  ", gp_metric_name((gp_metric)m), s->thresholds.max[m]);
+    if (b.bad) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}

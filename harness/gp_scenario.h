@@ -1,0 +1,151 @@
+/* gp_scenario.h — the scenario model (DESIGN.md §4) and its YAML loader. A scenario
+ * is plain data: every field has a documented default (gp_scenario_init), the loader
+ * fills it from YAML with file:line:column errors, presets are YAML text loaded the
+ * same way, and gp_scenario_to_yaml writes one back. */
+#ifndef GP_SCENARIO_H
+#define GP_SCENARIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/arith/gp_accum.h"
+#include "../kernels/arith/gp_format.h"
+#include "gp_error.h"
+#include "gp_metrics.h"
+
+#define GP_NAME_MAX 128
+#define GP_MAX_TENSOR_SIZE ((size_t)1 << 31) /* elements per tensor */
+#define GP_MAX_MICROBATCHES 65536
+#define GP_MAX_TOKENS 1000000000L            /* tokens per micro-batch */
+
+typedef enum {
+    GP_DIST_NORMAL = 0, /* N(0, scale^2) */
+    GP_DIST_LOGNORMAL,  /* scale * exp(sigma * N(0,1)), random sign (see `sign`) */
+    GP_DIST_LAPLACE,    /* Laplace(0, scale) */
+    GP_DIST_PARETO,     /* scale * Pareto(alpha) (>= scale, heavy tail), random sign */
+    GP_DIST_CONSTANT,   /* every element = scale, random sign */
+    GP_DIST_VALUES      /* explicit per-token values per micro-batch (size must be 1) */
+} gp_dist_kind;
+
+/* A per-element distribution. Generated values are the per-token-mean gradient of
+ * each micro-batch, made fp32 (see harness/gp_generate.h). */
+typedef struct {
+    gp_dist_kind kind;    /* default normal */
+    double scale;         /* default 1.0 */
+    double sigma;         /* lognormal sigma, default 1.0 */
+    double alpha;         /* pareto shape, default 3.0 */
+    double neg_frac;      /* `sign`: probability of a negative value for lognormal,
+                             pareto and constant, default 0.5 (0 = all positive) */
+    double sparsity;      /* fraction of exact zeros, default 0 */
+    double outlier_frac;  /* fraction of elements multiplied by outlier_scale, default 0 */
+    double outlier_scale; /* default 1000 */
+    double shrink;        /* per optimizer step factor on the magnitude, default 1.0 */
+    /* GP_DIST_VALUES: values[k][0..ntok[k]-1] are the per-token values of micro-batch k */
+    size_t nmb;
+    size_t *ntok;
+    double **values;
+} gp_dist;
+
+typedef struct {
+    char name[GP_NAME_MAX];
+    size_t size;    /* elements, default 1024 (1 for explicit values) */
+    gp_dist grad;
+    gp_dist weight; /* initial weights, default normal scale 0.02 */
+} gp_tensor_spec;
+
+typedef enum { GP_RED_TOKEN_MEAN = 0, GP_RED_MEAN, GP_RED_MEAN_NO_DIV, GP_RED_SUM } gp_reduction;
+typedef enum { GP_FB_MEAN = 0, GP_FB_SUM } gp_fullbatch;
+typedef enum { GP_LS_NONE = 0, GP_LS_STATIC, GP_LS_DYNAMIC } gp_ls_mode;
+typedef enum {
+    GP_SCHED_CONSTANT = 0, GP_SCHED_COSINE, GP_SCHED_LINEAR, GP_SCHED_INVSQRT, GP_SCHED_STEP
+} gp_schedule_kind;
+
+typedef struct {
+    char name[GP_NAME_MAX]; /* default "scenario" (the file name without .yaml) */
+    uint64_t seed;          /* default 0 */
+
+    gp_tensor_spec *tensors; /* at least one */
+    size_t ntensors;
+
+    struct {
+        int accumulation_steps; /* A: the divisor of `mean`; default = microbatches */
+        int microbatches;       /* K (< A makes a partial last window), default 8 */
+        long *tokens;           /* K token counts; default 512 each. YAML: an integer
+                                   (all equal), a list, or {min, max} drawn uniformly
+                                   with the scenario seed */
+    } batch;
+
+    gp_reduction reduction; /* default token_mean */
+    gp_fullbatch fullbatch; /* default mean */
+
+    struct {
+        gp_format grad;           /* dtype the backward writes, default fp32 */
+        gp_format accumulator;    /* default fp32 */
+        gp_acc_rounding rounding; /* default rne */
+        int ftz;                  /* default false */
+    } precision;
+
+    struct {
+        gp_ls_mode mode;         /* default none */
+        double init;             /* default 65536 (a power of two) */
+        double growth, backoff;  /* defaults 2.0, 0.5 */
+        int interval;            /* default 2000 */
+        int unscale_before_clip; /* default true */
+        int update;              /* default true; false = the scale update is forgotten */
+    } loss_scale;
+
+    struct {
+        double max_norm; /* default 0 = no clipping */
+    } clip;
+
+    struct {
+        double lr;                /* default 1e-4 */
+        double beta1, beta2, eps; /* defaults 0.9, 0.999, 1e-8 */
+        double weight_decay;      /* default 0.01 */
+        gp_format param;          /* default fp32 */
+        int master;               /* master weights: 0 none (default), else fp32 */
+        gp_format state;          /* m and v, default fp32 */
+        int kahan;                /* Kahan-compensated params, default false */
+        int stochastic;           /* stochastic rounding of the stored param, default false */
+    } optimizer;
+
+    struct {
+        gp_schedule_kind kind; /* default constant */
+        int warmup;            /* default 0 */
+        int total;             /* default = steps */
+        double min_lr;         /* default 0 */
+        int step_size;         /* step schedule: default 100 */
+        double gamma;          /* step schedule: default 0.1 */
+    } schedule;
+
+    int steps; /* optimizer steps, default 1 */
+
+    struct {
+        int set[GP_NMETRICS];     /* 1 when the metric has a threshold */
+        double max[GP_NMETRICS];  /* the largest value that passes */
+    } thresholds;
+} gp_scenario;
+
+/* Fill s with every default (one tensor named "grad" of 1024 elements, no tokens
+ * allocated until needed). s owns nothing yet; gp_scenario_free is still safe. */
+void gp_scenario_init(gp_scenario *s);
+
+/* Free what s owns and leave it re-initialised. */
+void gp_scenario_free(gp_scenario *s);
+
+/* Load a scenario from YAML text. `origin` names the text in messages (a path, or
+ * "preset:NAME"). On error returns -1, err->msg is "origin:line:column: what is
+ * wrong", and *s is left initialised and owning nothing. Checks types, ranges,
+ * unknown keys, sizes that cannot fit in memory, NaN/inf numbers, consistency
+ * (tokens vs microbatches, explicit values vs size). Returns 0 on success. */
+int gp_scenario_load_string(const char *text, size_t len, const char *origin, gp_scenario *s,
+                            gp_error *err);
+
+/* Read and load a file (as above; an unreadable file is an error naming the path). */
+int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err);
+
+/* Write s as YAML that gp_scenario_load_string reads back to an equal scenario.
+ * Returns a malloc'ed string (caller frees) or NULL when out of memory. */
+char *gp_scenario_to_yaml(const gp_scenario *s);
+
+#endif

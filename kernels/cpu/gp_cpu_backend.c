@@ -1,0 +1,68 @@
+/* gp_cpu_backend.c — the CPU emulation backend: the per-element steps of
+ * kernels/arith applied in a loop. The reference implementation every other backend
+ * (CUDA, plugins) is compared with bit for bit. */
+#include "gp_cpu_backend.h"
+
+#include "../arith/gp_accum.h"
+#include "../arith/gp_philox.h"
+
+/* Widen a stored gradient of format gf to an fp32 value (exact). */
+static inline float grad_value(gp_format gf, const void *grad, uint64_t i)
+{
+    return gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gp_pack_get(gf, grad, i)));
+}
+
+static int cpu_accumulate(const gp_plugin_accumulate_args *a)
+{
+    gp_format gf = (gp_format)a->grad_format, af = (gp_format)a->acc_format;
+    gp_acc_rounding r = (gp_acc_rounding)a->rounding;
+    if (af == GP_FP32 && gf == GP_FP32 && r == GP_ACC_RNE && !a->ftz) {
+        /* the common case, kept vectorisable: plain IEEE adds */
+        const float *g = a->grad;
+        float *acc = a->acc;
+        for (uint64_t i = 0; i < a->n; i++)
+            acc[i] = acc[i] + g[i];
+        return 0;
+    }
+    if (af == GP_BF16 && gf == GP_FP32 && r == GP_ACC_RNE && !a->ftz) {
+        /* fp32 grads into bf16, RNE: widen, add, round back; vectorisable */
+        const float *g = a->grad;
+        uint16_t *acc = a->acc;
+        for (uint64_t i = 0; i < a->n; i++) {
+            float s = gp_f32_from_bits((uint32_t)acc[i] << 16) + g[i];
+            acc[i] = (uint16_t)gp_bf16_rne_from_f32_bits(gp_f32_bits(s));
+        }
+        return 0;
+    }
+    for (uint64_t i = 0; i < a->n; i++) {
+        uint32_t rb = r == GP_ACC_STOCHASTIC ? gp_rand_u32(a->seed, a->stream, a->first_index + i) : 0;
+        uint32_t comp = r == GP_ACC_KAHAN ? gp_pack_get(af, a->comp, i) : 0;
+        uint32_t out = gp_accum_step(af, r, a->ftz, gp_pack_get(af, a->acc, i), &comp,
+                                     grad_value(gf, a->grad, i), rb, (unsigned *)0);
+        gp_pack_set(af, a->acc, i, out);
+        if (r == GP_ACC_KAHAN)
+            gp_pack_set(af, a->comp, i, comp);
+    }
+    return 0;
+}
+
+static int cpu_unscale(gp_plugin_unscale_args *a)
+{
+    gp_format af = (gp_format)a->acc_format;
+    int found = 0;
+    for (uint64_t i = 0; i < a->n; i++)
+        gp_pack_set(af, a->acc, i,
+                    gp_unscale_step(af, a->ftz, gp_pack_get(af, a->acc, i), a->inv_scale, &found, (unsigned *)0));
+    if (found)
+        a->found_inf = 1;
+    return 0;
+}
+
+static const gp_plugin cpu_plugin = {
+    GP_PLUGIN_ABI_VERSION, "cpu", GP_PLUGIN_HOST, cpu_accumulate, cpu_unscale,
+};
+
+const gp_plugin *gp_cpu_backend(void)
+{
+    return &cpu_plugin;
+}

@@ -1,0 +1,39 @@
+/* gp_exact.h — exact (error-free) accumulation for the references. A gp_fixacc is a
+ * 384-bit two's-complement fixed-point number with its lowest bit worth 2^-149 (the
+ * fp32 min subnormal): it holds exactly every sum of up to 2^31 terms of the form
+ * n * x with x an fp32 value and 0 <= n < 2^31 — which is every term the gradient
+ * references add (per-token-mean gradients are fp32, token counts are integers).
+ * Adding is a few integer operations; reading out rounds once, correctly. */
+#ifndef GP_EXACT_H
+#define GP_EXACT_H
+
+#include <gmp.h>
+#include <stdint.h>
+
+#define GP_FIXACC_LIMBS 6
+
+typedef struct {
+    uint64_t limb[GP_FIXACC_LIMBS]; /* little-endian limbs; value = signed integer * 2^-149 */
+} gp_fixacc;
+
+/* Set to zero. */
+void gp_fixacc_zero(gp_fixacc *a);
+
+/* a += n * x exactly, for x a finite fp32 value (given as a float) and 0 <= n < 2^31.
+ * Non-finite x is the caller's to exclude (undefined here). */
+void gp_fixacc_add(gp_fixacc *a, float x, uint32_t n);
+
+/* a += b exactly. */
+void gp_fixacc_add_acc(gp_fixacc *a, const gp_fixacc *b);
+
+/* The value a / d rounded to binary64 (round to nearest even), for 1 <= d < 2^53, and
+ * the sign of the residual: *sticky = sign(a/d - result) in {-1, 0, 1}. With the
+ * sticky sign, a later rounding of the result to any format with fewer than 52 bits is
+ * the correct rounding of a/d (see gp_f64_nudge in kernels/arith/gp_arith.h). */
+double gp_fixacc_div(const gp_fixacc *a, uint64_t d, int *sticky);
+
+/* Set z to the integer a * 2^149 (exact; for cross-checks against GMP/MPFR). */
+void gp_fixacc_get_mpz(mpz_t z, const gp_fixacc *a);
+
+
+#endif

@@ -1,0 +1,312 @@
+/* gp_report.c — see gp_report.h. */
+#include "gp_report.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../harness/gp_names.h"
+
+static const char *const verdict_names[] = {"pass", "warn", "fail"};
+static const char *const reduction_names[] = {"token_mean", "mean", "mean_no_div", "sum"};
+static const char *const rounding_names[] = {"rne", "rtz", "stochastic", "kahan"};
+static const char *const ls_names[] = {"none", "static", "dynamic"};
+
+const char *gp_verdict_name(gp_verdict v)
+{
+    return (unsigned)v <= GP_FAIL ? verdict_names[v] : "?";
+}
+
+/* JSON has no inf/NaN: those are written as the strings "inf", "-inf", "nan". */
+static json_t *number(double v)
+{
+    if (v != v)
+        return json_string("nan");
+    if (isinf(v))
+        return json_string(v > 0 ? "inf" : "-inf");
+    return json_real(v);
+}
+
+/* ---- report.json ---- */
+
+static json_t *metrics_json(const double *metric)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < GP_NMETRICS; i++)
+        if (metric[i] == metric[i] || i == GP_M_MAX_ULP_ERR)
+            json_object_set_new(o, gp_metric_name((gp_metric)i), number(metric[i]));
+    return o;
+}
+
+static json_t *loss_json(const double *loss)
+{
+    json_t *o = json_object();
+    for (int m = 0; m < GP_NMECH; m++)
+        json_object_set_new(o, gp_mechanism_name((gp_mechanism)m), number(loss[m]));
+    return o;
+}
+
+static json_t *events_json(const gp_stats *st)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "roundings_nonzero", json_integer((json_int_t)st->rounded_nonzero));
+    json_object_set_new(o, "underflow", json_integer((json_int_t)st->underflow));
+    json_object_set_new(o, "additions_nonzero", json_integer((json_int_t)st->adds_nonzero));
+    json_object_set_new(o, "absorbed", json_integer((json_int_t)st->absorbed));
+    json_object_set_new(o, "overflow", json_integer((json_int_t)st->overflow));
+    json_object_set_new(o, "stored_nonzero", json_integer((json_int_t)st->stored_nonzero));
+    json_object_set_new(o, "stored_subnormal", json_integer((json_int_t)st->subnormal));
+    json_object_set_new(o, "nonfinite", json_integer((json_int_t)st->nonfinite));
+    json_object_set_new(o, "backend_mismatches", json_integer((json_int_t)st->mismatches));
+    return o;
+}
+
+static json_t *config_json(const gp_scenario *sc)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "seed", json_integer((json_int_t)sc->seed));
+    json_object_set_new(o, "reduction", json_string(reduction_names[sc->reduction]));
+    json_object_set_new(o, "fullbatch", json_string(sc->fullbatch == GP_FB_MEAN ? "mean" : "sum"));
+    json_t *p = json_object();
+    json_object_set_new(p, "grad", json_string(gp_format_name(sc->precision.grad)));
+    json_object_set_new(p, "accumulator", json_string(gp_format_name(sc->precision.accumulator)));
+    json_object_set_new(p, "rounding", json_string(rounding_names[sc->precision.rounding]));
+    json_object_set_new(p, "ftz", json_boolean(sc->precision.ftz));
+    json_object_set_new(o, "precision", p);
+    json_t *b = json_object(), *tok = json_array();
+    json_object_set_new(b, "accumulation_steps", json_integer(sc->batch.accumulation_steps));
+    json_object_set_new(b, "microbatches", json_integer(sc->batch.microbatches));
+    for (int k = 0; k < sc->batch.microbatches; k++)
+        json_array_append_new(tok, json_integer(sc->batch.tokens[k]));
+    json_object_set_new(b, "tokens", tok);
+    json_object_set_new(o, "batch", b);
+    json_t *ls = json_object();
+    json_object_set_new(ls, "mode", json_string(ls_names[sc->loss_scale.mode]));
+    if (sc->loss_scale.mode != GP_LS_NONE)
+        json_object_set_new(ls, "init", number(sc->loss_scale.init));
+    json_object_set_new(o, "loss_scale", ls);
+    return o;
+}
+
+static json_t *scenario_json(const gp_scenario *sc, const gp_result *r)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(sc->name));
+    json_object_set_new(o, "verdict", json_string(gp_verdict_name(r->verdict)));
+    json_object_set_new(o, "dominant_mechanism", json_string(gp_mechanism_name(r->dominant)));
+    json_t *failed = json_array();
+    for (int i = 0; i < GP_NMETRICS; i++)
+        if (r->failed[i]) {
+            json_t *f = json_object();
+            json_object_set_new(f, "metric", json_string(gp_metric_name((gp_metric)i)));
+            json_object_set_new(f, "value", number(r->metric[i]));
+            json_object_set_new(f, "max", number(r->threshold[i]));
+            json_array_append_new(failed, f);
+        }
+    json_object_set_new(o, "failed", failed);
+    json_t *th = json_object();
+    for (int i = 0; i < GP_NMETRICS; i++)
+        if (r->has_threshold[i])
+            json_object_set_new(th, gp_metric_name((gp_metric)i), number(r->threshold[i]));
+    json_object_set_new(o, "thresholds", th);
+    json_object_set_new(o, "config", config_json(sc));
+    json_object_set_new(o, "metrics", metrics_json(r->metric));
+    json_object_set_new(o, "loss_by_mechanism", loss_json(r->loss));
+    json_object_set_new(o, "events", events_json(&r->st));
+    json_t *ts = json_array();
+    for (size_t t = 0; t < r->ntensors; t++) {
+        const gp_tensor_result *tr = &r->tensors[t];
+        json_t *to = json_object();
+        json_object_set_new(to, "name", json_string(tr->name));
+        json_object_set_new(to, "size", json_integer((json_int_t)tr->size));
+        json_object_set_new(to, "metrics", metrics_json(tr->metric));
+        json_object_set_new(to, "loss_by_mechanism", loss_json(tr->loss));
+        json_object_set_new(to, "events", events_json(&tr->st));
+        json_array_append_new(ts, to);
+    }
+    json_object_set_new(o, "tensors", ts);
+    json_t *notes = json_array();
+    if (sc->steps > 1 || sc->clip.max_norm > 0)
+        json_array_append_new(notes, json_string("optimizer steps and clipping are not simulated "
+                                                 "yet: this is the accumulation of one step"));
+    json_object_set_new(o, "notes", notes);
+    return o;
+}
+
+char *gp_report_json(const gp_run_report *r)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "schema", json_string("gradprec-report/1"));
+    json_object_set_new(root, "backend", json_string(r->backend));
+    json_object_set_new(root, "compare_backend", r->compare_backend ? json_string(r->compare_backend) : json_null());
+    int count[3] = {0, 0, 0};
+    gp_verdict worst = GP_PASS;
+    json_t *arr = json_array();
+    for (size_t i = 0; i < r->n; i++) {
+        count[r->results[i].verdict]++;
+        if (r->results[i].verdict > worst)
+            worst = r->results[i].verdict;
+        json_array_append_new(arr, scenario_json(r->scenarios[i], &r->results[i]));
+    }
+    json_t *sum = json_object();
+    json_object_set_new(sum, "scenarios", json_integer((json_int_t)r->n));
+    json_object_set_new(sum, "pass", json_integer(count[GP_PASS]));
+    json_object_set_new(sum, "warn", json_integer(count[GP_WARN]));
+    json_object_set_new(sum, "fail", json_integer(count[GP_FAIL]));
+    json_object_set_new(sum, "verdict", json_string(gp_verdict_name(worst)));
+    json_object_set_new(root, "summary", sum);
+    json_object_set_new(root, "scenarios", arr);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text);
+    char *withnl = realloc(text, n + 2);
+    if (!withnl) {
+        free(text);
+        return NULL;
+    }
+    withnl[n] = '\n';
+    withnl[n + 1] = '\0';
+    return withnl;
+}
+
+/* ---- Markdown ---- */
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->s && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = (b->cap + (size_t)k + 1) * 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns;
+        b->cap = cap;
+    }
+}
+
+static const char *g(double v, char *buf)
+{
+    snprintf(buf, 32, "%.3g", v);
+    return buf;
+}
+
+char *gp_report_markdown(const gp_run_report *r)
+{
+    sbuf b = {NULL, 0, 0, 0};
+    char x1[32], x2[32], x3[32], x4[32], x5[32];
+    int count[3] = {0, 0, 0};
+    for (size_t i = 0; i < r->n; i++)
+        count[r->results[i].verdict]++;
+    sb_printf(&b, "## gradprec: %d fail, %d warn, %d pass\n\n", count[GP_FAIL], count[GP_WARN], count[GP_PASS]);
+    sb_printf(&b, "Backend `%s`%s%s%s.\n\n", r->backend, r->compare_backend ? ", compared bit for bit with `" : "",
+              r->compare_backend ? r->compare_backend : "", r->compare_backend ? "`" : "");
+    sb_printf(&b, "| verdict | scenario | dominant loss | grad_rel_err_fullbatch | normalization_rel_err | "
+                  "absorbed_frac | underflow_frac | subnormal_frac |\n|---|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < r->n; i++) {
+        const gp_result *res = &r->results[i];
+        sb_printf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", gp_verdict_name(res->verdict),
+                  r->scenarios[i]->name, gp_mechanism_name(res->dominant),
+                  g(res->metric[GP_M_GRAD_REL_ERR_FULLBATCH], x1), g(res->metric[GP_M_NORMALIZATION_REL_ERR], x2),
+                  g(res->metric[GP_M_ABSORBED_FRAC], x3), g(res->metric[GP_M_UNDERFLOW_FRAC], x4),
+                  g(res->metric[GP_M_SUBNORMAL_FRAC], x5));
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        const gp_result *res = &r->results[i];
+        const gp_scenario *sc = r->scenarios[i];
+        sb_printf(&b, "\n### %s: %s\n\n", sc->name, gp_verdict_name(res->verdict));
+        sb_printf(&b, "%s gradients into a %s accumulator (%s), K = %d micro-batches, reduction `%s`.\n\n",
+                  gp_format_name(sc->precision.grad), gp_format_name(sc->precision.accumulator),
+                  rounding_names[sc->precision.rounding], sc->batch.microbatches, reduction_names[sc->reduction]);
+        for (int m = 0; m < GP_NMETRICS; m++)
+            if (res->failed[m])
+                sb_printf(&b, "- **%s = %s** exceeds %s\n", gp_metric_name((gp_metric)m), g(res->metric[m], x1),
+                          g(res->threshold[m], x2));
+        sb_printf(&b, "- loss by mechanism (error norm / full-batch norm):");
+        for (int m = 0; m < GP_NMECH; m++)
+            sb_printf(&b, " %s %s%s", gp_mechanism_name((gp_mechanism)m), g(res->loss[m], x1),
+                      m + 1 < GP_NMECH ? "," : "\n");
+        sb_printf(&b, "- events: %llu of %llu additions absorbed, %llu of %llu roundings underflowed, "
+                      "%llu overflows, %llu of %llu stored gradients subnormal\n",
+                  (unsigned long long)res->st.absorbed, (unsigned long long)res->st.adds_nonzero,
+                  (unsigned long long)res->st.underflow, (unsigned long long)res->st.rounded_nonzero,
+                  (unsigned long long)res->st.overflow, (unsigned long long)res->st.subnormal,
+                  (unsigned long long)res->st.stored_nonzero);
+        if (res->st.mismatches)
+            sb_printf(&b, "- **%llu element results differ between the backends**\n",
+                      (unsigned long long)res->st.mismatches);
+        sb_printf(&b, "\n<details><summary>per tensor</summary>\n\n| tensor | size | grad_rel_err_fullbatch | "
+                      "absorbed_frac | underflow_frac |\n|---|---|---|---|---|\n");
+        for (size_t t = 0; t < res->ntensors; t++) {
+            const gp_tensor_result *tr = &res->tensors[t];
+            sb_printf(&b, "| %s | %llu | %s | %s | %s |\n", tr->name, (unsigned long long)tr->size,
+                      g(tr->metric[GP_M_GRAD_REL_ERR_FULLBATCH], x1), g(tr->metric[GP_M_ABSORBED_FRAC], x2),
+                      g(tr->metric[GP_M_UNDERFLOW_FRAC], x3));
+        }
+        sb_printf(&b, "\n</details>\n");
+    }
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+void gp_report_table(FILE *out, const gp_run_report *r)
+{
+    fprintf(out, "%-4s  %-34s %-13s %10s %10s %9s %9s %9s\n", "", "scenario", "dominant", "err_full", "err_norm",
+            "absorbed", "underflow", "subnormal");
+    for (size_t i = 0; i < r->n; i++) {
+        const gp_result *res = &r->results[i];
+        fprintf(out, "%-4s  %-34.34s %-13s %10.3g %10.3g %9.3g %9.3g %9.3g\n", gp_verdict_name(res->verdict),
+                r->scenarios[i]->name, gp_mechanism_name(res->dominant), res->metric[GP_M_GRAD_REL_ERR_FULLBATCH],
+                res->metric[GP_M_NORMALIZATION_REL_ERR], res->metric[GP_M_ABSORBED_FRAC],
+                res->metric[GP_M_UNDERFLOW_FRAC], res->metric[GP_M_SUBNORMAL_FRAC]);
+    }
+}
+
+int gp_write_atomic(const char *path, const char *text, gp_error *err)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return gp_error_set(err, "%s: path too long", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return gp_error_set(err, "%s: cannot write: %s", tmp, strerror(errno));
+    size_t n = strlen(text);
+    int bad = fwrite(text, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        remove(tmp);
+        return gp_error_set(err, "%s: cannot write: %s", path, strerror(errno));
+    }
+    return 0;
+}

@@ -1,0 +1,131 @@
+/* test_accum.c — kernels/arith/gp_accum.h and the CPU backend's fast paths: every fast
+ * path equals the generic per-element definition bit for bit (NaN results: NaN-ness,
+ * see gp_fmt_agree); events and Kahan
+ * compensation on hand-computed cases; unscale's non-finite check. */
+#include <math.h>
+#include <string.h>
+
+#include "gp_test.h"
+
+#include "kernels/arith/gp_accum.h"
+#include "kernels/arith/gp_philox.h"
+#include "kernels/cpu/gp_cpu_backend.h"
+
+/* The bit trick equals the generic RNE conversion: every bf16 boundary neighbourhood
+ * (each high half with low halves 0, 1, tie-1, tie, tie+1, all ones) and a stride
+ * through all 2^32 patterns. */
+static void test_bf16_fast_conversion(void **state)
+{
+    (void)state;
+    const uint32_t lows[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0xffff};
+    for (uint32_t hi = 0; hi < 0x10000u; hi++)
+        for (int k = 0; k < 6; k++) {
+            uint32_t u = (hi << 16) | lows[k];
+            gp_assert_bits(gp_bf16_rne_from_f32_bits(u), gp_fmt_from_f32_bits(GP_BF16, u, GP_RNE, 0, 0, NULL),
+                           "fp32 0x%08x", u);
+        }
+    for (uint64_t u = 0; u <= 0xffffffffull; u += 251)
+        gp_assert_bits(gp_bf16_rne_from_f32_bits((uint32_t)u),
+                       gp_fmt_from_f32_bits(GP_BF16, (uint32_t)u, GP_RNE, 0, 0, NULL), "fp32 0x%08x", (unsigned)u);
+}
+
+/* Random gradients and accumulators: the CPU backend (fast paths included) equals a
+ * loop of gp_accum_step with events requested (the generic, instrumented path). */
+static void test_backend_equals_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(99);
+    enum { N = 4096 };
+    static float gsrc[N];
+    static uint32_t accsrc[N], want[N], wcomp[N];
+    static uint8_t grad[N * 4], acc[N * 4], comp[N * 4];
+    const gp_plugin *cpu = gp_cpu_backend();
+    for (int af = 0; af < GP_NFORMATS; af++)
+        for (int gf = 0; gf < GP_NFORMATS; gf++)
+            for (int r = GP_ACC_RNE; r <= GP_ACC_KAHAN; r++)
+                for (int ftz = 0; ftz < 2; ftz++) {
+                    for (int i = 0; i < N; i++) {
+                        double mag = ldexp(1.0 + (double)(gp_test_next(&s) % 1000) / 1000, (int)(gp_test_next(&s) % 40) - 30);
+                        double v = gp_test_next(&s) & 1 ? -mag : mag;
+                        uint32_t gb = gp_fmt_from_f64((gp_format)gf, v, GP_RNE, 0, 0, NULL);
+                        gp_pack_set((gp_format)gf, grad, (uint64_t)i, gb);
+                        gsrc[i] = gp_f32_from_bits(gp_fmt_to_f32_bits((gp_format)gf, gb));
+                        accsrc[i] = gp_fmt_from_f64((gp_format)af, ldexp(mag, (int)(gp_test_next(&s) % 12)), GP_RNE, 0, 0, NULL);
+                        gp_pack_set((gp_format)af, acc, (uint64_t)i, accsrc[i]);
+                        gp_pack_set((gp_format)af, comp, (uint64_t)i, 0);
+                        wcomp[i] = 0;
+                        unsigned ev = 0;
+                        uint32_t rb = r == GP_ACC_STOCHASTIC ? gp_rand_u32(5, 6, 100 + (uint64_t)i) : 0;
+                        want[i] = gp_accum_step((gp_format)af, (gp_acc_rounding)r, ftz, accsrc[i], &wcomp[i], gsrc[i], rb, &ev);
+                    }
+                    gp_plugin_accumulate_args a;
+                    memset(&a, 0, sizeof a);
+                    a.struct_size = sizeof a;
+                    a.grad_format = gf;
+                    a.acc_format = af;
+                    a.rounding = r;
+                    a.ftz = ftz;
+                    a.seed = 5;
+                    a.stream = 6;
+                    a.first_index = 100;
+                    a.n = N;
+                    a.grad = grad;
+                    a.acc = acc;
+                    a.comp = comp;
+                    assert_int_equal(cpu->accumulate(&a), 0);
+                    for (int i = 0; i < N; i++) {
+                        uint32_t got = gp_pack_get((gp_format)af, acc, (uint64_t)i);
+                        if (gp_fmt_agree((gp_format)af, got, want[i]))
+                            want[i] = got; /* both NaN: NaN-ness is what is compared */
+                        gp_assert_bits(got, want[i],
+                                       "acc fmt %d grad fmt %d rounding %d ftz %d element %d", af, gf, r, ftz, i);
+                        if (r == GP_ACC_KAHAN)
+                            gp_assert_bits(gp_pack_get((gp_format)af, comp, (uint64_t)i), wcomp[i], "comp %d", i);
+                    }
+                }
+}
+
+/* bf16: 1 + 2^-9 stays 1 (2^-9 is below half an ulp of 1, 2^-8): ABSORBED. With Kahan
+ * compensation, 256 such additions are not lost: the compensation carries them, and the
+ * sum reaches 1.5 (exactly representable in bf16). */
+static void test_absorption_and_kahan(void **state)
+{
+    (void)state;
+    uint32_t one = 0x3f80, acc = one, comp = 0;
+    unsigned ev = 0;
+    uint32_t out = gp_accum_step(GP_BF16, GP_ACC_RNE, 0, acc, &comp, 0x1p-9f, 0, &ev);
+    gp_assert_bits(out, one, "1 + 2^-9 in bf16");
+    gp_assert_bits(ev & GP_EV_ABSORBED, GP_EV_ABSORBED, "absorbed flag");
+    for (int k = 0; k < 256; k++)
+        acc = gp_accum_step(GP_BF16, GP_ACC_KAHAN, 0, acc, &comp, 0x1p-9f, 0, NULL);
+    gp_assert_bits(acc, 0x3fc0, "Kahan bf16 sum of 1 + 256 * 2^-9 = 1.5");
+    ev = 0;
+    gp_accum_step(GP_FP32, GP_ACC_RNE, 0, gp_f32_bits(1.0f), &comp, 0x1p-30f, 0, &ev);
+    gp_assert_bits(ev, GP_EV_INEXACT | GP_EV_ABSORBED, "fp32: 1 + 2^-30 absorbed");
+}
+
+static void test_unscale(void **state)
+{
+    (void)state;
+    int found = 0;
+    unsigned ev = 0;
+    uint32_t r = gp_unscale_step(GP_FP16, 0, 0x3c00 /* 1.0 */, 0x1p-16f, &found, &ev);
+    gp_assert_bits(r, 0x0100, "1.0 * 2^-16 in fp16 = 256 * 2^-24 (subnormal, exact)");
+    gp_assert_bits(found, 0, "finite");
+    gp_unscale_step(GP_FP16, 0, 0x7c00 /* inf */, 0x1p-16f, &found, &ev);
+    gp_assert_bits(found, 1, "inf found");
+    found = 0;
+    gp_unscale_step(GP_BF16, 0, 0x7fc0 /* NaN */, 1.0f, &found, NULL);
+    gp_assert_bits(found, 1, "NaN found");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf16_fast_conversion),
+        cmocka_unit_test(test_backend_equals_definition),
+        cmocka_unit_test(test_absorption_and_kahan),
+        cmocka_unit_test(test_unscale),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

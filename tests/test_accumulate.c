@@ -1,0 +1,246 @@
+/* test_accumulate.c — gradient accumulation end to end (scenario -> backend ->
+ * references -> metrics), on cases whose answers are worked out by hand in the
+ * comments, plus the plugin ABI: the example plugin equals the CPU emulation bit for
+ * bit, the deliberately wrong one fails naming absorption, broken ones are refused.
+ * argv[1]: the directory of the built example plugins. */
+#include <math.h>
+#include <string.h>
+
+#include "gp_test.h"
+
+#include "harness/gp_backend.h"
+#include "harness/gp_presets.h"
+#include "harness/gp_runner.h"
+
+static const char *g_plugin_dir = ".";
+
+/* Load YAML text and run it on backend `spec` (optionally compared with `cmp`). */
+static void run_yaml(const char *yaml, const char *spec, const char *cmp, gp_result *res)
+{
+    gp_scenario sc;
+    gp_error e = {""};
+    gp_backend b, c;
+    if (gp_scenario_load_string(yaml, strlen(yaml), "test", &sc, &e) != 0)
+        fail_msg("scenario: %s", e.msg);
+    if (gp_backend_open(spec, &b, &e) != 0)
+        fail_msg("backend: %s", e.msg);
+    if (cmp && gp_backend_open(cmp, &c, &e) != 0)
+        fail_msg("backend: %s", e.msg);
+    if (gp_run_scenario(&sc, &b, cmp ? &c : NULL, res, &e) != 0)
+        fail_msg("run: %s", e.msg);
+    gp_backend_close(&b);
+    if (cmp)
+        gp_backend_close(&c);
+    gp_scenario_free(&sc);
+}
+
+static char *plugin_spec(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) & 3;
+    snprintf(buf[k], sizeof buf[k], "plugin:%s/lib%s.so", g_plugin_dir, name);
+    return buf[k];
+}
+
+/* 1.0 then 256 micro-batches of 2^-9, sum/sum, fp32 grads. bf16 accumulator: after
+ * the first addition acc = 1.0 and each 2^-9 is below half an ulp of 1.0 (2^-8), so
+ * the sum stays 1.0 (absorbed 256 of 257 non-zero additions) against an exact 1.5:
+ * error 0.5 / 1.5 = 1/3. An fp32 accumulator holds 1.5 exactly. */
+static char *absorption_yaml(const char *acc)
+{
+    static char buf[8192];
+    int n = snprintf(buf, sizeof buf,
+                     "reduction: sum\nfullbatch: sum\nprecision: {grad: fp32, accumulator: %s}\n"
+                     "tensors:\n  - name: w\n    grad:\n      values: [[1.0]", acc);
+    for (int k = 0; k < 256; k++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, ", [0.001953125]");
+    snprintf(buf + n, sizeof buf - (size_t)n, "]\n");
+    return buf;
+}
+
+static void test_bf16_absorbs(void **state)
+{
+    (void)state;
+    gp_result r;
+    run_yaml(absorption_yaml("bf16"), "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_ABSORBED_FRAC] == 256.0 / 257.0);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH] == 1.0 / 3.0);
+    assert_true(r.metric[GP_M_UNDERFLOW_FRAC] == 0.0);
+    assert_int_equal(r.dominant, GP_MECH_ABSORPTION);
+    assert_int_equal(r.verdict, GP_FAIL);
+    gp_result_free(&r);
+    run_yaml(absorption_yaml("fp32"), "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH] == 0.0);
+    assert_true(r.metric[GP_M_ABSORBED_FRAC] == 0.0);
+    assert_int_equal(r.verdict, GP_PASS);
+    gp_result_free(&r);
+}
+
+/* Per-token values [[4.0], [0, 0, 0]]: mean of micro-batch means = (4/1 + 0/3)/2 = 2,
+ * full-batch mean = 4/4 = 1, so normalization_rel_err = |2 - 1| / 1 = 1; token_mean
+ * gives (4 + 0)/4 = 1 exactly: 0. */
+static void test_mean_of_means(void **state)
+{
+    (void)state;
+    const char *fmt = "reduction: %s\ntensors:\n  - name: tiny\n    grad: {values: [[4.0], [0.0, 0.0, 0.0]]}\n";
+    char y[512];
+    gp_result r;
+    snprintf(y, sizeof y, fmt, "mean");
+    run_yaml(y, "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_NORMALIZATION_REL_ERR] == 1.0);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH] == 1.0);
+    assert_int_equal(r.dominant, GP_MECH_NORMALIZATION);
+    gp_result_free(&r);
+    snprintf(y, sizeof y, fmt, "token_mean");
+    run_yaml(y, "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_NORMALIZATION_REL_ERR] == 0.0);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH] == 0.0);
+    gp_result_free(&r);
+}
+
+/* Gradients of 2^-26 stored in fp16: below half of fp16's min subnormal (2^-25), so
+ * every store gives 0: underflow_frac = 8 underflows / 8 non-zero roundings = 1
+ * (adding zeros rounds nothing non-zero). With a static scale 2^16 they are stored as
+ * 2^-10, summed exactly in fp32 (8 * 2^-10) and unscaled exactly: no loss at all. */
+static void test_fp16_underflow_and_loss_scale(void **state)
+{
+    (void)state;
+    const char *fmt = "reduction: sum\nfullbatch: sum\nbatch: {microbatches: 8, tokens: 1}\n"
+                      "precision: {grad: fp16, accumulator: fp32}\nloss_scale: %s\n"
+                      "tensors:\n  - name: e\n    size: 100\n    grad: {dist: constant, scale: 1.490116119384765625e-08, sign: 0}\n";
+    char y[1024];
+    gp_result r;
+    snprintf(y, sizeof y, fmt, "{mode: none}");
+    run_yaml(y, "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_UNDERFLOW_FRAC] == 1.0);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH] == 1.0);
+    assert_int_equal(r.dominant, GP_MECH_UNDERFLOW);
+    assert_int_equal(r.verdict, GP_FAIL);
+    gp_result_free(&r);
+    snprintf(y, sizeof y, fmt, "{mode: static, init: 65536}");
+    run_yaml(y, "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_UNDERFLOW_FRAC] == 0.0);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH] == 0.0);
+    assert_int_equal(r.verdict, GP_PASS);
+    gp_result_free(&r);
+}
+
+/* 5 micro-batches of equal tokens in a window of 8, `mean`: the accumulated gradient is
+ * sum(m)/8 against a full-batch sum(m)/5, so normalization_rel_err = 1 - 5/8 = 3/8.
+ * Bound: both references are correctly rounded (relative 2^-53 each) and the norms
+ * sum 16384 squares in binary64 (relative error below 16384 * 2^-53 < 2e-12). */
+static void test_partial_window(void **state)
+{
+    (void)state;
+    const gp_preset *p = gp_preset_find("partial-window-mean");
+    assert_non_null(p);
+    gp_result r;
+    run_yaml(p->yaml, "cpu", NULL, &r);
+    assert_true(fabs(r.metric[GP_M_NORMALIZATION_REL_ERR] - 0.375) < 1e-11);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_ROUNDING] < 1e-6); /* fp32: rounding only */
+    assert_int_equal(r.dominant, GP_MECH_NORMALIZATION);
+    gp_result_free(&r);
+}
+
+/* The LoRA preset: stored bf16 gradients of about 2e-6 are normal bf16 numbers (bf16's
+ * range reaches 1.2e-38), so nothing underflows or is absorbed (8 addends of like
+ * magnitude: each is far above 2^-9 of the running sum); the error is plain rounding,
+ * of the order of 8 bf16 roundings (unit roundoff 2^-8 = 3.9e-3): between 1e-4 and
+ * 1e-2. fp16 stores every one of them as a subnormal (below 6.1e-5). */
+static void test_lora_presets(void **state)
+{
+    (void)state;
+    gp_result r;
+    run_yaml(gp_preset_find("lora-bf16-accum")->yaml, "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_UNDERFLOW_FRAC] == 0.0);
+    assert_true(r.metric[GP_M_ABSORBED_FRAC] == 0.0);
+    assert_true(r.metric[GP_M_SUBNORMAL_FRAC] == 0.0);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH] > 1e-4);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH] < 1e-2);
+    assert_int_equal(r.dominant, GP_MECH_ROUNDING);
+    gp_result_free(&r);
+    run_yaml(gp_preset_find("lora-fp16-accum")->yaml, "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_SUBNORMAL_FRAC] == 1.0);
+    gp_result_free(&r);
+}
+
+/* Same scenario twice: bit-identical metrics (results depend on the seed only). */
+static void test_deterministic(void **state)
+{
+    (void)state;
+    gp_result a, b;
+    const char *y = gp_preset_find("long-accum-bf16-k64")->yaml;
+    run_yaml(y, "cpu", NULL, &a);
+    run_yaml(y, "cpu", NULL, &b);
+    for (int m = 0; m < GP_NMETRICS; m++)
+        if (a.metric[m] == a.metric[m])
+            gp_assert_bits(gp_f64_bits(a.metric[m]), gp_f64_bits(b.metric[m]), "metric %d", m);
+    assert_true(a.st.absorbed > 0); /* the first absorptions appear at K = 64 */
+    gp_result_free(&a);
+    gp_result_free(&b);
+}
+
+/* The example plugin is an independent implementation of the same semantics: compared
+ * bit for bit with the CPU emulation on LoRA-like bf16 and fp16 data, no mismatch. */
+static void test_example_plugin_matches_cpu(void **state)
+{
+    (void)state;
+    const char *names[] = {"lora-bf16-accum", "lora-fp16-accum", "fp16-tiny-grads-scaled"};
+    for (int i = 0; i < 3; i++) {
+        gp_result r;
+        run_yaml(gp_preset_find(names[i])->yaml, plugin_spec("gp_example_plugin"), "cpu", &r);
+        if (r.st.mismatches)
+            fail_msg("%s: %llu mismatches", names[i], (unsigned long long)r.st.mismatches);
+        gp_result_free(&r);
+    }
+}
+
+/* A plugin that rounds an "fp32" accumulator to bf16: on 1024 micro-batches it fails,
+ * and the dominant mechanism is absorption. Compared with the CPU it mismatches. */
+static void test_wrong_plugin_named(void **state)
+{
+    (void)state;
+    gp_result r;
+    run_yaml(gp_preset_find("long-accum-fp32-k1024")->yaml, plugin_spec("gp_wrong_bf16_plugin"), NULL, &r);
+    assert_int_equal(r.verdict, GP_FAIL);
+    assert_int_equal(r.dominant, GP_MECH_ABSORPTION);
+    assert_true(r.failed[GP_M_ABSORBED_FRAC]);
+    gp_result_free(&r);
+    run_yaml(gp_preset_find("long-accum-fp32-k1024")->yaml, "cpu", NULL, &r);
+    assert_int_equal(r.verdict, GP_PASS);
+    gp_result_free(&r);
+}
+
+static void test_plugin_errors(void **state)
+{
+    (void)state;
+    gp_backend b;
+    gp_error e = {""};
+    assert_int_equal(gp_backend_open(plugin_spec("gp_test_plugin_nosym"), &b, &e), -1);
+    assert_non_null(strstr(e.msg, "does not export the symbol gp_plugin_entry"));
+    assert_int_equal(gp_backend_open(plugin_spec("gp_test_plugin_abi99"), &b, &e), -1);
+    assert_non_null(strstr(e.msg, "ABI version 99"));
+    assert_int_equal(gp_backend_open("plugin:/nonexistent/x.so", &b, &e), -1);
+    assert_non_null(strstr(e.msg, "cannot load"));
+    assert_int_equal(gp_backend_open("gpu", &b, &e), -1);
+    assert_non_null(strstr(e.msg, "unknown backend"));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        g_plugin_dir = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf16_absorbs),
+        cmocka_unit_test(test_mean_of_means),
+        cmocka_unit_test(test_fp16_underflow_and_loss_scale),
+        cmocka_unit_test(test_partial_window),
+        cmocka_unit_test(test_lora_presets),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_example_plugin_matches_cpu),
+        cmocka_unit_test(test_wrong_plugin_named),
+        cmocka_unit_test(test_plugin_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
