@@ -23,8 +23,10 @@ $(ASAN_BUILD)/CMakeCache.txt: | deps
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
+# Exit 1 means scenarios failed their thresholds (the default suite reproduces known
+# incidents, so some do): findings, not a broken tool.
 run: build
-	./$(BUILD)/gradprec run
+	./$(BUILD)/gradprec run || [ $$? -eq 1 ]
 
 # The sanitizer run goes first so that the last line printed is CTest's summary
 # of the plain build.

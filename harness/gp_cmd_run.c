@@ -54,7 +54,7 @@ static void *worker(void *arg)
         pthread_mutex_lock(&w->mu);
         if (rc != 0 && !w->failed_internal) {
             w->failed_internal = rc;
-            snprintf(w->err.msg, sizeof w->err.msg, "%s: %s", w->sc[i].name, e.msg);
+            gp_error_set(&w->err, "%s: %s", w->sc[i].name, e.msg);
         }
         w->done++;
         if (w->progress)
