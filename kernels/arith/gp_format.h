@@ -225,9 +225,9 @@ GP_ARITH int gp_fmt_agree(gp_format f, uint32_t a, uint32_t b)
  * kept part; overflow carries into the exponent and gives inf. */
 GP_ARITH uint32_t gp_bf16_rne_from_f32_bits(uint32_t u)
 {
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (u >> 16) | 0x40u; /* NaN: quiet, sign and top payload kept */
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t quiet_nan = (u >> 16) | 0x40u; /* NaN: quiet, sign and top payload kept */
+    return (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded; /* branch-free: vectorises */
 }
 
 /* The taxonomy's underflow (DESIGN.md §1), judged on a stored result: a non-zero exact
