@@ -8,6 +8,8 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  run      run scenarios (default: the default suite) and write reports\n"
+    "  gate     compare a report with a baseline (CI regression gate)\n"
+    "  report   merge shard reports; render report.json as HTML\n"
     "  round    round numbers to a format, exactly, with the events that fire\n"
     "  explain  range, precision and loss thresholds of each format\n"
     "\n"
@@ -49,6 +51,10 @@ int gp_cli_main(int argc, char **argv, FILE *out, FILE *err)
     }
     if (strcmp(cmd, "run") == 0)
         return gp_cmd_run(argc - 1, argv + 1, out, err);
+    if (strcmp(cmd, "gate") == 0)
+        return gp_cmd_gate(argc - 1, argv + 1, out, err);
+    if (strcmp(cmd, "report") == 0)
+        return gp_cmd_report(argc - 1, argv + 1, out, err);
     if (strcmp(cmd, "round") == 0)
         return gp_cmd_round(argc - 1, argv + 1, out, err);
     if (strcmp(cmd, "explain") == 0)

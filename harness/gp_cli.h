@@ -15,6 +15,10 @@ int gp_cli_main(int argc, char **argv, FILE *out, FILE *err);
 
 /* `gradprec run ...`: argv[0] is "run". */
 int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err);
+/* `gradprec gate --baseline A.json --current B.json ...`: argv[0] is "gate". */
+int gp_cmd_gate(int argc, char **argv, FILE *out, FILE *err);
+/* `gradprec report merge|html ...`: argv[0] is "report". */
+int gp_cmd_report(int argc, char **argv, FILE *out, FILE *err);
 /* `gradprec round ...`: argv[0] is "round". */
 int gp_cmd_round(int argc, char **argv, FILE *out, FILE *err);
 /* `gradprec explain [FORMAT]`: argv[0] is "explain". */

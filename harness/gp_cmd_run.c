@@ -18,13 +18,15 @@
 
 static const char run_usage[] =
     "usage: gradprec run [SCENARIO.yaml... | --suite default | --preset NAME...] [--backend B]\n"
-    "                    [--compare B] [--out DIR] [--seed N] [-j N] [--quiet] [--list]\n"
+    "                    [--compare B] [--out DIR] [--seed N] [--shard I/N] [-j N] [--quiet] [--list]\n"
     "\n"
     "Runs scenarios (default: the default suite of presets) on a backend beside exact\n"
     "references; writes DIR/report.json and DIR/report.md (DIR default ./gradprec-out).\n"
     "  --backend B   cpu (default), cuda, auto, or plugin:PATH.so\n"
     "  --compare B   also run backend B on identical inputs and compare bit for bit\n"
     "  --seed N      override every scenario's seed\n"
+    "  --shard I/N   run only scenarios whose position p has p mod N = I (0 <= I < N);\n"
+    "                `gradprec report merge` combines the shards' report.json files\n"
     "  -j N          scenarios run in parallel (results do not depend on N)\n"
     "  --quiet       no progress on the terminal\n"
     "  --list        list the presets and exit\n"
@@ -84,6 +86,7 @@ static int mkdir_p(const char *dir, gp_error *err)
 int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
 {
     const char *backend = "cpu", *compare = NULL, *outdir = "gradprec-out", *seed_s = NULL, *val;
+    long shard_i = 0, shard_n = 1;
     int jobs = 1, quiet = 0;
     const char **files = calloc((size_t)argc + 64, sizeof *files);
     const gp_preset **pre = calloc((size_t)argc + 64, sizeof *pre);
@@ -91,6 +94,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     int rc = GP_EXIT_USAGE;
     gp_scenario *sc = NULL;
     gp_result *res = NULL;
+    size_t *index = NULL;
     size_t nsc = 0;
     gp_backend b, cmpb;
     int have_b = 0, have_cmp = 0;
@@ -122,6 +126,17 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
             outdir = val;
         } else if ((r = gp_cli_opt(argc, argv, &i, "--seed", &val, err, "run")) != 0) {
             seed_s = val;
+        } else if ((r = gp_cli_opt(argc, argv, &i, "--shard", &val, err, "run")) != 0) {
+            char *end = NULL;
+            if (r > 0) {
+                shard_i = strtol(val, &end, 10);
+                if (*end == '/')
+                    shard_n = strtol(end + 1, &end, 10);
+                if (!end || *end || strchr(val, '/') == NULL || shard_n < 1 || shard_i < 0 || shard_i >= shard_n) {
+                    fprintf(err, "gradprec run: --shard '%s' is not I/N with 0 <= I < N\n", val);
+                    goto done;
+                }
+            }
         } else if ((r = gp_cli_opt(argc, argv, &i, "-j", &val, err, "run")) != 0) {
             char *end;
             long j = strtol(val, &end, 10);
@@ -193,6 +208,24 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
             sc[i].seed = seed;
         nsc = i + 1;
     }
+    /* Sharding: keep positions p with p mod N = I, remembering p for the report. */
+    index = malloc((nsc ? nsc : 1) * sizeof *index);
+    if (!index) {
+        rc = GP_EXIT_INTERNAL;
+        goto done;
+    }
+    size_t kept = 0;
+    for (size_t p = 0; p < nsc; p++) {
+        if ((long)(p % (size_t)shard_n) == shard_i) {
+            gp_scenario tmp = sc[p];
+            sc[p] = sc[kept];
+            sc[kept] = tmp;
+            index[kept++] = p;
+        }
+    }
+    for (size_t p = kept; p < nsc; p++)
+        gp_scenario_free(&sc[p]);
+    nsc = kept;
     gp_error e = {""};
     if (gp_backend_open(backend, &b, &e) != 0) {
         fprintf(err, "gradprec run: %s\n", e.msg);
@@ -244,7 +277,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     }
     for (size_t i = 0; i < nsc; i++)
         ptrs[i] = &sc[i];
-    gp_run_report rep = {ptrs, res, nsc, b.label, have_cmp ? cmpb.label : NULL};
+    gp_run_report rep = {ptrs, res, nsc, b.label, have_cmp ? cmpb.label : NULL, index};
     char *json = gp_report_json(&rep), *md = gp_report_markdown(&rep);
     char path[4096], timing[128];
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -279,6 +312,7 @@ done:
     }
     free(sc);
     free(res);
+    free(index);
     free(files);
     free(pre);
     return rc;

@@ -47,7 +47,9 @@ typedef struct {
     double *xs;         /* [n] exact scaled backward output, nudged (see gp_f64_nudge) */
     void *grad, *acc, *old, *comp, *acc2, *comp2;
     double *err[GP_NMECH]; /* [n] signed local errors per mechanism, unscaled units */
+    double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
     gp_stats *st;
+    gp_result *res;        /* trajectory and histogram go here */
 } chunk;
 
 static size_t width_bytes(gp_format f)
@@ -89,6 +91,14 @@ static void store_grads(chunk *c)
     for (size_t i = 0; i < c->n; i++) {
         unsigned ev = 0;
         uint32_t g = gp_fmt_from_f64(c->gf, c->xs[i], GP_RNE, 0, ftz, &ev);
+        double x = c->xs[i] / c->s;
+        c->partial[i] += x;
+        if (x != 0 && isfinite(x)) {
+            int e;
+            frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
+            int b = e - 1 - GP_HIST_MIN_EXP;
+            c->res->hist[b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b]++;
+        }
         gp_pack_set(c->gf, c->grad, i, g);
         double v = widen(c->gf, g);
         if (c->xs[i] != 0)
@@ -183,6 +193,15 @@ static int accumulate(chunk *c, int k, gp_error *err)
         if (m == GP_MECH_OVERFLOW)
             c->st->overflow++;
         note_error(c, i, m, delta);
+    }
+    /* trajectory: the accumulated error after this step is the sum of every local error
+     * so far (unscaled); the reference is the exact partial sum */
+    for (size_t i = 0; i < c->n; i++) {
+        double e = 0;
+        for (int m = GP_MECH_UNDERFLOW; m < GP_NMECH; m++)
+            e += c->err[m][i];
+        c->res->traj_err_ss[k] += e * e;
+        c->res->traj_ref_ss[k] += c->partial[i] * c->partial[i];
     }
     return 0;
 }
@@ -486,6 +505,13 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
     if (!res->tensors)
         return gp_error_set(err, "out of memory");
     res->ntensors = sc->ntensors;
+    res->nsteps = sc->batch.microbatches;
+    res->traj_err_ss = calloc((size_t)res->nsteps, sizeof(double));
+    res->traj_ref_ss = calloc((size_t)res->nsteps, sizeof(double));
+    if (!res->traj_err_ss || !res->traj_ref_ss) {
+        gp_result_free(res);
+        return gp_error_set(err, "out of memory");
+    }
     double N = 0;
     for (int k = 0; k < sc->batch.microbatches; k++)
         N += (double)sc->batch.tokens[k];
@@ -496,19 +522,21 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
     c.sc = sc;
     c.b = b;
     c.cmp = cmp;
+    c.res = res;
     c.s = s;
     c.gf = sc->precision.grad;
     c.af = sc->precision.accumulator;
     size_t ab = width_bytes(c.af), gb = width_bytes(c.gf);
     int kahan = sc->precision.rounding == GP_ACC_KAHAN;
     c.xs = malloc(CHUNK * sizeof *c.xs);
+    c.partial = malloc(CHUNK * sizeof *c.partial);
     c.grad = malloc(CHUNK * gb);
     c.acc = malloc(CHUNK * ab);
     c.old = malloc(CHUNK * ab);
     c.comp = kahan ? malloc(CHUNK * ab) : NULL;
     c.acc2 = cmp ? malloc(CHUNK * ab) : NULL;
     c.comp2 = cmp && kahan ? malloc(CHUNK * ab) : NULL;
-    int oom = !c.xs || !c.grad || !c.acc || !c.old || (kahan && !c.comp) || (cmp && !c.acc2) ||
+    int oom = !c.xs || !c.partial || !c.grad || !c.acc || !c.old || (kahan && !c.comp) || (cmp && !c.acc2) ||
               (cmp && kahan && !c.comp2);
     for (int m = 0; m < GP_NMECH; m++)
         oom |= !(c.err[m] = malloc(CHUNK * sizeof(double)));
@@ -529,6 +557,7 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
                 memset(c.comp, 0, c.n * ab);
             for (int m = 0; m < GP_NMECH; m++)
                 memset(c.err[m], 0, c.n * sizeof(double));
+            memset(c.partial, 0, c.n * sizeof(double));
             rc = ts->grad.kind == GP_DIST_VALUES ? run_explicit(&c, ts, N, &found_inf, err)
                                                  : run_generated(&c, ts, N, &found_inf, err);
         }
@@ -536,6 +565,7 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
         stats_add(&res->st, &tr->st);
     }
     free(c.xs);
+    free(c.partial);
     free(c.grad);
     free(c.acc);
     free(c.old);
@@ -564,5 +594,7 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
 void gp_result_free(gp_result *res)
 {
     free(res->tensors);
+    free(res->traj_err_ss);
+    free(res->traj_ref_ss);
     memset(res, 0, sizeof *res);
 }

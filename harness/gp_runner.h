@@ -55,6 +55,12 @@ typedef struct {
 
 typedef enum { GP_PASS = 0, GP_WARN = 1, GP_FAIL = 2 } gp_verdict;
 
+/* Histogram of |x| of the exact backward outputs (unscaled, non-zero), one bin per
+ * binade: bin b counts 2^(b + GP_HIST_MIN_EXP) <= |x| < 2^(b + 1 + GP_HIST_MIN_EXP);
+ * values outside the range go to the first / last bin. */
+#define GP_HIST_MIN_EXP (-160)
+#define GP_HIST_BINS 300
+
 typedef struct {
     char name[GP_NAME_MAX];
     uint64_t size;
@@ -65,6 +71,11 @@ typedef struct {
 
 typedef struct {
     gp_stats st;                 /* all tensors together */
+    int nsteps;                  /* K: micro-batches accumulated */
+    double *traj_err_ss;         /* [K] sum over elements of (acc_k - exact_k)^2 after step k */
+    double *traj_ref_ss;         /* [K] sum over elements of exact_k^2 (exact_k: same-op
+                                    partial sum after step k, binary64 running sum) */
+    uint64_t hist[GP_HIST_BINS]; /* magnitudes of the exact backward outputs */
     double metric[GP_NMETRICS];  /* scenario-level metrics (global norms) */
     double loss[GP_NMECH];
     gp_tensor_result *tensors;

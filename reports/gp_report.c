@@ -91,10 +91,11 @@ static json_t *config_json(const gp_scenario *sc)
     return o;
 }
 
-static json_t *scenario_json(const gp_scenario *sc, const gp_result *r)
+static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t index)
 {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(sc->name));
+    json_object_set_new(o, "index", json_integer((json_int_t)index));
     json_object_set_new(o, "verdict", json_string(gp_verdict_name(r->verdict)));
     json_object_set_new(o, "dominant_mechanism", json_string(gp_mechanism_name(r->dominant)));
     json_t *failed = json_array();
@@ -128,6 +129,25 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r)
         json_array_append_new(ts, to);
     }
     json_object_set_new(o, "tensors", ts);
+    /* chart data: relative error of the accumulator after each micro-batch, and the
+     * binade histogram of the exact backward outputs (non-empty range only) */
+    json_t *traj = json_array();
+    for (int k = 0; k < r->nsteps; k++)
+        json_array_append_new(traj, number(r->traj_ref_ss[k] > 0 ? sqrt(r->traj_err_ss[k]) / sqrt(r->traj_ref_ss[k])
+                                                                 : (r->traj_err_ss[k] > 0 ? INFINITY : 0)));
+    json_object_set_new(o, "error_by_step", traj);
+    int lo = GP_HIST_BINS, hi = -1;
+    for (int b = 0; b < GP_HIST_BINS; b++)
+        if (r->hist[b]) {
+            if (b < lo) lo = b;
+            hi = b;
+        }
+    json_t *hist = json_object(), *counts = json_array();
+    json_object_set_new(hist, "first_log2", json_integer(hi >= 0 ? lo + GP_HIST_MIN_EXP : 0));
+    for (int b = lo; b <= hi; b++)
+        json_array_append_new(counts, json_integer((json_int_t)r->hist[b]));
+    json_object_set_new(hist, "counts", counts);
+    json_object_set_new(o, "grad_magnitude_log2_histogram", hist);
     json_t *notes = json_array();
     if (sc->steps > 1 || sc->clip.max_norm > 0)
         json_array_append_new(notes, json_string("optimizer steps and clipping are not simulated "
@@ -136,31 +156,39 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r)
     return o;
 }
 
-char *gp_report_json(const gp_run_report *r)
+json_t *gp_report_root(const char *backend, const char *compare_backend, json_t *scenarios)
 {
     json_t *root = json_object();
     json_object_set_new(root, "schema", json_string("gradprec-report/1"));
-    json_object_set_new(root, "backend", json_string(r->backend));
-    json_object_set_new(root, "compare_backend", r->compare_backend ? json_string(r->compare_backend) : json_null());
+    json_object_set_new(root, "backend", json_string(backend));
+    json_object_set_new(root, "compare_backend", compare_backend ? json_string(compare_backend) : json_null());
     int count[3] = {0, 0, 0};
-    gp_verdict worst = GP_PASS;
-    json_t *arr = json_array();
-    for (size_t i = 0; i < r->n; i++) {
-        count[r->results[i].verdict]++;
-        if (r->results[i].verdict > worst)
-            worst = r->results[i].verdict;
-        json_array_append_new(arr, scenario_json(r->scenarios[i], &r->results[i]));
+    int worst = GP_PASS;
+    size_t i;
+    json_t *sc;
+    json_array_foreach(scenarios, i, sc) {
+        const char *v = json_string_value(json_object_get(sc, "verdict"));
+        for (int k = 0; k < 3; k++)
+            if (v && strcmp(v, verdict_names[k]) == 0) {
+                count[k]++;
+                if (k > worst)
+                    worst = k;
+            }
     }
     json_t *sum = json_object();
-    json_object_set_new(sum, "scenarios", json_integer((json_int_t)r->n));
+    json_object_set_new(sum, "scenarios", json_integer((json_int_t)json_array_size(scenarios)));
     json_object_set_new(sum, "pass", json_integer(count[GP_PASS]));
     json_object_set_new(sum, "warn", json_integer(count[GP_WARN]));
     json_object_set_new(sum, "fail", json_integer(count[GP_FAIL]));
-    json_object_set_new(sum, "verdict", json_string(gp_verdict_name(worst)));
+    json_object_set_new(sum, "verdict", json_string(verdict_names[worst]));
     json_object_set_new(root, "summary", sum);
-    json_object_set_new(root, "scenarios", arr);
+    json_object_set_new(root, "scenarios", scenarios);
+    return root;
+}
+
+char *gp_report_dump(const json_t *root)
+{
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-    json_decref(root);
     if (!text)
         return NULL;
     size_t n = strlen(text);
@@ -172,6 +200,53 @@ char *gp_report_json(const gp_run_report *r)
     withnl[n] = '\n';
     withnl[n + 1] = '\0';
     return withnl;
+}
+
+char *gp_report_json(const gp_run_report *r)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < r->n; i++)
+        json_array_append_new(arr, scenario_json(r->scenarios[i], &r->results[i], r->index ? r->index[i] : i));
+    json_t *root = gp_report_root(r->backend, r->compare_backend, arr);
+    char *text = gp_report_dump(root);
+    json_decref(root);
+    return text;
+}
+
+json_t *gp_report_load(const char *path, gp_error *err)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) {
+        gp_error_set(err, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+        return NULL;
+    }
+    const char *schema = json_string_value(json_object_get(root, "schema"));
+    json_t *scs = json_object_get(root, "scenarios");
+    const char *why = NULL;
+    if (!json_is_object(root))
+        why = "not a JSON object";
+    else if (!schema || strcmp(schema, "gradprec-report/1") != 0)
+        why = "schema is not gradprec-report/1";
+    else if (!json_is_array(scs))
+        why = "no \"scenarios\" array";
+    else {
+        size_t i;
+        json_t *sc;
+        json_array_foreach(scs, i, sc) {
+            if (!json_is_object(sc) || !json_is_string(json_object_get(sc, "name")) ||
+                !json_is_integer(json_object_get(sc, "index")) || !json_is_string(json_object_get(sc, "verdict"))) {
+                why = "a scenario lacks name, index or verdict";
+                break;
+            }
+        }
+    }
+    if (why) {
+        gp_error_set(err, "%s: %s", path, why);
+        json_decref(root);
+        return NULL;
+    }
+    return root;
 }
 
 /* ---- Markdown ---- */

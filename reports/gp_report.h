@@ -6,6 +6,7 @@
 #ifndef GP_REPORT_H
 #define GP_REPORT_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #include "../harness/gp_error.h"
@@ -19,6 +20,8 @@ typedef struct {
     size_t n;
     const char *backend;         /* label of the backend under test */
     const char *compare_backend; /* label of the compared backend, or NULL */
+    const size_t *index;         /* position of each scenario in the unsharded run, or
+                                    NULL for 0, 1, 2, ... */
 } gp_run_report;
 
 /* "pass", "warn", "fail". */
@@ -26,6 +29,21 @@ const char *gp_verdict_name(gp_verdict v);
 
 /* The whole report as JSON text (malloc'ed, caller frees), or NULL on out of memory. */
 char *gp_report_json(const gp_run_report *r);
+
+/* The report root from its parts (steals `scenarios`, a JSON array of scenario
+ * objects in index order): schema, backends, the summary recomputed from the
+ * scenarios' verdicts, the scenarios. Used by gp_report_json and by shard merging, so
+ * a merged report is byte-identical to the unsharded one. */
+json_t *gp_report_root(const char *backend, const char *compare_backend, json_t *scenarios);
+
+/* Serialize a report root exactly as report.json is written (malloc'ed, newline at the
+ * end), or NULL on out of memory. */
+char *gp_report_dump(const json_t *root);
+
+/* Read and check a report.json: readable, well-formed JSON, schema "gradprec-report/1",
+ * a "scenarios" array of objects with "name", "index", "verdict". Returns a new
+ * reference, or NULL with err naming the file and the problem. */
+json_t *gp_report_load(const char *path, gp_error *err);
 
 /* The Markdown report (malloc'ed), or NULL. */
 char *gp_report_markdown(const gp_run_report *r);

@@ -1,0 +1,189 @@
+/* gp_cmd_report.c — `gradprec report merge` (combine shard reports into the report the
+ * unsharded run would have written, byte for byte) and `gradprec report html` (render
+ * a report.json as a self-contained page). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../reports/gp_html.h"
+#include "../reports/gp_report.h"
+#include "gp_cli.h"
+
+static const char report_usage[] =
+    "usage: gradprec report merge --out MERGED.json SHARD.json...\n"
+    "       gradprec report html [--out PAGE.html] REPORT.json\n"
+    "\n"
+    "merge: combine the reports of `gradprec run --shard I/N` (I = 0..N-1) into the\n"
+    "report the unsharded run writes: same bytes. Fails (exit 2) on a missing or\n"
+    "duplicated scenario, different backends, or an unreadable report.\n"
+    "html: the HTML page of a report (default: PAGE = REPORT with .html).\n";
+
+/* Merge shard roots: same backends, indices 0..n-1 each exactly once. */
+static json_t *merge(json_t **roots, int n, const char *const *paths, gp_error *err)
+{
+    const char *backend = json_string_value(json_object_get(roots[0], "backend"));
+    json_t *cmp0 = json_object_get(roots[0], "compare_backend");
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const char *b = json_string_value(json_object_get(roots[i], "backend"));
+        if (!b || !backend || strcmp(b, backend) != 0 || !json_equal(json_object_get(roots[i], "compare_backend"), cmp0)) {
+            gp_error_set(err, "%s: ran on another backend than %s", paths[i], paths[0]);
+            return NULL;
+        }
+        size_t k;
+        json_t *sc;
+        json_array_foreach(json_object_get(roots[i], "scenarios"), k, sc) {
+            json_int_t idx = json_integer_value(json_object_get(sc, "index"));
+            if (idx < 0 || idx > 100000000) {
+                gp_error_set(err, "%s: scenario index %lld is out of range", paths[i], (long long)idx);
+                return NULL;
+            }
+            if ((size_t)idx + 1 > total)
+                total = (size_t)idx + 1; /* the run had at least this many scenarios */
+        }
+    }
+    json_t **slot = calloc(total ? total : 1, sizeof *slot);
+    if (!slot) {
+        gp_error_set(err, "out of memory");
+        return NULL;
+    }
+    int bad = 0;
+    for (int i = 0; i < n && !bad; i++) {
+        size_t k;
+        json_t *sc;
+        json_array_foreach(json_object_get(roots[i], "scenarios"), k, sc) {
+            json_int_t idx = json_integer_value(json_object_get(sc, "index"));
+            if (slot[idx]) {
+                gp_error_set(err, "%s: scenario %s (index %lld) is in more than one shard", paths[i],
+                             json_string_value(json_object_get(sc, "name")), (long long)idx);
+                bad = 1;
+                break;
+            }
+            slot[idx] = sc;
+        }
+    }
+    for (size_t k = 0; k < total && !bad; k++)
+        if (!slot[k]) {
+            gp_error_set(err, "scenario index %zu is in no shard (is a shard report missing?)", k);
+            bad = 1;
+        }
+    json_t *arr = NULL;
+    if (!bad) {
+        arr = json_array();
+        for (size_t k = 0; k < total; k++)
+            json_array_append(arr, slot[k]);
+    }
+    free(slot);
+    if (!arr)
+        return NULL;
+    json_t *cmp = json_is_string(cmp0) ? cmp0 : NULL;
+    return gp_report_root(backend, cmp ? json_string_value(cmp) : NULL, arr);
+}
+
+static int cmd_merge(int argc, char **argv, FILE *err)
+{
+    const char *outpath = NULL, *val;
+    int first = 0, r;
+    for (int i = 1; i < argc; i++) {
+        if ((r = gp_cli_opt(argc, argv, &i, "--out", &val, err, "report merge")) != 0) {
+            if (r < 0)
+                return GP_EXIT_USAGE;
+            outpath = val;
+        } else if (argv[i][0] == '-') {
+            fprintf(err, "gradprec report merge: unknown option '%s'\n", argv[i]);
+            return GP_EXIT_USAGE;
+        } else {
+            first = i;
+            break;
+        }
+    }
+    if (!outpath || first == 0) {
+        fprintf(err, "gradprec report merge: needs --out FILE and at least one shard report\n");
+        return GP_EXIT_USAGE;
+    }
+    int n = argc - first;
+    json_t **roots = calloc((size_t)n, sizeof *roots);
+    int rc = GP_EXIT_USAGE, loaded = 0;
+    gp_error e = {""};
+    if (!roots)
+        return GP_EXIT_INTERNAL;
+    for (; loaded < n; loaded++)
+        if (!(roots[loaded] = gp_report_load(argv[first + loaded], &e)))
+            break;
+    if (loaded < n) {
+        fprintf(err, "gradprec report merge: %s\n", e.msg);
+    } else {
+        json_t *m = merge(roots, n, (const char *const *)(argv + first), &e);
+        char *text = m ? gp_report_dump(m) : NULL;
+        if (!m)
+            fprintf(err, "gradprec report merge: %s\n", e.msg);
+        else if (!text || gp_write_atomic(outpath, text, &e) != 0) {
+            fprintf(err, "gradprec report merge: %s\n", text ? e.msg : "out of memory");
+            rc = GP_EXIT_INTERNAL;
+        } else
+            rc = GP_EXIT_OK;
+        free(text);
+        json_decref(m);
+    }
+    for (int i = 0; i < loaded; i++)
+        json_decref(roots[i]);
+    free(roots);
+    return rc;
+}
+
+static int cmd_html(int argc, char **argv, FILE *err)
+{
+    const char *outpath = NULL, *in = NULL, *val;
+    int r;
+    for (int i = 1; i < argc; i++) {
+        if ((r = gp_cli_opt(argc, argv, &i, "--out", &val, err, "report html")) != 0) {
+            if (r < 0)
+                return GP_EXIT_USAGE;
+            outpath = val;
+        } else if (argv[i][0] == '-' || in) {
+            fprintf(err, "gradprec report html: unexpected argument '%s'\n", argv[i]);
+            return GP_EXIT_USAGE;
+        } else
+            in = argv[i];
+    }
+    if (!in) {
+        fprintf(err, "gradprec report html: needs REPORT.json\n");
+        return GP_EXIT_USAGE;
+    }
+    char buf[4096];
+    if (!outpath) {
+        size_t n = strlen(in);
+        if (n > 5 && strcmp(in + n - 5, ".json") == 0)
+            n -= 5;
+        snprintf(buf, sizeof buf, "%.*s.html", (int)n, in);
+        outpath = buf;
+    }
+    gp_error e = {""};
+    json_t *root = gp_report_load(in, &e);
+    if (!root) {
+        fprintf(err, "gradprec report html: %s\n", e.msg);
+        return GP_EXIT_USAGE;
+    }
+    char *page = gp_report_html(root, &e);
+    int rc = GP_EXIT_OK;
+    if (!page || gp_write_atomic(outpath, page, &e) != 0) {
+        fprintf(err, "gradprec report html: %s\n", e.msg);
+        rc = page ? GP_EXIT_INTERNAL : GP_EXIT_USAGE;
+    }
+    free(page);
+    json_decref(root);
+    return rc;
+}
+
+int gp_cmd_report(int argc, char **argv, FILE *out, FILE *err)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(report_usage, argc < 2 ? err : out);
+        return argc < 2 ? GP_EXIT_USAGE : GP_EXIT_OK;
+    }
+    if (strcmp(argv[1], "merge") == 0)
+        return cmd_merge(argc - 1, argv + 1, err);
+    if (strcmp(argv[1], "html") == 0)
+        return cmd_html(argc - 1, argv + 1, err);
+    fprintf(err, "gradprec report: unknown action '%s' (merge, html)\n", argv[1]);
+    return GP_EXIT_USAGE;
+}
