@@ -313,11 +313,12 @@ static int run_generated(chunk *c, const gp_tensor_spec *ts, double N, int *foun
     const gp_scenario *sc = c->sc;
     int K = sc->batch.microbatches;
     float *m = malloc(c->n * sizeof *m);
-    gp_fixacc *sum_m = calloc(c->n, sizeof *sum_m), *sum_nm = calloc(c->n, sizeof *sum_nm);
+    double *sum_m = calloc(c->n, sizeof *sum_m), *sum_nm = calloc(c->n, sizeof *sum_nm);
+    gp_fixacc *sp_m = calloc(c->n, sizeof *sp_m), *sp_nm = calloc(c->n, sizeof *sp_nm);
     double *gacc = malloc(c->n * sizeof *gacc), *gsame = malloc(c->n * sizeof *gsame),
            *gfull = malloc(c->n * sizeof *gfull);
     int rc = -1;
-    if (!m || !sum_m || !sum_nm || !gacc || !gsame || !gfull) {
+    if (!m || !sum_m || !sum_nm || !sp_m || !sp_nm || !gacc || !gsame || !gfull) {
         gp_error_set(err, "out of memory");
         goto done;
     }
@@ -325,11 +326,10 @@ static int run_generated(chunk *c, const gp_tensor_spec *ts, double N, int *foun
         long nk = sc->batch.tokens[k];
         double den = reduction_den(sc, nk, N);
         gp_generate(&ts->grad, sc->seed, gp_stream_id(GP_STREAM_GRAD, c->t, 0, (uint64_t)k), c->i0, c->n, m);
-        for (size_t i = 0; i < c->n; i++) {
+        for (size_t i = 0; i < c->n; i++)
             c->xs[i] = quotient((double)m[i], (double)nk, den) * c->s;
-            gp_fixacc_add(&sum_m[i], m[i], 1);
-            gp_fixacc_add(&sum_nm[i], m[i], (uint32_t)nk);
-        }
+        gp_exactsum_add(sum_m, sp_m, m, 1, c->n);
+        gp_exactsum_add(sum_nm, sp_nm, m, (uint32_t)nk, c->n);
         store_grads(c);
         if ((rc = accumulate(c, k, err)) != 0)
             goto done;
@@ -340,12 +340,12 @@ static int run_generated(chunk *c, const gp_tensor_spec *ts, double N, int *foun
         int sticky;
         uint64_t Nn = (uint64_t)N, A = (uint64_t)sc->batch.accumulation_steps;
         gacc[i] = widen(c->af, gp_pack_get(c->af, c->acc, i));
-        gfull[i] = gp_fixacc_div(&sum_nm[i], sc->fullbatch == GP_FB_MEAN ? Nn : 1, &sticky);
+        gfull[i] = gp_exactsum_div(sum_nm[i], &sp_nm[i], sc->fullbatch == GP_FB_MEAN ? Nn : 1, &sticky);
         switch (sc->reduction) {
-        case GP_RED_TOKEN_MEAN: gsame[i] = gp_fixacc_div(&sum_nm[i], Nn, &sticky); break;
-        case GP_RED_MEAN: gsame[i] = gp_fixacc_div(&sum_m[i], A, &sticky); break;
-        case GP_RED_MEAN_NO_DIV: gsame[i] = gp_fixacc_div(&sum_m[i], 1, &sticky); break;
-        default: gsame[i] = gp_fixacc_div(&sum_nm[i], 1, &sticky); break;
+        case GP_RED_TOKEN_MEAN: gsame[i] = gp_exactsum_div(sum_nm[i], &sp_nm[i], Nn, &sticky); break;
+        case GP_RED_MEAN: gsame[i] = gp_exactsum_div(sum_m[i], &sp_m[i], A, &sticky); break;
+        case GP_RED_MEAN_NO_DIV: gsame[i] = gp_exactsum_div(sum_m[i], &sp_m[i], 1, &sticky); break;
+        default: gsame[i] = gp_exactsum_div(sum_nm[i], &sp_nm[i], 1, &sticky); break;
         }
     }
     final_stats(c, gacc, gsame, gfull);
@@ -354,6 +354,8 @@ done:
     free(m);
     free(sum_m);
     free(sum_nm);
+    free(sp_m);
+    free(sp_nm);
     free(gacc);
     free(gsame);
     free(gfull);

@@ -42,27 +42,15 @@ static inline unsigned char adc(unsigned char c, uint64_t *l, uint64_t w)
 }
 #endif
 
-/* fp32 x = M * 2^(s-149) with M < 2^24 and 0 <= s <= 253 (s = biased exponent - 1 for
- * normals, 0 for subnormals). n*M < 2^55, so A = (n*M) << s spans bits s .. s+54 < 308,
- * inside limbs k = s/64 and k+1 <= 4. For x < 0 the addend is -A = ~A + 1 (every limb
+/* a += (-1)^neg * P * 2^s (in units of 2^-149), P < 2^55, s < 384 - 55. A = P << s
+ * spans limbs k = s/64 and k+1. A negative addend is -A = ~A + 1 (every limb
  * complemented, carry-in 1), so the sign costs no branch (random signs would
- * mispredict); one straight carry chain from limb k to the top per k — gradients of
- * one tensor mostly share k, so the switch predicts well. */
-void gp_fixacc_add(gp_fixacc *a, float x, uint32_t n)
+ * mispredict); then one straight carry chain from limb k to the top — gradients of one
+ * tensor mostly share k, so the switch predicts well. */
+static inline void add_shifted(gp_fixacc *a, uint64_t P, unsigned s, int neg)
 {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    uint32_t field = (u >> 23) & 0xffu;
-    uint64_t m = u & 0x7fffffu;
-    if (n == 0 || (m == 0 && field == 0))
-        return;
-    unsigned s = 0;
-    if (field) {
-        m |= 1u << 23;
-        s = field - 1;
-    }
-    u128 v = (u128)((uint64_t)n * m) << (s & 63);
-    uint64_t mask = 0 - (uint64_t)(u >> 31); /* all ones when x < 0 */
+    u128 v = (u128)P << (s & 63);
+    uint64_t mask = 0 - (uint64_t)neg; /* all ones when negative */
     uint64_t lo = (uint64_t)v ^ mask, hi = (uint64_t)(v >> 64) ^ mask;
     uint64_t *l = a->limb;
     unsigned char c = (unsigned char)(mask & 1);
@@ -88,12 +76,55 @@ void gp_fixacc_add(gp_fixacc *a, float x, uint32_t n)
         c = adc(c, l + 4, mask);
         (void)adc(c, l + 5, mask);
         break;
-    default: /* 3 */
+    case 3:
         c = adc(c, l + 3, lo);
         c = adc(c, l + 4, hi);
         (void)adc(c, l + 5, mask);
         break;
+    default: /* 4: only reached by binary64 partial sums (gp_exactsum) */
+        c = adc(c, l + 4, lo);
+        (void)adc(c, l + 5, hi);
+        break;
     }
+}
+
+/* fp32 x = M * 2^(s-149) with M < 2^24 and 0 <= s <= 253 (s = biased exponent - 1 for
+ * normals, 0 for subnormals); n*M < 2^55, so (n*M) << s lies in limbs s/64 .. 4. */
+void gp_fixacc_add(gp_fixacc *a, float x, uint32_t n)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t field = (u >> 23) & 0xffu;
+    uint64_t m = u & 0x7fffffu;
+    if (n == 0 || (m == 0 && field == 0))
+        return;
+    unsigned s = 0;
+    if (field) {
+        m |= 1u << 23;
+        s = field - 1;
+    }
+    add_shifted(a, (uint64_t)n * m, s, (int)(u >> 31));
+}
+
+/* a += d, d a binary64 that is a multiple of 2^-149 below 2^300 in magnitude (an exact
+ * partial sum of fp32 * integer terms): d = M * 2^E with M < 2^53; bits below 2^-149
+ * are zero, so shifting them out is exact. */
+static void fixacc_add_double(gp_fixacc *a, double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    int field = (int)((u >> 52) & 0x7ffu);
+    uint64_t M = u & 0xfffffffffffffull;
+    if (field == 0 && M == 0)
+        return;
+    int E = field ? field - 1075 : -1074;
+    if (field)
+        M |= 1ull << 52;
+    if (E < -149) {
+        M >>= (-149 - E);
+        E = -149;
+    }
+    add_shifted(a, M, (unsigned)(E + 149), (int)(u >> 63));
 }
 
 void gp_fixacc_add_acc(gp_fixacc *a, const gp_fixacc *b)
@@ -174,4 +205,78 @@ double gp_fixacc_div(const gp_fixacc *a, uint64_t d, int *sticky)
     double res = ldexp((double)mant, p + 1 - 149 - 128);
     *sticky = neg ? -s : s;
     return neg ? -res : res;
+}
+
+/* ---- gp_exactsum: binary64 while exact, the fixacc for the rest ----
+ * An element's exact sum is always spill + s: s takes the terms while binary64 holds
+ * the sum exactly; when a term would make it round, s moves into the spill and starts
+ * again from that term. Pass A (read-only, explicit 2-lane vectors: GCC 12 will not
+ * vectorise a flag reduction by itself) asks whether any element's addition would
+ * round, by TwoSum; if none (the usual case), pass B adds every term plainly (exact by
+ * pass A, and vectorised); else a scalar pass does the moves. */
+
+typedef double gp_v2d __attribute__((vector_size(16)));
+typedef long long gp_v2l __attribute__((vector_size(16)));
+
+static int any_inexact(const double *s, const float *x, double dn, size_t count)
+{
+    gp_v2l anyv = {0, 0};
+    const gp_v2d zero = {0.0, 0.0};
+    size_t i = 0;
+    for (; i + 2 <= count; i += 2) {
+        gp_v2d a, t = {dn * (double)x[i], dn * (double)x[i + 1]};
+        memcpy(&a, s + i, sizeof a);
+        gp_v2d sum = a + t, bb = sum - a;
+        gp_v2d err = (a - (sum - bb)) + (t - bb);
+        anyv |= (gp_v2l)(err != zero);
+    }
+    int any = (anyv[0] | anyv[1]) != 0;
+    for (; i < count; i++) {
+        double t = dn * (double)x[i], a = s[i], sum = a + t, bb = sum - a;
+        any |= ((a - (sum - bb)) + (t - bb)) != 0.0;
+    }
+    return any;
+}
+
+void gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, size_t count)
+{
+    if (n == 0)
+        return;
+    if (n >= (1u << 29)) { /* n*x may not be exact in binary64: straight to the spill */
+        for (size_t i = 0; i < count; i++)
+            gp_fixacc_add(&spill[i], x[i], n);
+        return;
+    }
+    const double dn = (double)n; /* n*x is exact: 29 + 24 bits */
+    if (!any_inexact(s, x, dn, count)) {
+        for (size_t i = 0; i < count; i++)
+            s[i] += dn * (double)x[i];
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        double t = dn * (double)x[i], a = s[i], sum = a + t, bb = sum - a;
+        if ((a - (sum - bb)) + (t - bb) != 0.0) {
+            fixacc_add_double(&spill[i], a);
+            s[i] = t;
+        } else {
+            s[i] = sum;
+        }
+    }
+}
+
+double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky)
+{
+    int used = 0;
+    for (int j = 0; j < GP_FIXACC_LIMBS; j++)
+        used |= spill->limb[j] != 0;
+    if (used) {
+        gp_fixacc t = *spill;
+        fixacc_add_double(&t, s);
+        return gp_fixacc_div(&t, d, sticky);
+    }
+    double dd = (double)d;     /* exact: d < 2^53 */
+    double q = s / dd;         /* correctly rounded */
+    double r = fma(-q, dd, s); /* the exact remainder of a correctly rounded quotient */
+    *sticky = r > 0 ? 1 : r < 0 ? -1 : 0; /* sign(s/d - q) = sign(r), d > 0 */
+    return q;
 }

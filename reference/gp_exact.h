@@ -36,4 +36,18 @@ double gp_fixacc_div(const gp_fixacc *a, uint64_t d, int *sticky);
 void gp_fixacc_get_mpz(mpz_t z, const gp_fixacc *a);
 
 
+/* ---- gp_exactsum: exact per-element sums, fast ----
+ * The same sums (terms n * x, x fp32) over arrays of elements, for the references'
+ * hot path. Element i's exact sum is spill[i] + s[i]: s[i] takes the terms while
+ * binary64 holds the sum exactly (checked with an error-free TwoSum), and moves into
+ * spill[i] (a gp_fixacc) when a term would make it round. Start with s = 0 and the
+ * spills zeroed (calloc). Memory per element: 8 + 48 bytes; the spill is touched only
+ * when needed. */
+
+/* s[i] (+ spill[i]) += n * x[i] exactly for i < count (x finite fp32; any n < 2^31). */
+void gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, size_t count);
+
+/* One element's sum / d rounded to binary64 with the sticky sign (as gp_fixacc_div). */
+double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky);
+
 #endif

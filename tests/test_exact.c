@@ -403,6 +403,60 @@ static void test_nudge(void **state)
                    "down from 2^-149");
 }
 
+/* ---- gp_exactsum against gp_fixacc (itself checked against GMP above) ----
+ * Narrow exponent spreads stay in the binary64 path; wide ones and huge token counts
+ * spill. Every element's quotients must equal the fixacc's bit for bit. */
+static void exactsum_case(uint64_t *s, size_t count, int steps, int spread, uint32_t nmax)
+{
+    double *sum = calloc(count, sizeof *sum);
+    gp_fixacc *spill = calloc(count, sizeof *spill), *ref = calloc(count, sizeof *ref);
+    float *x = malloc(count * sizeof *x);
+    int e0 = (int)(gp_test_next(s) % 200) - 140;
+    size_t spilled = 0;
+    for (int k = 0; k < steps; k++) {
+        uint32_t n = 1 + (uint32_t)(gp_test_next(s) % nmax);
+        for (size_t i = 0; i < count; i++) {
+            int e = e0 + (int)(gp_test_next(s) % (uint64_t)(2 * spread + 1)) - spread;
+            e = e < -149 ? -149 : e > 100 ? 100 : e;
+            float v = ldexpf((float)(((uint32_t)gp_test_next(s) & 0x7fffffu) | 0x800000u), e - 23);
+            x[i] = gp_test_next(s) & 1 ? -v : v;
+            gp_fixacc_add(&ref[i], x[i], n);
+        }
+        gp_exactsum_add(sum, spill, x, n, count);
+    }
+    const uint64_t ds[] = {1, 3, 8, 1000003};
+    for (size_t i = 0; i < count; i++) {
+        int used = 0;
+        for (int j = 0; j < GP_FIXACC_LIMBS; j++)
+            used |= spill[i].limb[j] != 0;
+        spilled += used;
+        for (int j = 0; j < 4; j++) {
+            int s1, s2;
+            double a = gp_exactsum_div(sum[i], &spill[i], ds[j], &s1);
+            double b = gp_fixacc_div(&ref[i], ds[j], &s2);
+            gp_assert_bits(f64_bits(a), f64_bits(b), "element %zu / %llu", i, (unsigned long long)ds[j]);
+            gp_assert_bits((uint64_t)(int64_t)s1, (uint64_t)(int64_t)s2, "sticky of element %zu", i);
+        }
+    }
+    printf("# exactsum: %zu elements, %d steps, spread %d: %zu spilled\n", count, steps, spread, spilled);
+    free(sum);
+    free(spill);
+    free(ref);
+    free(x);
+}
+
+static void test_exactsum(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(4242);
+    exactsum_case(&s, 1000, 64, 2, 600);        /* binary64 path, mostly */
+    exactsum_case(&s, 1000, 64, 40, 600);       /* many spill */
+    exactsum_case(&s, 1000, 64, 14, 600);       /* some spill part-way */
+    exactsum_case(&s, 1001, 64, 22, 600);       /* odd count: the scalar tail */
+    exactsum_case(&s, 300, 8, 3, 1u << 30);     /* n >= 2^29: the fixacc path */
+    exactsum_case(&s, 300, 16, 0, 1);           /* equal exponents */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_ties),
         cmocka_unit_test(test_random_sweep),
         cmocka_unit_test(test_nudge),
+        cmocka_unit_test(test_exactsum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
