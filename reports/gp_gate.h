@@ -80,6 +80,7 @@ typedef struct {
     const char *metric;     /* metric name, "verdict", or NULL: the scenario / tensor itself */
     double old_value, new_value; /* metrics; NAN where not a number */
     const char *old_text, *new_text; /* verdicts; a value that is not a number ("nan", "null") */
+    int new_quoted;         /* new_text was a JSON string */
     gp_gate_tol tol;        /* the tolerance applied */
     double limit;           /* max(tol.abs, tol.rel * |old|) (|old - 1| for grad_norm_ratio) */
 } gp_gate_item;
@@ -88,6 +89,7 @@ typedef struct {
     const char *name;
     const json_t *base, *cur; /* the scenario objects; either may be NULL */
     gp_gate_status status;    /* UNCHANGED, IMPROVED, REGRESSED, FAILED_CLOSED or NEW */
+    size_t first_item, nitems; /* its findings: items[first_item .. first_item + nitems) */
 } gp_gate_scenario;
 
 typedef struct {

@@ -1,0 +1,877 @@
+/* gp_gate.c — see gp_gate.h. */
+#include "gp_gate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- metric kinds and tolerances ---- */
+
+typedef enum { DIR_LARGER_WORSE, DIR_SMALLER_WORSE, DIR_AWAY_FROM_ONE } direction;
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static direction metric_direction(const char *metric)
+{
+    if (strcmp(metric, "grad_norm_ratio") == 0)
+        return DIR_AWAY_FROM_ONE;
+    if (strcmp(metric, "min_loss_scale") == 0)
+        return DIR_SMALLER_WORSE;
+    return DIR_LARGER_WORSE;
+}
+
+gp_gate_tol gp_gate_builtin_tolerance(const char *metric)
+{
+    gp_gate_tol t = {0.10, 1e-12};
+    if (ends_with(metric, "_count") || strcmp(metric, "skipped_steps") == 0 ||
+        strcmp(metric, "min_loss_scale") == 0) {
+        t.rel = 0;
+        t.abs = 0;
+    } else if (ends_with(metric, "_frac")) {
+        t.rel = 0;
+        t.abs = 1e-4;
+    }
+    return t;
+}
+
+gp_gate_tol gp_gate_tolerance(const gp_gate_tolerances *t, const char *metric)
+{
+    gp_gate_tol r = gp_gate_builtin_tolerance(metric);
+    if (!t)
+        return r;
+    const gp_gate_override *o[2] = {&t->def, NULL};
+    gp_metric m;
+    if (gp_metric_parse(metric, &m) == 0)
+        o[1] = &t->metric[m];
+    for (int k = 0; k < 2; k++)
+        if (o[k]) {
+            if (o[k]->rel_set)
+                r.rel = o[k]->rel;
+            if (o[k]->abs_set)
+                r.abs = o[k]->abs;
+        }
+    return r;
+}
+
+/* {"rel": R, "abs": A}: `where` is the key path for messages. */
+static int parse_override(const json_t *j, const char *name, const char *where, gp_gate_override *o,
+                          gp_error *err)
+{
+    if (!json_is_object(j))
+        return gp_error_set(err, "%s: %s: must be an object {\"rel\": R, \"abs\": A}", name, where);
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)j, key, v) {
+        int is_rel = strcmp(key, "rel") == 0;
+        if (!is_rel && strcmp(key, "abs") != 0)
+            return gp_error_set(err, "%s: %s.%s: unknown key (allowed: rel, abs)", name, where, key);
+        double x = json_number_value(v);
+        if (!json_is_number(v) || !isfinite(x) || x < 0)
+            return gp_error_set(err, "%s: %s.%s: must be a non-negative finite number", name, where, key);
+        if (is_rel) {
+            o->rel = x;
+            o->rel_set = 1;
+        } else {
+            o->abs = x;
+            o->abs_set = 1;
+        }
+    }
+    return 0;
+}
+
+int gp_gate_parse_tolerances(const char *text, size_t len, const char *name, gp_gate_tolerances *t,
+                             gp_error *err)
+{
+    memset(t, 0, sizeof *t);
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return gp_error_set(err, "%s:%d:%d: %s", name, je.line, je.column, je.text);
+    int rc = 0;
+    const char *key;
+    json_t *v;
+    if (!json_is_object(root))
+        rc = gp_error_set(err, "%s: must be a JSON object {\"default\": ..., \"metrics\": ...}", name);
+    else
+        json_object_foreach(root, key, v) {
+            if (strcmp(key, "default") == 0) {
+                rc = parse_override(v, name, "default", &t->def, err);
+            } else if (strcmp(key, "metrics") == 0) {
+                if (!json_is_object(v)) {
+                    rc = gp_error_set(err, "%s: metrics: must be an object of metric names", name);
+                    break;
+                }
+                const char *mk;
+                json_t *mv;
+                json_object_foreach(v, mk, mv) {
+                    gp_metric m;
+                    char where[300];
+                    if (gp_metric_parse(mk, &m) != 0) {
+                        rc = gp_error_set(err, "%s: metrics.%s: unknown metric", name, mk);
+                        break;
+                    }
+                    snprintf(where, sizeof where, "metrics.%s", mk);
+                    if ((rc = parse_override(mv, name, where, &t->metric[m], err)) != 0)
+                        break;
+                }
+            } else {
+                rc = gp_error_set(err, "%s: %s: unknown key (allowed: default, metrics)", name, key);
+            }
+            if (rc)
+                break;
+        }
+    json_decref(root);
+    if (rc)
+        memset(t, 0, sizeof *t);
+    return rc;
+}
+
+int gp_gate_load_tolerances(const char *path, gp_gate_tolerances *t, gp_error *err)
+{
+    memset(t, 0, sizeof *t);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gp_error_set(err, "%s: cannot read: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 4096;
+            char *nb = ncap > (1u << 24) ? NULL : realloc(buf, ncap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return gp_error_set(err, "%s: too large for a tolerances file", path);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    int rc = bad ? gp_error_set(err, "%s: cannot read", path) : gp_gate_parse_tolerances(buf, n, path, t, err);
+    free(buf);
+    return rc;
+}
+
+/* ---- comparison ---- */
+
+typedef struct {
+    int is_num;
+    double v;
+    const char *text; /* what it is when not a number */
+    int quoted;       /* text is a JSON string */
+} value;
+
+static value decode(const json_t *j)
+{
+    value r = {0, NAN, NULL, 0};
+    if (json_is_number(j)) {
+        r.is_num = 1;
+        r.v = json_number_value(j);
+    } else if (json_is_string(j)) {
+        const char *s = json_string_value(j);
+        if (strcmp(s, "inf") == 0 || strcmp(s, "-inf") == 0) {
+            r.is_num = 1;
+            r.v = s[0] == '-' ? -INFINITY : INFINITY;
+        } else {
+            r.text = s;
+            r.quoted = 1;
+        }
+    } else {
+        r.text = json_is_null(j) ? "null" : json_is_true(j) ? "true" : json_is_false(j) ? "false"
+                 : json_is_object(j) ? "an object" : "an array";
+    }
+    return r;
+}
+
+static int verdict_rank(const char *v)
+{
+    if (!v)
+        return -1;
+    if (strcmp(v, "pass") == 0)
+        return 0;
+    if (strcmp(v, "warn") == 0)
+        return 1;
+    if (strcmp(v, "fail") == 0)
+        return 2;
+    return -1;
+}
+
+typedef struct {
+    gp_gate_result *res;
+    const gp_gate_tolerances *tol;
+    int oom;
+    size_t cap; /* of res->items */
+    /* what the scenario being compared has seen */
+    int seen_regressed, seen_improved, seen_problem;
+} ctx;
+
+static gp_gate_item *add_item(ctx *c, gp_gate_status st, const char *scenario, const char *tensor,
+                              const char *metric)
+{
+    static gp_gate_item dummy;
+    gp_gate_result *r = c->res;
+    if (c->oom)
+        return &dummy;
+    if (r->nitems == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        gp_gate_item *n = realloc(r->items, cap * sizeof *n);
+        if (!n) {
+            c->oom = 1;
+            return &dummy;
+        }
+        r->items = n;
+        c->cap = cap;
+    }
+    gp_gate_item *it = &r->items[r->nitems++];
+    memset(it, 0, sizeof *it);
+    it->status = st;
+    it->scenario = scenario;
+    it->tensor = tensor;
+    it->metric = metric;
+    it->old_value = it->new_value = NAN;
+    it->limit = NAN;
+    if (st == GP_GATE_REGRESSED)
+        c->seen_regressed = 1;
+    else if (st == GP_GATE_IMPROVED)
+        c->seen_improved = 1;
+    else if (st == GP_GATE_MISSING || st == GP_GATE_NOT_NUMBER)
+        c->seen_problem = 1;
+    return it;
+}
+
+static double badness(direction d, double v)
+{
+    return d == DIR_AWAY_FROM_ONE ? fabs(v - 1) : d == DIR_SMALLER_WORSE ? -v : v;
+}
+
+/* Compare one metric value of the baseline with the current one (cj NULL: missing). */
+static void compare_metric(ctx *c, const char *scenario, const char *tensor, const char *metric,
+                           const json_t *bj, const json_t *cj)
+{
+    value o = decode(bj);
+    if (!cj) {
+        gp_gate_item *it = add_item(c, GP_GATE_MISSING, scenario, tensor, metric);
+        it->old_value = o.v;
+        it->old_text = o.text;
+        return;
+    }
+    value n = decode(cj);
+    if (!o.is_num) {
+        if (n.is_num) { /* a number again: better than none */
+            gp_gate_item *it = add_item(c, GP_GATE_IMPROVED, scenario, tensor, metric);
+            it->old_text = o.text;
+            it->new_value = n.v;
+        }
+        return;
+    }
+    if (!n.is_num) {
+        gp_gate_item *it = add_item(c, GP_GATE_NOT_NUMBER, scenario, tensor, metric);
+        it->old_value = o.v;
+        it->new_text = n.text;
+        it->new_quoted = n.quoted;
+        return;
+    }
+    direction d = metric_direction(metric);
+    gp_gate_tol t = gp_gate_tolerance(c->tol, metric);
+    double bo = badness(d, o.v), bn = badness(d, n.v);
+    if (bo == bn)
+        return;
+    double limit = INFINITY;
+    gp_gate_status st;
+    if (isinf(bo) || isinf(bn)) {
+        st = bn > bo ? GP_GATE_REGRESSED : GP_GATE_IMPROVED;
+    } else {
+        double basis = d == DIR_AWAY_FROM_ONE ? bo : fabs(o.v);
+        limit = fmax(t.abs, t.rel * basis);
+        st = bn - bo > limit ? GP_GATE_REGRESSED : bo - bn > limit ? GP_GATE_IMPROVED : GP_GATE_UNCHANGED;
+    }
+    if (st == GP_GATE_UNCHANGED)
+        return;
+    gp_gate_item *it = add_item(c, st, scenario, tensor, metric);
+    it->old_value = o.v;
+    it->new_value = n.v;
+    it->tol = t;
+    it->limit = limit;
+}
+
+static void compare_metrics(ctx *c, const char *scenario, const char *tensor, const json_t *bm,
+                            const json_t *cm, int report_new)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)bm, key, v)
+        compare_metric(c, scenario, tensor, key, v, cm ? json_object_get(cm, key) : NULL);
+    if (report_new && cm)
+        json_object_foreach((json_t *)cm, key, v)
+            if (!json_object_get(bm, key)) {
+                gp_gate_item *it = add_item(c, GP_GATE_NEW, scenario, tensor, key);
+                value n = decode(v);
+                it->new_value = n.v;
+                it->new_text = n.text;
+            }
+}
+
+/* Structure checks beyond gp_report_load; builds the name -> position index. */
+static json_t *check_report(const json_t *root, const char *label, gp_error *err)
+{
+    json_t *idx = json_object();
+    if (!idx) {
+        gp_error_set(err, "out of memory");
+        return NULL;
+    }
+    size_t i;
+    json_t *sc;
+    json_array_foreach(json_object_get(root, "scenarios"), i, sc) {
+        const char *name = json_string_value(json_object_get(sc, "name"));
+        const char *why = NULL;
+        json_t *m = json_object_get(sc, "metrics"), *ts = json_object_get(sc, "tensors");
+        if (json_object_get(idx, name))
+            why = "appears more than once";
+        else if (verdict_rank(json_string_value(json_object_get(sc, "verdict"))) < 0)
+            why = "has a verdict other than pass, warn, fail";
+        else if (m && !json_is_object(m))
+            why = "has a \"metrics\" that is not an object";
+        else if (ts && !json_is_array(ts))
+            why = "has a \"tensors\" that is not an array";
+        else if (json_object_get(sc, "dominant_mechanism") && !json_is_string(json_object_get(sc, "dominant_mechanism")))
+            why = "has a \"dominant_mechanism\" that is not a string";
+        else if (ts) {
+            json_t *seen = json_object();
+            size_t k;
+            json_t *t;
+            json_array_foreach(ts, k, t) {
+                const char *tn = json_string_value(json_object_get(t, "name"));
+                json_t *tm = json_object_get(t, "metrics");
+                if (!json_is_object(t) || !tn)
+                    why = "has a tensor without a name";
+                else if (tm && !json_is_object(tm))
+                    why = "has a tensor whose \"metrics\" is not an object";
+                else if (json_object_get(seen, tn))
+                    why = "has two tensors of the same name";
+                else
+                    json_object_set_new(seen, tn, json_true());
+                if (why)
+                    break;
+            }
+            json_decref(seen);
+        }
+        if (why) {
+            gp_error_set(err, "%s: scenario \"%s\" %s", label, name, why);
+            json_decref(idx);
+            return NULL;
+        }
+        json_object_set_new(idx, name, json_integer((json_int_t)i));
+    }
+    return idx;
+}
+
+static void add_scenario(ctx *c, size_t first, const char *name, const json_t *b, const json_t *cur,
+                         gp_gate_status st)
+{
+    gp_gate_result *r = c->res;
+    if (c->oom)
+        return;
+    gp_gate_scenario *s = &r->scenarios[r->nscenarios++];
+    s->first_item = first;
+    s->nitems = r->nitems - first;
+    s->name = name;
+    s->base = b;
+    s->cur = cur;
+    s->status = st;
+    switch (st) {
+    case GP_GATE_REGRESSED: r->regressed++; break;
+    case GP_GATE_IMPROVED: r->improved++; break;
+    case GP_GATE_NEW: r->added++; break;
+    case GP_GATE_FAILED_CLOSED: r->failed_closed++; break;
+    default: r->unchanged++; break;
+    }
+}
+
+static void compare_scenario(ctx *c, const char *name, const json_t *b, const json_t *cur)
+{
+    c->seen_regressed = c->seen_improved = c->seen_problem = 0;
+    size_t first = c->res->nitems;
+    if (!cur) {
+        add_item(c, GP_GATE_MISSING, name, NULL, NULL);
+        add_scenario(c, first, name, b, NULL, GP_GATE_FAILED_CLOSED);
+        return;
+    }
+    const char *vb = json_string_value(json_object_get(b, "verdict"));
+    const char *vc = json_string_value(json_object_get(cur, "verdict"));
+    int rb = verdict_rank(vb), rc = verdict_rank(vc);
+    if (rb != rc) {
+        gp_gate_item *it = add_item(c, rc > rb ? GP_GATE_REGRESSED : GP_GATE_IMPROVED, name, NULL, "verdict");
+        it->old_text = vb;
+        it->new_text = vc;
+    }
+    json_t *bm = json_object_get(b, "metrics"), *cm = json_object_get(cur, "metrics");
+    if (bm)
+        compare_metrics(c, name, NULL, bm, cm, 1);
+    /* tensors, by name */
+    json_t *cidx = json_object();
+    if (!cidx) {
+        c->oom = 1;
+        return;
+    }
+    size_t k;
+    json_t *t;
+    json_array_foreach(json_object_get(cur, "tensors"), k, t)
+        json_object_set(cidx, json_string_value(json_object_get(t, "name")), t);
+    json_array_foreach(json_object_get(b, "tensors"), k, t) {
+        const char *tn = json_string_value(json_object_get(t, "name"));
+        json_t *ct = json_object_get(cidx, tn);
+        if (!ct) {
+            add_item(c, GP_GATE_MISSING, name, tn, NULL);
+            continue;
+        }
+        json_t *tbm = json_object_get(t, "metrics");
+        if (tbm)
+            compare_metrics(c, name, tn, tbm, json_object_get(ct, "metrics"), 0);
+        json_object_del(cidx, tn);
+    }
+    /* what is left is only in the current run, in its order */
+    json_array_foreach(json_object_get(cur, "tensors"), k, t) {
+        const char *tn = json_string_value(json_object_get(t, "name"));
+        if (json_object_get(cidx, tn))
+            add_item(c, GP_GATE_NEW, name, tn, NULL);
+    }
+    json_decref(cidx);
+    add_scenario(c, first, name, b, cur,
+                 c->seen_problem ? GP_GATE_FAILED_CLOSED
+                 : c->seen_regressed ? GP_GATE_REGRESSED
+                 : c->seen_improved ? GP_GATE_IMPROVED : GP_GATE_UNCHANGED);
+}
+
+void gp_gate_free(gp_gate_result *res)
+{
+    if (!res)
+        return;
+    free(res->items);
+    free(res->scenarios);
+    memset(res, 0, sizeof *res);
+}
+
+int gp_gate_compare(const json_t *base, const char *base_label, const json_t *cur, const char *cur_label,
+                    const gp_gate_tolerances *tol, gp_gate_result *res, gp_error *err)
+{
+    memset(res, 0, sizeof *res);
+    json_t *bidx = check_report(base, base_label, err);
+    if (!bidx)
+        return -1;
+    json_t *cidx = check_report(cur, cur_label, err);
+    if (!cidx) {
+        json_decref(bidx);
+        return -1;
+    }
+    json_t *bs = json_object_get(base, "scenarios"), *cs = json_object_get(cur, "scenarios");
+    res->base_backend = json_string_value(json_object_get(base, "backend"));
+    res->cur_backend = json_string_value(json_object_get(cur, "backend"));
+    res->scenarios = calloc(json_array_size(bs) + json_array_size(cs) + 1, sizeof *res->scenarios);
+    ctx c = {res, tol, res->scenarios == NULL, 0, 0, 0, 0};
+    size_t i;
+    json_t *sc;
+    if (!c.oom) {
+        json_array_foreach(bs, i, sc) {
+            const char *name = json_string_value(json_object_get(sc, "name"));
+            json_t *pos = json_object_get(cidx, name);
+            compare_scenario(&c, name, sc, pos ? json_array_get(cs, (size_t)json_integer_value(pos)) : NULL);
+        }
+        json_array_foreach(cs, i, sc) {
+            const char *name = json_string_value(json_object_get(sc, "name"));
+            if (!json_object_get(bidx, name)) {
+                size_t first = res->nitems;
+                gp_gate_item *it = add_item(&c, GP_GATE_NEW, name, NULL, NULL);
+                it->new_text = json_string_value(json_object_get(sc, "verdict"));
+                add_scenario(&c, first, name, NULL, sc, GP_GATE_NEW);
+            }
+        }
+    }
+    json_decref(bidx);
+    json_decref(cidx);
+    if (c.oom) {
+        gp_gate_free(res);
+        return gp_error_set(err, "out of memory");
+    }
+    return 0;
+}
+
+int gp_gate_passed(const gp_gate_result *res)
+{
+    return res->regressed == 0 && res->failed_closed == 0;
+}
+
+/* ---- text ---- */
+
+static const char *num(double v, char *buf)
+{
+    snprintf(buf, 32, "%.6g", v);
+    return buf;
+}
+
+/* "scenario" or "scenario [tensor T]" */
+static void put_where(FILE *f, const gp_gate_item *it)
+{
+    fputs(it->scenario, f);
+    if (it->tensor)
+        fprintf(f, " [tensor %s]", it->tensor);
+}
+
+static void tolerance_text(FILE *f, const gp_gate_item *it)
+{
+    char a[32], b[32];
+    int away = metric_direction(it->metric) == DIR_AWAY_FROM_ONE;
+    double d = fabs(badness(metric_direction(it->metric), it->new_value) -
+                    badness(metric_direction(it->metric), it->old_value));
+    fprintf(f, " (%s%s by %s, ", away ? "|v-1| " : "", it->status == GP_GATE_REGRESSED ? "worse" : "better",
+            num(d, a));
+    if (isinf(it->limit))
+        fprintf(f, "beyond any tolerance)");
+    else
+        fprintf(f, "tolerance %s = max(abs %g, rel %g x %s))", num(it->limit, b), it->tol.abs, it->tol.rel,
+                away ? "|old-1|" : "|old|");
+}
+
+static void item_line(FILE *f, const gp_gate_item *it)
+{
+    char a[32], b[32];
+    switch (it->status) {
+    case GP_GATE_REGRESSED:
+    case GP_GATE_IMPROVED:
+        fputs(it->status == GP_GATE_REGRESSED ? "REGRESSED     " : "improved      ", f);
+        put_where(f, it);
+        if (strcmp(it->metric, "verdict") == 0 && !it->tensor) {
+            fprintf(f, ": verdict %s -> %s\n", it->old_text, it->new_text);
+        } else if (it->old_text) {
+            fprintf(f, ": %s \"%s\" -> %s (a number again)\n", it->metric, it->old_text, num(it->new_value, a));
+        } else {
+            fprintf(f, ": %s %s -> %s", it->metric, num(it->old_value, a), num(it->new_value, b));
+            tolerance_text(f, it);
+            fputc('\n', f);
+        }
+        break;
+    case GP_GATE_MISSING:
+        fputs("MISSING       ", f);
+        put_where(f, it);
+        if (it->metric)
+            fprintf(f, ": metric %s (baseline %s) is not in the current run\n", it->metric,
+                    it->old_text ? it->old_text : num(it->old_value, a));
+        else
+            fprintf(f, ": %s is in the baseline but not in the current run\n", it->tensor ? "tensor" : "scenario");
+        break;
+    case GP_GATE_NOT_NUMBER:
+        fputs("NOT-A-NUMBER  ", f);
+        put_where(f, it);
+        fprintf(f, it->new_quoted ? ": metric %s is \"%s\" in the current run where the baseline had %s\n"
+                                  : ": metric %s is %s in the current run where the baseline had %s\n",
+                it->metric, it->new_text, num(it->old_value, a));
+        break;
+    case GP_GATE_NEW:
+        fputs("new           ", f);
+        put_where(f, it);
+        if (it->metric)
+            fprintf(f, ": metric %s = %s only in the current run (not gated)\n", it->metric,
+                    it->new_text ? it->new_text : num(it->new_value, a));
+        else if (it->tensor)
+            fprintf(f, ": tensor only in the current run (not gated)\n");
+        else
+            fprintf(f, ": scenario only in the current run, verdict %s (not gated)\n", it->new_text);
+        break;
+    default:
+        break;
+    }
+}
+
+char *gp_gate_lines(const gp_gate_result *res)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    for (size_t i = 0; i < res->nitems; i++)
+        item_line(f, &res->items[i]);
+    if (res->base_backend && res->cur_backend && strcmp(res->base_backend, res->cur_backend) != 0)
+        fprintf(f, "note          the baseline ran on backend %s, the current run on %s\n", res->base_backend,
+                res->cur_backend);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+void gp_gate_summary(const gp_gate_result *res, char *buf, size_t n)
+{
+    snprintf(buf, n, "gate: %zu regressed, %zu improved, %zu unchanged, %zu new, %zu failed closed: %s",
+             res->regressed, res->improved, res->unchanged, res->added, res->failed_closed,
+             gp_gate_passed(res) ? "PASS" : "FAIL");
+}
+
+/* ---- Markdown ---- */
+
+/* Text safe inside a Markdown table cell: no line breaks, no pipes, no markup, no HTML. */
+static void md(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("—", f);
+        return;
+    }
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        switch (ch) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '|': fputs("&#124;", f); break;
+        case '\\': case '`': case '*': case '_': case '[': case ']': case '#': case '~': case '!':
+            fputc('\\', f);
+            fputc(ch, f);
+            break;
+        default:
+            fputc(ch < 0x20 || ch == 0x7f ? ' ' : ch, f);
+        }
+    }
+}
+
+static const char *status_cell(gp_gate_status st)
+{
+    switch (st) {
+    case GP_GATE_REGRESSED: return "▲ regressed";
+    case GP_GATE_IMPROVED: return "▼ improved";
+    case GP_GATE_NEW: return "new (not gated)";
+    case GP_GATE_FAILED_CLOSED: return "❌ failed closed";
+    default: return "unchanged";
+    }
+}
+
+static const char *mech(const json_t *sc)
+{
+    return sc ? json_string_value(json_object_get(sc, "dominant_mechanism")) : NULL;
+}
+
+static const char *verdict(const json_t *sc)
+{
+    return sc ? json_string_value(json_object_get(sc, "verdict")) : NULL;
+}
+
+static int is_metric_change(const gp_gate_item *it)
+{
+    return (it->status == GP_GATE_REGRESSED || it->status == GP_GATE_IMPROVED) && strcmp(it->metric, "verdict") != 0;
+}
+
+/* One row: | [tensor |] metric | baseline | current | delta | arrow | */
+static void change_row(FILE *f, const gp_gate_item *it, int with_tensor, int with_scenario)
+{
+    char a[32], b[32], d[64];
+    fputs("| ", f);
+    if (with_scenario) {
+        md(f, it->scenario);
+        fputs(" | ", f);
+    }
+    if (with_tensor) {
+        md(f, it->tensor);
+        fputs(" | ", f);
+    }
+    md(f, it->metric);
+    if (it->old_text) {
+        fprintf(f, " | ");
+        md(f, it->old_text);
+        fprintf(f, " | %s | — | ▼ better |\n", num(it->new_value, b));
+        return;
+    }
+    double delta = it->new_value - it->old_value;
+    if (it->old_value != 0 && isfinite(delta) && isfinite(it->old_value))
+        snprintf(d, sizeof d, "%+.3g (%+.1f%%)", delta, 100 * delta / fabs(it->old_value));
+    else
+        snprintf(d, sizeof d, "%+.3g", delta);
+    fprintf(f, " | %s | %s | %s | %s |\n", num(it->old_value, a), num(it->new_value, b), d,
+            it->status == GP_GATE_REGRESSED ? "▲ worse" : "▼ better");
+}
+
+static void problem_line(FILE *f, const gp_gate_item *it)
+{
+    char a[32];
+    fputs("- ", f);
+    md(f, it->scenario);
+    if (it->tensor) {
+        fputs(", tensor ", f);
+        md(f, it->tensor);
+    }
+    if (it->status == GP_GATE_MISSING && !it->metric) {
+        fprintf(f, ": %s missing from the current run\n", it->tensor ? "tensor" : "scenario");
+    } else if (it->status == GP_GATE_MISSING) {
+        fputs(": metric ", f);
+        md(f, it->metric);
+        fprintf(f, " (baseline %s) missing from the current run\n", it->old_text ? it->old_text : num(it->old_value, a));
+    } else {
+        fputs(": metric ", f);
+        md(f, it->metric);
+        fputs(" is ", f);
+        md(f, it->new_text);
+        fprintf(f, " where the baseline had %s\n", num(it->old_value, a));
+    }
+}
+
+char *gp_gate_markdown(const gp_gate_result *res)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    int pass = gp_gate_passed(res);
+    fprintf(f, "## gradprec gate: %s\n\n", pass ? "✅ pass" : "❌ fail");
+    fprintf(f, "%zu regressed, %zu improved, %zu unchanged, %zu new, %zu failed closed (scenarios",
+            res->regressed, res->improved, res->unchanged, res->added, res->failed_closed);
+    if (res->base_backend && res->cur_backend) {
+        fputs("; baseline backend `", f);
+        md(f, res->base_backend);
+        fputs("`, current `", f);
+        md(f, res->cur_backend);
+        fputs("`", f);
+    }
+    fputs(").\n", f);
+
+    size_t nproblems = 0, nchanged = 0;
+    for (size_t i = 0; i < res->nitems; i++) {
+        const gp_gate_item *it = &res->items[i];
+        nproblems += it->status == GP_GATE_MISSING || it->status == GP_GATE_NOT_NUMBER;
+        nchanged += is_metric_change(it) && !it->tensor;
+    }
+    if (nproblems) {
+        fputs("\n### Failed closed\n\n", f);
+        for (size_t i = 0; i < res->nitems; i++)
+            if (res->items[i].status == GP_GATE_MISSING || res->items[i].status == GP_GATE_NOT_NUMBER)
+                problem_line(f, &res->items[i]);
+    }
+
+    fputs("\n### Scenarios\n\n| scenario | verdict (baseline → current) | dominant mechanism | gate |\n"
+          "|---|---|---|---|\n", f);
+    for (size_t i = 0; i < res->nscenarios; i++) {
+        const gp_gate_scenario *s = &res->scenarios[i];
+        const char *vb = verdict(s->base), *vc = verdict(s->cur), *mb = mech(s->base), *mc = mech(s->cur);
+        fputs("| ", f);
+        md(f, s->name);
+        fputs(" | ", f);
+        md(f, vb);
+        fputs(" → ", f);
+        md(f, vc);
+        fputs(" | ", f);
+        if (mb && mc && strcmp(mb, mc) == 0) {
+            md(f, mc);
+        } else {
+            md(f, mb);
+            fputs(" → ", f);
+            md(f, mc);
+        }
+        fprintf(f, " | %s |\n", status_cell(s->status));
+    }
+
+    fputs("\n### Metrics that changed beyond tolerance\n\n", f);
+    if (!nchanged) {
+        fputs("None.\n", f);
+    } else {
+        fputs("| scenario | metric | baseline | current | delta | |\n|---|---|---|---|---|---|\n", f);
+        for (size_t i = 0; i < res->nitems; i++)
+            if (is_metric_change(&res->items[i]) && !res->items[i].tensor)
+                change_row(f, &res->items[i], 0, 1);
+    }
+
+    /* the dominant mechanisms of the current run, grouped in order of appearance */
+    fputs("\n### Mechanisms that fired (dominant, current run)\n\n", f);
+    int any = 0;
+    for (size_t i = 0; i < res->nscenarios; i++) {
+        const char *m = mech(res->scenarios[i].cur);
+        if (!m)
+            continue;
+        size_t j;
+        for (j = 0; j < i; j++)
+            if (mech(res->scenarios[j].cur) && strcmp(mech(res->scenarios[j].cur), m) == 0)
+                break;
+        if (j < i)
+            continue; /* listed already */
+        if (!any)
+            fputs("| mechanism | scenarios |\n|---|---|\n", f);
+        any = 1;
+        fputs("| ", f);
+        md(f, m);
+        fputs(" |", f);
+        const char *sep = " ";
+        for (j = i; j < res->nscenarios; j++) {
+            const char *mj = mech(res->scenarios[j].cur);
+            if (mj && strcmp(mj, m) == 0) {
+                fputs(sep, f);
+                md(f, res->scenarios[j].name);
+                sep = ", ";
+            }
+        }
+        fputs(" |\n", f);
+    }
+    if (!any)
+        fputs("None recorded.\n", f);
+
+    fputs("\n### Per tensor\n\n", f);
+    int anyt = 0;
+    for (size_t i = 0; i < res->nscenarios; i++) {
+        const gp_gate_scenario *s = &res->scenarios[i];
+        size_t nt = 0, nmiss = 0, nnew = 0;
+        const gp_gate_item *its = res->items + s->first_item;
+        for (size_t k = 0; k < s->nitems; k++) {
+            const gp_gate_item *it = &its[k];
+            if (!it->tensor)
+                continue;
+            nt += is_metric_change(it);
+            nmiss += it->status == GP_GATE_MISSING || it->status == GP_GATE_NOT_NUMBER;
+            nnew += it->status == GP_GATE_NEW;
+        }
+        if (!nt && !nmiss && !nnew)
+            continue;
+        anyt = 1;
+        fputs("<details><summary>", f);
+        md(f, s->name);
+        fprintf(f, ": %zu tensor metric%s changed, %zu problem%s, %zu new tensor%s</summary>\n\n", nt,
+                nt == 1 ? "" : "s", nmiss, nmiss == 1 ? "" : "s", nnew, nnew == 1 ? "" : "s");
+        if (nt) {
+            fputs("| tensor | metric | baseline | current | delta | |\n|---|---|---|---|---|---|\n", f);
+            for (size_t k = 0; k < s->nitems; k++)
+                if (its[k].tensor && is_metric_change(&its[k]))
+                    change_row(f, &its[k], 1, 0);
+            fputs("\n", f);
+        }
+        for (size_t k = 0; k < s->nitems; k++) {
+            const gp_gate_item *it = &its[k];
+            if (!it->tensor)
+                continue;
+            if (it->status == GP_GATE_MISSING || it->status == GP_GATE_NOT_NUMBER)
+                problem_line(f, it);
+            else if (it->status == GP_GATE_NEW) {
+                fputs("- tensor ", f);
+                md(f, it->tensor);
+                fputs(": only in the current run (not gated)\n", f);
+            }
+        }
+        fputs("\n</details>\n\n", f);
+    }
+    if (!anyt)
+        fputs("No per-tensor metric changed beyond its tolerance.\n", f);
+    fputs("\n<sub>▲ worse, ▼ better, beyond max(abs, rel × |baseline|); "
+          "grad_norm_ratio compares |v − 1|, min_loss_scale: smaller is worse.</sub>\n", f);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
