@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../reports/gp_junit.h"
 #include "../reports/gp_report.h"
 #include "gp_backend.h"
 #include "gp_cli.h"
@@ -278,15 +279,19 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     for (size_t i = 0; i < nsc; i++)
         ptrs[i] = &sc[i];
     gp_run_report rep = {ptrs, res, nsc, b.label, have_cmp ? cmpb.label : NULL, index};
-    char *json = gp_report_json(&rep), *md = gp_report_markdown(&rep);
+    char *json = gp_report_json(&rep), *md = gp_report_markdown(&rep), *xml = NULL;
+    json_t *root = json ? json_loads(json, 0, NULL) : NULL; /* the other views read the JSON */
+    if (root)
+        xml = gp_report_junit(root, &e);
     char path[4096], timing[128];
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     snprintf(timing, sizeof timing, "{\"seconds\": %.3f, \"jobs\": %d}\n", secs, jobs);
     rc = GP_EXIT_INTERNAL;
-    if (!json || !md)
-        fprintf(err, "gradprec run: out of memory\n");
+    if (!json || !md || !root || !xml)
+        fprintf(err, "gradprec run: %s\n", root && !xml ? e.msg : "out of memory");
     else if (snprintf(path, sizeof path, "%s/report.json", outdir), gp_write_atomic(path, json, &e) != 0 ||
              (snprintf(path, sizeof path, "%s/report.md", outdir), gp_write_atomic(path, md, &e) != 0) ||
+             (snprintf(path, sizeof path, "%s/report.xml", outdir), gp_write_atomic(path, xml, &e) != 0) ||
              (snprintf(path, sizeof path, "%s/timing.json", outdir), gp_write_atomic(path, timing, &e) != 0))
         fprintf(err, "gradprec run: %s\n", e.msg);
     else {
@@ -294,12 +299,14 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         int nfail = 0;
         for (size_t i = 0; i < nsc; i++)
             nfail += res[i].verdict == GP_FAIL;
-        fprintf(out, "%zu scenarios, %d failed; report: %s/report.json, %s/report.md (%.1f s)\n", nsc, nfail,
-                outdir, outdir, secs);
+        fprintf(out, "%zu scenarios, %d failed; reports in %s/: report.json, report.md, report.xml (%.1f s)\n",
+                nsc, nfail, outdir, secs);
         rc = nfail ? GP_EXIT_FAIL : GP_EXIT_OK;
     }
     free(json);
     free(md);
+    free(xml);
+    json_decref(root);
     free(ptrs);
 done:
     if (have_b)

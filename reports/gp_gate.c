@@ -212,7 +212,8 @@ typedef struct {
     gp_gate_result *res;
     const gp_gate_tolerances *tol;
     int oom;
-    size_t cap; /* of res->items */
+    size_t cap;          /* of res->items */
+    gp_gate_item dummy;  /* written to instead once out of memory */
     /* what the scenario being compared has seen */
     int seen_regressed, seen_improved, seen_problem;
 } ctx;
@@ -220,16 +221,15 @@ typedef struct {
 static gp_gate_item *add_item(ctx *c, gp_gate_status st, const char *scenario, const char *tensor,
                               const char *metric)
 {
-    static gp_gate_item dummy;
     gp_gate_result *r = c->res;
     if (c->oom)
-        return &dummy;
+        return &c->dummy;
     if (r->nitems == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 16;
         gp_gate_item *n = realloc(r->items, cap * sizeof *n);
         if (!n) {
             c->oom = 1;
-            return &dummy;
+            return &c->dummy;
         }
         r->items = n;
         c->cap = cap;
@@ -345,7 +345,8 @@ static json_t *check_report(const json_t *root, const char *label, gp_error *err
             why = "has a \"metrics\" that is not an object";
         else if (ts && !json_is_array(ts))
             why = "has a \"tensors\" that is not an array";
-        else if (json_object_get(sc, "dominant_mechanism") && !json_is_string(json_object_get(sc, "dominant_mechanism")))
+        else if (json_object_get(sc, "dominant_mechanism") &&
+                 !json_is_string(json_object_get(sc, "dominant_mechanism")))
             why = "has a \"dominant_mechanism\" that is not a string";
         else if (ts) {
             json_t *seen = json_object();
@@ -413,6 +414,7 @@ static void compare_scenario(ctx *c, const char *name, const json_t *b, const js
     int rb = verdict_rank(vb), rc = verdict_rank(vc);
     if (rb != rc) {
         gp_gate_item *it = add_item(c, rc > rb ? GP_GATE_REGRESSED : GP_GATE_IMPROVED, name, NULL, "verdict");
+        it->is_verdict = 1;
         it->old_text = vb;
         it->new_text = vc;
     }
@@ -479,7 +481,11 @@ int gp_gate_compare(const json_t *base, const char *base_label, const json_t *cu
     res->base_backend = json_string_value(json_object_get(base, "backend"));
     res->cur_backend = json_string_value(json_object_get(cur, "backend"));
     res->scenarios = calloc(json_array_size(bs) + json_array_size(cs) + 1, sizeof *res->scenarios);
-    ctx c = {res, tol, res->scenarios == NULL, 0, 0, 0, 0};
+    ctx c;
+    memset(&c, 0, sizeof c);
+    c.res = res;
+    c.tol = tol;
+    c.oom = res->scenarios == NULL;
     size_t i;
     json_t *sc;
     if (!c.oom) {
@@ -551,10 +557,10 @@ static void item_line(FILE *f, const gp_gate_item *it)
     case GP_GATE_IMPROVED:
         fputs(it->status == GP_GATE_REGRESSED ? "REGRESSED     " : "improved      ", f);
         put_where(f, it);
-        if (strcmp(it->metric, "verdict") == 0 && !it->tensor) {
+        if (it->is_verdict) {
             fprintf(f, ": verdict %s -> %s\n", it->old_text, it->new_text);
         } else if (it->old_text) {
-            fprintf(f, ": %s \"%s\" -> %s (a number again)\n", it->metric, it->old_text, num(it->new_value, a));
+            fprintf(f, ": %s %s -> %s (a number again)\n", it->metric, it->old_text, num(it->new_value, a));
         } else {
             fprintf(f, ": %s %s -> %s", it->metric, num(it->old_value, a), num(it->new_value, b));
             tolerance_text(f, it);
@@ -565,8 +571,8 @@ static void item_line(FILE *f, const gp_gate_item *it)
         fputs("MISSING       ", f);
         put_where(f, it);
         if (it->metric)
-            fprintf(f, ": metric %s (baseline %s) is not in the current run\n", it->metric,
-                    it->old_text ? it->old_text : num(it->old_value, a));
+            fprintf(f, ": metric %s (baseline %s) is not in the current run (report.json leaves out NaN metrics)\n",
+                    it->metric, it->old_text ? it->old_text : num(it->old_value, a));
         else
             fprintf(f, ": %s is in the baseline but not in the current run\n", it->tensor ? "tensor" : "scenario");
         break;
@@ -646,6 +652,21 @@ static void md(FILE *f, const char *s)
     }
 }
 
+/* Text safe inside HTML (the <summary> of a <details>, where Markdown is not parsed). */
+static void html(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        switch (ch) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(ch < 0x20 || ch == 0x7f ? ' ' : ch, f);
+        }
+    }
+}
+
 static const char *status_cell(gp_gate_status st)
 {
     switch (st) {
@@ -669,7 +690,7 @@ static const char *verdict(const json_t *sc)
 
 static int is_metric_change(const gp_gate_item *it)
 {
-    return (it->status == GP_GATE_REGRESSED || it->status == GP_GATE_IMPROVED) && strcmp(it->metric, "verdict") != 0;
+    return (it->status == GP_GATE_REGRESSED || it->status == GP_GATE_IMPROVED) && !it->is_verdict;
 }
 
 /* One row: | [tensor |] metric | baseline | current | delta | arrow | */
@@ -715,7 +736,8 @@ static void problem_line(FILE *f, const gp_gate_item *it)
     } else if (it->status == GP_GATE_MISSING) {
         fputs(": metric ", f);
         md(f, it->metric);
-        fprintf(f, " (baseline %s) missing from the current run\n", it->old_text ? it->old_text : num(it->old_value, a));
+        fprintf(f, " (baseline %s) missing from the current run\n",
+                it->old_text ? it->old_text : num(it->old_value, a));
     } else {
         fputs(": metric ", f);
         md(f, it->metric);
@@ -723,6 +745,17 @@ static void problem_line(FILE *f, const gp_gate_item *it)
         md(f, it->new_text);
         fprintf(f, " where the baseline had %s\n", num(it->old_value, a));
     }
+}
+
+/* A pull-request comment must stay short (GitHub refuses comments over 65536
+ * characters): each list or table shows at most MD_MAX_ROWS rows, then says how many
+ * more there are; the command's output has them all. */
+enum { MD_MAX_ROWS = 100, MD_MAX_NAMES = 20 };
+
+static void more(FILE *f, size_t n)
+{
+    if (n)
+        fprintf(f, "\n… and %zu more (the gate's output lists them all).\n", n);
 }
 
 char *gp_gate_markdown(const gp_gate_result *res)
@@ -753,15 +786,25 @@ char *gp_gate_markdown(const gp_gate_result *res)
     }
     if (nproblems) {
         fputs("\n### Failed closed\n\n", f);
-        for (size_t i = 0; i < res->nitems; i++)
-            if (res->items[i].status == GP_GATE_MISSING || res->items[i].status == GP_GATE_NOT_NUMBER)
+        size_t shown = 0;
+        for (size_t i = 0; i < res->nitems && shown < MD_MAX_ROWS; i++)
+            if (res->items[i].status == GP_GATE_MISSING || res->items[i].status == GP_GATE_NOT_NUMBER) {
                 problem_line(f, &res->items[i]);
+                shown++;
+            }
+        more(f, nproblems - shown);
     }
 
     fputs("\n### Scenarios\n\n| scenario | verdict (baseline → current) | dominant mechanism | gate |\n"
           "|---|---|---|---|\n", f);
-    for (size_t i = 0; i < res->nscenarios; i++) {
+    /* all of them when they fit, else those that did not stay unchanged */
+    int all = res->nscenarios <= MD_MAX_ROWS;
+    size_t shown = 0, listable = all ? res->nscenarios : res->nscenarios - res->unchanged;
+    for (size_t i = 0; i < res->nscenarios && shown < MD_MAX_ROWS; i++) {
         const gp_gate_scenario *s = &res->scenarios[i];
+        if (!all && s->status == GP_GATE_UNCHANGED)
+            continue;
+        shown++;
         const char *vb = verdict(s->base), *vc = verdict(s->cur), *mb = mech(s->base), *mc = mech(s->cur);
         fputs("| ", f);
         md(f, s->name);
@@ -779,30 +822,39 @@ char *gp_gate_markdown(const gp_gate_result *res)
         }
         fprintf(f, " | %s |\n", status_cell(s->status));
     }
+    if (!all && res->unchanged)
+        fprintf(f, "\n%zu unchanged scenarios are not listed.\n", res->unchanged);
+    more(f, listable - shown);
 
     fputs("\n### Metrics that changed beyond tolerance\n\n", f);
     if (!nchanged) {
         fputs("None.\n", f);
     } else {
         fputs("| scenario | metric | baseline | current | delta | |\n|---|---|---|---|---|---|\n", f);
-        for (size_t i = 0; i < res->nitems; i++)
-            if (is_metric_change(&res->items[i]) && !res->items[i].tensor)
+        shown = 0;
+        for (size_t i = 0; i < res->nitems && shown < MD_MAX_ROWS; i++)
+            if (is_metric_change(&res->items[i]) && !res->items[i].tensor) {
                 change_row(f, &res->items[i], 0, 1);
+                shown++;
+            }
+        more(f, nchanged - shown);
     }
 
     /* the dominant mechanisms of the current run, grouped in order of appearance */
     fputs("\n### Mechanisms that fired (dominant, current run)\n\n", f);
     int any = 0;
-    for (size_t i = 0; i < res->nscenarios; i++) {
+    size_t nmech = 0, extra_mech = 0;
+    json_t *seen = json_object();
+    for (size_t i = 0; i < res->nscenarios && seen; i++) {
         const char *m = mech(res->scenarios[i].cur);
-        if (!m)
-            continue;
         size_t j;
-        for (j = 0; j < i; j++)
-            if (mech(res->scenarios[j].cur) && strcmp(mech(res->scenarios[j].cur), m) == 0)
-                break;
-        if (j < i)
+        if (!m || json_object_get(seen, m))
             continue; /* listed already */
+        json_object_set_new(seen, m, json_true());
+        if (nmech++ >= MD_MAX_NAMES) {
+            extra_mech++;
+            continue;
+        }
         if (!any)
             fputs("| mechanism | scenarios |\n|---|---|\n", f);
         any = 1;
@@ -810,21 +862,33 @@ char *gp_gate_markdown(const gp_gate_result *res)
         md(f, m);
         fputs(" |", f);
         const char *sep = " ";
+        size_t named = 0, extra = 0;
         for (j = i; j < res->nscenarios; j++) {
             const char *mj = mech(res->scenarios[j].cur);
             if (mj && strcmp(mj, m) == 0) {
+                if (named == MD_MAX_NAMES) {
+                    extra++;
+                    continue;
+                }
                 fputs(sep, f);
                 md(f, res->scenarios[j].name);
                 sep = ", ";
+                named++;
             }
         }
+        if (extra)
+            fprintf(f, " and %zu more", extra);
         fputs(" |\n", f);
     }
+    json_decref(seen);
+    if (extra_mech)
+        fprintf(f, "\n… and %zu more mechanisms.\n", extra_mech);
     if (!any)
         fputs("None recorded.\n", f);
 
     fputs("\n### Per tensor\n\n", f);
     int anyt = 0;
+    size_t budget = MD_MAX_ROWS / 2, skipped = 0; /* rows for the whole section */
     for (size_t i = 0; i < res->nscenarios; i++) {
         const gp_gate_scenario *s = &res->scenarios[i];
         size_t nt = 0, nmiss = 0, nnew = 0;
@@ -839,23 +903,40 @@ char *gp_gate_markdown(const gp_gate_result *res)
         }
         if (!nt && !nmiss && !nnew)
             continue;
+        if (!budget) {
+            skipped += nt + nmiss + nnew;
+            continue;
+        }
         anyt = 1;
         fputs("<details><summary>", f);
-        md(f, s->name);
+        html(f, s->name);
         fprintf(f, ": %zu tensor metric%s changed, %zu problem%s, %zu new tensor%s</summary>\n\n", nt,
                 nt == 1 ? "" : "s", nmiss, nmiss == 1 ? "" : "s", nnew, nnew == 1 ? "" : "s");
         if (nt) {
             fputs("| tensor | metric | baseline | current | delta | |\n|---|---|---|---|---|---|\n", f);
             for (size_t k = 0; k < s->nitems; k++)
-                if (its[k].tensor && is_metric_change(&its[k]))
+                if (its[k].tensor && is_metric_change(&its[k])) {
+                    if (!budget) {
+                        skipped++;
+                        continue;
+                    }
                     change_row(f, &its[k], 1, 0);
-            fputs("\n", f);
+                    budget--;
+                }
+            if (nmiss || nnew)
+                fputs("\n", f);
         }
         for (size_t k = 0; k < s->nitems; k++) {
             const gp_gate_item *it = &its[k];
-            if (!it->tensor)
+            if (!it->tensor || !(it->status == GP_GATE_MISSING || it->status == GP_GATE_NOT_NUMBER ||
+                                 it->status == GP_GATE_NEW))
                 continue;
-            if (it->status == GP_GATE_MISSING || it->status == GP_GATE_NOT_NUMBER)
+            if (!budget) {
+                skipped++;
+                continue;
+            }
+            budget--;
+            if (it->status != GP_GATE_NEW)
                 problem_line(f, it);
             else if (it->status == GP_GATE_NEW) {
                 fputs("- tensor ", f);
@@ -866,8 +947,10 @@ char *gp_gate_markdown(const gp_gate_result *res)
         fputs("\n</details>\n\n", f);
     }
     if (!anyt)
-        fputs("No per-tensor metric changed beyond its tolerance.\n", f);
-    fputs("\n<sub>▲ worse, ▼ better, beyond max(abs, rel × |baseline|); "
+        fputs("No per-tensor metric changed beyond its tolerance.\n\n", f);
+    if (skipped)
+        fprintf(f, "… and %zu more per-tensor findings (the gate's output lists them all).\n\n", skipped);
+    fputs("<sub>▲ worse, ▼ better, beyond max(abs, rel × |baseline|); "
           "grad_norm_ratio compares |v − 1|, min_loss_scale: smaller is worse.</sub>\n", f);
     if (fclose(f) != 0) {
         free(buf);

@@ -78,6 +78,7 @@ typedef struct {
     const char *scenario;
     const char *tensor;     /* NULL: the scenario itself */
     const char *metric;     /* metric name, "verdict", or NULL: the scenario / tensor itself */
+    int is_verdict;         /* the scenario's verdict changed: old_text -> new_text */
     double old_value, new_value; /* metrics; NAN where not a number */
     const char *old_text, *new_text; /* verdicts; a value that is not a number ("nan", "null") */
     int new_quoted;         /* new_text was a JSON string */

@@ -12,6 +12,7 @@ pkgs=(
   libyaml-dev                             # scenario files
   libjansson-dev                          # report.json and --json output
   clang libclang-rt-14-dev                # libFuzzer targets and sanitizer runtimes
+  libxml2-utils                           # xmllint: the JUnit schema check in the tests
 )
 
 missing=()
