@@ -1,7 +1,7 @@
 /* gp_example_plugin.c — an example of a user's own accumulation kernel under test,
  * written the way a team would write it (no gradprec arithmetic reused): fp32 adds,
- * a bf16 round-to-nearest-even by the usual bit trick, fp16 through the compiler's
- * _Float16. It supports round-to-nearest-even with fp32 / bf16 / fp16 gradients and
+ * a bf16 round-to-nearest-even by the usual bit trick, fp16 by the usual rebias-and-
+ * round trick (with the +0.5f magic number for subnormals). It supports round-to-nearest-even with fp32 / bf16 / fp16 gradients and
  * accumulators, and says so for anything else.
  *
  * Build (CMake builds both variants into build/examples/plugins/):
@@ -46,12 +46,41 @@ static uint16_t f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* fp16 <-> fp32 */
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 31)
+        return bits_to_f32(sign | 0x7f800000u | (m << 13));          /* inf, NaN */
+    if (e == 0) {
+        float v = (float)m * 0x1p-24f;                                 /* subnormal: exact */
+        return sign ? -v : v;
+    }
+    return bits_to_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+static uint16_t f32_to_f16(float f)
+{
+    uint32_t u = f32_to_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));     /* NaN, quiet */
+    if (a >= 0x477ff000u)
+        return (uint16_t)(sign | 0x7c00u);                              /* >= 65520: inf */
+    if (a >= 0x38800000u) {                                             /* normal: >= 2^-14 */
+        uint32_t r = a - 0x38000000u;                                   /* rebias 127 -> 15 */
+        return (uint16_t)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+    }
+    /* subnormal: adding 0.5 makes the hardware round |f| to a multiple of 2^-24 (RNE) */
+    float t = bits_to_f32(a) + 0.5f;
+    return (uint16_t)(sign | (f32_to_bits(t) - 0x3f000000u));
+}
+
 static float load(int32_t fmt, const void *p, uint64_t i)
 {
     switch (fmt) {
     case GP_PLUGIN_FP32: return ((const float *)p)[i];
     case GP_PLUGIN_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return (float)((const _Float16 *)p)[i];
+    default: return f16_to_f32(((const uint16_t *)p)[i]);
     }
 }
 
@@ -60,7 +89,7 @@ static void store(int32_t fmt, void *p, uint64_t i, float v)
     switch (fmt) {
     case GP_PLUGIN_FP32: ((float *)p)[i] = v; break;
     case GP_PLUGIN_BF16: ((uint16_t *)p)[i] = f32_to_bf16(v); break;
-    default: ((_Float16 *)p)[i] = (_Float16)v; break;
+    default: ((uint16_t *)p)[i] = f32_to_f16(v); break;
     }
 }
 
