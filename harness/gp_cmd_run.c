@@ -1,7 +1,9 @@
 /* gp_cmd_run.c — `gradprec run`: load every scenario first (bad input: exit 2, nothing
  * written), open the backend(s), run the scenarios on -j threads, write report.json and
  * report.md atomically into --out, print a line a scenario. Exit 0 when nothing
- * failed, 1 when a scenario failed its thresholds, 2 bad usage or input, 3 internal. */
+ * failed, 1 when a scenario failed its thresholds, 2 bad usage or input, 3 internal.
+ * Besides report.json: report.md, report.xml (JUnit) and report.html, all made from the
+ * JSON, and timing.json. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../reports/gp_html.h"
 #include "../reports/gp_junit.h"
 #include "../reports/gp_report.h"
 #include "gp_backend.h"
@@ -279,19 +282,20 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     for (size_t i = 0; i < nsc; i++)
         ptrs[i] = &sc[i];
     gp_run_report rep = {ptrs, res, nsc, b.label, have_cmp ? cmpb.label : NULL, index};
-    char *json = gp_report_json(&rep), *md = gp_report_markdown(&rep), *xml = NULL;
+    char *json = gp_report_json(&rep), *md = gp_report_markdown(&rep), *xml = NULL, *html = NULL;
     json_t *root = json ? json_loads(json, 0, NULL) : NULL; /* the other views read the JSON */
-    if (root)
-        xml = gp_report_junit(root, &e);
+    if (root && (xml = gp_report_junit(root, &e)) != NULL)
+        html = gp_report_html(root, &e);
     char path[4096], timing[128];
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     snprintf(timing, sizeof timing, "{\"seconds\": %.3f, \"jobs\": %d}\n", secs, jobs);
     rc = GP_EXIT_INTERNAL;
-    if (!json || !md || !root || !xml)
-        fprintf(err, "gradprec run: %s\n", root && !xml ? e.msg : "out of memory");
+    if (!json || !md || !root || !xml || !html)
+        fprintf(err, "gradprec run: %s\n", root ? e.msg : "out of memory");
     else if (snprintf(path, sizeof path, "%s/report.json", outdir), gp_write_atomic(path, json, &e) != 0 ||
              (snprintf(path, sizeof path, "%s/report.md", outdir), gp_write_atomic(path, md, &e) != 0) ||
              (snprintf(path, sizeof path, "%s/report.xml", outdir), gp_write_atomic(path, xml, &e) != 0) ||
+             (snprintf(path, sizeof path, "%s/report.html", outdir), gp_write_atomic(path, html, &e) != 0) ||
              (snprintf(path, sizeof path, "%s/timing.json", outdir), gp_write_atomic(path, timing, &e) != 0))
         fprintf(err, "gradprec run: %s\n", e.msg);
     else {
@@ -299,13 +303,14 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         int nfail = 0;
         for (size_t i = 0; i < nsc; i++)
             nfail += res[i].verdict == GP_FAIL;
-        fprintf(out, "%zu scenarios, %d failed; reports in %s/: report.json, report.md, report.xml (%.1f s)\n",
+        fprintf(out, "%zu scenarios, %d failed; reports in %s/: report.json, report.md, report.xml, report.html (%.1f s)\n",
                 nsc, nfail, outdir, secs);
         rc = nfail ? GP_EXIT_FAIL : GP_EXIT_OK;
     }
     free(json);
     free(md);
     free(xml);
+    free(html);
     json_decref(root);
     free(ptrs);
 done:

@@ -101,6 +101,19 @@ static void sb_esc(sbuf *b, const char *s)
     }
 }
 
+/* Escaped, with a line-break opportunity after each '_' (long metric names in
+ * table headings). */
+static void sb_esc_wbr(sbuf *b, const char *s)
+{
+    char one[2] = {0, 0};
+    for (const char *p = s; *p; p++) {
+        one[0] = *p;
+        sb_esc(b, one);
+        if (*p == '_')
+            sb_puts(b, "<wbr>");
+    }
+}
+
 /* At most `max` bytes of s, cut at a UTF-8 character boundary, with "…" if cut. */
 static void sb_esc_trunc(sbuf *b, const char *s, size_t max)
 {
@@ -211,6 +224,7 @@ typedef struct {
     int integer;   /* ticks only at integers (step axes) */
     double lo, hi; /* domain */
     double p0, p1; /* pixels lo and hi map to */
+    double gap;    /* the least pixels between two tick labels */
 } scale;
 
 static double sc_pos(const scale *s, double v)
@@ -262,30 +276,35 @@ static void log_domain(scale *s, double minpos, double max)
 
 #define MAX_TICKS 40
 
-/* The major ticks of a scale (ascending); returns how many. Log: decades (every
- * k-th when there are many), plus 2 and 5 when there are at most two. */
+/* The major ticks of a scale (ascending), as many as fit `gap` pixels apart; returns
+ * how many. Log: 1, 2, 5 times the powers of ten when they fit, else the decades
+ * (every k-th when there are many). Linear: multiples of a 1-2-5 step. */
 static int sc_ticks(const scale *s, double *t)
 {
     int n = 0;
+    int fit = (int)(fabs(s->p1 - s->p0) / (s->gap > 0 ? s->gap : 50));
+    if (fit < 2)
+        fit = 2;
+    if (fit > MAX_TICKS)
+        fit = MAX_TICKS;
     if (s->log) {
         int d0 = (int)ceil(log10(s->lo) - 1e-9), d1 = (int)floor(log10(s->hi) + 1e-9);
-        int ndec = d1 - d0 + 1;
-        if (ndec <= 2) {
-            static const double mult[3] = {1, 2, 5};
-            for (int d = d0 - 1; d <= d1 && n < MAX_TICKS; d++)
-                for (int m = 0; m < 3 && n < MAX_TICKS; m++) {
-                    double v = mult[m] * pow(10, d);
-                    if (v >= s->lo * (1 - 1e-9) && v <= s->hi * (1 + 1e-9))
-                        t[n++] = v;
-                }
-        } else {
-            int every = (ndec + 8) / 9;
+        static const double mult[3] = {1, 2, 5};
+        for (int d = d0 - 1; d <= d1 && n <= fit; d++)
+            for (int m = 0; m < 3 && n <= fit; m++) {
+                double v = mult[m] * pow(10, d);
+                if (v >= s->lo * (1 - 1e-9) && v <= s->hi * (1 + 1e-9))
+                    t[n++] = v;
+            }
+        if (n > fit || n < 2) {
+            int ndec = d1 - d0 + 1, every = (ndec + fit - 1) / fit;
+            n = 0;
             for (int d = d0; d <= d1 && n < MAX_TICKS; d++)
                 if (((d % every) + every) % every == 0)
                     t[n++] = pow(10, d);
         }
     } else {
-        double step = nice_step((s->hi - s->lo) / 8);
+        double step = nice_step((s->hi - s->lo) / fit);
         if (s->integer && step < 1)
             step = 1;
         for (double v = ceil(s->lo / step - 1e-9) * step; v <= s->hi + step * 1e-9 && n < MAX_TICKS; v += step)
@@ -460,18 +479,18 @@ static double svg_legend(sbuf *b, double x, double y, const legend_item *it, int
     sb_puts(b, "<g class=\"legend\">");
     for (int i = 0; i < n; i++) {
         double Y = y + i * LEGEND_ROW;
-        double tx = x + 30;
+        double tx; /* where the label starts: after the swatch */
         if (it[i].kind == LEG_LINE) {
-            double lx = x + (it[i].st.width > 0 ? 6 : 0);
-            sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"", lx, Y + 9, x + 26, Y + 9);
+            sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"", x + 6, Y + 9, x + 26, Y + 9);
             put_stroke(b, &it[i].st);
             sb_puts(b, "/>");
             tx = x + 32;
-        } else
-            sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>",
-                      x + (it[i].kind == LEG_HEAD ? 0 : 8), Y + 3, it[i].st.color);
-        if (it[i].kind == LEG_HEAD)
-            tx = x + 18;
+        } else {
+            double sx = x + (it[i].kind == LEG_HEAD ? 0 : 8); /* items indent under a heading */
+            sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", sx, Y + 3,
+                      it[i].st.color);
+            tx = sx + 18;
+        }
         sb_printf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\">", it[i].kind == LEG_HEAD ? "leghead" : "legtext",
                   tx, Y + 13);
         sb_esc_trunc(b, it[i].label, chars);
@@ -524,6 +543,8 @@ typedef struct {
     int xlog_above;    /* log x when the longest series is longer than this */
     const char *group_label; /* legend group heading, e.g. "accumulator" */
 } line_spec;
+
+#define MAX_POINTS 2000 /* points drawn a series at most */
 
 /* A multi-series line chart over steps 1..K (errors, stale fractions, loss scales). */
 static void line_chart(sbuf *b, const line_spec *sp, const series *s, size_t n)
@@ -592,7 +613,8 @@ static void line_chart(sbuf *b, const line_spec *sp, const series *s, size_t n)
 
     const double PX = 84, PY = 44, PW = 640, PH = 300, LX = PX + PW + 24;
     int H = (int)fmax(PY + PH + 52, PY + rows * LEGEND_ROW + 12);
-    plot p = {PX, PY, PW, PH, {0, 1, 1, 1, PX, PX + PW}, {0, 0, 0, 1, PY + PH, PY}};
+    plot p = {PX, PY, PW, PH, {.integer = 1, .lo = 1, .hi = 2, .p0 = PX, .p1 = PX + PW, .gap = 56},
+              {.lo = 0, .hi = 1, .p0 = PY + PH, .p1 = PY, .gap = 26}};
     int xlog = kmax > (size_t)sp->xlog_above;
     p.xs.log = xlog;
     p.xs.hi = kmax > 1 ? (double)kmax : 2;
@@ -606,23 +628,27 @@ static void line_chart(sbuf *b, const line_spec *sp, const series *s, size_t n)
         lin_domain(&p.ys, min < INFINITY ? min : 0, max > -INFINITY ? max : 1);
     char xlabel[200], ylabel[240];
     snprintf(xlabel, sizeof xlabel, "%s%s", sp->xlabel, xlog ? " (log scale)" : "");
-    snprintf(ylabel, sizeof ylabel, "%s%s", sp->ylabel, ylog ? " (log scale)" : "");
+    snprintf(ylabel, sizeof ylabel, "%s%s", sp->ylabel, ylog ? " (log)" : "");
 
     sb_puts(b, "<figure class=\"chart wide\">\n");
     svg_open(b, 1100, H, sp->title);
     svg_axes(b, &p, xlabel, TICK_NUM, ylabel, ylog ? TICK_EXP : TICK_NUM);
+    /* very long series: every stride-th step (and the last) */
+    size_t stride = kmax > MAX_POINTS ? (kmax + MAX_POINTS - 1) / MAX_POINTS : 1;
     for (size_t i = 0; i < n; i++) {
-        int k = (int)json_array_size(s[i].values);
-        for (int j = 0; j < k; j++) {
-            xs[j] = j + 1;
-            if (!chart_num(json_array_get(s[i].values, (size_t)j), &ys[j]))
-                ys[j] = NAN;
-            else if (ylog && ys[j] <= 0)
-                ys[j] = p.ys.lo;
+        size_t k = json_array_size(s[i].values), m = 0;
+        for (size_t j = 0; j < k; j += stride) {
+            size_t at = j + stride < k ? j : k - 1; /* the last sample is the last step */
+            xs[m] = (double)(at + 1);
+            if (!chart_num(json_array_get(s[i].values, at), &ys[m]))
+                ys[m] = NAN;
+            else if (ylog && ys[m] <= 0)
+                ys[m] = p.ys.lo;
+            m++;
         }
         char tip[300];
         snprintf(tip, sizeof tip, "%s (%s %s)", s[i].name, sp->group_label, s[i].group);
-        svg_polyline(b, &p, xs, ys, k, &st[i], tip);
+        svg_polyline(b, &p, xs, ys, (int)m, &st[i], tip);
     }
     svg_legend(b, LX, PY, leg, rows, 44);
     svg_close(b);
@@ -634,6 +660,8 @@ static void line_chart(sbuf *b, const line_spec *sp, const series *s, size_t n)
     if (nonfinite)
         sb_printf(&notes, "%ld non-finite value%s (inf/nan) not drawn: the line breaks there. ", nonfinite,
                   nonfinite == 1 ? "" : "s");
+    if (stride > 1)
+        sb_printf(&notes, "One step in %zu drawn (and the last). ", stride);
     put_notes(b, &notes);
     free(notes.s);
     b->oom |= notes.oom;
@@ -830,7 +858,9 @@ static void hist_chart(sbuf *b, const json_t *sc)
         }
     }
     const double PX = 76, PY = 40, PW = 440, PH = 190;
-    plot p = {PX, PY, PW, PH, {1, 0, ldexp(1, (int)lo2), ldexp(1, (int)hi2), PX, PX + PW}, {0, 0, 0, 1, PY + PH, PY}};
+    plot p = {PX, PY, PW, PH, {.log = 1, .lo = ldexp(1, (int)lo2), .hi = ldexp(1, (int)hi2), .p0 = PX, .p1 = PX + PW,
+                               .gap = 56},
+              {.lo = 0, .hi = 1, .p0 = PY + PH, .p1 = PY, .gap = 24}};
     int ylog = cmax / cminpos >= 100;
     if (ylog) {
         log_domain(&p.ys, cminpos, cmax);
@@ -927,7 +957,7 @@ static const char page_css[] =
     "padding:3px 7px;text-align:left;vertical-align:top}th{background:#f6f8fa}\n"
     "td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n"
     "td.bad{color:#cf222e;font-weight:bold}.failed{color:#cf222e}td.name,.fi{white-space:nowrap}\n"
-    "table.summary th{font-size:12px}\n"
+    "table.summary th,table.tensors th{font-size:12px}.scroll{overflow-x:auto}\n"
     "figure{margin:12px 0}figure.chart svg{max-width:100%;height:auto;border:1px solid #d0d7de;border-radius:4px}\n"
     "figcaption,.note{color:#57606a;font-size:12px;margin:4px 2px}\n"
     ".grid-2{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:8px 16px;align-items:start}\n"
@@ -999,8 +1029,7 @@ static void put_summary_table(sbuf *b, const json_t *scs)
                "<th>dominant loss</th>");
     for (size_t m = 0; m < NSUMMARY; m++) {
         sb_puts(b, "<th>");
-        for (const char *c = summary_metrics[m]; *c; c++)
-            sb_puts(b, *c == '_' ? "_<wbr>" : (char[2]){*c, '\0'});
+        sb_esc_wbr(b, summary_metrics[m]);
         sb_puts(b, "</th>");
     }
     sb_puts(b, "<th>failed (value &gt; max)</th></tr></thead>\n<tbody>\n");
@@ -1152,10 +1181,11 @@ static void put_details(sbuf *b, const json_t *sc, size_t i)
     json_array_foreach(tensors, k, t) {
         json_object_foreach(json_object_get(t, "metrics"), key, x) json_object_set_new(cols, key, json_null());
     }
-    sb_puts(b, "<h4>Per tensor</h4>\n<table><thead><tr><th>tensor</th><th>size</th>");
+    sb_puts(b, "<h4>Per tensor</h4>\n<div class=\"scroll\"><table class=\"tensors\"><thead><tr><th>tensor</th>"
+               "<th>size</th>");
     json_object_foreach(cols, key, x) {
         sb_puts(b, "<th>");
-        sb_esc(b, key);
+        sb_esc_wbr(b, key);
         sb_puts(b, "</th>");
     }
     sb_puts(b, "</tr></thead><tbody>");
@@ -1172,7 +1202,7 @@ static void put_details(sbuf *b, const json_t *sc, size_t i)
         }
         sb_puts(b, "</tr>");
     }
-    sb_puts(b, "</tbody></table>\n");
+    sb_puts(b, "</tbody></table></div>\n");
     json_decref(cols);
     sb_puts(b, "<h4>Configuration</h4>\n");
     put_json(b, config);
@@ -1188,7 +1218,7 @@ char *gp_report_html(const json_t *report, gp_error *err)
         gp_error_set(err, "report is not a JSON object");
         return NULL;
     }
-    if (0) {
+    if (!json_is_array(scs)) {
         gp_error_set(err, "report has no \"scenarios\" array");
         return NULL;
     }
@@ -1210,7 +1240,7 @@ char *gp_report_html(const json_t *report, gp_error *err)
     put_header(&b, report, scs);
     put_summary_table(&b, scs);
 
-    sb_puts(&b, "<h2>Error against accumulation step</h2>\n");
+    sb_puts(&b, "<h2>Accumulation error</h2>\n");
     series *s = calloc(nsc ? nsc : 1, sizeof *s);
     if (!s) {
         free(b.s);
@@ -1239,8 +1269,8 @@ char *gp_report_html(const json_t *report, gp_error *err)
                       "report.json.</p>\n", MAX_HISTOGRAMS, nsc - MAX_HISTOGRAMS);
 
     sb_puts(&b, "<h2>Optimizer</h2>\n");
-    const line_spec stale_spec = {"Stale-update fraction over the LR schedule", "optimizer step",
-                                  "weights left unchanged / weights with a non-zero update", 0, 64, "accumulator"};
+    const line_spec stale_spec = {"Stale-update fraction over the LR schedule", "optimizer step (LR schedule)",
+                                  "fraction of weights left unchanged", 0, 64, "accumulator"};
     optimizer_chart(&b, scs, "stale_update_by_step", &stale_spec);
     const line_spec ls_spec = {"Loss-scale trajectory", "optimizer step", "loss scale", 1, 64, "accumulator"};
     optimizer_chart(&b, scs, "loss_scale_by_step", &ls_spec);

@@ -13,6 +13,7 @@ pkgs=(
   libjansson-dev                          # report.json and --json output
   clang libclang-rt-14-dev                # libFuzzer targets and sanitizer runtimes
   libxml2-utils                           # xmllint: the JUnit schema check in the tests
+  chromium                                # headless rendering check of the HTML report
 )
 
 missing=()

@@ -27,7 +27,7 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 mkdir -p "$out" || exit 1
 case $page in /*) url=file://$page ;; *) url=file://$(pwd)/$page ;; esac
-flags="--headless --disable-gpu --no-sandbox --hide-scrollbars --no-first-run --disable-extensions"
+flags="--headless --disable-gpu --no-sandbox --disable-dev-shm-usage --hide-scrollbars --no-first-run --disable-extensions"
 flags="$flags --user-data-dir=$out/profile"
 
 # shellcheck disable=SC2086

@@ -4,7 +4,9 @@
  * optimizer placeholders and their charts once the arrays exist, byte-identical
  * output, errors; then the page opened in headless Chromium when it is installed.
  * argv[1]: the tests source directory (render_html.sh); argv[2]: the gradprec binary
- * (the tests that need a run are skipped without it). */
+ * (the tests that need a run are skipped without it). The pages, screenshots and DOM
+ * dumps are written to a scratch directory, removed after a pass unless GP_TEST_KEEP
+ * is set. */
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -120,7 +122,7 @@ static void check_charts(const char *page, int want)
         char *svg = svg_at(page, i);
         if (!strstr(svg, "<title>") || !strstr(svg, "class=\"title\"") || !strstr(svg, "class=\"xlabel\"") ||
             !strstr(svg, "class=\"ylabel\"") || count(svg, "class=\"ticklabel\"") < 4 ||
-            !strstr(svg, "class=\"legend\"") || (!strstr(svg, "<polyline") && !strstr(svg, "class=\"bar\"")))
+            !strstr(svg, "class=\"legend\"") || count(svg, "<text class=\"leg") < 1 || (!strstr(svg, "<polyline") && !strstr(svg, "class=\"bar\"")))
             fail_msg("chart %d lacks a title, axis labels, ticks, legend or data:\n%.400s", i, svg);
         free(svg);
     }
@@ -214,7 +216,7 @@ static void test_run_page_structure(void **state)
      * legend by accumulator dtype */
     char *err_chart = svg_at(page, 0);
     assert_int_equal(count(err_chart, "<polyline"), 2);
-    assert_non_null(strstr(err_chart, "relative error of the accumulator (log scale)"));
+    assert_non_null(strstr(err_chart, "relative error of the accumulator (log)"));
     assert_null(strstr(err_chart, "micro-batches) (log scale)"));
     assert_non_null(strstr(err_chart, ">accumulator bf16<"));
     assert_non_null(strstr(err_chart, ">accumulator fp32<"));
@@ -377,7 +379,7 @@ static void test_optimizer_charts_when_arrays_exist(void **state)
     assert_non_null(strstr(stale, "<title>Stale-update fraction over the LR schedule</title>"));
     assert_non_null(strstr(stale, "optimizer step"));
     assert_non_null(strstr(ls, "<title>Loss-scale trajectory</title>"));
-    assert_non_null(strstr(ls, "loss scale (log scale)"));
+    assert_non_null(strstr(ls, "loss scale (log)"));
     assert_int_equal(count(ls, "<polyline"), 1);
     assert_int_equal(count(ls, "<circle"), 5);
     free(stale);
@@ -421,6 +423,50 @@ static void test_empty_and_bad_reports(void **state)
     free(page2);
     json_decref(r);
     json_decref(r2);
+}
+
+static void test_many_scenarios(void **state)
+{
+    (void)state;
+    json_t *scs = json_array();
+    for (int i = 0; i < 13; i++)
+        json_array_append_new(scs, json_pack("{s:s, s:i, s:s, s:{s:{s:s, s:s}}, s:[f, f], s:{s:i, s:[i, i]}}",
+                                             "name", i == 12 ? "thirteenth" : "s", "index", i, "verdict", "pass",
+                                             "config", "precision", "grad", "bf16", "accumulator", "fp32",
+                                             "error_by_step", 1e-3, 2e-3, "grad_magnitude_log2_histogram",
+                                             "first_log2", -3, "counts", 2, 1));
+    json_t *r = json_pack("{s:s, s:o}", "schema", "gradprec-report/1", "scenarios", scs);
+    char *page = render(r);
+    check_charts(page, 1 + 12); /* histograms capped at 12, with a note */
+    assert_non_null(strstr(page, "Histograms of the first 12 scenarios only; the other 1 "));
+    assert_int_equal(count(page, "<details id=\"scenario-"), 13); /* all in the details */
+    assert_non_null(strstr(page, "thirteenth"));
+    free(page);
+    json_decref(r);
+}
+
+/* A 5000-step series is thinned to at most 2000 points, the last step kept. */
+static void test_long_series_thinned(void **state)
+{
+    (void)state;
+    json_t *steps = json_array();
+    for (int k = 1; k <= 5000; k++)
+        json_array_append_new(steps, json_real(k == 5000 ? 0.5 : 1e-6 * k));
+    json_t *r = json_pack("{s:[{s:s, s:{s:{s:s}}, s:o}]}", "scenarios", "name", "long", "config", "precision",
+                          "accumulator", "fp32", "error_by_step", steps);
+    char *page = render(r);
+    char *chart = svg_at(page, 0);
+    const char *pts = strstr(chart, "points=\"");
+    assert_non_null(pts);
+    int commas = 0;
+    for (const char *c = pts; *c != '/'; c++)
+        commas += *c == ',';
+    assert_int_equal(commas, 1667); /* stride 3: steps 1, 4, ..., 4996 (1666 of them), then 5000 */
+    assert_non_null(strstr(page, "One step in 3 drawn (and the last)."));
+    assert_non_null(strstr(pts, " 724.0,59.1\"")); /* the last point: x = K (right edge), 0.5 */
+    free(chart);
+    free(page);
+    json_decref(r);
 }
 
 /* ---- headless Chromium ---- */
@@ -471,10 +517,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_escaping_and_nonfinite),
         cmocka_unit_test(test_optimizer_charts_when_arrays_exist),
         cmocka_unit_test(test_empty_and_bad_reports),
+        cmocka_unit_test(test_many_scenarios),
+        cmocka_unit_test(test_long_series_thinned),
         cmocka_unit_test(test_chromium),
     };
     int failed = cmocka_run_group_tests(tests, setup_run, teardown_run);
-    if (failed == 0) {
+    if (failed == 0 && !getenv("GP_TEST_KEEP")) {
         if (shell(strf("rm -rf '%s'", g_tmp)) != 0)
             fprintf(stderr, "could not remove %s\n", g_tmp);
     } else

@@ -32,7 +32,7 @@ typedef struct {
 } gp_schedule_params;
 
 /* pi rounded to binary64 (M_PI is not C11). */
-#define GP_PI 3.14159265358979323846
+#define GP_SCHEDULE_PI 3.14159265358979323846
 
 /* The lr of optimizer step t >= 1 (t < 1 is treated as 1). Formulas, W = warmup,
  * T = total, b = base_lr, n = min_lr:
@@ -73,7 +73,7 @@ GP_ARITH double gp_schedule_lr(const gp_schedule_params *p, long t)
         double prog = (double)(t - W) / (double)span;
         if (prog > 1.0)
             prog = 1.0;
-        double c = 0.5 * (1.0 + cos(GP_PI * prog));
+        double c = 0.5 * (1.0 + cos(GP_SCHEDULE_PI * prog));
         return n + (b - n) * c;
     }
     case GP_LR_LINEAR: {

@@ -1,0 +1,402 @@
+/* gp_adamw.h — one AdamW element step in fp32 arithmetic, in the order of
+ * torch.optim.AdamW's single-tensor implementation, shared by the CPU emulation and the
+ * CUDA kernels: bf16/fp16/fp32 params, optional fp32 master weight or Kahan
+ * compensation, m and v in fp32 or bf16, RNE or stochastic rounding of the stored param,
+ * events (stores, plus GP_EV_STALE). The exact trajectory is reference/gp_adamw_ref.c.
+ *
+ * What torch does, and where it says so (pytorch/pytorch):
+ *  - torch/optim/adamw.py, _single_tensor_adamw, per parameter, step_t += 1 first:
+ *      param.mul_(1 - lr * weight_decay)
+ *      exp_avg.lerp_(grad, 1 - beta1)
+ *      exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+ *      step = _get_value(step_t)                       # step_t.item(): a Python float
+ *      bias_correction1 = 1 - beta1 ** step; bias_correction2 = 1 - beta2 ** step
+ *      step_size = lr / bias_correction1; bias_correction2_sqrt = bias_correction2 ** 0.5
+ *      denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+ *      param.addcdiv_(exp_avg, denom, value=-step_size)
+ *    lr, betas, eps, weight_decay are Python floats, so every scalar above is computed
+ *    in binary64 on the host; the state step is a float32 tensor unless the default
+ *    dtype is float64 (optimizer.py, _get_scalar_dtype), exact for t < 2^24.
+ *  - A Python float entering an fp32 tensor op is converted to the op's math type,
+ *    float (`value.to<accscalar_t>()`, `weight.to<opmath_t>()`, `scalar_value<opmath_t>`):
+ *    one binary64 -> binary32 rounding (RNE).
+ *  - lerp (aten/src/ATen/native/Lerp.h, cuda/Lerp.cu): |w| < 0.5 ? self + w*(end - self)
+ *    : end - (end - self)*(1 - w), in float. The CPU's vectorized lerp_vec
+ *    (cpu/LerpKernel.cpp) evaluates the same with vec::fmadd.
+ *  - addcmul / addcdiv on CUDA (cuda/PointwiseOpsKernel.cu): a + alpha*(b*c) and
+ *    a + alpha*(b/c) in float; newer versions (cuda/DeviceAddCmulCdiv.cuh,
+ *    pointwise_op_impl) write std::fma(alpha, b op c, a). On CPU
+ *    (cpu/PointwiseOpsKernel.cpp): self + value*t1*t2 and self + value*t1/t2, i.e.
+ *    (value*t1)*t2 and (value*t1)/t2 (C++ left-to-right), in float for bf16/fp16 too.
+ *  - tensor / Python scalar on CUDA (cuda/BinaryDivTrueKernel.cu): "if the second operand
+ *    is a CPU scalar, compute a * reciprocal(b)": inv_b = 1.0f / (float)b, then a * inv_b.
+ *    On CPU (cpu/BinaryOpsKernel.cpp, div_true_kernel) a float division a / (float)b.
+ *  - Every in-place op writes its tensor's dtype: with bf16 params and no master,
+ *    param.mul_ stores a bf16 before addcdiv_ reads it; with bf16 state, mul_(beta2)
+ *    stores a bf16 before addcmul_, and sqrt(), / and add_(eps) each make a bf16 tensor.
+ *
+ * Evaluation (gp_adamw_eval): GP_ADAMW_TORCH_CUDA (CUDA kernels' association and
+ * reciprocal, every operation rounded: torch built with contraction off),
+ * GP_ADAMW_TORCH_CPU (the CPU kernels' scalar loops), GP_ADAMW_TORCH_CUDA_FMA (as CUDA,
+ * with lerp, addcmul and addcdiv fused). Bit-identity with a given torch build is not
+ * claimed: nvcc contracts a + b*c into an FMA by default (--fmad=true) and the CPU's
+ * vectorized lerp uses fmadd while its tail loop does not. gradprec itself builds with
+ * -ffp-contract=off / --fmad=false and writes fmaf where an FMA is meant, so the CPU
+ * emulation and the CUDA kernels agree bit for bit in every mode.
+ *
+ * The binary64 scalars differ from CPython's in one place: beta**step is CPython's
+ * float pow (the C library pow); here gp_adamw_pow is a double-double power rounded
+ * once, correctly rounded unless beta^t lies within 2^-96 (relative) of a binary64
+ * rounding boundary, so it can differ from a libm pow only where that pow misrounds;
+ * and bias_correction2 ** 0.5 (pow(x, 0.5)) is taken as sqrt(x), correctly rounded.
+ * A one-ulp binary64 difference changes the fp32 scalar only when the binary64 lies next
+ * to an fp32 rounding boundary. */
+#ifndef GP_ADAMW_H
+#define GP_ADAMW_H
+
+#include <math.h>
+
+#include "gp_format.h"
+
+/* STALE: the step's exact update of the weight was non-zero (a non-zero addcdiv term,
+ * or weight decay of a non-zero weight) but the stored weight did not change: the
+ * param (plain variants), the fp32 master (master variant; the narrow param copy may
+ * lag the master without loss), or the (param, compensation) pair (Kahan). The stale
+ * update of DESIGN.md §1. Defined here, not in gp_arith.h: only optimizer steps report it. */
+enum { GP_EV_STALE = 1u << 5 };
+
+typedef enum {
+    GP_ADAMW_TORCH_CUDA = 0,     /* a + v*(b*c), a + v*(b/c), x * (1/s); no FMA */
+    GP_ADAMW_TORCH_CPU = 1,      /* a + (v*b)*c, a + (v*b)/c, x / s; no FMA */
+    GP_ADAMW_TORCH_CUDA_FMA = 2  /* as CUDA with fmaf in lerp, addcmul, addcdiv */
+} gp_adamw_eval;
+
+typedef enum {
+    GP_ADAMW_PLAIN = 0,     /* torch eager on the param itself: param.mul_ stores the
+                               decayed weight in the param format (RNE), addcdiv_ stores
+                               again (in `rounding`) */
+    GP_ADAMW_ONE_STORE = 1, /* the same fp32 math, the decayed weight kept in fp32, one
+                               store (a fused optimizer kernel) */
+    GP_ADAMW_MASTER = 2,    /* the step runs on an fp32 master; param = store(master) */
+    GP_ADAMW_KAHAN = 3      /* param + compensation (both in the param format), RNE */
+} gp_adamw_variant;
+
+typedef struct {
+    gp_format param;          /* GP_FP32, GP_BF16 or GP_FP16 */
+    gp_format state;          /* m and v: GP_FP32 or GP_BF16 */
+    gp_adamw_variant variant;
+    gp_rmode rounding;        /* final param store: GP_RNE or GP_STOCHASTIC (not Kahan) */
+    gp_adamw_eval eval;
+} gp_adamw_config;
+
+/* ---- the host-side scalars, binary64 as Python computes them ---- */
+
+/* a * b = p + e exactly (Dekker's product with Veltkamp's split; no FMA needed, and a
+ * compiler contraction would not change it since every partial product is exact).
+ * |a|, |b| < 2^996. */
+GP_ARITH void gp_adamw_two_prod(double a, double b, double *p, double *e)
+{
+    double ca = 134217729.0 * a; /* 2^27 + 1 */
+    double ah = ca - (ca - a);
+    double al = a - ah;
+    double cb = 134217729.0 * b;
+    double bh = cb - (cb - b);
+    double bl = b - bh;
+    double pp = a * b;
+    double e1 = ah * bh - pp;
+    double e2 = e1 + ah * bl;
+    double e3 = e2 + al * bh;
+    *p = pp;
+    *e = e3 + al * bl;
+}
+
+/* (xh + xl) * (yh + yl) in double-double, normalized: |*l| <= ulp(*h)/2. */
+GP_ARITH void gp_adamw_dd_mul(double xh, double xl, double yh, double yl, double *h, double *l)
+{
+    double p, e;
+    gp_adamw_two_prod(xh, yh, &p, &e);
+    double cross = xh * yl + xl * yh;
+    e = e + cross;
+    double s = p + e;
+    *l = e - (s - p);
+    *h = s;
+}
+
+/* beta^t for 0 <= beta < 1, t >= 0 (AdamW: t >= 1), as a binary64: square-and-multiply in
+ * double-double (relative error below 2^-96 for any t < 2^62), then the high part,
+ * which is the double-double rounded to nearest. Values below 2^-400 return 0 (1 - x
+ * is then exactly 1 in binary64, which is all AdamW uses). */
+GP_ARITH double gp_adamw_pow(double beta, long t)
+{
+    double rh = 1.0, rl = 0.0, bh = beta, bl = 0.0;
+    const double tiny = 3.8725919148493183e-121; /* 2^-400 */
+    while (t > 0) {
+        if (t & 1)
+            gp_adamw_dd_mul(rh, rl, bh, bl, &rh, &rl);
+        t >>= 1;
+        if (t > 0) {
+            if (bh < tiny) /* any further factor takes the result below 2^-400 */
+                return 0.0;
+            gp_adamw_dd_mul(bh, bl, bh, bl, &bh, &bl);
+        }
+        if (rh < tiny)
+            return 0.0;
+    }
+    return rh;
+}
+
+/* Everything the element step needs from (lr, betas, eps, weight_decay, t): the
+ * binary64 values torch computes in Python, and the fp32 values the tensor ops use. */
+typedef struct {
+    double bc1;         /* 1 - beta1^t */
+    double bc2;         /* 1 - beta2^t */
+    double step_size;   /* lr / bc1 */
+    double bc2_sqrt;    /* sqrt(bc2) (torch: bc2 ** 0.5) */
+    float decay;        /* (float)(1 - lr*weight_decay): param.mul_ */
+    float lerp_w;       /* (float)(1 - beta1): exp_avg.lerp_ weight */
+    float beta2;        /* (float)beta2: exp_avg_sq.mul_ */
+    float addcmul_v;    /* (float)(1 - beta2): addcmul_ value */
+    float bc2_sqrt_f;   /* (float)bc2_sqrt: the CPU divisor */
+    float inv_bc2_sqrt; /* 1.0f / (float)bc2_sqrt: the CUDA multiplier */
+    float eps;          /* (float)eps */
+    float neg_step;     /* (float)(-step_size): addcdiv_ value */
+} gp_adamw_scalars;
+
+/* The scalars of step t >= 1, each binary64 operation rounded as CPython's (a*b and
+ * a - b rounded separately: build without contraction). lr is the schedule's value for
+ * this step. Cannot fail; beta1, beta2 in [0, 1). */
+GP_ARITH gp_adamw_scalars gp_adamw_scalars_make(double lr, double beta1, double beta2,
+                                                double eps, double weight_decay, long t)
+{
+    gp_adamw_scalars s;
+    double b1t = gp_adamw_pow(beta1, t);
+    double b2t = gp_adamw_pow(beta2, t);
+    double lrwd = lr * weight_decay;
+    s.bc1 = 1.0 - b1t;
+    s.bc2 = 1.0 - b2t;
+    s.step_size = lr / s.bc1;
+    s.bc2_sqrt = sqrt(s.bc2);
+    s.decay = (float)(1.0 - lrwd);
+    s.lerp_w = (float)(1.0 - beta1);
+    s.beta2 = (float)beta2;
+    s.addcmul_v = (float)(1.0 - beta2);
+    s.bc2_sqrt_f = (float)s.bc2_sqrt;
+    s.inv_bc2_sqrt = 1.0f / s.bc2_sqrt_f;
+    s.eps = (float)eps;
+    s.neg_step = (float)(-s.step_size);
+    return s;
+}
+
+/* ---- element arithmetic ---- */
+
+/* A value of format f widened to float (exact). */
+GP_ARITH float gp_adamw_load(gp_format f, uint32_t bits)
+{
+    return gp_f32_from_bits(gp_fmt_to_f32_bits(f, bits));
+}
+
+/* Store the float x in format f, RNE, events into *ev (fp32: a bit move, no events). */
+GP_ARITH uint32_t gp_adamw_store(gp_format f, float x, unsigned *ev)
+{
+    if (f == GP_FP32)
+        return gp_f32_bits(x);
+    return gp_fmt_from_f32_bits(f, gp_f32_bits(x), GP_RNE, 0, 0, ev);
+}
+
+/* base + a*b written to format f: the float op (fused: one rounding of the exact
+ * base + a*b, fmaf; else a*b rounded to float, then the sum rounded), then, for a
+ * narrower f, the store of that float (opmath, then store, as torch). f == GP_FP32
+ * rounds the exact sum once in `mode` (stochastic: rbits), which for RNE is the IEEE
+ * result; a narrower f rounds the fp32 opmath sum in `mode`. Events into *ev: the IEEE
+ * flags of the product (unfused) and of the sum, and those of the store into a narrower
+ * f. Without events and in RNE, the native operations (same results). */
+GP_ARITH uint32_t gp_adamw_madd_store(gp_format f, float base, float a, float b, int fused,
+                                      gp_rmode mode, uint32_t rbits, unsigned *ev)
+{
+    if (!ev && mode == GP_RNE) {
+        float r;
+        if (fused) {
+            r = fmaf(a, b, base);
+        } else {
+            float x = a * b;
+            r = base + x;
+        }
+        return f == GP_FP32 ? gp_f32_bits(r) : gp_fmt_from_f32_bits(f, gp_f32_bits(r), GP_RNE, 0, 0, ev);
+    }
+    double P = (double)a * (double)b; /* exact: 24 x 24 bits */
+    if (!fused) /* the float product, with its flags */
+        P = gp_fmt_to_f64(GP_FP32, gp_fmt_from_f64(GP_FP32, P, GP_RNE, 0, 0, ev));
+    double bd = (double)base;
+    double s = bd + P; /* TwoSum: s + err is base + P exactly */
+    double bb = s - bd;
+    double err = (bd - (s - bb)) + (P - bb);
+    double nudged = gp_f64_nudge(s, err > 0 ? 1 : err < 0 ? -1 : 0);
+    if (f == GP_FP32)
+        return gp_fmt_from_f64(GP_FP32, nudged, mode, rbits, 0, ev);
+    uint32_t s32 = gp_fmt_from_f64(GP_FP32, nudged, GP_RNE, 0, 0, ev);
+    return gp_fmt_from_f32_bits(f, s32, mode, rbits, 0, ev);
+}
+
+/* a*b written to format f, RNE: the exact product rounded to float (with its flags),
+ * then for a narrower f stored (with the store's flags). */
+GP_ARITH uint32_t gp_adamw_mul_store(gp_format f, float a, float b, unsigned *ev)
+{
+    if (!ev) {
+        float p = a * b;
+        return gp_adamw_store(f, p, ev);
+    }
+    uint32_t p = gp_fmt_from_f64(GP_FP32, (double)a * (double)b, GP_RNE, 0, 0, ev);
+    return f == GP_FP32 ? p : gp_fmt_from_f32_bits(f, p, GP_RNE, 0, 0, ev);
+}
+
+/* torch's lerp(self, end, w) in float, written to format f (RNE). */
+GP_ARITH uint32_t gp_adamw_lerp_store(gp_format f, float self, float end, float w, int fused,
+                                      unsigned *ev)
+{
+    float diff = end - self;
+    if (w < 0.5f && w > -0.5f)
+        return gp_adamw_madd_store(f, self, w, diff, fused, GP_RNE, 0, ev);
+    float omw = 1.0f - w;
+    return gp_adamw_madd_store(f, end, -diff, omw, fused, GP_RNE, 0, ev);
+}
+
+/* One AdamW step of one element.
+ *  cfg:       formats, variant, rounding of the param store, evaluation order.
+ *  s:         gp_adamw_scalars_make(lr_t, beta1, beta2, eps, weight_decay, t).
+ *  param:     the param's bits in cfg.param; the new bits are returned.
+ *  master:    fp32 master bits, read and written (GP_ADAMW_MASTER only; else unused).
+ *  comp:      compensation bits in cfg.param, read and written (GP_ADAMW_KAHAN only).
+ *  m, v:      state bits in cfg.state, read and written.
+ *  g:         the gradient as a float (a stored gradient widened exactly).
+ *  found_inf: non-zero skips the step: nothing is written, param is returned, no events
+ *             (torch: GradScaler skips optimizer.step and the step count stays).
+ *  rbits:     32 random bits for a stochastic param store.
+ *  ev:        events of the weight: the IEEE flags of the decay product and of the
+ *             addcdiv multiply-add, the stores into the param format (Kahan: the param
+ *             store; compensation stores report nothing), plus GP_EV_STALE.
+ *  ev_state:  events of m and v: the IEEE flags of the multiply-adds of lerp and
+ *             addcmul and of v*beta2 (each computed from the exact value), the stores of
+ *             m, v and v*beta2 into a narrower state format, and for bf16 state the stores
+ *             of the bf16 temporaries sqrt(v), /sqrt(bc2), +eps. The subtraction in lerp,
+ *             g*g, sqrt and the divisions report nothing.
+ * Either event pointer may be NULL. Steps in order (torch's), all in float:
+ *   d    = w * decay                          (PLAIN: stored in the param format)
+ *   m'   = lerp(m, g, lerp_w)                 -> state format
+ *   vb   = v * beta2                          -> state format
+ *   v'   = vb + addcmul_v*(g*g)   (CPU: vb + (addcmul_v*g)*g)   -> state format
+ *   den  = sqrt(v') * inv_bc2_sqrt + eps      (CPU: sqrt(v') / bc2_sqrt_f + eps)
+ *   w'   = d + neg_step*(m'/den)  (CPU: d + (neg_step*m')/den)
+ * where w is the param widened (PLAIN, ONE_STORE, KAHAN) or the master (MASTER).
+ * Stores: PLAIN/ONE_STORE write w' in cfg.param in cfg.rounding (fp32: the exact w'
+ * rounded once; narrower: fp32 w' then the store, a double rounding as torch's opmath).
+ * MASTER: master' = fp32 w' (RNE), param = master' stored in cfg.rounding. KAHAN (the
+ * compensated sum of gp_accum_step, with the fp32 decayed weight d as the base):
+ * y = upd - c, s = d + y, param = store(s), c = store((param - d) - y), all RNE, where
+ * upd = neg_step*(m'/den) (FMA: y = fmaf(neg_step, m'/den, -c)); param - c then tracks
+ * the fp32 sum. No FTZ: subnormals are kept everywhere. */
+GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, uint32_t param,
+                                uint32_t *master, uint32_t *comp, uint32_t *m, uint32_t *v,
+                                float g, int found_inf, uint32_t rbits, unsigned *ev,
+                                unsigned *ev_state)
+{
+    if (found_inf)
+        return param;
+    gp_format pf = cfg.param, sf = cfg.state;
+    int fused = cfg.eval == GP_ADAMW_TORCH_CUDA_FMA;
+    int cpu = cfg.eval == GP_ADAMW_TORCH_CPU;
+    unsigned e = 0, es = 0;
+    unsigned *pe = ev ? &e : (unsigned *)0;
+    unsigned *pes = ev_state ? &es : (unsigned *)0;
+
+    /* exp_avg.lerp_(grad, 1 - beta1) */
+    uint32_t mb = gp_adamw_lerp_store(sf, gp_adamw_load(sf, *m), g, s->lerp_w, fused, pes);
+    /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2) */
+    float vb = gp_adamw_load(sf, gp_adamw_mul_store(sf, gp_adamw_load(sf, *v), s->beta2, pes));
+    uint32_t vnb;
+    if (cpu) {
+        float cg = s->addcmul_v * g;
+        vnb = gp_adamw_madd_store(sf, vb, cg, g, 0, GP_RNE, 0, pes);
+    } else if (fused && s->addcmul_v == 1.0f) { /* pointwise_op_impl: alpha == 1 */
+        vnb = gp_adamw_madd_store(sf, vb, g, g, 1, GP_RNE, 0, pes);
+    } else {
+        float gg = g * g;
+        vnb = gp_adamw_madd_store(sf, vb, s->addcmul_v, gg, fused, GP_RNE, 0, pes);
+    }
+    float mm = gp_adamw_load(sf, mb);
+    float vv = gp_adamw_load(sf, vnb);
+    /* denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps): state-dtype tensors */
+    float r = gp_adamw_load(sf, gp_adamw_store(sf, sqrtf(vv), pes));
+    float q = cpu ? r / s->bc2_sqrt_f : r * s->inv_bc2_sqrt;
+    q = gp_adamw_load(sf, gp_adamw_store(sf, q, pes));
+    float den = q + s->eps;
+    den = gp_adamw_load(sf, gp_adamw_store(sf, den, pes));
+    /* param.addcdiv_(exp_avg, denom, value=-step_size) = d + ua * ub */
+    float ua, ub;
+    if (cpu) {
+        float nm = s->neg_step * mm;
+        ua = nm / den;
+        ub = 1.0f; /* x * 1 is exact: the sum d + x is the only rounding left */
+    } else {
+        ua = s->neg_step;
+        ub = mm / den;
+    }
+
+    float w = cfg.variant == GP_ADAMW_MASTER ? gp_f32_from_bits(*master) : gp_adamw_load(pf, param);
+    /* the exact update is non-zero: a non-zero addcdiv term or decay of a non-zero w */
+    int nonzero = (ua != 0.0f && ub != 0.0f) || (s->decay != 1.0f && w != 0.0f);
+    int stale = 0;
+    uint32_t out;
+    switch (cfg.variant) {
+    case GP_ADAMW_MASTER: {
+        float d = gp_f32_from_bits(gp_adamw_mul_store(GP_FP32, w, s->decay, pe));
+        uint32_t nm = gp_adamw_madd_store(GP_FP32, d, ua, ub, fused, GP_RNE, 0, pe);
+        out = gp_fmt_from_f32_bits(pf, nm, cfg.rounding, rbits, 0, pe);
+        stale = nonzero && nm == *master;
+        *master = nm;
+        break;
+    }
+    case GP_ADAMW_KAHAN: {
+        float d = w * s->decay;
+        float c = gp_adamw_load(pf, *comp);
+        float y;
+        if (fused) {
+            y = fmaf(ua, ub, -c);
+        } else {
+            float upd = ua * ub;
+            y = upd - c;
+        }
+        float sum = d + y;
+        out = gp_adamw_store(pf, sum, pe);
+        float t = gp_adamw_load(pf, out);
+        float moved = t - d;
+        float cn = moved - y;
+        uint32_t nc = gp_adamw_store(pf, cn, (unsigned *)0);
+        stale = nonzero && out == param && nc == *comp;
+        *comp = nc;
+        break;
+    }
+    case GP_ADAMW_PLAIN: {
+        float d = gp_adamw_load(pf, gp_adamw_mul_store(pf, w, s->decay, pe));
+        out = gp_adamw_madd_store(pf, d, ua, ub, fused, cfg.rounding, rbits, pe);
+        stale = nonzero && out == param;
+        break;
+    }
+    default: { /* GP_ADAMW_ONE_STORE */
+        float d = w * s->decay;
+        out = gp_adamw_madd_store(pf, d, ua, ub, fused, cfg.rounding, rbits, pe);
+        stale = nonzero && out == param;
+        break;
+    }
+    }
+    *m = mb;
+    *v = vnb;
+    if (stale)
+        e |= GP_EV_STALE;
+    if (ev)
+        *ev |= e;
+    if (ev_state)
+        *ev_state |= es;
+    return out;
+}
+
+#endif

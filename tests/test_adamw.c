@@ -1,0 +1,669 @@
+/* test_adamw.c — kernels/arith/gp_adamw.h (the fp32 AdamW element step),
+ * kernels/arith/gp_schedule.h (LR schedules) and reference/gp_adamw_ref.c (the MPFR exact
+ * trajectory): hand-derived single steps, stale bf16 weights against master weights and
+ * Kahan compensation, skipped steps, schedules, the step against the reference within a
+ * derived error bound (and wrong AdamW variants outside it), stochastic rounding. */
+#include <math.h>
+#include <string.h>
+
+#include <mpfr.h>
+
+#include "gp_test.h"
+
+#include "kernels/arith/gp_adamw.h"
+#include "kernels/arith/gp_philox.h"
+#include "kernels/arith/gp_schedule.h"
+#include "reference/gp_adamw_ref.h"
+
+static const gp_adamw_eval EVALS[] = {GP_ADAMW_TORCH_CUDA, GP_ADAMW_TORCH_CPU,
+                                      GP_ADAMW_TORCH_CUDA_FMA};
+static const char *const EVAL_NAMES[] = {"cuda", "cpu", "cuda-fma"};
+
+#define U 0x1p-24 /* fp32 unit roundoff */
+
+/* gamma_n of Higham: |prod of n factors (1 + d_i)| - 1 <= gamma_n for |d_i| <= u. */
+static double gam(int n)
+{
+    return n * U / (1 - n * U);
+}
+
+/* (1 + a)(1 + b) - 1 for relative error bounds a, b. */
+static double comb(double a, double b)
+{
+    return a + b + a * b;
+}
+
+static gp_adamw_config config(gp_format param, gp_format state, gp_adamw_variant var,
+                              gp_rmode rounding, gp_adamw_eval eval)
+{
+    gp_adamw_config c;
+    c.param = param;
+    c.state = state;
+    c.variant = var;
+    c.rounding = rounding;
+    c.eval = eval;
+    return c;
+}
+
+/* One element's complete state in the kernel's formats. */
+typedef struct {
+    uint32_t p, master, comp, m, v;
+} elem;
+
+static elem elem_init(gp_format pf, double w0)
+{
+    elem e;
+    e.p = gp_fmt_from_f64(pf, w0, GP_RNE, 0, 0, NULL);
+    e.master = gp_fmt_from_f64(GP_FP32, w0, GP_RNE, 0, 0, NULL);
+    e.comp = 0;
+    e.m = 0;
+    e.v = 0;
+    return e;
+}
+
+static uint32_t elem_step(gp_adamw_config c, elem *x, float g, double lr, double b1, double b2,
+                          double eps, double wd, long t, uint32_t rbits, unsigned *ev,
+                          unsigned *evs)
+{
+    gp_adamw_scalars s = gp_adamw_scalars_make(lr, b1, b2, eps, wd, t);
+    x->p = gp_adamw_step(c, &s, x->p, &x->master, &x->comp, &x->m, &x->v, g, 0, rbits, ev, evs);
+    return x->p;
+}
+
+static double f32v(uint32_t bits)
+{
+    return (double)gp_f32_from_bits(bits);
+}
+
+/* ---- the binary64 scalars ---- */
+
+/* gp_adamw_pow against MPFR's correctly rounded power: equal for every beta and t
+ * tried (its double-double error is below 2^-96 relative, so a difference needs beta^t
+ * within 2^-96 of a binary64 rounding boundary); and the scalars of step 1 of
+ * (lr 0.1, betas (0.9, 0.999), eps 1e-8) are torch's: bc1 = 1 - 0.9 =
+ * 0.09999999999999998 (exact in binary64, Sterbenz), 1 - 0.999 rounds to 0.001f, etc. */
+static void test_scalars(void **state)
+{
+    (void)state;
+    uint64_t seed = gp_test_seed(11);
+    mpfr_t r;
+    mpfr_init2(r, 53);
+    const double betas[] = {0.9, 0.999, 0.95, 0.98, 0.5, 0.99, 0.9999, 0.0};
+    for (int i = 0; i < 2000; i++) {
+        double beta = i < 8 ? betas[i] : (double)(gp_test_next(&seed) >> 11) * 0x1p-53;
+        for (int k = 0; k < 40; k++) {
+            long t = k < 20 ? k + 1 : (long)(gp_test_next(&seed) % 200000) + 1;
+            mpfr_set_d(r, beta, MPFR_RNDN);
+            mpfr_pow_ui(r, r, (unsigned long)t, MPFR_RNDN);
+            double want = mpfr_get_d(r, MPFR_RNDN);
+            double got = gp_adamw_pow(beta, t);
+            if (want < 0x1p-400)
+                want = 0.0; /* documented flush: 1 - x is 1 either way */
+            gp_assert_bits(gp_f64_bits(got), gp_f64_bits(want), "%a^%ld = %a, MPFR %a", beta, t,
+                           got, want);
+        }
+    }
+    mpfr_clear(r);
+
+    gp_adamw_scalars s = gp_adamw_scalars_make(0.1, 0.9, 0.999, 1e-8, 0.0, 1);
+    assert_true(s.bc1 == 1.0 - 0.9 && s.bc1 == 0.09999999999999998);
+    assert_true(s.bc2 == 1.0 - 0.999);
+    assert_true(s.step_size == 0.1 / (1.0 - 0.9));
+    assert_true(s.decay == 1.0f);
+    assert_true(s.lerp_w == 0.1f);    /* (float)0.09999999999999998 */
+    assert_true(s.addcmul_v == 0.001f); /* (float)0.0010000000000000009 */
+    assert_true(s.beta2 == 0.999f);
+    assert_true(s.neg_step == -1.0f); /* (float)-1.0000000000000002 */
+    assert_true(s.eps == 1e-8f);
+    assert_true(s.inv_bc2_sqrt == 1.0f / (float)sqrt(1.0 - 0.999));
+    s = gp_adamw_scalars_make(0.1, 0.9, 0.999, 1e-8, 0.1, 1);
+    assert_true(s.decay == (float)(1.0 - 0.1 * 0.1) && s.decay == 0.99f);
+}
+
+/* ---- hand-derived single steps ---- */
+
+/* w = 1, g = 1, lr = 0.1, betas (0.9, 0.999), eps 1e-8, wd 0, step 1, m = v = 0:
+ *   m = 0 + 0.1*(1 - 0) = 0.1;  v = 0.999*0 + 0.001*1*1 = 0.001;
+ *   bc1 = 1 - 0.9 = 0.1, bc2 = 1 - 0.999 = 0.001;
+ *   denom = sqrt(0.001)/sqrt(0.001) + 1e-8 = 1 + 1e-8;
+ *   update = (lr/bc1) * m/denom = 1 * 0.1/(1 + 1e-8);  w = 1 - 0.1/(1 + 1e-8) = 0.900000001.
+ * In fp32: m = 0.1f and v = 0.001f exactly as stored (one rounding each from the exact
+ * 0.1, 0.001); sqrt(v)*(1/sqrt(bc2)) is 1 within 2 ulps; + 1e-8f is absorbed (below
+ * 2^-25); so m/denom = 0.1 within ~3 ulps of 0.1 (2^-27 each: ulp(0.1) = 2^-27), and the
+ * final 1 - x rounds to within half an ulp of 0.9 (2^-25) — the total stays below
+ * ulp(0.9) = 2^-24. Asserted: |w - 0.9| <= 2^-24 (one fp32 ulp), every evaluation order. */
+static void test_one_step(void **state)
+{
+    (void)state;
+    for (int e = 0; e < 3; e++) {
+        elem x = elem_init(GP_FP32, 1.0);
+        unsigned ev = 0, evs = 0;
+        elem_step(config(GP_FP32, GP_FP32, GP_ADAMW_PLAIN, GP_RNE, EVALS[e]), &x, 1.0f, 0.1, 0.9,
+                  0.999, 1e-8, 0.0, 1, 0, &ev, &evs);
+        double w = f32v(x.p);
+        printf("# %s: w = %a (0x%08x), m = %a, v = %a\n", EVAL_NAMES[e], w, x.p, f32v(x.m), f32v(x.v));
+        assert_true(x.m == gp_f32_bits(0.1f) && x.v == gp_f32_bits(0.001f));
+        assert_true(fabs(w - 0.9) <= 0x1p-24);
+        assert_false(ev & GP_EV_STALE);
+    }
+}
+
+/* The same with weight_decay 0.1: decay first, w = 1*(1 - 0.1*0.1) = 0.99, then the same
+ * update: w = 0.99 - 0.1/(1 + 1e-8) = 0.890000001. In fp32: 0.99f is within 2^-25 of 0.99
+ * (half an ulp in [0.5, 1)), the update within ~3*2^-27 of 0.1 as above, the final
+ * difference rounds within 2^-25: total < 2*2^-24. Asserted: |w - 0.89| <= 2 ulps. */
+static void test_one_step_weight_decay(void **state)
+{
+    (void)state;
+    for (int var = GP_ADAMW_PLAIN; var <= GP_ADAMW_KAHAN; var++)
+        for (int e = 0; e < 3; e++) {
+            elem x = elem_init(GP_FP32, 1.0);
+            elem_step(config(GP_FP32, GP_FP32, (gp_adamw_variant)var, GP_RNE, EVALS[e]), &x, 1.0f, 0.1,
+                      0.9, 0.999, 1e-8, 0.1, 1, 0, NULL, NULL);
+            double w = f32v(x.p);
+            printf("# variant %d %s: w = %a (0x%08x)\n", var, EVAL_NAMES[e], w, x.p);
+            assert_true(fabs(w - 0.89) <= 2 * 0x1p-24);
+            /* decay applied after the update instead would give (1 - 0.1)*0.99 = 0.891 */
+            assert_true(fabs(w - 0.891) > 1e-4);
+        }
+}
+
+/* ---- the error bound of the fp32 step against the exact trajectory ---- */
+
+/* The exact values around one step, from the reference (rounded to binary64: a relative
+ * 2^-53 on quantities that only scale the bound). */
+typedef struct {
+    double w, m, v;          /* before the step */
+    double w1, m1, v1, upd;  /* after */
+} exact_step;
+
+/* Bounds on the kernel's deviation from the exact trajectory: |m^ - m| <= em,
+ * |v^ - v| <= ev*v, |w^ - w| <= ew. */
+typedef struct {
+    double em, ev, ew;
+} err_bound;
+
+/* Advance the bound over one step of an fp32-state, fp32-weight AdamW (any of the three
+ * evaluation orders) and return the bound on the update's error |x^ - X|. Derivation
+ * (u = 2^-24, theta_n a product of n factors (1 + d), |d| <= u, |theta_n| <= gam(n);
+ * binary64 errors of the host scalars are below 2^-40 relative for these betas and are
+ * counted as one more u on each fp32 scalar; the bound assumes 1 - beta1 < 0.5 and
+ * 0 <= lr*wd <= 1):
+ *  m: m^' = fl(m^ + fl(w1f * fl(g - m^)))  [fused: one rounding less]
+ *        = (m^ + w1 (g - m^)(1 + th4))(1 + th1)
+ *     the exact lerp of m^ differs from m' by (1 - w1)(m^ - m) = beta1 (m^ - m), so
+ *     em' = beta1 em + gam5 w1 (|g - m| + em) + u (|m'| + beta1 em).
+ *  v: v^' = fl(fl(v^ b2f) + fl(c2f fl(g g)))  [CPU: (c2f g) g; fused: one rounding less]
+ *        = b2 v^ (1 + th3) + c2 g^2 (1 + th4), both terms >= 0, v^ = v (1 + e), |e| <= ev:
+ *     ev' = (b2 v (ev (1 + gam3) + gam3) + c2 g^2 gam4) / v'.
+ *  denom: r = fl(sqrt(v^')) = sqrt(v')(1 + rho)(1 + th1), |rho| <= ev'/(2 (1 - ev'))
+ *     (|sqrt(1 + e) - 1| <= |e| / (1 + sqrt(1 - |e|)));  q = fl(r * fl(1/fl(bc2s)))
+ *     [CPU: fl(r / fl(bc2s))] = S (1 + rho)(1 + th5), S = sqrt(v'/bc2);
+ *     den = fl(q + eps (1 + th1)) = D (1 + ed), D = S + eps, ed = comb(rho, gam6).
+ *  update: x^ = fl(nsf fl(m^'/den)) [CPU: fl(fl(nsf m^')/den); fused: inside the final
+ *     fma] = -(lr/bc1) (m^'/den)(1 + th4), and |m^'/den - m'/D| <= (em' + |m'| ed) / (D (1 - ed)):
+ *     ex = (lr/bc1) [(em' + |m'| ed) / (D (1 - ed)) (1 + gam4) + |m'|/D gam4].
+ *  weight: d = fl(w^ fl(decay)) = w^ decay (1 + th3): |d - w decay| <= ew + (|w| + ew) gam3;
+ *     w^' = fl(d + x^): ew' = (|d - w decay| + ex)(1 + u) + u |w'|. */
+static double bound_step(err_bound *b, const gp_adamw_ref_hparams *h, double lr, long t, double g,
+                         const exact_step *x)
+{
+    double b1 = h->beta1, b2 = h->beta2, w1 = 1 - b1, c2 = 1 - b2;
+    double em = b1 * b->em + gam(5) * w1 * (fabs(g - x->m) + b->em) + U * (fabs(x->m1) + b1 * b->em);
+    double ev = x->v1 > 0
+                    ? (b2 * x->v * (b->ev * (1 + gam(3)) + gam(3)) + c2 * g * g * gam(4)) / x->v1
+                    : 0.0;
+    double bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t);
+    double rho = ev / (2 * (1 - ev));
+    double ed = comb(rho, gam(6));
+    double D = sqrt(x->v1 / bc2) + h->eps;
+    double ex = (lr / bc1) * ((em + fabs(x->m1) * ed) / (D * (1 - ed)) * (1 + gam(4)) +
+                              fabs(x->m1) / D * gam(4));
+    double dw = b->ew + (fabs(x->w) + b->ew) * gam(3);
+    b->ew = (dw + ex) * (1 + U) + U * fabs(x->w1);
+    b->em = em;
+    b->ev = ev;
+    return ex;
+}
+
+/* Run the reference one step, filling the exact values around it. */
+static void ref_step(gp_adamw_ref *r, exact_step *x, double g, double lr,
+                     const gp_adamw_ref_hparams *h, long t)
+{
+    gp_adamw_ref_get(r, &x->w, &x->m, &x->v, NULL);
+    gp_adamw_ref_step(r, g, lr, h, t);
+    gp_adamw_ref_get(r, &x->w1, &x->m1, &x->v1, &x->upd);
+}
+
+/* ---- bf16 weights: stale without a master, fp32 master, Kahan ---- */
+
+#define BF16_STEPS 900
+/* w = 1, g = -1 every step, lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0: every exact
+ * update is lr * 1/(1 + 1e-8) ~ +1e-3 (m^ = g, v^ = g^2 exactly in exact arithmetic),
+ * so w goes from 1 to ~1.9 after 900 steps, inside the bf16 binade [1, 2) where an ulp is
+ * 2^-7 and half an ulp 2^-8 = 3.9e-3 > 1e-3. */
+
+/* Without a master copy each fp32 result 1 + 1e-3 rounds back to the bf16 1.0: the
+ * weight never moves and every step reports STALE, while the exact weight reaches 1.9. */
+static void test_bf16_stale_without_master(void **state)
+{
+    (void)state;
+    gp_adamw_variant vars[] = {GP_ADAMW_PLAIN, GP_ADAMW_ONE_STORE};
+    for (int k = 0; k < 2; k++) {
+        elem x = elem_init(GP_BF16, 1.0);
+        for (long t = 1; t <= BF16_STEPS; t++) {
+            unsigned ev = 0;
+            elem_step(config(GP_BF16, GP_FP32, vars[k], GP_RNE, GP_ADAMW_TORCH_CUDA), &x, -1.0f, 1e-3,
+                      0.9, 0.999, 1e-8, 0.0, t, 0, &ev, NULL);
+            gp_assert_bits(x.p, 0x3f80u, "variant %d step %ld", k, t);
+            if (!(ev & GP_EV_STALE) || !(ev & GP_EV_INEXACT))
+                fail_msg("variant %d step %ld: events 0x%x lack STALE|INEXACT", k, t, ev);
+        }
+    }
+}
+
+/* The bf16 param with an fp32 master: the master moves every step (never STALE) and the
+ * param follows it: it leaves 1.0 once the master passes the rounding boundary 1 + 2^-8
+ * (step 4: 1.004 > 1.00390625), and at the end it is the master rounded, so
+ * |param - w_exact| <= 2^-8 (half a bf16 ulp in [1, 2)) + the master's fp32 bound ew. */
+static void test_bf16_master(void **state)
+{
+    (void)state;
+    gp_adamw_ref_hparams h = {0.9, 0.999, 1e-8, 0.0};
+    gp_adamw_ref r;
+    gp_adamw_ref_init(&r, 1.0);
+    err_bound b = {0, 0, 0};
+    elem x = elem_init(GP_BF16, 1.0);
+    long first_move = 0;
+    for (long t = 1; t <= BF16_STEPS; t++) {
+        unsigned ev = 0;
+        uint32_t master0 = x.master;
+        exact_step es;
+        ref_step(&r, &es, -1.0, 1e-3, &h, t);
+        bound_step(&b, &h, 1e-3, t, -1.0, &es);
+        elem_step(config(GP_BF16, GP_FP32, GP_ADAMW_MASTER, GP_RNE, GP_ADAMW_TORCH_CUDA), &x, -1.0f,
+                  1e-3, 0.9, 0.999, 1e-8, 0.0, t, 0, &ev, NULL);
+        assert_true(x.master != master0);
+        assert_false(ev & GP_EV_STALE);
+        if (!first_move && x.p != 0x3f80u)
+            first_move = t;
+        gp_assert_bits(x.p, gp_fmt_from_f32_bits(GP_BF16, x.master, GP_RNE, 0, 0, NULL), "step %ld", t);
+    }
+    double w = gp_fmt_to_f64(GP_BF16, x.p), we = gp_adamw_ref_param(&r);
+    printf("# master: param moved at step %ld; param %a, exact %a, |diff| %.3g <= %.3g\n",
+           first_move, w, we, fabs(w - we), 0x1p-8 + b.ew);
+    assert_int_equal(first_move, 4);
+    assert_true(fabs(w - we) <= 0x1p-8 + b.ew);
+    assert_true(fabs(f32v(x.master) - we) <= b.ew);
+    gp_adamw_ref_clear(&r);
+}
+
+/* Kahan-compensated bf16 param (compensation c in bf16). The pair represents R = P - c.
+ * With wd = 0 the decayed weight is P exactly, and one step computes y = fl(x - c),
+ * s = fl(P + y), P' = bf16(s), c' = bf16(fl(fl(P' - P) - y)), where P' - P is exact
+ * (Sterbenz: both in [1, 2)). Writing the roundings out,
+ *   R' = P' - c' = R + x + eta1 - d2 (P' - P - y) - eta3,
+ * |eta1| <= u (|x| + |c|)          (y),
+ * |d2 (P' - P - y)| <= u Z         (the fp32 subtraction),
+ * |eta3| <= 2^-8 (1 + u) Z         (c' stored in bf16: half an ulp <= 2^-8 relative),
+ * with Z = 2^-8 + 2u >= |P' - P - y| = |P' - s| + |s - (P + y)| for s in [1, 2), and
+ * |c| <= Cmax = (1 + 2^-8)(1 + u) Z. With |x - X| <= ex (the fp32 update against the
+ * exact one, bound_step), after K steps
+ *   |P_K - w_K| <= Cmax + sum_k [u (|X_k| + ex_k + Cmax) + (u + 2^-8 (1 + u)) Z + ex_k],
+ * about 2^-8 + K 2^-16 = 0.0176 for K = 900: 2.3 bf16 ulps. The bf16 store of c dominates
+ * (it drops up to 2^-8 of c each step); without compensation the error is 0.9. The
+ * precondition s in [1, 2) is checked: P stays in [1, 1.95]. */
+static void test_bf16_kahan(void **state)
+{
+    (void)state;
+    gp_adamw_ref_hparams h = {0.9, 0.999, 1e-8, 0.0};
+    for (int e = 0; e < 3; e++) {
+        gp_adamw_ref r;
+        gp_adamw_ref_init(&r, 1.0);
+        err_bound b = {0, 0, 0};
+        elem x = elem_init(GP_BF16, 1.0);
+        const double Z = 0x1p-8 + 2 * U, cmax = (1 + 0x1p-8) * (1 + U) * Z;
+        double drift = 0, worst = 0;
+        for (long t = 1; t <= BF16_STEPS; t++) {
+            exact_step es;
+            ref_step(&r, &es, -1.0, 1e-3, &h, t);
+            double ex = bound_step(&b, &h, 1e-3, t, -1.0, &es);
+            unsigned ev = 0;
+            elem_step(config(GP_BF16, GP_FP32, GP_ADAMW_KAHAN, GP_RNE, EVALS[e]), &x, -1.0f, 1e-3, 0.9,
+                      0.999, 1e-8, 0.0, t, 0, &ev, NULL);
+            drift += U * (fabs(es.upd) + ex + cmax) + (U + 0x1p-8 * (1 + U)) * Z + ex;
+            double w = gp_fmt_to_f64(GP_BF16, x.p);
+            if (!(w >= 1.0 && w <= 1.95))
+                fail_msg("%s step %ld: param %a outside the bound's precondition", EVAL_NAMES[e], t, w);
+            double err = fabs(w - es.w1), bound = cmax + drift;
+            if (err > bound)
+                fail_msg("%s step %ld: |%a - %a| = %.3g > bound %.3g", EVAL_NAMES[e], t, w, es.w1, err, bound);
+            if (err / bound > worst)
+                worst = err / bound;
+        }
+        printf("# kahan %s: final param %a, exact %a, bound %.4g (%.2f bf16 ulps), worst err/bound %.3f\n",
+               EVAL_NAMES[e], gp_fmt_to_f64(GP_BF16, x.p), gp_adamw_ref_param(&r), cmax + drift,
+               (cmax + drift) / 0x1p-7, worst);
+        gp_adamw_ref_clear(&r);
+    }
+}
+
+/* ---- skipped steps ---- */
+
+/* found_inf: param, master, compensation, m and v bit-identical, no events, for every
+ * variant, format and evaluation order. */
+static void test_found_inf(void **state)
+{
+    (void)state;
+    const gp_format pfs[] = {GP_FP32, GP_BF16, GP_FP16};
+    const gp_format sfs[] = {GP_FP32, GP_BF16};
+    gp_adamw_scalars s = gp_adamw_scalars_make(1e-3, 0.9, 0.999, 1e-8, 0.01, 7);
+    for (int p = 0; p < 3; p++)
+        for (int q = 0; q < 2; q++)
+            for (int var = GP_ADAMW_PLAIN; var <= GP_ADAMW_KAHAN; var++)
+                for (int e = 0; e < 3; e++)
+                    for (int rm = 0; rm < 2; rm++) {
+                        gp_adamw_config c = config(pfs[p], sfs[q], (gp_adamw_variant)var,
+                                                   rm ? GP_STOCHASTIC : GP_RNE, EVALS[e]);
+                        uint32_t param = gp_fmt_from_f64(pfs[p], 0.75, GP_RNE, 0, 0, NULL);
+                        uint32_t master = 0x3f400001u, comp = gp_fmt_from_f64(pfs[p], 1e-4, GP_RNE, 0, 0, NULL);
+                        uint32_t m = gp_fmt_from_f64(sfs[q], 0.25, GP_RNE, 0, 0, NULL);
+                        uint32_t v = gp_fmt_from_f64(sfs[q], 0.0625, GP_RNE, 0, 0, NULL);
+                        uint32_t m0 = m, v0 = v, master0 = master, comp0 = comp;
+                        unsigned ev = 0, evs = 0;
+                        uint32_t out = gp_adamw_step(c, &s, param, &master, &comp, &m, &v, 3.0f, 1,
+                                                     0x12345678u, &ev, &evs);
+                        gp_assert_bits(out, param, "param fmt %d state %d var %d", p, q, var);
+                        gp_assert_bits(m, m0, "m");
+                        gp_assert_bits(v, v0, "v");
+                        gp_assert_bits(master, master0, "master");
+                        gp_assert_bits(comp, comp0, "comp");
+                        assert_int_equal(ev, 0);
+                        assert_int_equal(evs, 0);
+                        /* and without found_inf the same call does change things */
+                        out = gp_adamw_step(c, &s, param, &master, &comp, &m, &v, 3.0f, 0, 0x12345678u,
+                                            &ev, &evs);
+                        assert_true(m != m0 && v != v0);
+                    }
+}
+
+/* ---- schedules ---- */
+
+static gp_schedule_params sched(int kind, int warmup, int total, double base, double min_lr,
+                                double gamma, int step_size)
+{
+    gp_schedule_params p;
+    p.kind = kind;
+    p.warmup = warmup;
+    p.total = total;
+    p.base_lr = base;
+    p.min_lr = min_lr;
+    p.gamma = gamma;
+    p.step_size = step_size;
+    return p;
+}
+
+/* |got - want| <= 4 binary64 ulps of want (a few roundings of cos/sqrt/products). */
+#define assert_lr(p, t, want)                                                                  \
+    do {                                                                                       \
+        double got_ = gp_schedule_lr(&(p), (t)), want_ = (want);                               \
+        if (!(fabs(got_ - want_) <= 4 * 0x1p-52 * fabs(want_)))                                \
+            fail_msg("kind %d t %ld: lr %a (%.17g), want %a (%.17g)", (p).kind, (long)(t), got_, \
+                     got_, want_, want_);                                                      \
+    } while (0)
+
+/* Hand-computed values: warmup 10 on base 1e-3 gives 1e-4 at t = 1, 5e-4 at t = 5, base at
+ * t = 10; cosine (warmup 10, total 110, min 1e-4): base at t = 10, (base + min)/2 at the
+ * midpoint t = 60, min + (base - min)(1 + cos(pi/4))/2 at t = 35, min at t = 110 and after;
+ * linear (total 100, base 1, min 0): 0.5 at t = 50, 0 at t = 100 and after, 0.99 at t = 1;
+ * with min 0.2: 0.6 at t = 50; inverse sqrt: warmup 4: t = 2 gives 0.5, t = 4 gives 1,
+ * t = 16 gives sqrt(4)/sqrt(16) = 0.5, t = 64 gives 0.25; without warmup 1/sqrt(t): 1 at
+ * t = 1, 0.5 at t = 4, 0.1 at t = 100; step (gamma 0.1 every 100): 1 through t = 100,
+ * 0.1 from t = 101, 0.1*0.1 from t = 201; with warmup 10 shifted by 10. */
+static void test_schedules(void **state)
+{
+    (void)state;
+    gp_schedule_params p = sched(GP_LR_CONSTANT, 0, 100, 3e-4, 0, 0, 0);
+    assert_lr(p, 1, 3e-4);
+    assert_lr(p, 1000, 3e-4);
+    p = sched(GP_LR_CONSTANT, 10, 100, 1e-3, 0, 0, 0);
+    assert_lr(p, 1, 1e-4);
+    assert_lr(p, 5, 5e-4);
+    assert_lr(p, 10, 1e-3);
+    assert_lr(p, 11, 1e-3);
+
+    p = sched(GP_LR_COSINE, 10, 110, 1e-3, 1e-4, 0, 0);
+    assert_lr(p, 1, 1e-4);
+    assert_lr(p, 10, 1e-3);
+    assert_lr(p, 60, 5.5e-4);
+    assert_lr(p, 35, 1e-4 + 9e-4 * 0.5 * (1 + 0.70710678118654752440));
+    assert_lr(p, 110, 1e-4);
+    assert_lr(p, 500, 1e-4);
+    p = sched(GP_LR_COSINE, 0, 100, 1.0, 0.0, 0, 0);
+    assert_lr(p, 50, 0.5);
+    assert_true(gp_schedule_lr(&p, 100) == 0.0);
+
+    p = sched(GP_LR_LINEAR, 0, 100, 1.0, 0.0, 0, 0);
+    assert_lr(p, 1, 0.99);
+    assert_lr(p, 50, 0.5);
+    assert_true(gp_schedule_lr(&p, 100) == 0.0 && gp_schedule_lr(&p, 150) == 0.0);
+    p = sched(GP_LR_LINEAR, 20, 120, 1.0, 0.2, 0, 0);
+    assert_lr(p, 10, 0.5);
+    assert_lr(p, 20, 1.0);
+    assert_lr(p, 70, 0.6);
+    assert_lr(p, 120, 0.2);
+    assert_lr(p, 121, 0.2);
+
+    p = sched(GP_LR_INVSQRT, 4, 0, 1.0, 0, 0, 0);
+    assert_lr(p, 2, 0.5);
+    assert_lr(p, 4, 1.0);
+    assert_lr(p, 16, 0.5);
+    assert_lr(p, 64, 0.25);
+    p = sched(GP_LR_INVSQRT, 0, 0, 1.0, 0, 0, 0);
+    assert_lr(p, 1, 1.0);
+    assert_lr(p, 4, 0.5);
+    assert_lr(p, 100, 0.1);
+
+    p = sched(GP_LR_STEP, 0, 0, 1.0, 0, 0.1, 100);
+    assert_lr(p, 1, 1.0);
+    assert_lr(p, 100, 1.0);
+    assert_lr(p, 101, 0.1);
+    assert_lr(p, 200, 0.1);
+    assert_lr(p, 201, 0.1 * 0.1);
+    p = sched(GP_LR_STEP, 10, 0, 1.0, 0, 0.1, 100);
+    assert_lr(p, 5, 0.5);
+    assert_lr(p, 10, 1.0);
+    assert_lr(p, 110, 1.0);
+    assert_lr(p, 111, 0.1);
+}
+
+/* ---- the fp32 step against the exact trajectory, and wrong AdamWs ---- */
+
+#define REF_STEPS 100
+
+/* The test's gradients: magnitudes log-uniform in [1e-7, 1e-6], small enough that eps
+ * weighs in the step (sqrt(v) ~ 5e-7 against eps 1e-8: 2% of the denominator, so an
+ * eps off by a factor shows) and decides it when moved inside the root (1e-8 against
+ * v ~ 3e-13); positive with probability 3/4 so that the weight moves. */
+static float test_grad(uint64_t *s)
+{
+    double mag = 1e-7 * pow(10.0, (double)(gp_test_next(s) >> 11) * 0x1p-53);
+    return (float)((gp_test_next(s) & 3) ? mag : -mag);
+}
+
+/* Wrong AdamWs, fp32, the CUDA order otherwise: eps inside the square root
+ * (sqrt(v/bc2 + eps)), or Adam's coupled L2 decay (g += wd*w, no decoupled decay). */
+enum { WRONG_EPS_INSIDE = 0, WRONG_COUPLED_DECAY = 1 };
+static float wrong_step(int kind, float w, float *m, float *v, float g, double lr, double b1,
+                        double b2, double eps, double wd, long t)
+{
+    gp_adamw_scalars s = gp_adamw_scalars_make(lr, b1, b2, eps, wd, t);
+    if (kind == WRONG_COUPLED_DECAY)
+        g = g + (float)wd * w;
+    else
+        w = w * s.decay;
+    *m = *m + s.lerp_w * (g - *m);
+    *v = *v * s.beta2 + s.addcmul_v * (g * g);
+    float den = kind == WRONG_EPS_INSIDE ? sqrtf(*v * (float)(1.0 / s.bc2) + s.eps)
+                                         : sqrtf(*v) * s.inv_bc2_sqrt + s.eps;
+    return w + s.neg_step * (*m / den);
+}
+
+/* 100 steps of random gradients under a cosine schedule with warmup (10 / 100, base 1e-3,
+ * min 1e-4), wd 0.01, w0 = 0.5: at every step and for every evaluation order the fp32
+ * step is within bound_step's derived bound of the exact trajectory (ONE_STORE and
+ * PLAIN are the same for fp32). The bound grows by about 4u|w| a step (the decay and
+ * the final sum), so ~400u|w| after 100 steps; the actual error is far smaller (printed).
+ * Then both wrong variants end more than 10 bounds away: detectable. */
+static void test_fp32_matches_reference(void **state)
+{
+    (void)state;
+    uint64_t seed0 = gp_test_seed(20240601);
+    gp_adamw_ref_hparams h = {0.9, 0.999, 1e-8, 0.01};
+    gp_schedule_params sp = sched(GP_LR_COSINE, 10, REF_STEPS, 1e-3, 1e-4, 0, 0);
+    static float grads[REF_STEPS + 1];
+    static double wex[REF_STEPS + 1], bnd[REF_STEPS + 1];
+    uint64_t s = seed0;
+    for (long t = 1; t <= REF_STEPS; t++)
+        grads[t] = test_grad(&s);
+
+    gp_adamw_ref r;
+    gp_adamw_ref_init(&r, 0.5);
+    err_bound b = {0, 0, 0};
+    for (long t = 1; t <= REF_STEPS; t++) {
+        double lr = gp_schedule_lr(&sp, t);
+        exact_step es;
+        ref_step(&r, &es, (double)grads[t], lr, &h, t);
+        bound_step(&b, &h, lr, t, (double)grads[t], &es);
+        wex[t] = es.w1;
+        bnd[t] = b.ew;
+    }
+    gp_adamw_ref_clear(&r);
+    printf("# exact w: 0.5 -> %.9g; bound after %d steps %.3g (%.0f u|w|)\n", wex[REF_STEPS],
+           REF_STEPS, bnd[REF_STEPS], bnd[REF_STEPS] / (U * fabs(wex[REF_STEPS])));
+
+    for (int e = 0; e < 3; e++) {
+        elem x = elem_init(GP_FP32, 0.5);
+        double worst = 0;
+        for (long t = 1; t <= REF_STEPS; t++) {
+            unsigned ev = 0;
+            elem_step(config(GP_FP32, GP_FP32, GP_ADAMW_ONE_STORE, GP_RNE, EVALS[e]), &x, grads[t],
+                      gp_schedule_lr(&sp, t), h.beta1, h.beta2, h.eps, h.weight_decay, t, 0, &ev, NULL);
+            double err = fabs(f32v(x.p) - wex[t]);
+            if (err > bnd[t])
+                fail_msg("%s step %ld (seed %llu): |%a - %a| = %.3g > bound %.3g", EVAL_NAMES[e], t,
+                         (unsigned long long)seed0, f32v(x.p), wex[t], err, bnd[t]);
+            if (err / bnd[t] > worst)
+                worst = err / bnd[t];
+        }
+        printf("# %s: final %a, error %.3g, worst err/bound %.4f\n", EVAL_NAMES[e], f32v(x.p),
+               fabs(f32v(x.p) - wex[REF_STEPS]), worst);
+    }
+
+    for (int kind = 0; kind < 2; kind++) {
+        float w = 0.5f, m = 0, v = 0;
+        for (long t = 1; t <= REF_STEPS; t++)
+            w = wrong_step(kind, w, &m, &v, grads[t], gp_schedule_lr(&sp, t), h.beta1, h.beta2, h.eps,
+                           h.weight_decay, t);
+        double dev = fabs((double)w - wex[REF_STEPS]);
+        printf("# wrong variant %s: final %.9g, |w - exact| = %.3g = %.0f bounds\n",
+               kind == WRONG_EPS_INSIDE ? "eps-inside-sqrt" : "coupled-decay", (double)w, dev,
+               dev / bnd[REF_STEPS]);
+        if (!(dev > 10 * bnd[REF_STEPS]))
+            fail_msg("wrong variant %d within 10 bounds (seed %llu)", kind, (unsigned long long)seed0);
+    }
+}
+
+/* ---- stochastic rounding ---- */
+
+/* rbits = 0 rounds up in magnitude whenever the discarded fraction's top 32 bits are
+ * non-zero, rbits = 0xffffffff never rounds up: the two results are the neighbours
+ * around the value (equal when it is exact or its fraction is below 2^-32 ulp), and the
+ * RNE result is one of them; any other rbits gives one of the two. m and v do not depend
+ * on the rounding. bf16 (fp32 opmath, then the store) and fp32 (the exact sum) params,
+ * PLAIN (with decay stored first) and ONE_STORE. */
+static void test_stochastic_neighbours(void **state)
+{
+    (void)state;
+    uint64_t seed = gp_test_seed(77);
+    const gp_format pfs[] = {GP_BF16, GP_FP32, GP_FP16};
+    int differing[3] = {0, 0, 0};
+    for (int i = 0; i < 20000; i++) {
+        gp_format pf = pfs[i % 3];
+        gp_adamw_variant var = (i / 3) & 1 ? GP_ADAMW_PLAIN : GP_ADAMW_ONE_STORE;
+        gp_adamw_eval ev_order = EVALS[(i / 6) % 3];
+        double w0 = 0.5 + 1.5 * (double)(gp_test_next(&seed) >> 11) * 0x1p-53;
+        float g = test_grad(&seed) * 1e4f;
+        long t = (long)(gp_test_next(&seed) % 50) + 1;
+        elem base = elem_init(pf, w0);
+        base.m = gp_f32_bits(g * 0.5f);
+        base.v = gp_f32_bits(g * g * 2.0f);
+        uint32_t rb = gp_rand_u32(seed, 3, (uint64_t)i);
+        elem a = base, up = base, dn = base, rnd = base;
+        uint32_t rne = elem_step(config(pf, GP_FP32, var, GP_RNE, ev_order), &a, g, 1e-2, 0.9, 0.999,
+                                 1e-8, 0.1, t, 0, NULL, NULL);
+        uint32_t u = elem_step(config(pf, GP_FP32, var, GP_STOCHASTIC, ev_order), &up, g, 1e-2, 0.9,
+                               0.999, 1e-8, 0.1, t, 0u, NULL, NULL);
+        uint32_t d = elem_step(config(pf, GP_FP32, var, GP_STOCHASTIC, ev_order), &dn, g, 1e-2, 0.9,
+                               0.999, 1e-8, 0.1, t, 0xffffffffu, NULL, NULL);
+        uint32_t x = elem_step(config(pf, GP_FP32, var, GP_STOCHASTIC, ev_order), &rnd, g, 1e-2, 0.9,
+                               0.999, 1e-8, 0.1, t, rb, NULL, NULL);
+        if (!(u == d || u == d + 1)) /* positive weights: up is one pattern above down */
+            fail_msg("fmt %d: up 0x%x, down 0x%x not neighbours (w0 %a g %a t %ld)", pf, u, d, w0, g, t);
+        if (!(rne == u || rne == d))
+            fail_msg("fmt %d: rne 0x%x not in {0x%x, 0x%x} (w0 %a g %a t %ld)", pf, rne, d, u, w0, g, t);
+        if (!(x == u || x == d))
+            fail_msg("fmt %d: rbits 0x%x gives 0x%x not in {0x%x, 0x%x}", pf, rb, x, d, u);
+        assert_true(up.m == a.m && up.v == a.v && dn.m == a.m && dn.v == a.v);
+        differing[i % 3] += u != d;
+    }
+    /* each format: most of the 6667 steps are inexact, so the two roundings differ */
+    printf("# steps with two distinct neighbours: bf16 %d, fp32 %d, fp16 %d of ~6667 each\n",
+           differing[0], differing[1], differing[2]);
+    for (int f = 0; f < 3; f++)
+        assert_true(differing[f] > 6000);
+}
+
+/* ---- events ---- */
+
+/* A gradient of 1e-20: v = 0.001 * 1e-40 ~ 1e-43 underflows in fp32 and in bf16 (same
+ * range) — UNDERFLOW in ev_state, and none in the weight's events; a bf16 param store
+ * is INEXACT. The three evaluation orders agree on the state's events here. */
+static void test_events(void **state)
+{
+    (void)state;
+    const gp_format sfs[] = {GP_FP32, GP_BF16};
+    for (int q = 0; q < 2; q++)
+        for (int e = 0; e < 3; e++) {
+            elem x = elem_init(GP_FP32, 1.0);
+            unsigned ev = 0, evs = 0;
+            elem_step(config(GP_FP32, sfs[q], GP_ADAMW_PLAIN, GP_RNE, EVALS[e]), &x, 1e-20f, 1e-3, 0.9,
+                      0.999, 1e-8, 0.0, 1, 0, &ev, &evs);
+            if (!(evs & GP_EV_UNDERFLOW) || (ev & GP_EV_UNDERFLOW))
+                fail_msg("state %d %s: ev 0x%x ev_state 0x%x", q, EVAL_NAMES[e], ev, evs);
+        }
+    elem x = elem_init(GP_BF16, 1.0);
+    unsigned ev = 0;
+    elem_step(config(GP_BF16, GP_FP32, GP_ADAMW_PLAIN, GP_RNE, GP_ADAMW_TORCH_CUDA), &x, 1.0f, 0.3,
+              0.9, 0.999, 1e-8, 0.0, 1, 0, &ev, NULL);
+    assert_true((ev & GP_EV_INEXACT) && !(ev & GP_EV_STALE));
+    assert_true(x.p == gp_fmt_from_f64(GP_BF16, 0.7, GP_RNE, 0, 0, NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scalars),
+        cmocka_unit_test(test_one_step),
+        cmocka_unit_test(test_one_step_weight_decay),
+        cmocka_unit_test(test_bf16_stale_without_master),
+        cmocka_unit_test(test_bf16_master),
+        cmocka_unit_test(test_bf16_kahan),
+        cmocka_unit_test(test_found_inf),
+        cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_fp32_matches_reference),
+        cmocka_unit_test(test_stochastic_neighbours),
+        cmocka_unit_test(test_events),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
