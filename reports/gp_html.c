@@ -880,7 +880,10 @@ static void hist_chart(sbuf *b, const json_t *sc)
         if (on[k]) {
             leg[rows].kind = LEG_LINE;
             leg[rows].st = t[k].st;
-            snprintf(leg[rows].label, sizeof leg[rows].label, "%s: %s", t[k].who, t[k].what);
+            if (snprintf(leg[rows].label, sizeof leg[rows].label, "%s: %s", t[k].who, t[k].what) >=
+                (int)sizeof leg[rows].label) {
+                /* a long label is cut: acceptable for a legend */
+            }
             rows++;
         }
     int H = (int)(PY + PH + 50 + rows * LEGEND_ROW + 6);

@@ -21,28 +21,47 @@
  *    float (`value.to<accscalar_t>()`, `weight.to<opmath_t>()`, `scalar_value<opmath_t>`):
  *    one binary64 -> binary32 rounding (RNE).
  *  - lerp (aten/src/ATen/native/Lerp.h, cuda/Lerp.cu): |w| < 0.5 ? self + w*(end - self)
- *    : end - (end - self)*(1 - w), in float. The CPU's vectorized lerp_vec
- *    (cpu/LerpKernel.cpp) evaluates the same with vec::fmadd.
+ *    : end - (end - self)*(1 - w), in float; the CPU's vectorized lerp_vec
+ *    (cpu/LerpKernel.cpp) writes vec::fmadd(w or w - 1, end - self, self or end).
  *  - addcmul / addcdiv on CUDA (cuda/PointwiseOpsKernel.cu): a + alpha*(b*c) and
  *    a + alpha*(b/c) in float; newer versions (cuda/DeviceAddCmulCdiv.cuh,
- *    pointwise_op_impl) write std::fma(alpha, b op c, a). On CPU
- *    (cpu/PointwiseOpsKernel.cpp): self + value*t1*t2 and self + value*t1/t2, i.e.
- *    (value*t1)*t2 and (value*t1)/t2 (C++ left-to-right), in float for bf16/fp16 too.
+ *    pointwise_op_impl) write std::fma(alpha, b op c, a), and std::fma(b, c, a) for
+ *    addcmul with alpha == 1. On CPU (cpu/PointwiseOpsKernel.cpp): self + value*t1*t2
+ *    and self + value*t1/t2, i.e. (value*t1)*t2 and (value*t1)/t2 (C++ left to right),
+ *    in float for bf16/fp16 too.
  *  - tensor / Python scalar on CUDA (cuda/BinaryDivTrueKernel.cu): "if the second operand
  *    is a CPU scalar, compute a * reciprocal(b)": inv_b = 1.0f / (float)b, then a * inv_b.
  *    On CPU (cpu/BinaryOpsKernel.cpp, div_true_kernel) a float division a / (float)b.
  *  - Every in-place op writes its tensor's dtype: with bf16 params and no master,
  *    param.mul_ stores a bf16 before addcdiv_ reads it; with bf16 state, mul_(beta2)
  *    stores a bf16 before addcmul_, and sqrt(), / and add_(eps) each make a bf16 tensor.
+ *  - A Python number as the other operand of add/mul/div on a bf16/fp16 tensor: on CPU
+ *    add rounds it to the tensor's dtype first, mul and div keep it in float
+ *    (cpu/BinaryOpsKernel.cpp reads iter.original_scalar_value<opmath_t> for mul and div
+ *    of reduced floats; measured below; pytorch/pytorch PRs #185869 and #186942 say
+ *    the same of CPU eager — "CPU eager arithmetic with bf16/fp16 tensors rounds Python
+ *    scalar constants to the tensor dtype", "mul/div ... use opmath precision" — and
+ *    that CUDA eager does not round them; #60454 made CUDA add/sub use accscalar_t for
+ *    the scalar). So with bf16 state on CPU eps enters as bf16(eps) (1e-8 -> 1.0012e-8).
+ *    Lerp's weight and addcmul/addcdiv's value are c10::Scalar arguments: (float).
+ *  - Measured (torch 2.15.0, the PyPI wheel, CPU x86-64 with AVX2 and MKL; fp32 tensors
+ *    of 1 and of 64 elements, i.e. the scalar and the vectorized loops, ~14000 cases):
+ *    lerp is fmaf(w, end - self, self) — the compiler contracts the scalar loop too;
+ *    addcmul is fmaf(value*t1, t2, self); tensor / scalar is a / (float)s; addcdiv is
+ *    self + (value*t1)/t2; mul is a * (float)s; all in every case. Whole single-tensor
+ *    AdamW steps (21200 elements, random state, t and hyper-parameters, fp32 and bf16
+ *    params with state of the same dtype): m and v equal GP_ADAMW_TORCH_CPU's in every
+ *    case, and so does the param, except where torch's own CPU sqrt (MKL) was not
+ *    correctly rounded — about 1 fp32 sqrt in 6 on that wheel; gradprec's sqrtf is, so
+ *    there the param may differ by an ulp. tests/test_adamw.c keeps a sample.
  *
- * Evaluation (gp_adamw_eval): GP_ADAMW_TORCH_CUDA (CUDA kernels' association and
- * reciprocal, every operation rounded: torch built with contraction off),
- * GP_ADAMW_TORCH_CPU (the CPU kernels' scalar loops), GP_ADAMW_TORCH_CUDA_FMA (as CUDA,
- * with lerp, addcmul and addcdiv fused). Bit-identity with a given torch build is not
- * claimed: nvcc contracts a + b*c into an FMA by default (--fmad=true) and the CPU's
- * vectorized lerp uses fmadd while its tail loop does not. gradprec itself builds with
- * -ffp-contract=off / --fmad=false and writes fmaf where an FMA is meant, so the CPU
- * emulation and the CUDA kernels agree bit for bit in every mode.
+ * Evaluation (gp_adamw_eval): GP_ADAMW_TORCH_CPU is torch's CPU kernels as measured;
+ * GP_ADAMW_TORCH_CUDA is torch's CUDA kernels as their source reads, with the FMAs that
+ * newer versions write and that nvcc forms by default (--fmad=true) in lerp's
+ * self + w*(end - self): derived, not yet compared with a GPU run; GP_ADAMW_UNFUSED
+ * rounds every operation (an older torch CUDA build with contraction off). gradprec
+ * builds with -ffp-contract=off / --fmad=false and writes fmaf where an FMA is meant,
+ * so its CPU emulation and CUDA kernels agree bit for bit in every mode.
  *
  * The binary64 scalars differ from CPython's in one place: beta**step is CPython's
  * float pow (the C library pow); here gp_adamw_pow is a double-double power rounded
@@ -66,9 +85,12 @@
 enum { GP_EV_STALE = 1u << 5 };
 
 typedef enum {
-    GP_ADAMW_TORCH_CUDA = 0,     /* a + v*(b*c), a + v*(b/c), x * (1/s); no FMA */
-    GP_ADAMW_TORCH_CPU = 1,      /* a + (v*b)*c, a + (v*b)/c, x / s; no FMA */
-    GP_ADAMW_TORCH_CUDA_FMA = 2  /* as CUDA with fmaf in lerp, addcmul, addcdiv */
+    GP_ADAMW_TORCH_CUDA = 0, /* lerp fmaf(w, e - s, s); addcmul fmaf(v, g*g, a);
+                                x * (1.0f/(float)s); addcdiv fmaf(v, m/den, a) */
+    GP_ADAMW_TORCH_CPU = 1,  /* lerp fmaf(w, e - s, s); addcmul fmaf(v*g, g, a);
+                                x / (float)s; addcdiv a + (v*m)/den */
+    GP_ADAMW_UNFUSED = 2     /* the CUDA association with every operation rounded:
+                                s + w*(e - s); a + v*(g*g); x * (1/s); a + v*(m/den) */
 } gp_adamw_eval;
 
 typedef enum {
@@ -158,7 +180,7 @@ typedef struct {
     float addcmul_v;    /* (float)(1 - beta2): addcmul_ value */
     float bc2_sqrt_f;   /* (float)bc2_sqrt: the CPU divisor */
     float inv_bc2_sqrt; /* 1.0f / (float)bc2_sqrt: the CUDA multiplier */
-    float eps;          /* (float)eps */
+    float eps;          /* (float)eps (torch CPU with bf16 state: then rounded to bf16) */
     float neg_step;     /* (float)(-step_size): addcdiv_ value */
 } gp_adamw_scalars;
 
@@ -279,21 +301,25 @@ GP_ARITH uint32_t gp_adamw_lerp_store(gp_format f, float self, float end, float 
  *             m, v and v*beta2 into a narrower state format, and for bf16 state the stores
  *             of the bf16 temporaries sqrt(v), /sqrt(bc2), +eps. The subtraction in lerp,
  *             g*g, sqrt and the divisions report nothing.
- * Either event pointer may be NULL. Steps in order (torch's), all in float:
+ * Either event pointer may be NULL. Steps in order (torch's), all in float; fma(a, b, c)
+ * is a*b + c rounded once, and becomes (a*b rounded) + c under GP_ADAMW_UNFUSED:
  *   d    = w * decay                          (PLAIN: stored in the param format)
- *   m'   = lerp(m, g, lerp_w)                 -> state format
+ *   m'   = fma(lerp_w, g - m, m)              -> state format   (lerp_w < 0.5; else
+ *                                               fma(-(g - m), 1 - lerp_w, g))
  *   vb   = v * beta2                          -> state format
- *   v'   = vb + addcmul_v*(g*g)   (CPU: vb + (addcmul_v*g)*g)   -> state format
- *   den  = sqrt(v') * inv_bc2_sqrt + eps      (CPU: sqrt(v') / bc2_sqrt_f + eps)
- *   w'   = d + neg_step*(m'/den)  (CPU: d + (neg_step*m')/den)
+ *   v'   = fma(addcmul_v, g*g, vb)            (CPU: fma(addcmul_v*g, g, vb)) -> state format
+ *   den  = sqrt(v') * inv_bc2_sqrt + eps      (CPU: sqrt(v') / bc2_sqrt_f + eps, with
+ *                                               eps rounded to the state format first)
+ *   w'   = fma(neg_step, m'/den, d)           (CPU: d + (neg_step*m')/den)
  * where w is the param widened (PLAIN, ONE_STORE, KAHAN) or the master (MASTER).
  * Stores: PLAIN/ONE_STORE write w' in cfg.param in cfg.rounding (fp32: the exact w'
  * rounded once; narrower: fp32 w' then the store, a double rounding as torch's opmath).
  * MASTER: master' = fp32 w' (RNE), param = master' stored in cfg.rounding. KAHAN (the
  * compensated sum of gp_accum_step, with the fp32 decayed weight d as the base):
  * y = upd - c, s = d + y, param = store(s), c = store((param - d) - y), all RNE, where
- * upd = neg_step*(m'/den) (FMA: y = fmaf(neg_step, m'/den, -c)); param - c then tracks
- * the fp32 sum. No FTZ: subnormals are kept everywhere. */
+ * upd = neg_step*(m'/den) (CUDA: y = fmaf(neg_step, m'/den, -c); CPU: upd =
+ * (neg_step*m')/den); param - c then tracks the fp32 sum. No FTZ: subnormals are kept
+ * everywhere. */
 GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, uint32_t param,
                                 uint32_t *master, uint32_t *comp, uint32_t *m, uint32_t *v,
                                 float g, int found_inf, uint32_t rbits, unsigned *ev,
@@ -302,8 +328,8 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     if (found_inf)
         return param;
     gp_format pf = cfg.param, sf = cfg.state;
-    int fused = cfg.eval == GP_ADAMW_TORCH_CUDA_FMA;
     int cpu = cfg.eval == GP_ADAMW_TORCH_CPU;
+    int fused = cfg.eval != GP_ADAMW_UNFUSED; /* lerp, and CUDA's addcmul / addcdiv */
     unsigned e = 0, es = 0;
     unsigned *pe = ev ? &e : (unsigned *)0;
     unsigned *pes = ev_state ? &es : (unsigned *)0;
@@ -315,7 +341,7 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     uint32_t vnb;
     if (cpu) {
         float cg = s->addcmul_v * g;
-        vnb = gp_adamw_madd_store(sf, vb, cg, g, 0, GP_RNE, 0, pes);
+        vnb = gp_adamw_madd_store(sf, vb, cg, g, 1, GP_RNE, 0, pes);
     } else if (fused && s->addcmul_v == 1.0f) { /* pointwise_op_impl: alpha == 1 */
         vnb = gp_adamw_madd_store(sf, vb, g, g, 1, GP_RNE, 0, pes);
     } else {
@@ -328,10 +354,13 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     float r = gp_adamw_load(sf, gp_adamw_store(sf, sqrtf(vv), pes));
     float q = cpu ? r / s->bc2_sqrt_f : r * s->inv_bc2_sqrt;
     q = gp_adamw_load(sf, gp_adamw_store(sf, q, pes));
-    float den = q + s->eps;
+    /* add_(eps): torch's CPU casts the Python number to the tensor's dtype first */
+    float eps = cpu ? gp_adamw_load(sf, gp_adamw_store(sf, s->eps, (unsigned *)0)) : s->eps;
+    float den = q + eps;
     den = gp_adamw_load(sf, gp_adamw_store(sf, den, pes));
     /* param.addcdiv_(exp_avg, denom, value=-step_size) = d + ua * ub */
     float ua, ub;
+    int fused_upd = fused && !cpu;
     if (cpu) {
         float nm = s->neg_step * mm;
         ua = nm / den;
@@ -349,7 +378,7 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     switch (cfg.variant) {
     case GP_ADAMW_MASTER: {
         float d = gp_f32_from_bits(gp_adamw_mul_store(GP_FP32, w, s->decay, pe));
-        uint32_t nm = gp_adamw_madd_store(GP_FP32, d, ua, ub, fused, GP_RNE, 0, pe);
+        uint32_t nm = gp_adamw_madd_store(GP_FP32, d, ua, ub, fused_upd, GP_RNE, 0, pe);
         out = gp_fmt_from_f32_bits(pf, nm, cfg.rounding, rbits, 0, pe);
         stale = nonzero && nm == *master;
         *master = nm;
@@ -359,7 +388,7 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
         float d = w * s->decay;
         float c = gp_adamw_load(pf, *comp);
         float y;
-        if (fused) {
+        if (fused_upd) {
             y = fmaf(ua, ub, -c);
         } else {
             float upd = ua * ub;
@@ -377,13 +406,13 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     }
     case GP_ADAMW_PLAIN: {
         float d = gp_adamw_load(pf, gp_adamw_mul_store(pf, w, s->decay, pe));
-        out = gp_adamw_madd_store(pf, d, ua, ub, fused, cfg.rounding, rbits, pe);
+        out = gp_adamw_madd_store(pf, d, ua, ub, fused_upd, cfg.rounding, rbits, pe);
         stale = nonzero && out == param;
         break;
     }
     default: { /* GP_ADAMW_ONE_STORE */
         float d = w * s->decay;
-        out = gp_adamw_madd_store(pf, d, ua, ub, fused, cfg.rounding, rbits, pe);
+        out = gp_adamw_madd_store(pf, d, ua, ub, fused_upd, cfg.rounding, rbits, pe);
         stale = nonzero && out == param;
         break;
     }
