@@ -5,13 +5,13 @@
  * failed closed, 2 bad usage or bad input (one line on stderr, nothing on stdout,
  * nothing written), 3 a file could not be written. With --update-baseline the
  * comparison is printed but not enforced: exit 0 unless an input is bad. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../reports/gp_gate.h"
 #include "../reports/gp_report.h"
 #include "gp_cli.h"
+#include "gp_file.h"
 
 static const char gate_usage[] =
     "usage: gradprec gate --baseline BASE.json --current CUR.json [--tolerances TOL.json]\n"
@@ -40,36 +40,10 @@ static const char gate_usage[] =
 /* The whole file as a NUL-terminated string, or NULL. */
 static char *read_all(const char *path, gp_error *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        gp_error_set(e, "%s: cannot read: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 2) {
-            size_t ncap = cap ? cap * 2 : 65536;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                gp_error_set(e, "%s: out of memory", path);
-                return NULL;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t k = fread(buf + n, 1, cap - n - 1, f);
-        n += k;
-        if (k == 0)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    buf[n] = '\0';
-    if (bad || strlen(buf) != n) {
-        gp_error_set(e, "%s: cannot read (or contains a NUL byte)", path);
+    size_t n;
+    char *buf = gp_file_read(path, (size_t)1 << 30, &n, e);
+    if (buf && strlen(buf) != n) {
+        gp_error_set(e, "%s: contains a NUL byte", path);
         free(buf);
         return NULL;
     }

@@ -6,6 +6,9 @@
  * caller's scenario is left initialised, owning nothing. */
 #include "gp_scenario.h"
 
+#include "gp_buf.h"
+#include "gp_file.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -1163,35 +1166,10 @@ int gp_scenario_load_string(const char *text, size_t len, const char *origin, gp
 int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
 {
     gp_scenario_init(s);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gp_error_set(err, "%s: cannot open: %s", path, strerror(errno));
-    size_t len = 0, cap = 0;
-    char *text = NULL;
-    for (;;) {
-        if (cap - len < 4096) {
-            size_t ncap = cap ? cap * 2 : 65536;
-            char *p = realloc(text, ncap);
-            if (!p) {
-                free(text);
-                fclose(f);
-                return gp_error_set(err, "%s: out of memory reading the file", path);
-            }
-            text = p;
-            cap = ncap;
-        }
-        size_t got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    int bad = ferror(f);
-    int eno = errno;
-    fclose(f);
-    if (bad) {
-        free(text);
-        return gp_error_set(err, "%s: cannot read: %s", path, strerror(eno));
-    }
+    size_t len;
+    char *text = gp_file_read(path, (size_t)1 << 30, &len, err); /* a 1 GiB scenario is no scenario */
+    if (!text)
+        return -1;
     /* Default name: the basename without .yaml / .yml. */
     char name[GP_NAME_MAX];
     const char *base = strrchr(path, '/');
@@ -1212,44 +1190,9 @@ int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
 
 /* ---- writing YAML back ---- */
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int bad; /* out of memory: everything after is dropped */
-} sbuf;
-
-static void put(sbuf *b, const char *fmt, ...) GP_PRINTF(2, 3);
-static void put(sbuf *b, const char *fmt, ...)
-{
-    if (b->bad)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->bad = 1;
-        return;
-    }
-    if ((size_t)n >= b->cap - b->len) {
-        size_t ncap = b->cap * 2 > b->len + (size_t)n + 1 ? b->cap * 2 : b->len + (size_t)n + 1;
-        char *q = realloc(b->p, ncap);
-        if (!q) {
-            b->bad = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = ncap;
-        va_start(ap, fmt);
-        vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-    }
-    b->len += (size_t)n;
-}
-
 /* The shortest of %.15g/%.16g/%.17g that reads back to the same bits (so 0.9 stays
  * "0.9"); %.17g always does. */
-static void put_double(sbuf *b, double x)
+static void put_double(gp_buf *b, double x)
 {
     char buf[40];
     for (int prec = 15; prec <= 17; prec++) {
@@ -1258,55 +1201,55 @@ static void put_double(sbuf *b, double x)
         if (memcmp(&x, &y, sizeof x) == 0)
             break;
     }
-    put(b, "%s", buf);
+    gp_buf_printf(b, "%s", buf);
 }
 
 /* A double-quoted YAML string. */
-static void put_string(sbuf *b, const char *s)
+static void put_string(gp_buf *b, const char *s)
 {
-    put(b, "\"");
+    gp_buf_printf(b, "\"");
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            put(b, "\\%c", c);
+            gp_buf_printf(b, "\\%c", c);
         else if (c < 0x20 || c == 0x7f)
-            put(b, "\\x%02x", c);
+            gp_buf_printf(b, "\\x%02x", c);
         else
-            put(b, "%c", c);
+            gp_buf_printf(b, "%c", c);
     }
-    put(b, "\"");
+    gp_buf_printf(b, "\"");
 }
 
-static void put_key_double(sbuf *b, const char *indent, const char *key, double x)
+static void put_key_double(gp_buf *b, const char *indent, const char *key, double x)
 {
-    put(b, "%s%s: ", indent, key);
+    gp_buf_printf(b, "%s%s: ", indent, key);
     put_double(b, x);
-    put(b, "\n");
+    gp_buf_printf(b, "\n");
 }
 
-static void put_dist(sbuf *b, const char *key, const gp_dist *d, int is_grad)
+static void put_dist(gp_buf *b, const char *key, const gp_dist *d, int is_grad)
 {
-    put(b, "    %s:\n", key);
+    gp_buf_printf(b, "    %s:\n", key);
     if (d->kind == GP_DIST_VALUES && is_grad) {
-        put(b, "      values:\n");
+        gp_buf_printf(b, "      values:\n");
         for (size_t k = 0; k < d->nmb; k++) {
-            put(b, "        - [");
+            gp_buf_printf(b, "        - [");
             for (size_t t = 0; t < d->ntok[k]; t++) {
                 if (t)
-                    put(b, ", ");
+                    gp_buf_printf(b, ", ");
                 put_double(b, d->values[k][t]);
             }
-            put(b, "]\n");
+            gp_buf_printf(b, "]\n");
         }
         return;
     }
-    put(b, "      dist: %s\n", enum_name(dist_names, COUNT(dist_names), (int)d->kind));
+    gp_buf_printf(b, "      dist: %s\n", enum_name(dist_names, COUNT(dist_names), (int)d->kind));
     put_key_double(b, "      ", "scale", d->scale);
     put_key_double(b, "      ", "sigma", d->sigma);
     put_key_double(b, "      ", "alpha", d->alpha);
     put_key_double(b, "      ", "sign", d->neg_frac);
     put_key_double(b, "      ", "sparsity", d->sparsity);
-    put(b, "      outliers:\n");
+    gp_buf_printf(b, "      outliers:\n");
     put_key_double(b, "        ", "frac", d->outlier_frac);
     put_key_double(b, "        ", "scale", d->outlier_scale);
     put_key_double(b, "      ", "shrink", d->shrink);
@@ -1319,76 +1262,69 @@ static const char *bool_name(int v)
 
 char *gp_scenario_to_yaml(const gp_scenario *s)
 {
-    sbuf b = {malloc(4096), 0, 4096, 0};
-    if (!b.p)
-        return NULL;
-    b.p[0] = '\0';
-    put(&b, "name: ");
+    gp_buf b = GP_BUF_INIT;
+    gp_buf_printf(&b, "name: ");
     put_string(&b, s->name);
-    put(&b, "\nseed: %llu\n", (unsigned long long)s->seed);
+    gp_buf_printf(&b, "\nseed: %llu\n", (unsigned long long)s->seed);
     if (s->ntensors) {
-        put(&b, "tensors:\n");
+        gp_buf_printf(&b, "tensors:\n");
         for (size_t i = 0; i < s->ntensors; i++) {
             const gp_tensor_spec *t = &s->tensors[i];
-            put(&b, "  - name: ");
+            gp_buf_printf(&b, "  - name: ");
             put_string(&b, t->name);
-            put(&b, "\n    size: %zu\n", t->size);
+            gp_buf_printf(&b, "\n    size: %zu\n", t->size);
             put_dist(&b, "grad", &t->grad, 1);
             put_dist(&b, "weight", &t->weight, 0);
         }
     }
-    put(&b, "batch:\n  accumulation_steps: %d\n  microbatches: %d\n", s->batch.accumulation_steps,
+    gp_buf_printf(&b, "batch:\n  accumulation_steps: %d\n  microbatches: %d\n", s->batch.accumulation_steps,
         s->batch.microbatches);
     if (s->batch.tokens) {
-        put(&b, "  tokens: [");
+        gp_buf_printf(&b, "  tokens: [");
         for (int k = 0; k < s->batch.microbatches; k++)
-            put(&b, "%s%ld", k ? ", " : "", s->batch.tokens[k]);
-        put(&b, "]\n");
+            gp_buf_printf(&b, "%s%ld", k ? ", " : "", s->batch.tokens[k]);
+        gp_buf_printf(&b, "]\n");
     }
-    put(&b, "reduction: %s\n", enum_name(red_names, COUNT(red_names), (int)s->reduction));
-    put(&b, "fullbatch: %s\n", enum_name(fb_names, COUNT(fb_names), (int)s->fullbatch));
-    put(&b, "precision:\n  grad: %s\n  accumulator: %s\n  rounding: %s\n  ftz: %s\n",
+    gp_buf_printf(&b, "reduction: %s\n", enum_name(red_names, COUNT(red_names), (int)s->reduction));
+    gp_buf_printf(&b, "fullbatch: %s\n", enum_name(fb_names, COUNT(fb_names), (int)s->fullbatch));
+    gp_buf_printf(&b, "precision:\n  grad: %s\n  accumulator: %s\n  rounding: %s\n  ftz: %s\n",
         gp_format_name(s->precision.grad), gp_format_name(s->precision.accumulator),
         enum_name(acc_names, COUNT(acc_names), (int)s->precision.rounding),
         bool_name(s->precision.ftz));
-    put(&b, "loss_scale:\n  mode: %s\n", enum_name(ls_names, COUNT(ls_names), (int)s->loss_scale.mode));
+    gp_buf_printf(&b, "loss_scale:\n  mode: %s\n", enum_name(ls_names, COUNT(ls_names), (int)s->loss_scale.mode));
     put_key_double(&b, "  ", "init", s->loss_scale.init);
     put_key_double(&b, "  ", "growth", s->loss_scale.growth);
     put_key_double(&b, "  ", "backoff", s->loss_scale.backoff);
-    put(&b, "  interval: %d\n  unscale_before_clip: %s\n  update: %s\n", s->loss_scale.interval,
+    gp_buf_printf(&b, "  interval: %d\n  unscale_before_clip: %s\n  update: %s\n", s->loss_scale.interval,
         bool_name(s->loss_scale.unscale_before_clip), bool_name(s->loss_scale.update));
-    put(&b, "clip:\n");
+    gp_buf_printf(&b, "clip:\n");
     put_key_double(&b, "  ", "max_norm", s->clip.max_norm);
-    put(&b, "optimizer:\n  name: adamw\n");
+    gp_buf_printf(&b, "optimizer:\n  name: adamw\n");
     put_key_double(&b, "  ", "lr", s->optimizer.lr);
-    put(&b, "  betas: [");
+    gp_buf_printf(&b, "  betas: [");
     put_double(&b, s->optimizer.beta1);
-    put(&b, ", ");
+    gp_buf_printf(&b, ", ");
     put_double(&b, s->optimizer.beta2);
-    put(&b, "]\n");
+    gp_buf_printf(&b, "]\n");
     put_key_double(&b, "  ", "eps", s->optimizer.eps);
     put_key_double(&b, "  ", "weight_decay", s->optimizer.weight_decay);
-    put(&b, "  param: %s\n  master: %s\n  state: %s\n  kahan: %s\n  stochastic: %s\n",
+    gp_buf_printf(&b, "  param: %s\n  master: %s\n  state: %s\n  kahan: %s\n  stochastic: %s\n",
         gp_format_name(s->optimizer.param), master_names[s->optimizer.master != 0],
         gp_format_name(s->optimizer.state), bool_name(s->optimizer.kahan),
         bool_name(s->optimizer.stochastic));
-    put(&b, "schedule:\n  name: %s\n  warmup: %d\n  total: %d\n",
+    gp_buf_printf(&b, "schedule:\n  name: %s\n  warmup: %d\n  total: %d\n",
         enum_name(sched_names, COUNT(sched_names), (int)s->schedule.kind), s->schedule.warmup,
         s->schedule.total);
     put_key_double(&b, "  ", "min_lr", s->schedule.min_lr);
-    put(&b, "  step_size: %d\n", s->schedule.step_size);
+    gp_buf_printf(&b, "  step_size: %d\n", s->schedule.step_size);
     put_key_double(&b, "  ", "gamma", s->schedule.gamma);
-    put(&b, "steps: %d\n", s->steps);
+    gp_buf_printf(&b, "steps: %d\n", s->steps);
     int any = 0;
     for (int m = 0; m < GP_NMETRICS; m++)
         any |= s->thresholds.set[m];
-    put(&b, "thresholds:%s\n", any ? "" : " {}");
+    gp_buf_printf(&b, "thresholds:%s\n", any ? "" : " {}");
     for (int m = 0; m < GP_NMETRICS; m++)
         if (s->thresholds.set[m])
             put_key_double(&b, "  ", gp_metric_name((gp_metric)m), s->thresholds.max[m]);
-    if (b.bad) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    return gp_buf_take(&b);
 }

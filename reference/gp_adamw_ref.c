@@ -2,28 +2,7 @@
  * algorithm as written in torch's documentation of AdamW, in MPFR. */
 #include "gp_adamw_ref.h"
 
-/* ---- MPFR global state: widest exponent range inside, everything restored after ---- */
-
-typedef struct {
-    mpfr_exp_t emin, emax;
-    mpfr_flags_t flags;
-} ref_state;
-
-static void ref_enter(ref_state *s)
-{
-    s->emin = mpfr_get_emin();
-    s->emax = mpfr_get_emax();
-    s->flags = mpfr_flags_save();
-    mpfr_set_emin(mpfr_get_emin_min());
-    mpfr_set_emax(mpfr_get_emax_max());
-}
-
-static void ref_leave(const ref_state *s)
-{
-    mpfr_set_emin(s->emin);
-    mpfr_set_emax(s->emax);
-    mpfr_flags_restore(s->flags, MPFR_FLAGS_ALL);
-}
+#include "gp_mpfr_env.h"
 
 /* ---- the reference ---- */
 
@@ -52,8 +31,8 @@ static void one_minus_pow(mpfr_ptr out, double beta, long t)
 void gp_adamw_ref_step(gp_adamw_ref *r, double g, double lr, const gp_adamw_ref_hparams *h,
                        long t)
 {
-    ref_state saved;
-    ref_enter(&saved);
+    gp_mpfr_env saved;
+    gp_mpfr_env_enter(&saved);
     mpfr_t a, b, gg, den;
     mpfr_inits2(GP_ADAMW_REF_PREC, a, b, gg, den, (mpfr_ptr)0);
 
@@ -96,7 +75,7 @@ void gp_adamw_ref_step(gp_adamw_ref *r, double g, double lr, const gp_adamw_ref_
     mpfr_add(r->w, r->w, r->upd, MPFR_RNDN);
 
     mpfr_clears(a, b, gg, den, (mpfr_ptr)0);
-    ref_leave(&saved);
+    gp_mpfr_env_leave(&saved);
 }
 
 double gp_adamw_ref_param(const gp_adamw_ref *r)
@@ -108,8 +87,8 @@ double gp_adamw_ref_param(const gp_adamw_ref *r)
 
 void gp_adamw_ref_get(const gp_adamw_ref *r, double *w, double *m, double *v, double *upd)
 {
-    ref_state saved;
-    ref_enter(&saved);
+    gp_mpfr_env saved;
+    gp_mpfr_env_enter(&saved);
     if (w)
         *w = mpfr_get_d(r->w, MPFR_RNDN);
     if (m)
@@ -118,5 +97,5 @@ void gp_adamw_ref_get(const gp_adamw_ref *r, double *w, double *m, double *v, do
         *v = mpfr_get_d(r->v, MPFR_RNDN);
     if (upd)
         *upd = mpfr_get_d(r->upd, MPFR_RNDN);
-    ref_leave(&saved);
+    gp_mpfr_env_leave(&saved);
 }

@@ -3,28 +3,11 @@
  * of the formats, not of the rounding. */
 #include "gp_oracle.h"
 
+#include "gp_mpfr_env.h"
+
 #include <string.h>
 
-/* ---- MPFR global state: enter a format's range, leave restoring everything ---- */
-
-typedef struct {
-    mpfr_exp_t emin, emax;
-    mpfr_flags_t flags;
-} mpfr_state;
-
-static void state_save(mpfr_state *s)
-{
-    s->emin = mpfr_get_emin();
-    s->emax = mpfr_get_emax();
-    s->flags = mpfr_flags_save();
-}
-
-static void state_restore(const mpfr_state *s)
-{
-    mpfr_set_emin(s->emin);
-    mpfr_set_emax(s->emax);
-    mpfr_flags_restore(s->flags, MPFR_FLAGS_ALL);
-}
+/* ---- the format's exponent range ---- */
 
 /* MPFR writes x = 0.1b..b * 2^E, so the format value 1.b..b * 2^X has E = X + 1.
  * Smallest subnormal 2^(emin-p+1) -> E = emin-p+2; top binade X = emax -> E = emax+1. */
@@ -116,10 +99,8 @@ static int oracle_core(gp_format f, const source *src, gp_rmode mode, uint32_t r
                        gp_oracle_result *out)
 {
     gp_fmt_info fi = gp_fmt_get(f);
-    mpfr_state saved;
-    state_save(&saved);
-    mpfr_set_emin(mpfr_get_emin_min());
-    mpfr_set_emax(mpfr_get_emax_max());
+    gp_mpfr_env saved;
+    gp_mpfr_env_enter(&saved);
 
     /* x truncated: exact for mpfr inputs (their own precision), 4096 bits for text;
      * decides specials, sign, tininess and the stochastic fraction. */
@@ -198,7 +179,7 @@ static int oracle_core(gp_format f, const source *src, gp_rmode mode, uint32_t r
         }
     }
     mpfr_clear(xz);
-    state_restore(&saved);
+    gp_mpfr_env_leave(&saved);
     out->ev = ev;
     return 0;
 }

@@ -1,11 +1,12 @@
 /* gp_gate.c — see gp_gate.h. */
 #include "gp_gate.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../harness/gp_file.h"
 
 /* ---- metric kinds and tolerances ---- */
 
@@ -135,31 +136,11 @@ int gp_gate_parse_tolerances(const char *text, size_t len, const char *name, gp_
 int gp_gate_load_tolerances(const char *path, gp_gate_tolerances *t, gp_error *err)
 {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gp_error_set(err, "%s: cannot read: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 4096;
-            char *nb = ncap > (1u << 24) ? NULL : realloc(buf, ncap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return gp_error_set(err, "%s: too large for a tolerances file", path);
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    int rc = bad ? gp_error_set(err, "%s: cannot read", path) : gp_gate_parse_tolerances(buf, n, path, t, err);
+    size_t n;
+    char *buf = gp_file_read(path, (size_t)1 << 24, &n, err); /* 16 MiB: far beyond any tolerances file */
+    if (!buf)
+        return -1;
+    int rc = gp_gate_parse_tolerances(buf, n, path, t, err);
     free(buf);
     return rc;
 }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../harness/gp_buf.h"
 #include "../harness/gp_names.h"
 #include "../kernels/arith/gp_format.h"
 
@@ -22,100 +23,36 @@
 /* 1. Text buffer, escaping, values                                          */
 /* ======================================================================== */
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (b->n + n + 1 > cap)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    char small[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-        b->oom = 1;
-        return;
-    }
-    if ((size_t)k < sizeof small) {
-        sb_put(b, small, (size_t)k);
-        return;
-    }
-    char *big = malloc((size_t)k + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)k + 1, fmt, ap);
-    va_end(ap);
-    sb_put(b, big, (size_t)k);
-    free(big);
-}
-
 /* Text as HTML (element content and attribute values alike). */
-static void sb_esc(sbuf *b, const char *s)
+static void sb_esc(gp_buf *b, const char *s)
 {
     for (const char *p = s; *p; p++) {
         switch (*p) {
-        case '&': sb_puts(b, "&amp;"); break;
-        case '<': sb_puts(b, "&lt;"); break;
-        case '>': sb_puts(b, "&gt;"); break;
-        case '"': sb_puts(b, "&quot;"); break;
-        case '\'': sb_puts(b, "&#39;"); break;
-        default: sb_put(b, p, 1);
+        case '&': gp_buf_puts(b, "&amp;"); break;
+        case '<': gp_buf_puts(b, "&lt;"); break;
+        case '>': gp_buf_puts(b, "&gt;"); break;
+        case '"': gp_buf_puts(b, "&quot;"); break;
+        case '\'': gp_buf_puts(b, "&#39;"); break;
+        default: gp_buf_put(b, p, 1);
         }
     }
 }
 
 /* Escaped, with a line-break opportunity after each '_' (long metric names in
  * table headings). */
-static void sb_esc_wbr(sbuf *b, const char *s)
+static void sb_esc_wbr(gp_buf *b, const char *s)
 {
     char one[2] = {0, 0};
     for (const char *p = s; *p; p++) {
         one[0] = *p;
         sb_esc(b, one);
         if (*p == '_')
-            sb_puts(b, "<wbr>");
+            gp_buf_puts(b, "<wbr>");
     }
 }
 
 /* At most `max` bytes of s, cut at a UTF-8 character boundary, with "…" if cut. */
-static void sb_esc_trunc(sbuf *b, const char *s, size_t max)
+static void sb_esc_trunc(gp_buf *b, const char *s, size_t max)
 {
     size_t n = strlen(s);
     if (n <= max) {
@@ -132,7 +69,7 @@ static void sb_esc_trunc(sbuf *b, const char *s, size_t max)
     memcpy(cut, s, max);
     cut[max] = '\0';
     sb_esc(b, cut);
-    sb_puts(b, "\xe2\x80\xa6");
+    gp_buf_puts(b, "\xe2\x80\xa6");
     free(cut);
 }
 
@@ -144,21 +81,21 @@ static const char *fmt_g(double v, char buf[32])
 
 /* A value as the page shows it: reals %.3g, integers exactly, strings (including
  * "inf"/"nan") escaped, null as a dash. */
-static void put_value(sbuf *b, const json_t *v)
+static void put_value(gp_buf *b, const json_t *v)
 {
     char buf[32];
     if (json_is_integer(v))
-        sb_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        gp_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
     else if (json_is_real(v))
-        sb_puts(b, fmt_g(json_real_value(v), buf));
+        gp_buf_puts(b, fmt_g(json_real_value(v), buf));
     else if (json_is_string(v))
         sb_esc(b, json_string_value(v));
     else if (json_is_true(v))
-        sb_puts(b, "true");
+        gp_buf_puts(b, "true");
     else if (json_is_false(v))
-        sb_puts(b, "false");
+        gp_buf_puts(b, "false");
     else
-        sb_puts(b, "\xe2\x80\x94"); /* missing or null: an em dash */
+        gp_buf_puts(b, "\xe2\x80\x94"); /* missing or null: an em dash */
 }
 
 /* A finite number to chart, or 0 (strings "inf"/"nan", missing, anything else). */
@@ -196,11 +133,11 @@ static const char *verdict_class(const char *v)
     return "unknown";
 }
 
-static void put_badge(sbuf *b, const char *verdict)
+static void put_badge(gp_buf *b, const char *verdict)
 {
-    sb_printf(b, "<span class=\"badge %s\">", verdict_class(verdict));
+    gp_buf_printf(b, "<span class=\"badge %s\">", verdict_class(verdict));
     sb_esc(b, verdict);
-    sb_puts(b, "</span>");
+    gp_buf_puts(b, "</span>");
 }
 
 /* "2^-24" when v is an exact power of two, else "". */
@@ -343,123 +280,123 @@ typedef struct {
     double width;
 } stroke;
 
-static void put_stroke(sbuf *b, const stroke *st)
+static void put_stroke(gp_buf *b, const stroke *st)
 {
-    sb_printf(b, " stroke=\"%s\" stroke-width=\"%.1f\"", st->color, st->width);
+    gp_buf_printf(b, " stroke=\"%s\" stroke-width=\"%.1f\"", st->color, st->width);
     if (st->dash)
-        sb_printf(b, " stroke-dasharray=\"%s\"", st->dash);
+        gp_buf_printf(b, " stroke-dasharray=\"%s\"", st->dash);
 }
 
 /* Opens a chart: an <svg> with an accessible <title> and a visible title line. */
-static void svg_open(sbuf *b, int w, int h, const char *title)
+static void svg_open(gp_buf *b, int w, int h, const char *title)
 {
-    sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"%d\" height=\"%d\" "
+    gp_buf_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"%d\" height=\"%d\" "
                  "viewBox=\"0 0 %d %d\" role=\"img\"><title>", w, h, w, h);
     sb_esc(b, title);
-    sb_puts(b, "</title>\n<rect class=\"bg\" x=\"0\" y=\"0\" width=\"100%\" height=\"100%\"/>\n"
+    gp_buf_puts(b, "</title>\n<rect class=\"bg\" x=\"0\" y=\"0\" width=\"100%\" height=\"100%\"/>\n"
                "<text class=\"title\" x=\"12\" y=\"22\">");
     sb_esc_trunc(b, title, 110);
-    sb_puts(b, "</text>\n");
+    gp_buf_puts(b, "</text>\n");
 }
 
-static void svg_close(sbuf *b)
+static void svg_close(gp_buf *b)
 {
-    sb_puts(b, "</svg>\n");
+    gp_buf_puts(b, "</svg>\n");
 }
 
 /* The frame, grid, ticks, tick labels and the two axis labels of a plot. */
-static void svg_axes(sbuf *b, const plot *p, const char *xlabel, tick_style xst, const char *ylabel,
+static void svg_axes(gp_buf *b, const plot *p, const char *xlabel, tick_style xst, const char *ylabel,
                      tick_style yst)
 {
     double t[MAX_TICKS];
     char buf[32];
     int n = sc_ticks(&p->xs, t);
-    sb_puts(b, "<g class=\"axis x\">");
+    gp_buf_puts(b, "<g class=\"axis x\">");
     for (int i = 0; i < n; i++) {
         double X = sc_pos(&p->xs, t[i]);
-        sb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", X, p->y, X,
+        gp_buf_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", X, p->y, X,
                   p->y + p->h);
-        sb_printf(b, "<line class=\"tick\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", X, p->y + p->h,
+        gp_buf_printf(b, "<line class=\"tick\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", X, p->y + p->h,
                   X, p->y + p->h + 5);
-        sb_printf(b, "<text class=\"ticklabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>", X,
+        gp_buf_printf(b, "<text class=\"ticklabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>", X,
                   p->y + p->h + 18, tick_label(t[i], xst, buf));
     }
-    sb_printf(b, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", p->x + p->w / 2,
+    gp_buf_printf(b, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", p->x + p->w / 2,
               p->y + p->h + 38);
     sb_esc(b, xlabel);
-    sb_puts(b, "</text></g>\n<g class=\"axis y\">");
+    gp_buf_puts(b, "</text></g>\n<g class=\"axis y\">");
     n = sc_ticks(&p->ys, t);
     for (int i = 0; i < n; i++) {
         double Y = sc_pos(&p->ys, t[i]);
-        sb_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", p->x, Y,
+        gp_buf_printf(b, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", p->x, Y,
                   p->x + p->w, Y);
-        sb_printf(b, "<line class=\"tick\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", p->x - 5, Y, p->x,
+        gp_buf_printf(b, "<line class=\"tick\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", p->x - 5, Y, p->x,
                   Y);
-        sb_printf(b, "<text class=\"ticklabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>", p->x - 8,
+        gp_buf_printf(b, "<text class=\"ticklabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>", p->x - 8,
                   Y + 4, tick_label(t[i], yst, buf));
     }
     double yx = p->x - 52, yy = p->y + p->h / 2;
-    sb_printf(b, "<text class=\"ylabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+    gp_buf_printf(b, "<text class=\"ylabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
                  "transform=\"rotate(-90 %.1f %.1f)\">", yx, yy, yx, yy);
     sb_esc(b, ylabel);
-    sb_printf(b, "</text></g>\n<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>\n",
+    gp_buf_printf(b, "</text></g>\n<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>\n",
               p->x, p->y, p->w, p->h);
 }
 
 /* A polyline through the finite points; non-finite y breaks the line, values outside
  * the y domain are drawn on its edge (zeros on a log scale: the bottom edge). Dots on
  * the points when there are few. `tip` becomes the hover text. */
-static void svg_polyline(sbuf *b, const plot *p, const double *x, const double *y, int n, const stroke *st,
+static void svg_polyline(gp_buf *b, const plot *p, const double *x, const double *y, int n, const stroke *st,
                          const char *tip)
 {
     int open = 0;
-    sb_puts(b, "<g class=\"series\"><title>");
+    gp_buf_puts(b, "<g class=\"series\"><title>");
     sb_esc(b, tip);
-    sb_puts(b, "</title>");
+    gp_buf_puts(b, "</title>");
     for (int i = 0; i < n; i++) {
         if (!isfinite(y[i])) {
             if (open)
-                sb_puts(b, "\"/>");
+                gp_buf_puts(b, "\"/>");
             open = 0;
             continue;
         }
         if (!open) {
-            sb_puts(b, "<polyline fill=\"none\"");
+            gp_buf_puts(b, "<polyline fill=\"none\"");
             put_stroke(b, st);
-            sb_puts(b, " points=\"");
+            gp_buf_puts(b, " points=\"");
             open = 1;
         } else
-            sb_puts(b, " ");
-        sb_printf(b, "%.1f,%.1f", sc_pos(&p->xs, x[i]), sc_pos(&p->ys, y[i]));
+            gp_buf_puts(b, " ");
+        gp_buf_printf(b, "%.1f,%.1f", sc_pos(&p->xs, x[i]), sc_pos(&p->ys, y[i]));
     }
     if (open)
-        sb_puts(b, "\"/>");
+        gp_buf_puts(b, "\"/>");
     if (n <= 16)
         for (int i = 0; i < n; i++)
             if (isfinite(y[i]))
-                sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.6\" fill=\"%s\"/>", sc_pos(&p->xs, x[i]),
+                gp_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.6\" fill=\"%s\"/>", sc_pos(&p->xs, x[i]),
                           sc_pos(&p->ys, y[i]), st->color);
-    sb_puts(b, "</g>\n");
+    gp_buf_puts(b, "</g>\n");
 }
 
 /* A bar over [x0, x1] from the bottom of the y domain to y. */
-static void svg_bar(sbuf *b, const plot *p, double x0, double x1, double y, const char *fill, const char *tip)
+static void svg_bar(gp_buf *b, const plot *p, double x0, double x1, double y, const char *fill, const char *tip)
 {
     double X0 = sc_pos(&p->xs, x0), X1 = sc_pos(&p->xs, x1);
     double Y = sc_pos(&p->ys, y), base = p->y + p->h;
-    sb_printf(b, "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
+    gp_buf_printf(b, "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
               X0 + 0.5, Y, X1 - X0 > 1.5 ? X1 - X0 - 1 : 0.5, base - Y, fill);
     sb_esc(b, tip);
-    sb_puts(b, "</title></rect>");
+    gp_buf_puts(b, "</title></rect>");
 }
 
 /* A vertical line across the plot at x. */
-static void svg_vline(sbuf *b, const plot *p, double x, const stroke *st)
+static void svg_vline(gp_buf *b, const plot *p, double x, const stroke *st)
 {
     double X = sc_pos(&p->xs, x);
-    sb_printf(b, "<line class=\"marker\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"", X, p->y, X, p->y + p->h);
+    gp_buf_printf(b, "<line class=\"marker\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"", X, p->y, X, p->y + p->h);
     put_stroke(b, st);
-    sb_puts(b, "/>\n");
+    gp_buf_puts(b, "/>\n");
 }
 
 typedef enum { LEG_LINE, LEG_BOX, LEG_HEAD } legend_kind;
@@ -474,37 +411,37 @@ typedef struct {
 
 /* A legend, one item a row from (x, y); `chars` caps a label's length. Returns its
  * height in pixels. */
-static double svg_legend(sbuf *b, double x, double y, const legend_item *it, int n, size_t chars)
+static double svg_legend(gp_buf *b, double x, double y, const legend_item *it, int n, size_t chars)
 {
-    sb_puts(b, "<g class=\"legend\">");
+    gp_buf_puts(b, "<g class=\"legend\">");
     for (int i = 0; i < n; i++) {
         double Y = y + i * LEGEND_ROW;
         double tx; /* where the label starts: after the swatch */
         if (it[i].kind == LEG_LINE) {
-            sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"", x + 6, Y + 9, x + 26, Y + 9);
+            gp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"", x + 6, Y + 9, x + 26, Y + 9);
             put_stroke(b, &it[i].st);
-            sb_puts(b, "/>");
+            gp_buf_puts(b, "/>");
             tx = x + 32;
         } else {
             double sx = x + (it[i].kind == LEG_HEAD ? 0 : 8); /* items indent under a heading */
-            sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", sx, Y + 3,
+            gp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", sx, Y + 3,
                       it[i].st.color);
             tx = sx + 18;
         }
-        sb_printf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\">", it[i].kind == LEG_HEAD ? "leghead" : "legtext",
+        gp_buf_printf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\">", it[i].kind == LEG_HEAD ? "leghead" : "legtext",
                   tx, Y + 13);
         sb_esc_trunc(b, it[i].label, chars);
-        sb_puts(b, "</text>");
+        gp_buf_puts(b, "</text>");
     }
-    sb_puts(b, "</g>\n");
+    gp_buf_puts(b, "</g>\n");
     return n * LEGEND_ROW;
 }
 
 /* Notes under a chart (already HTML). */
-static void put_notes(sbuf *b, const sbuf *notes)
+static void put_notes(gp_buf *b, const gp_buf *notes)
 {
     if (notes->n)
-        sb_printf(b, "<figcaption>%s</figcaption>\n", notes->s);
+        gp_buf_printf(b, "<figcaption>%s</figcaption>\n", notes->s);
 }
 
 /* ======================================================================== */
@@ -547,7 +484,7 @@ typedef struct {
 #define MAX_POINTS 2000 /* points drawn a series at most */
 
 /* A multi-series line chart over steps 1..K (errors, stale fractions, loss scales). */
-static void line_chart(sbuf *b, const line_spec *sp, const series *s, size_t n)
+static void line_chart(gp_buf *b, const line_spec *sp, const series *s, size_t n)
 {
     size_t kmax = 0;
     long zeros = 0, nonfinite = 0, negative = 0;
@@ -630,7 +567,7 @@ static void line_chart(sbuf *b, const line_spec *sp, const series *s, size_t n)
     snprintf(xlabel, sizeof xlabel, "%s%s", sp->xlabel, xlog ? " (log scale)" : "");
     snprintf(ylabel, sizeof ylabel, "%s%s", sp->ylabel, ylog ? " (log)" : "");
 
-    sb_puts(b, "<figure class=\"chart wide\">\n");
+    gp_buf_puts(b, "<figure class=\"chart wide\">\n");
     svg_open(b, 1100, H, sp->title);
     svg_axes(b, &p, xlabel, TICK_NUM, ylabel, ylog ? TICK_EXP : TICK_NUM);
     /* very long series: every stride-th step (and the last) */
@@ -653,19 +590,19 @@ static void line_chart(sbuf *b, const line_spec *sp, const series *s, size_t n)
     svg_legend(b, LX, PY, leg, rows, 44);
     svg_close(b);
 
-    sbuf notes = {NULL, 0, 0, 0};
+    gp_buf notes = {NULL, 0, 0, 0};
     if (ylog && zeros)
-        sb_printf(&notes, "%ld value%s of exactly 0 drawn on the bottom edge (a log scale has no 0). ", zeros,
+        gp_buf_printf(&notes, "%ld value%s of exactly 0 drawn on the bottom edge (a log scale has no 0). ", zeros,
                   zeros == 1 ? "" : "s");
     if (nonfinite)
-        sb_printf(&notes, "%ld non-finite value%s (inf/nan) not drawn: the line breaks there. ", nonfinite,
+        gp_buf_printf(&notes, "%ld non-finite value%s (inf/nan) not drawn: the line breaks there. ", nonfinite,
                   nonfinite == 1 ? "" : "s");
     if (stride > 1)
-        sb_printf(&notes, "One step in %zu drawn (and the last). ", stride);
+        gp_buf_printf(&notes, "One step in %zu drawn (and the last). ", stride);
     put_notes(b, &notes);
     free(notes.s);
     b->oom |= notes.oom;
-    sb_puts(b, "</figure>\n");
+    gp_buf_puts(b, "</figure>\n");
 done:
     free(groups);
     free(leg);
@@ -675,18 +612,18 @@ done:
 }
 
 /* A labelled panel standing in for a chart whose data the report does not have. */
-static void placeholder(sbuf *b, const char *title, const char *key)
+static void placeholder(gp_buf *b, const char *title, const char *key)
 {
-    sb_puts(b, "<figure class=\"chart placeholder\"><div class=\"ph-title\">");
+    gp_buf_puts(b, "<figure class=\"chart placeholder\"><div class=\"ph-title\">");
     sb_esc(b, title);
-    sb_puts(b, "</div><div class=\"ph-body\">no optimizer steps simulated in this report</div>"
+    gp_buf_puts(b, "</div><div class=\"ph-body\">no optimizer steps simulated in this report</div>"
                "<figcaption>The chart appears when scenarios carry <code>");
     sb_esc(b, key);
-    sb_puts(b, "</code>.</figcaption></figure>\n");
+    gp_buf_puts(b, "</code>.</figcaption></figure>\n");
 }
 
 /* The line charts over a per-scenario array `key`, or the placeholder. */
-static void optimizer_chart(sbuf *b, const json_t *scs, const char *key, const line_spec *sp)
+static void optimizer_chart(gp_buf *b, const json_t *scs, const char *key, const line_spec *sp)
 {
     size_t nsc = json_array_size(scs), n = 0;
     series *s = calloc(nsc ? nsc : 1, sizeof *s);
@@ -704,7 +641,7 @@ static void optimizer_chart(sbuf *b, const json_t *scs, const char *key, const l
     else {
         line_chart(b, sp, s, n);
         if (n < nsc)
-            sb_printf(b, "<p class=\"note\">%zu scenario%s without <code>%s</code> not drawn.</p>\n", nsc - n,
+            gp_buf_printf(b, "<p class=\"note\">%zu scenario%s without <code>%s</code> not drawn.</p>\n", nsc - n,
                       nsc - n == 1 ? "" : "s", key);
     }
     free(s);
@@ -782,7 +719,7 @@ static double count_at(const json_t *counts, int j)
     return chart_num(json_array_get(counts, (size_t)j), &c) && c > 0 ? c : 0;
 }
 
-static void hist_chart(sbuf *b, const json_t *sc)
+static void hist_chart(gp_buf *b, const json_t *sc)
 {
     const json_t *h = json_object_get(sc, "grad_magnitude_log2_histogram");
     const json_t *counts = json_object_get(h, "counts"), *config = json_object_get(sc, "config");
@@ -801,12 +738,12 @@ static void hist_chart(sbuf *b, const json_t *sc)
             cminpos = fmin(cminpos, c);
         }
     }
-    sb_puts(b, "<figure class=\"chart small\">\n");
+    gp_buf_puts(b, "<figure class=\"chart small\">\n");
     if (total == 0 || first < -1000 || first > 1000) {
         svg_open(b, 540, 120, title);
-        sb_puts(b, "<text class=\"legtext\" x=\"20\" y=\"70\">no non-zero gradient values in this report</text>\n");
+        gp_buf_puts(b, "<text class=\"legtext\" x=\"20\" y=\"70\">no non-zero gradient values in this report</text>\n");
         svg_close(b);
-        sb_puts(b, "</figure>\n");
+        gp_buf_puts(b, "</figure>\n");
         return;
     }
 
@@ -898,7 +835,7 @@ static void hist_chart(sbuf *b, const json_t *sc)
         snprintf(tip, sizeof tip, "2^%d <= |g| < 2^%d: %.0f values", first + j, first + j + 1, c);
         svg_bar(b, &p, ldexp(1, first + j), ldexp(1, first + j + 1), c, "#7f9cc0", tip);
     }
-    sb_puts(b, "\n");
+    gp_buf_puts(b, "\n");
     for (int k = 0; k < nt; k++)
         if (on[k])
             svg_vline(b, &p, t[k].v, &t[k].st);
@@ -906,40 +843,40 @@ static void hist_chart(sbuf *b, const json_t *sc)
     svg_close(b);
 
     /* notes: the loss scale, then the thresholds off the chart grouped by format */
-    sbuf notes = {NULL, 0, 0, 0};
+    gp_buf notes = {NULL, 0, 0, 0};
     if (S != 1) {
         char p2[32];
-        sb_printf(&notes, "Loss scale S = %.10g%s%s: gradients are stored and accumulated multiplied by S, so a "
+        gp_buf_printf(&notes, "Loss scale S = %.10g%s%s: gradients are stored and accumulated multiplied by S, so a "
                           "format threshold t is drawn at t/S. ", S, pow2_text(S, p2)[0] ? " = " : "", p2);
     }
     if (median > 0) {
         char mv[32];
-        sb_printf(&notes, "Absorption lines take |acc| as the median |g| \xe2\x89\x88 %s (one addend)", fmt_g(median, mv));
+        gp_buf_printf(&notes, "Absorption lines take |acc| as the median |g| \xe2\x89\x88 %s (one addend)", fmt_g(median, mv));
         if (K > 1)
-            sb_printf(&notes, " and as K = %" JSON_INTEGER_FORMAT " times it (the end of K same-sign additions)", K);
-        sb_puts(&notes, ". ");
+            gp_buf_printf(&notes, " and as K = %" JSON_INTEGER_FORMAT " times it (the end of K same-sign additions)", K);
+        gp_buf_puts(&notes, ". ");
     }
     int off = 0;
     for (int k = 0; k < nt; k++) {
         if (on[k])
             continue;
         if (off++ == 0)
-            sb_puts(&notes, "Far from these gradients (not drawn): ");
+            gp_buf_puts(&notes, "Far from these gradients (not drawn): ");
         if (off == 1 || strcmp(t[k].who, t[k - 1].who) != 0 || on[k - 1]) {
             if (off > 1)
-                sb_puts(&notes, "; ");
+                gp_buf_puts(&notes, "; ");
             sb_esc(&notes, t[k].who);
-            sb_puts(&notes, ": ");
+            gp_buf_puts(&notes, ": ");
         } else
-            sb_puts(&notes, ", ");
+            gp_buf_puts(&notes, ", ");
         sb_esc(&notes, t[k].what);
     }
     if (off)
-        sb_puts(&notes, ".");
+        gp_buf_puts(&notes, ".");
     put_notes(b, &notes);
     b->oom |= notes.oom;
     free(notes.s);
-    sb_puts(b, "</figure>\n");
+    gp_buf_puts(b, "</figure>\n");
 }
 
 /* ======================================================================== */
@@ -981,24 +918,24 @@ static const char *const summary_metrics[] = {"grad_rel_err_fullbatch", "normali
                                               "underflow_frac", "subnormal_frac"};
 #define NSUMMARY (sizeof summary_metrics / sizeof summary_metrics[0])
 
-static void put_failed_list(sbuf *b, const json_t *failed, const char *sep)
+static void put_failed_list(gp_buf *b, const json_t *failed, const char *sep)
 {
     size_t i;
     const json_t *f;
     json_array_foreach(failed, i, f) {
         if (i)
-            sb_puts(b, sep);
-        sb_puts(b, "<span class=\"fi\">");
+            gp_buf_puts(b, sep);
+        gp_buf_puts(b, "<span class=\"fi\">");
         sb_esc(b, str_at(f, "metric", "?"));
-        sb_puts(b, " = ");
+        gp_buf_puts(b, " = ");
         put_value(b, json_object_get(f, "value"));
-        sb_puts(b, " &gt; ");
+        gp_buf_puts(b, " &gt; ");
         put_value(b, json_object_get(f, "max"));
-        sb_puts(b, "</span>");
+        gp_buf_puts(b, "</span>");
     }
 }
 
-static void put_header(sbuf *b, const json_t *report, const json_t *scs)
+static void put_header(gp_buf *b, const json_t *report, const json_t *scs)
 {
     int count[4] = {0, 0, 0, 0}; /* pass, warn, fail, other */
     size_t i;
@@ -1007,109 +944,109 @@ static void put_header(sbuf *b, const json_t *report, const json_t *scs)
         const char *v = str_at(sc, "verdict", "");
         count[strcmp(v, "pass") == 0 ? 0 : strcmp(v, "warn") == 0 ? 1 : strcmp(v, "fail") == 0 ? 2 : 3]++;
     }
-    sb_puts(b, "<h1>gradprec precision report</h1>\n<p class=\"meta\">schema <code>");
+    gp_buf_puts(b, "<h1>gradprec precision report</h1>\n<p class=\"meta\">schema <code>");
     put_value(b, json_object_get(report, "schema"));
-    sb_puts(b, "</code> &middot; backend <code>");
+    gp_buf_puts(b, "</code> &middot; backend <code>");
     put_value(b, json_object_get(report, "backend"));
-    sb_puts(b, "</code> &middot; compared with <code>");
+    gp_buf_puts(b, "</code> &middot; compared with <code>");
     const json_t *cmp = json_object_get(report, "compare_backend");
     if (json_is_string(cmp))
         sb_esc(b, json_string_value(cmp));
     else
-        sb_puts(b, "none");
-    sb_printf(b, "</code></p>\n<p class=\"counts\">%zu scenario%s: ", json_array_size(scs),
+        gp_buf_puts(b, "none");
+    gp_buf_printf(b, "</code></p>\n<p class=\"counts\">%zu scenario%s: ", json_array_size(scs),
               json_array_size(scs) == 1 ? "" : "s");
-    sb_printf(b, "<span class=\"badge fail\">%d fail</span> <span class=\"badge warn\">%d warn</span> "
+    gp_buf_printf(b, "<span class=\"badge fail\">%d fail</span> <span class=\"badge warn\">%d warn</span> "
                  "<span class=\"badge pass\">%d pass</span>", count[2], count[1], count[0]);
     if (count[3])
-        sb_printf(b, " <span class=\"badge unknown\">%d other</span>", count[3]);
-    sb_puts(b, "</p>\n");
+        gp_buf_printf(b, " <span class=\"badge unknown\">%d other</span>", count[3]);
+    gp_buf_puts(b, "</p>\n");
 }
 
-static void put_summary_table(sbuf *b, const json_t *scs)
+static void put_summary_table(gp_buf *b, const json_t *scs)
 {
-    sb_puts(b, "<h2>Summary</h2>\n<table class=\"summary\"><thead><tr><th>verdict</th><th>scenario</th>"
+    gp_buf_puts(b, "<h2>Summary</h2>\n<table class=\"summary\"><thead><tr><th>verdict</th><th>scenario</th>"
                "<th>dominant loss</th>");
     for (size_t m = 0; m < NSUMMARY; m++) {
-        sb_puts(b, "<th>");
+        gp_buf_puts(b, "<th>");
         sb_esc_wbr(b, summary_metrics[m]);
-        sb_puts(b, "</th>");
+        gp_buf_puts(b, "</th>");
     }
-    sb_puts(b, "<th>failed (value &gt; max)</th></tr></thead>\n<tbody>\n");
+    gp_buf_puts(b, "<th>failed (value &gt; max)</th></tr></thead>\n<tbody>\n");
     size_t i;
     const json_t *sc;
     json_array_foreach(scs, i, sc) {
         const json_t *metrics = json_object_get(sc, "metrics");
-        sb_puts(b, "<tr><td>");
+        gp_buf_puts(b, "<tr><td>");
         put_badge(b, str_at(sc, "verdict", "?"));
-        sb_printf(b, "</td><td class=\"name\"><a href=\"#scenario-%zu\">", i);
+        gp_buf_printf(b, "</td><td class=\"name\"><a href=\"#scenario-%zu\">", i);
         sb_esc(b, sc_name(sc));
-        sb_puts(b, "</a></td><td>");
+        gp_buf_puts(b, "</a></td><td>");
         sb_esc(b, str_at(sc, "dominant_mechanism", "\xe2\x80\x94"));
-        sb_puts(b, "</td>");
+        gp_buf_puts(b, "</td>");
         for (size_t m = 0; m < NSUMMARY; m++) {
-            sb_puts(b, "<td class=\"num\">");
+            gp_buf_puts(b, "<td class=\"num\">");
             put_value(b, json_object_get(metrics, summary_metrics[m]));
-            sb_puts(b, "</td>");
+            gp_buf_puts(b, "</td>");
         }
-        sb_puts(b, "<td class=\"failed\">");
+        gp_buf_puts(b, "<td class=\"failed\">");
         put_failed_list(b, json_object_get(sc, "failed"), "<br>");
-        sb_puts(b, "</td></tr>\n");
+        gp_buf_puts(b, "</td></tr>\n");
     }
-    sb_puts(b, "</tbody></table>\n");
+    gp_buf_puts(b, "</tbody></table>\n");
 }
 
 /* Any JSON value as nested key/value tables; arrays of scalars inline. */
-static void put_json(sbuf *b, const json_t *v)
+static void put_json(gp_buf *b, const json_t *v)
 {
     if (json_is_object(v)) {
         const char *k;
         const json_t *x;
-        sb_puts(b, "<table class=\"kv\">");
+        gp_buf_puts(b, "<table class=\"kv\">");
         json_object_foreach((json_t *)v, k, x) {
-            sb_puts(b, "<tr><th>");
+            gp_buf_puts(b, "<tr><th>");
             sb_esc(b, k);
-            sb_puts(b, "</th><td>");
+            gp_buf_puts(b, "</th><td>");
             put_json(b, x);
-            sb_puts(b, "</td></tr>");
+            gp_buf_puts(b, "</td></tr>");
         }
-        sb_puts(b, "</table>");
+        gp_buf_puts(b, "</table>");
     } else if (json_is_array(v)) {
         size_t i;
         const json_t *x;
         int scalars = 1;
         json_array_foreach(v, i, x) scalars &= !json_is_object(x) && !json_is_array(x);
-        sb_puts(b, scalars ? "[" : "<ol>");
+        gp_buf_puts(b, scalars ? "[" : "<ol>");
         json_array_foreach(v, i, x) {
             if (scalars) {
                 if (i)
-                    sb_puts(b, ", ");
+                    gp_buf_puts(b, ", ");
                 put_value(b, x);
             } else {
-                sb_puts(b, "<li>");
+                gp_buf_puts(b, "<li>");
                 put_json(b, x);
-                sb_puts(b, "</li>");
+                gp_buf_puts(b, "</li>");
             }
         }
-        sb_puts(b, scalars ? "]" : "</ol>");
+        gp_buf_puts(b, scalars ? "]" : "</ol>");
     } else
         put_value(b, v);
 }
 
 /* A two-column table of an object's scalar members. */
-static void put_kv_table(sbuf *b, const json_t *obj, const char *h1, const char *h2)
+static void put_kv_table(gp_buf *b, const json_t *obj, const char *h1, const char *h2)
 {
     const char *k;
     const json_t *x;
-    sb_printf(b, "<table><thead><tr><th>%s</th><th>%s</th></tr></thead><tbody>", h1, h2);
+    gp_buf_printf(b, "<table><thead><tr><th>%s</th><th>%s</th></tr></thead><tbody>", h1, h2);
     json_object_foreach((json_t *)obj, k, x) {
-        sb_puts(b, "<tr><td>");
+        gp_buf_puts(b, "<tr><td>");
         sb_esc(b, k);
-        sb_puts(b, "</td><td class=\"num\">");
+        gp_buf_puts(b, "</td><td class=\"num\">");
         put_value(b, x);
-        sb_puts(b, "</td></tr>");
+        gp_buf_puts(b, "</td></tr>");
     }
-    sb_puts(b, "</tbody></table>\n");
+    gp_buf_puts(b, "</tbody></table>\n");
 }
 
 static int metric_failed(const json_t *failed, const char *metric)
@@ -1120,63 +1057,63 @@ static int metric_failed(const json_t *failed, const char *metric)
     return 0;
 }
 
-static void put_details(sbuf *b, const json_t *sc, size_t i)
+static void put_details(gp_buf *b, const json_t *sc, size_t i)
 {
     const json_t *metrics = json_object_get(sc, "metrics"), *thr = json_object_get(sc, "thresholds");
     const json_t *failed = json_object_get(sc, "failed"), *config = json_object_get(sc, "config");
     const json_t *batch = json_object_get(config, "batch");
-    sb_printf(b, "<details id=\"scenario-%zu\"><summary>", i);
+    gp_buf_printf(b, "<details id=\"scenario-%zu\"><summary>", i);
     put_badge(b, str_at(sc, "verdict", "?"));
-    sb_puts(b, " ");
+    gp_buf_puts(b, " ");
     sb_esc(b, sc_name(sc));
-    sb_puts(b, " \xe2\x80\x94 ");
+    gp_buf_puts(b, " \xe2\x80\x94 ");
     sb_esc(b, str_at(sc, "dominant_mechanism", "?"));
-    sb_puts(b, "</summary>\n<p>");
+    gp_buf_puts(b, "</summary>\n<p>");
     sb_esc(b, sc_precision(sc, "grad"));
-    sb_puts(b, " gradients into a ");
+    gp_buf_puts(b, " gradients into a ");
     sb_esc(b, sc_precision(sc, "accumulator"));
-    sb_puts(b, " accumulator (");
+    gp_buf_puts(b, " accumulator (");
     sb_esc(b, sc_precision(sc, "rounding"));
-    sb_puts(b, "), K = ");
+    gp_buf_puts(b, "), K = ");
     put_value(b, json_object_get(batch, "microbatches"));
-    sb_puts(b, " micro-batches, reduction <code>");
+    gp_buf_puts(b, " micro-batches, reduction <code>");
     sb_esc(b, str_at(config, "reduction", "?"));
-    sb_puts(b, "</code>.</p>\n");
+    gp_buf_puts(b, "</code>.</p>\n");
     if (json_array_size(failed)) {
-        sb_puts(b, "<p class=\"failed\">Failed: ");
+        gp_buf_puts(b, "<p class=\"failed\">Failed: ");
         put_failed_list(b, failed, "; ");
-        sb_puts(b, "</p>\n");
+        gp_buf_puts(b, "</p>\n");
     }
     const json_t *notes = json_object_get(sc, "notes"), *x;
     size_t k;
     if (json_array_size(notes)) {
-        sb_puts(b, "<ul class=\"notes\">");
+        gp_buf_puts(b, "<ul class=\"notes\">");
         json_array_foreach(notes, k, x) {
-            sb_puts(b, "<li>");
+            gp_buf_puts(b, "<li>");
             put_value(b, x);
-            sb_puts(b, "</li>");
+            gp_buf_puts(b, "</li>");
         }
-        sb_puts(b, "</ul>\n");
+        gp_buf_puts(b, "</ul>\n");
     }
 
-    sb_puts(b, "<div class=\"row\"><div><h4>Metrics</h4>\n<table><thead><tr><th>metric</th><th>value</th><th>max</th></tr></thead><tbody>");
+    gp_buf_puts(b, "<div class=\"row\"><div><h4>Metrics</h4>\n<table><thead><tr><th>metric</th><th>value</th><th>max</th></tr></thead><tbody>");
     const char *key;
     json_object_foreach((json_t *)metrics, key, x) {
         int bad = metric_failed(failed, key);
-        sb_puts(b, "<tr><td>");
+        gp_buf_puts(b, "<tr><td>");
         sb_esc(b, key);
-        sb_printf(b, "</td><td class=\"num%s\">", bad ? " bad" : "");
+        gp_buf_printf(b, "</td><td class=\"num%s\">", bad ? " bad" : "");
         put_value(b, x);
-        sb_puts(b, "</td><td class=\"num\">");
+        gp_buf_puts(b, "</td><td class=\"num\">");
         if (json_object_get(thr, key))
             put_value(b, json_object_get(thr, key));
-        sb_puts(b, "</td></tr>");
+        gp_buf_puts(b, "</td></tr>");
     }
-    sb_puts(b, "</tbody></table></div>\n<div><h4>Loss by mechanism</h4>\n");
+    gp_buf_puts(b, "</tbody></table></div>\n<div><h4>Loss by mechanism</h4>\n");
     put_kv_table(b, json_object_get(sc, "loss_by_mechanism"), "mechanism", "error norm / full-batch norm");
-    sb_puts(b, "</div>\n<div><h4>Events</h4>\n");
+    gp_buf_puts(b, "</div>\n<div><h4>Events</h4>\n");
     put_kv_table(b, json_object_get(sc, "events"), "event", "count");
-    sb_puts(b, "</div></div>\n");
+    gp_buf_puts(b, "</div></div>\n");
 
     /* per tensor: one row a tensor, one column a metric (union, first-seen order) */
     const json_t *tensors = json_object_get(sc, "tensors"), *t;
@@ -1184,32 +1121,32 @@ static void put_details(sbuf *b, const json_t *sc, size_t i)
     json_array_foreach(tensors, k, t) {
         json_object_foreach(json_object_get(t, "metrics"), key, x) json_object_set_new(cols, key, json_null());
     }
-    sb_puts(b, "<h4>Per tensor</h4>\n<div class=\"scroll\"><table class=\"tensors\"><thead><tr><th>tensor</th>"
+    gp_buf_puts(b, "<h4>Per tensor</h4>\n<div class=\"scroll\"><table class=\"tensors\"><thead><tr><th>tensor</th>"
                "<th>size</th>");
     json_object_foreach(cols, key, x) {
-        sb_puts(b, "<th>");
+        gp_buf_puts(b, "<th>");
         sb_esc_wbr(b, key);
-        sb_puts(b, "</th>");
+        gp_buf_puts(b, "</th>");
     }
-    sb_puts(b, "</tr></thead><tbody>");
+    gp_buf_puts(b, "</tr></thead><tbody>");
     json_array_foreach(tensors, k, t) {
-        sb_puts(b, "<tr><td>");
+        gp_buf_puts(b, "<tr><td>");
         sb_esc(b, str_at(t, "name", "?"));
-        sb_puts(b, "</td><td class=\"num\">");
+        gp_buf_puts(b, "</td><td class=\"num\">");
         put_value(b, json_object_get(t, "size"));
-        sb_puts(b, "</td>");
+        gp_buf_puts(b, "</td>");
         json_object_foreach(cols, key, x) {
-            sb_puts(b, "<td class=\"num\">");
+            gp_buf_puts(b, "<td class=\"num\">");
             put_value(b, json_object_get(json_object_get(t, "metrics"), key));
-            sb_puts(b, "</td>");
+            gp_buf_puts(b, "</td>");
         }
-        sb_puts(b, "</tr>");
+        gp_buf_puts(b, "</tr>");
     }
-    sb_puts(b, "</tbody></table></div>\n");
+    gp_buf_puts(b, "</tbody></table></div>\n");
     json_decref(cols);
-    sb_puts(b, "<h4>Configuration</h4>\n");
+    gp_buf_puts(b, "<h4>Configuration</h4>\n");
     put_json(b, config);
-    sb_puts(b, "\n</details>\n");
+    gp_buf_puts(b, "\n</details>\n");
 }
 
 #define MAX_HISTOGRAMS 12
@@ -1234,16 +1171,16 @@ char *gp_report_html(const json_t *report, gp_error *err)
         }
     }
 
-    sbuf b = {NULL, 0, 0, 0};
-    sb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    gp_buf b = {NULL, 0, 0, 0};
+    gp_buf_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                 "<title>gradprec report</title>\n<style>\n");
-    sb_puts(&b, page_css);
-    sb_puts(&b, "</style>\n</head>\n<body>\n");
+    gp_buf_puts(&b, page_css);
+    gp_buf_puts(&b, "</style>\n</head>\n<body>\n");
     put_header(&b, report, scs);
     put_summary_table(&b, scs);
 
-    sb_puts(&b, "<h2>Accumulation error</h2>\n");
+    gp_buf_puts(&b, "<h2>Accumulation error</h2>\n");
     series *s = calloc(nsc ? nsc : 1, sizeof *s);
     if (!s) {
         free(b.s);
@@ -1260,27 +1197,27 @@ char *gp_report_html(const json_t *report, gp_error *err)
     line_chart(&b, &err_spec, s, nsc);
     free(s);
 
-    sb_puts(&b, "<h2>Gradient magnitudes against format thresholds</h2>\n<div class=\"grid-2\">\n");
+    gp_buf_puts(&b, "<h2>Gradient magnitudes against format thresholds</h2>\n<div class=\"grid-2\">\n");
     json_array_foreach(scs, i, sc) {
         if (i >= MAX_HISTOGRAMS)
             break;
         hist_chart(&b, sc);
     }
-    sb_puts(&b, "</div>\n");
+    gp_buf_puts(&b, "</div>\n");
     if (nsc > MAX_HISTOGRAMS)
-        sb_printf(&b, "<p class=\"note\">Histograms of the first %d scenarios only; the other %zu are in the "
+        gp_buf_printf(&b, "<p class=\"note\">Histograms of the first %d scenarios only; the other %zu are in the "
                       "report.json.</p>\n", MAX_HISTOGRAMS, nsc - MAX_HISTOGRAMS);
 
-    sb_puts(&b, "<h2>Optimizer</h2>\n");
+    gp_buf_puts(&b, "<h2>Optimizer</h2>\n");
     const line_spec stale_spec = {"Stale-update fraction over the LR schedule", "optimizer step (LR schedule)",
                                   "fraction of weights left unchanged", 0, 64, "accumulator"};
     optimizer_chart(&b, scs, "stale_update_by_step", &stale_spec);
     const line_spec ls_spec = {"Loss-scale trajectory", "optimizer step", "loss scale", 1, 64, "accumulator"};
     optimizer_chart(&b, scs, "loss_scale_by_step", &ls_spec);
 
-    sb_puts(&b, "<h2>Scenarios</h2>\n");
+    gp_buf_puts(&b, "<h2>Scenarios</h2>\n");
     json_array_foreach(scs, i, sc) put_details(&b, sc, i);
-    sb_puts(&b, "</body>\n</html>\n");
+    gp_buf_puts(&b, "</body>\n</html>\n");
     if (b.oom) {
         free(b.s);
         gp_error_set(err, "out of memory");

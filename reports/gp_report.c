@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../harness/gp_buf.h"
 #include "../harness/gp_names.h"
 
 static const char *const verdict_names[] = {"pass", "warn", "fail"};
@@ -251,43 +252,6 @@ json_t *gp_report_load(const char *path, gp_error *err)
 
 /* ---- Markdown ---- */
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = (b->cap + (size_t)k + 1) * 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-}
-
 static const char *g(double v, char *buf)
 {
     snprintf(buf, 32, "%.3g", v);
@@ -296,19 +260,19 @@ static const char *g(double v, char *buf)
 
 char *gp_report_markdown(const gp_run_report *r)
 {
-    sbuf b = {NULL, 0, 0, 0};
+    gp_buf b = GP_BUF_INIT;
     char x1[32], x2[32], x3[32], x4[32], x5[32];
     int count[3] = {0, 0, 0};
     for (size_t i = 0; i < r->n; i++)
         count[r->results[i].verdict]++;
-    sb_printf(&b, "## gradprec: %d fail, %d warn, %d pass\n\n", count[GP_FAIL], count[GP_WARN], count[GP_PASS]);
-    sb_printf(&b, "Backend `%s`%s%s%s.\n\n", r->backend, r->compare_backend ? ", compared bit for bit with `" : "",
+    gp_buf_printf(&b, "## gradprec: %d fail, %d warn, %d pass\n\n", count[GP_FAIL], count[GP_WARN], count[GP_PASS]);
+    gp_buf_printf(&b, "Backend `%s`%s%s%s.\n\n", r->backend, r->compare_backend ? ", compared bit for bit with `" : "",
               r->compare_backend ? r->compare_backend : "", r->compare_backend ? "`" : "");
-    sb_printf(&b, "| verdict | scenario | dominant loss | grad_rel_err_fullbatch | normalization_rel_err | "
+    gp_buf_printf(&b, "| verdict | scenario | dominant loss | grad_rel_err_fullbatch | normalization_rel_err | "
                   "absorbed_frac | underflow_frac | subnormal_frac |\n|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
-        sb_printf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", gp_verdict_name(res->verdict),
+        gp_buf_printf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", gp_verdict_name(res->verdict),
                   r->scenarios[i]->name, gp_mechanism_name(res->dominant),
                   g(res->metric[GP_M_GRAD_REL_ERR_FULLBATCH], x1), g(res->metric[GP_M_NORMALIZATION_REL_ERR], x2),
                   g(res->metric[GP_M_ABSORBED_FRAC], x3), g(res->metric[GP_M_UNDERFLOW_FRAC], x4),
@@ -317,42 +281,38 @@ char *gp_report_markdown(const gp_run_report *r)
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
         const gp_scenario *sc = r->scenarios[i];
-        sb_printf(&b, "\n### %s: %s\n\n", sc->name, gp_verdict_name(res->verdict));
-        sb_printf(&b, "%s gradients into a %s accumulator (%s), K = %d micro-batches, reduction `%s`.\n\n",
+        gp_buf_printf(&b, "\n### %s: %s\n\n", sc->name, gp_verdict_name(res->verdict));
+        gp_buf_printf(&b, "%s gradients into a %s accumulator (%s), K = %d micro-batches, reduction `%s`.\n\n",
                   gp_format_name(sc->precision.grad), gp_format_name(sc->precision.accumulator),
                   rounding_names[sc->precision.rounding], sc->batch.microbatches, reduction_names[sc->reduction]);
         for (int m = 0; m < GP_NMETRICS; m++)
             if (res->failed[m])
-                sb_printf(&b, "- **%s = %s** exceeds %s\n", gp_metric_name((gp_metric)m), g(res->metric[m], x1),
+                gp_buf_printf(&b, "- **%s = %s** exceeds %s\n", gp_metric_name((gp_metric)m), g(res->metric[m], x1),
                           g(res->threshold[m], x2));
-        sb_printf(&b, "- loss by mechanism (error norm / full-batch norm):");
+        gp_buf_printf(&b, "- loss by mechanism (error norm / full-batch norm):");
         for (int m = 0; m < GP_NMECH; m++)
-            sb_printf(&b, " %s %s%s", gp_mechanism_name((gp_mechanism)m), g(res->loss[m], x1),
+            gp_buf_printf(&b, " %s %s%s", gp_mechanism_name((gp_mechanism)m), g(res->loss[m], x1),
                       m + 1 < GP_NMECH ? "," : "\n");
-        sb_printf(&b, "- events: %llu of %llu additions absorbed, %llu of %llu roundings underflowed, "
+        gp_buf_printf(&b, "- events: %llu of %llu additions absorbed, %llu of %llu roundings underflowed, "
                       "%llu overflows, %llu of %llu stored gradients subnormal\n",
                   (unsigned long long)res->st.absorbed, (unsigned long long)res->st.adds_nonzero,
                   (unsigned long long)res->st.underflow, (unsigned long long)res->st.rounded_nonzero,
                   (unsigned long long)res->st.overflow, (unsigned long long)res->st.subnormal,
                   (unsigned long long)res->st.stored_nonzero);
         if (res->st.mismatches)
-            sb_printf(&b, "- **%llu element results differ between the backends**\n",
+            gp_buf_printf(&b, "- **%llu element results differ between the backends**\n",
                       (unsigned long long)res->st.mismatches);
-        sb_printf(&b, "\n<details><summary>per tensor</summary>\n\n| tensor | size | grad_rel_err_fullbatch | "
+        gp_buf_printf(&b, "\n<details><summary>per tensor</summary>\n\n| tensor | size | grad_rel_err_fullbatch | "
                       "absorbed_frac | underflow_frac |\n|---|---|---|---|---|\n");
         for (size_t t = 0; t < res->ntensors; t++) {
             const gp_tensor_result *tr = &res->tensors[t];
-            sb_printf(&b, "| %s | %llu | %s | %s | %s |\n", tr->name, (unsigned long long)tr->size,
+            gp_buf_printf(&b, "| %s | %llu | %s | %s | %s |\n", tr->name, (unsigned long long)tr->size,
                       g(tr->metric[GP_M_GRAD_REL_ERR_FULLBATCH], x1), g(tr->metric[GP_M_ABSORBED_FRAC], x2),
                       g(tr->metric[GP_M_UNDERFLOW_FRAC], x3));
         }
-        sb_printf(&b, "\n</details>\n");
+        gp_buf_printf(&b, "\n</details>\n");
     }
-    if (b.oom) {
-        free(b.s);
-        return NULL;
-    }
-    return b.s;
+    return gp_buf_take(&b);
 }
 
 void gp_report_table(FILE *out, const gp_run_report *r)
