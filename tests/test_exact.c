@@ -20,20 +20,6 @@
 #include "kernels/arith/gp_arith.h"
 #include "reference/gp_exact.h"
 
-static uint64_t f64_bits(double x)
-{
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float f32_from_bits(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* ---- the independent side: GMP/MPFR ---- */
 
 /* z += n * x * 2^149, exactly (24 + 31 bits fit the 64-bit precision). */
@@ -131,7 +117,7 @@ static void check_div(const gp_fixacc *a, const mpz_t z, uint64_t d)
     g_div_checked++;
     g_inexact += ws != 0;
     g_ties += ref_is_tie(z, d);
-    gp_assert_bits(f64_bits(got), f64_bits(want), "div by %llu: got %a want %a",
+    gp_assert_bits(gp_f64_bits(got), gp_f64_bits(want), "div by %llu: got %a want %a",
                    (unsigned long long)d, got, want);
     gp_assert_bits((uint64_t)(int64_t)ks, (uint64_t)(int64_t)ws, "sticky, div by %llu, result %a",
                    (unsigned long long)d, want);
@@ -147,9 +133,9 @@ static void test_small_exact(void **state)
     gp_fixacc_zero(&a);
     gp_fixacc_add(&a, 0.5f, 3);
     gp_fixacc_add(&a, 0.25f, 1);
-    gp_assert_bits(f64_bits(gp_fixacc_div(&a, 1, &s)), f64_bits(1.75), "0.5*3 + 0.25");
+    gp_assert_bits(gp_f64_bits(gp_fixacc_div(&a, 1, &s)), gp_f64_bits(1.75), "0.5*3 + 0.25");
     gp_assert_bits((uint64_t)(int64_t)s, 0, "sticky of an exact sum");
-    gp_assert_bits(f64_bits(gp_fixacc_div(&a, 7, &s)), f64_bits(0.25), "1.75 / 7");
+    gp_assert_bits(gp_f64_bits(gp_fixacc_div(&a, 7, &s)), gp_f64_bits(0.25), "1.75 / 7");
     gp_assert_bits((uint64_t)(int64_t)s, 0, "sticky of an exact quotient");
 
     /* x then -x: every limb back to zero, for values that borrow across all limbs */
@@ -176,7 +162,7 @@ static void test_small_exact(void **state)
     gp_fixacc_add(&a, FLT_MAX, 0);
     for (int l = 0; l < GP_FIXACC_LIMBS; l++)
         gp_assert_bits(a.limb[l], 0, "zero terms: limb %d", l);
-    gp_assert_bits(f64_bits(gp_fixacc_div(&a, 3, &s)), f64_bits(0.0), "0 / 3");
+    gp_assert_bits(gp_f64_bits(gp_fixacc_div(&a, 3, &s)), gp_f64_bits(0.0), "0 / 3");
     gp_assert_bits((uint64_t)(int64_t)s, 0, "sticky of zero");
 }
 
@@ -225,7 +211,7 @@ static void test_min_subnormal_and_third(void **state)
     int s = 9;
     gp_fixacc_zero(&a);
     gp_fixacc_add(&a, 0x1p-149f, 1);
-    gp_assert_bits(f64_bits(gp_fixacc_div(&a, 1, &s)), f64_bits(0x1p-149), "2^-149 / 1");
+    gp_assert_bits(gp_f64_bits(gp_fixacc_div(&a, 1, &s)), gp_f64_bits(0x1p-149), "2^-149 / 1");
     gp_assert_bits((uint64_t)(int64_t)s, 0, "sticky of 2^-149");
 
     /* 1/3: expected result and sticky from MPFR/mpq, then checked against the literal */
@@ -236,7 +222,7 @@ static void test_min_subnormal_and_third(void **state)
     ref_add(z, 1.0f, 1);
     int ws;
     double want = ref_div(z, 3, &ws);
-    gp_assert_bits(f64_bits(want), f64_bits(0x1.5555555555555p-2), "MPFR's 1/3");
+    gp_assert_bits(gp_f64_bits(want), gp_f64_bits(0x1.5555555555555p-2), "MPFR's 1/3");
     gp_assert_bits((uint64_t)(int64_t)ws, 1, "1/3 lies above its rounding (mpq)");
     check_div(&a, z, 3);
     mpz_clear(z);
@@ -281,7 +267,7 @@ static void test_ties(void **state)
                 int s = 9;
                 double got = gp_fixacc_div(&a, 1ull << k, &s);
                 double want = ldexp(neg ? -cases[i].want : cases[i].want, -k);
-                gp_assert_bits(f64_bits(got), f64_bits(want), "tie case %zu neg %d k %d", i, neg,
+                gp_assert_bits(gp_f64_bits(got), gp_f64_bits(want), "tie case %zu neg %d k %d", i, neg,
                                k);
                 gp_assert_bits((uint64_t)(int64_t)s,
                                (uint64_t)(int64_t)(neg ? -cases[i].sticky : cases[i].sticky),
@@ -313,7 +299,7 @@ static float random_float(uint64_t *s, int window_lo, int window_w)
             u = (u & 0x807fffffu) | (e << 23);
         }
         if (((u >> 23) & 0xffu) != 0xffu)
-            return f32_from_bits(u);
+            return gp_f32_from_bits(u);
     }
 }
 
@@ -394,12 +380,12 @@ static void test_random_sweep(void **state)
 static void test_nudge(void **state)
 {
     (void)state;
-    gp_assert_bits(f64_bits(gp_f64_nudge(1.0, 1)), f64_bits(nextafter(1.0, 2.0)), "up from 1");
-    gp_assert_bits(f64_bits(gp_f64_nudge(1.0, -1)), f64_bits(nextafter(1.0, 0.0)), "down from 1");
-    gp_assert_bits(f64_bits(gp_f64_nudge(1.0, 0)), f64_bits(1.0), "stay at 1");
-    gp_assert_bits(f64_bits(gp_f64_nudge(-1.0, 1)), f64_bits(nextafter(-1.0, 0.0)), "up from -1");
-    gp_assert_bits(f64_bits(gp_f64_nudge(-1.0, -1)), f64_bits(nextafter(-1.0, -2.0)), "down from -1");
-    gp_assert_bits(f64_bits(gp_f64_nudge(0x1p-149, -1)), f64_bits(0x1.fffffffffffffp-150),
+    gp_assert_bits(gp_f64_bits(gp_f64_nudge(1.0, 1)), gp_f64_bits(nextafter(1.0, 2.0)), "up from 1");
+    gp_assert_bits(gp_f64_bits(gp_f64_nudge(1.0, -1)), gp_f64_bits(nextafter(1.0, 0.0)), "down from 1");
+    gp_assert_bits(gp_f64_bits(gp_f64_nudge(1.0, 0)), gp_f64_bits(1.0), "stay at 1");
+    gp_assert_bits(gp_f64_bits(gp_f64_nudge(-1.0, 1)), gp_f64_bits(nextafter(-1.0, 0.0)), "up from -1");
+    gp_assert_bits(gp_f64_bits(gp_f64_nudge(-1.0, -1)), gp_f64_bits(nextafter(-1.0, -2.0)), "down from -1");
+    gp_assert_bits(gp_f64_bits(gp_f64_nudge(0x1p-149, -1)), gp_f64_bits(0x1.fffffffffffffp-150),
                    "down from 2^-149");
 }
 
@@ -434,7 +420,7 @@ static void exactsum_case(uint64_t *s, size_t count, int steps, int spread, uint
             int s1, s2;
             double a = gp_exactsum_div(sum[i], &spill[i], ds[j], &s1);
             double b = gp_fixacc_div(&ref[i], ds[j], &s2);
-            gp_assert_bits(f64_bits(a), f64_bits(b), "element %zu / %llu", i, (unsigned long long)ds[j]);
+            gp_assert_bits(gp_f64_bits(a), gp_f64_bits(b), "element %zu / %llu", i, (unsigned long long)ds[j]);
             gp_assert_bits((uint64_t)(int64_t)s1, (uint64_t)(int64_t)s2, "sticky of element %zu", i);
         }
     }
