@@ -4,8 +4,14 @@
  *   (b) the CPU backend's bf16 accumulation (fp32 grads, RNE) vs a native fp32
  *       `acc += g` loop; target <= 2.0x
  *   (c) the whole default suite (-j 1), seconds; target < 60 s on 2 cores
+ *   (d) the reference AdamW step in double-double (gp_adamw_dd_step) vs the CPU-emulated
+ *       fp32 AdamW step (a gp_adamw_step loop: fp32 param and state, ONE_STORE, torch-CUDA
+ *       order, with event pointers as an instrumented run passes them; the figure without
+ *       them too) on 10^6 parameters; target <= 50x. Also the MPFR element reference
+ *       (gp_adamw_ref_step) per parameter, on 10^4 parameters.
  *   peak resident memory (getrusage), and with --big a 10^8-element tensor, K = 64.
- * Usage: build/bench/gp_bench [--json] [--big]. Each timing is the best of 5 runs. */
+ * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only] (--adamw-only: (d) alone).
+ * Each timing is the best of 5 runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +22,9 @@
 #include "harness/gp_generate.h"
 #include "harness/gp_presets.h"
 #include "harness/gp_runner.h"
+#include "kernels/arith/gp_adamw.h"
+#include "reference/gp_adamw_dd.h"
+#include "reference/gp_adamw_ref.h"
 #include "reference/gp_exact.h"
 
 static double now(void)
@@ -112,6 +121,120 @@ static void bench_bf16(double *t_bf16, double *t_fp32)
     free(acc16);
 }
 
+/* (d): seconds per step over NA parameters (best of 5 runs of ASTEPS steps each). */
+enum { NA = 1000000, NA_MPFR = 10000, ASTEPS = 3 };
+
+typedef struct {
+    double dd, fp32_ev, fp32, mpfr; /* seconds per step per parameter */
+} adamw_times;
+
+static void bench_adamw(adamw_times *at)
+{
+    const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
+    float *gf = malloc((size_t)NA * sizeof *gf), *w0 = malloc((size_t)NA * sizeof *w0);
+    double *g = malloc((size_t)NA * sizeof *g);
+    uint32_t *p = malloc((size_t)NA * sizeof *p), *m = malloc((size_t)NA * sizeof *m),
+             *v = malloc((size_t)NA * sizeof *v);
+    gp_adamw_dd_state st;
+    if (!gf || !w0 || !g || !p || !m || !v || gp_adamw_dd_state_alloc(&st, NA) != 0) {
+        fprintf(stderr, "gp_bench: out of memory\n");
+        exit(3);
+    }
+    gp_dist dist;
+    memset(&dist, 0, sizeof dist);
+    dist.kind = GP_DIST_NORMAL;
+    dist.scale = 1e-3;
+    gp_generate(&dist, 3, 0, 0, NA, gf);
+    dist.scale = 2e-2;
+    gp_generate(&dist, 3, 1, 0, NA, w0);
+    for (size_t i = 0; i < NA; i++)
+        g[i] = (double)gf[i];
+    gp_adamw_config cfg = {GP_FP32, GP_FP32, GP_ADAMW_ONE_STORE, GP_RNE, GP_ADAMW_TORCH_CUDA};
+    at->dd = at->fp32_ev = at->fp32 = at->mpfr = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        for (size_t i = 0; i < NA; i++)
+            gp_adamw_dd_state_set(&st, i, (double)w0[i]);
+        double t0 = now();
+        for (long t = 1; t <= ASTEPS; t++) {
+            gp_adamw_dd_scalars s = gp_adamw_dd_scalars_make(lr, b1, b2, eps, wd, t);
+            gp_adamw_dd_step(&s, &st, 0, NA, g, gp_dd_from_double(1.0), NULL);
+        }
+        double t1 = now();
+        unsigned evsum = 0;
+        for (int instrumented = 1; instrumented >= 0; instrumented--) {
+            for (size_t i = 0; i < NA; i++) {
+                p[i] = gp_f32_bits(w0[i]);
+                m[i] = v[i] = 0;
+            }
+            double t2 = now();
+            for (long t = 1; t <= ASTEPS; t++) {
+                gp_adamw_scalars s = gp_adamw_scalars_make(lr, b1, b2, eps, wd, t);
+                if (instrumented) {
+                    for (size_t i = 0; i < NA; i++) {
+                        unsigned ev = 0, evs = 0;
+                        p[i] = gp_adamw_step(cfg, &s, p[i], NULL, NULL, &m[i], &v[i], gf[i], 0, 0, &ev, &evs);
+                        evsum += ev | evs;
+                    }
+                } else {
+                    for (size_t i = 0; i < NA; i++)
+                        p[i] = gp_adamw_step(cfg, &s, p[i], NULL, NULL, &m[i], &v[i], gf[i], 0, 0, NULL, NULL);
+                }
+            }
+            double dt = (now() - t2) / ((double)ASTEPS * NA);
+            double *slot = instrumented ? &at->fp32_ev : &at->fp32;
+            if (dt < *slot) *slot = dt;
+        }
+        g_sink = st.w_hi[NA / 2] + st.w_lo[NA / 3] + (double)gp_f32_from_bits(p[NA / 2]) + evsum;
+        double dd = (t1 - t0) / ((double)ASTEPS * NA);
+        if (dd < at->dd) at->dd = dd;
+    }
+    /* the MPFR element reference on a sample */
+    gp_adamw_ref_hparams h = {b1, b2, eps, wd};
+    gp_adamw_ref *r = malloc((size_t)NA_MPFR * sizeof *r);
+    if (!r) {
+        fprintf(stderr, "gp_bench: out of memory\n");
+        exit(3);
+    }
+    for (int rep = 0; rep < 5; rep++) {
+        for (size_t i = 0; i < NA_MPFR; i++)
+            gp_adamw_ref_init(&r[i], (double)w0[i]);
+        double t0 = now();
+        for (long t = 1; t <= ASTEPS; t++)
+            for (size_t i = 0; i < NA_MPFR; i++)
+                gp_adamw_ref_step(&r[i], g[i], lr, &h, t);
+        double dt = (now() - t0) / ((double)ASTEPS * NA_MPFR);
+        if (dt < at->mpfr) at->mpfr = dt;
+        g_sink = gp_adamw_ref_param(&r[NA_MPFR / 2]);
+        for (size_t i = 0; i < NA_MPFR; i++)
+            gp_adamw_ref_clear(&r[i]);
+    }
+    free(r);
+    gp_adamw_dd_state_free(&st);
+    free(gf);
+    free(w0);
+    free(g);
+    free(p);
+    free(m);
+    free(v);
+}
+
+/* (d)'s lines; with json, its keys and the closing brace (the caller opens the object). */
+static void print_adamw(const adamw_times *at, int json)
+{
+    if (json) {
+        printf("\"adamw_dd_ns_per_param\": %.3f, \"adamw_fp32_ev_ns_per_param\": %.3f, "
+               "\"adamw_fp32_ns_per_param\": %.3f,\n \"adamw_dd_vs_fp32_ev\": %.3f, \"adamw_dd_vs_fp32\": %.3f, "
+               "\"adamw_mpfr_ns_per_param\": %.1f}\n",
+               1e9 * at->dd, 1e9 * at->fp32_ev, 1e9 * at->fp32, at->dd / at->fp32_ev, at->dd / at->fp32, 1e9 * at->mpfr);
+        return;
+    }
+    printf("(d) reference AdamW step (DD):     %.2f ns/param vs CPU fp32 AdamW %.2f ns/param (events on): %.2fx "
+           "(target <= 50x)\n",
+           1e9 * at->dd, 1e9 * at->fp32_ev, at->dd / at->fp32_ev);
+    printf("    events off:                    fp32 %.2f ns/param: %.2fx; MPFR reference %.0f ns/param (%.0fx the DD)\n",
+           1e9 * at->fp32, at->dd / at->fp32, 1e9 * at->mpfr, at->mpfr / at->dd);
+}
+
 /* (c) and --big: run YAML scenarios on the CPU backend; returns seconds. */
 static double run_yaml(const char *yaml, const char *origin)
 {
@@ -138,14 +261,23 @@ static double run_yaml(const char *yaml, const char *origin)
 
 int main(int argc, char **argv)
 {
-    int json = 0, big = 0;
+    int json = 0, big = 0, adamw_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) json = 1;
         else if (strcmp(argv[i], "--big") == 0) big = 1;
+        else if (strcmp(argv[i], "--adamw-only") == 0) adamw_only = 1;
         else {
-            fprintf(stderr, "usage: gp_bench [--json] [--big]\n");
+            fprintf(stderr, "usage: gp_bench [--json] [--big] [--adamw-only]\n");
             return 2;
         }
+    }
+    adamw_times at;
+    if (adamw_only) {
+        bench_adamw(&at);
+        if (json)
+            printf("{");
+        print_adamw(&at, json);
+        return 0;
     }
     double te, tp, tb, tf;
     bench_exact(&te, &tp);
@@ -161,13 +293,15 @@ int main(int argc, char **argv)
                         "precision: {grad: bf16, accumulator: bf16}\n", "big");
         peak_big = peak_mib();
     }
+    bench_adamw(&at); /* last: its 10^6-parameter arrays would count in the peaks above */
     double na = (double)N * K;
     if (json) {
         printf("{\"exact_ns_per_add\": %.3f, \"plain_fp64_ns_per_add\": %.3f, \"exact_vs_fp64\": %.3f,\n"
                " \"cpu_bf16_ns_per_add\": %.3f, \"native_fp32_ns_per_add\": %.3f, \"bf16_vs_fp32\": %.3f,\n"
-               " \"default_suite_s\": %.3f, \"peak_mib\": %.1f, \"big_s\": %.3f, \"big_peak_mib\": %.1f}\n",
+               " \"default_suite_s\": %.3f, \"peak_mib\": %.1f, \"big_s\": %.3f, \"big_peak_mib\": %.1f,\n ",
                1e9 * te / na, 1e9 * tp / na, te / tp, 1e9 * tb / na, 1e9 * tf / na, tb / tf, suite, peak_before,
                tbig, peak_big);
+        print_adamw(&at, json);
         return 0;
     }
     printf("(a) exact reference accumulation: %.2f ns/add vs plain fp64 %.2f ns/add: %.2fx (target <= 2.0x)\n",
@@ -175,6 +309,7 @@ int main(int argc, char **argv)
     printf("(b) CPU bf16 accumulation:         %.2f ns/add vs native fp32 %.2f ns/add: %.2fx (target <= 2.0x)\n",
            1e9 * tb / na, 1e9 * tf / na, tb / tf);
     printf("(c) default suite (-j 1):          %.2f s (target < 60 s)\n", suite);
+    print_adamw(&at, json);
     printf("peak resident memory:              %.1f MiB\n", peak_before);
     if (big)
         printf("10^8 elements, K = 64, bf16:       %.1f s, peak %.1f MiB (target < 4096 MiB)\n", tbig, peak_big);

@@ -27,8 +27,8 @@ static int open_plugin(const char *path, gp_backend *b, gp_error *err)
         snprintf(buf, sizeof buf, "ABI version %u, but this gradprec speaks version %u",
                  (unsigned)p->abi_version, (unsigned)GP_PLUGIN_ABI_VERSION);
         why = buf;
-    } else if (!p->accumulate || !p->unscale)
-        why = "leaves accumulate or unscale NULL";
+    } else if (!p->accumulate || !p->unscale || !p->adamw)
+        why = "leaves accumulate, unscale or adamw NULL";
     else if (p->memory != GP_PLUGIN_HOST)
         why = "asks for device memory, which this build does not provide to plugins yet";
     if (why) {

@@ -12,6 +12,7 @@ static const char usage[] =
     "  report   merge shard reports; render report.json as HTML\n"
     "  round    round numbers to a format, exactly, with the events that fire\n"
     "  explain  range, precision and loss thresholds of each format\n"
+    "  repro    the scenario YAML a fuzz input decodes to\n"
     "\n"
     "`gradprec COMMAND --help` describes a command.\n"
     "exit codes: 0 pass, 1 failed thresholds or gate, 2 bad usage or input, 3 internal error\n";
@@ -59,6 +60,8 @@ int gp_cli_main(int argc, char **argv, FILE *out, FILE *err)
         return gp_cmd_round(argc - 1, argv + 1, out, err);
     if (strcmp(cmd, "explain") == 0)
         return gp_cmd_explain(argc - 1, argv + 1, out, err);
+    if (strcmp(cmd, "repro") == 0)
+        return gp_cmd_repro(argc - 1, argv + 1, out, err);
     fprintf(err, "gradprec: unknown command '%s' (try gradprec --help)\n", cmd);
     return GP_EXIT_USAGE;
 }

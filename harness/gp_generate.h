@@ -12,7 +12,7 @@
 #include "gp_scenario.h"
 
 /* What a stream is for. */
-enum { GP_STREAM_GRAD = 0, GP_STREAM_WEIGHT = 1, GP_STREAM_ACCUM_SR = 2 };
+enum { GP_STREAM_GRAD = 0, GP_STREAM_WEIGHT = 1, GP_STREAM_ACCUM_SR = 2, GP_STREAM_PARAM_SR = 3 };
 
 /* The stream of (purpose, tensor, optimizer step, micro-batch): 4 + 20 + 23 + 17 bits. */
 uint64_t gp_stream_id(unsigned purpose, uint64_t tensor, uint64_t step, uint64_t microbatch);

@@ -18,6 +18,11 @@ typedef enum {
     GP_M_WEIGHT_REL_ERR,             /* ||w_T - w_T,exact|| / ||w_T,exact|| */
     GP_M_SUBNORMAL_FRAC,             /* stored gradients that are subnormal / non-zero stored */
     GP_M_NONFINITE_COUNT,            /* non-finite values in the final gradient */
+    GP_M_M_REL_ERR,                  /* ||m_T - m_T,exact|| / ||m_T,exact|| (Adam's first moment) */
+    GP_M_V_REL_ERR,                  /* ||v_T - v_T,exact|| / ||v_T,exact|| (second moment) */
+    GP_M_STATE_UNDERFLOW_FRAC,       /* m or v stored as 0 from a non-zero value / non-zero values */
+    GP_M_SCALING_REL_ERR,            /* gradient lost to skipped steps or mis-ordered clipping,
+                                        over all steps / ||g_full|| */
     GP_NMETRICS
 } gp_metric;
 

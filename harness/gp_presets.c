@@ -56,6 +56,87 @@
     "precision: {grad: fp16, accumulator: fp32}\n"                                      \
     "loss_scale: " LS "\n"
 
+/* bf16 weights at 1.0 pushed up by steady gradients (-1e-3 every step) under a cosine
+ * schedule from lr 8e-3 to 0 over 100 steps. Adam's normalised step is lr_t * |g|/(|g| +
+ * eps) = lr_t (1 - 1e-5). In [1, 2) a bf16 ulp is 2^-7, so an update below 2^-8 =
+ * 3.906e-3 rounds away: lr_t = 4e-3 (1 + cos(pi t/100)) is 4.0e-3 at t = 50 and 3.874e-3
+ * at t = 51, so steps 51..99 are stale; step 100 has lr 0 and no update to lose:
+ * stale_update_frac = 49/99 = 0.495. Steps 1..50 move one ulp each (lr_t in (0.5, 1.5)
+ * ulps), so w stays below 1.4. */
+#define BF16_COSINE(NAME, OPT, THR)                                                     \
+    "name: " NAME "\n"                                                                  \
+    "seed: 21\n"                                                                        \
+    "tensors:\n"                                                                        \
+    "  - name: norm.weight\n"                                                           \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: constant, scale: 1.0e-3, sign: 1.0}\n"                            \
+    "    weight: {dist: constant, scale: 1.0, sign: 0.0}\n"                             \
+    "batch: {microbatches: 1, tokens: 1}\n"                                             \
+    "reduction: sum\n"                                                                  \
+    "fullbatch: sum\n"                                                                  \
+    "optimizer: {lr: 8.0e-3, weight_decay: 0.0, param: bf16" OPT "}\n"                  \
+    "schedule: {name: cosine, total: 100}\n"                                            \
+    "steps: 100\n" THR
+
+/* Gradients N(0, 1e-4^2), 10 AdamW steps at lr 1e-3 with m and v in STATE. In fp16,
+ * v = 0.001 g^2 ~ 1e-11 lies far below half the smallest subnormal (2^-25 = 2.98e-8):
+ * every v is stored as 0 while m = 0.1 g ~ 1e-5 survives (as a subnormal) unless
+ * |g| < 3e-7 (0.2% of them), so state_underflow_frac is just above 1/2; eps = 1e-8 itself rounds to 0 in the fp16
+ * denominator, m / 0 is infinite and the weights blow up at the first step. */
+#define ADAM_STATE(NAME, STATE)                                                         \
+    "name: " NAME "\n"                                                                  \
+    "seed: 13\n"                                                                        \
+    "tensors:\n"                                                                        \
+    "  - name: embed.weight\n"                                                          \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: normal, scale: 1.0e-4}\n"                                         \
+    "batch: {microbatches: 1, tokens: 1}\n"                                             \
+    "reduction: sum\n"                                                                  \
+    "fullbatch: sum\n"                                                                  \
+    "optimizer: {lr: 1.0e-3, state: " STATE "}\n"                                       \
+    "steps: 10\n"
+
+/* fp16 gradients N(0, 1e-5^2) of 4096 elements under a GradScaler (2^16) and clipping at
+ * max_norm 1: the true norm is about 1e-5 * 64 = 6.4e-4, nothing to clip. Clipped before
+ * unscaling, the scaled norm 2^16 * 6.4e-4 = 41.9 is compared with 1, and every gradient
+ * is multiplied by about 1/41.9: scaling_rel_err = 1 - 1/41.9 = 0.976. */
+#define CLIP_ORDER(NAME, UNSCALE_FIRST)                                                 \
+    "name: " NAME "\n"                                                                  \
+    "seed: 17\n"                                                                        \
+    "tensors:\n"                                                                        \
+    "  - name: attn.proj\n"                                                             \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: normal, scale: 1.0e-5}\n"                                         \
+    "batch: {microbatches: 1, tokens: 1}\n"                                             \
+    "reduction: sum\n"                                                                  \
+    "fullbatch: sum\n"                                                                  \
+    "precision: {grad: fp16, accumulator: fp32}\n"                                      \
+    "loss_scale: {mode: dynamic, init: 65536, unscale_before_clip: " UNSCALE_FIRST "}\n" \
+    "clip: {max_norm: 1.0}\n"                                                           \
+    "steps: 10\n"                                                                       \
+    "thresholds: {scaling_rel_err: 0.01}\n"
+
+/* fp16 gradients of +-1.5 under a GradScaler starting at 2^16: 1.5 * 2^16 = 98304 is
+ * above fp16's 65504, so step 1 overflows and is skipped; the scale backs off to 2^15
+ * (1.5 * 2^15 = 49152 fits) and steps 2..10 run: skipped_steps = 1, min_loss_scale =
+ * 32768, and one step's gradient of ten equal ones is lost: scaling_rel_err =
+ * sqrt(1/10) = 0.316. With the update forgotten the scale stays at 2^16 and all ten steps
+ * are skipped: skipped_steps = 10, scaling_rel_err = 1. */
+#define FP16_OVERFLOW(NAME, UPDATE)                                                     \
+    "name: " NAME "\n"                                                                  \
+    "seed: 19\n"                                                                        \
+    "tensors:\n"                                                                        \
+    "  - name: lm_head\n"                                                               \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: constant, scale: 1.5}\n"                                          \
+    "batch: {microbatches: 1, tokens: 1}\n"                                             \
+    "reduction: sum\n"                                                                  \
+    "fullbatch: sum\n"                                                                  \
+    "precision: {grad: fp16, accumulator: fp32}\n"                                      \
+    "loss_scale: {mode: dynamic, init: 65536, update: " UPDATE "}\n"                     \
+    "steps: 10\n"                                                                       \
+    "thresholds: {skipped_steps: 1, scaling_rel_err: 0.5, weight_rel_err: 1.0}\n"
+
 static const gp_preset presets[] = {
     {"lora-bf16-accum",
      "LoRA gradients (1e-6..4e-6) stored bf16, accumulated in bf16: a few 1e-3 of rounding error, no underflow",
@@ -91,6 +172,69 @@ static const gp_preset presets[] = {
      FP16_TINY("fp16-tiny-grads-noscale", "{mode: none}")},
     {"fp16-tiny-grads-scaled", "the same with a static loss scale of 2^16, unscaled in fp32: nothing lost",
      FP16_TINY("fp16-tiny-grads-scaled", "{mode: static, init: 65536}")},
+    {"lora-bf16-gradscaler",
+     "lora-bf16-accum under a dynamic GradScaler: scaling bf16 by 2^16 is exact (fp32's range), so every "
+     "gradient metric equals lora-bf16-accum's: pointless, harmless",
+     "name: lora-bf16-gradscaler\n"
+     "seed: 42\n"
+     "tensors:\n"
+     "  - name: blocks.7.attn1.lora_A\n"
+     "    size: 65536\n"
+     "    grad: {dist: lognormal, scale: 1.6e-5, sigma: 0.5, sign: 0.5}\n"
+     "batch: {microbatches: 8, tokens: 512}\n"
+     "reduction: token_mean\n"
+     "precision: {grad: bf16, accumulator: bf16, rounding: rne}\n"
+     "loss_scale: {mode: dynamic, init: 65536}\n"
+     "thresholds: {grad_rel_err_fullbatch: 3.90625e-3}\n"},
+    {"bf16-weights-cosine-no-master",
+     "bf16 weights at 1.0, steady gradients, cosine lr 8e-3 -> 0 over 100 steps, no master copy: updates "
+     "below 2^-8 round away from step 51 on: stale_update_frac = 49/99",
+     BF16_COSINE("bf16-weights-cosine-no-master", "", "")},
+    {"bf16-weights-cosine-master", "the same with fp32 master weights: stale_update_frac = 0",
+     BF16_COSINE("bf16-weights-cosine-master", ", master: fp32", "")},
+    {"bf16-weights-cosine-kahan",
+     "the same with Kahan-compensated bf16 weights: the stored weights within one bf16 rounding (2^-8 "
+     "relative) of the exact trajectory; only step 99 (lr 2e-6, below half an ulp of the bf16 compensation) "
+     "is stale: 1/99",
+     BF16_COSINE("bf16-weights-cosine-kahan", ", kahan: true", "thresholds: {weight_rel_err: 3.90625e-3}\n")},
+    {"adam-state-fp16-tiny-grads",
+     "gradients ~1e-4 with Adam's m and v in fp16: every v underflows to 0 (state_underflow_frac ~ 0.5), eps = 1e-8 "
+     "rounds to 0 in the fp16 denominator, the update divides by zero",
+     ADAM_STATE("adam-state-fp16-tiny-grads", "fp16")},
+    {"adam-state-fp32-tiny-grads", "the same gradients with fp32 state: nothing underflows",
+     ADAM_STATE("adam-state-fp32-tiny-grads", "fp32")},
+    {"clip-before-unscale",
+     "clipping at max_norm 1 applied to 2^16-scaled gradients: the scaled norm (41.9) is clipped instead of the "
+     "true one (6.4e-4): scaling_rel_err = 0.976",
+     CLIP_ORDER("clip-before-unscale", "false")},
+    {"clip-after-unscale", "the same, unscaled first: the norm is below max_norm, nothing is clipped",
+     CLIP_ORDER("clip-after-unscale", "true")},
+    {"fp16-overflow-scale-backoff",
+     "fp16 gradients of 1.5 times 2^16 overflow: step 1 is skipped, the scale backs off to 2^15, the other 9 "
+     "steps run (skipped_steps = 1, scaling_rel_err = sqrt(1/10))",
+     FP16_OVERFLOW("fp16-overflow-scale-backoff", "true")},
+    {"fp16-scale-update-forgotten",
+     "the same with scaler.update() never called: the scale stays at 2^16 and all 10 steps are skipped",
+     FP16_OVERFLOW("fp16-scale-update-forgotten", "false")},
+    {"fp16-scale-collapse",
+     "one tensor's gradients (1e5) overflow fp16 at any scale >= 1: the scale backs off 17 times to 2^-1, where "
+     "the other tensor's 1e-7 gradients underflow",
+     "name: fp16-scale-collapse\n"
+     "seed: 23\n"
+     "tensors:\n"
+     "  - name: exploding\n"
+     "    size: 256\n"
+     "    grad: {dist: constant, scale: 1.0e5}\n"
+     "  - name: embed\n"
+     "    size: 4096\n"
+     "    grad: {dist: lognormal, scale: 1.0e-7, sigma: 0.5}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp16, accumulator: fp32}\n"
+     "loss_scale: {mode: dynamic, init: 65536}\n"
+     "steps: 20\n"
+     "thresholds: {skipped_steps: 2}\n"},
     {NULL, NULL, NULL},
 };
 

@@ -9,13 +9,17 @@
 #include <string.h>
 
 #include "../kernels/arith/gp_accum.h"
+#include "../kernels/arith/gp_clip.h"
+#include "../kernels/arith/gp_scaler.h"
+#include "../kernels/arith/gp_schedule.h"
 #include "../reference/gp_exact.h"
 #include "gp_generate.h"
 
 #define CHUNK 16384 /* elements processed together; results do not depend on it */
 
-static const char *const mech_names[GP_NMECH] = {"normalization", "underflow", "absorption",
-                                                 "overflow", "rounding", "non-finite"};
+static const char *const mech_names[GP_NMECH] = {
+    "normalization", "underflow", "absorption", "overflow", "rounding", "non-finite", "scaling", "stale update",
+    "state precision"};
 
 const char *gp_mechanism_name(gp_mechanism m)
 {
@@ -30,6 +34,8 @@ int gp_default_threshold(gp_metric m, double *max)
     case GP_M_ABSORBED_FRAC: *max = 0.01; return 0;
     case GP_M_OVERFLOW_COUNT: *max = 0; return 0;
     case GP_M_NONFINITE_COUNT: *max = 0; return 0;
+    case GP_M_STALE_UPDATE_FRAC: *max = 0.05; return 0;
+    case GP_M_WEIGHT_REL_ERR: *max = 1e-3; return 0;
     default: return -1;
     }
 }
@@ -40,16 +46,20 @@ typedef struct {
     const gp_scenario *sc;
     const gp_backend *b, *cmp;
     size_t t;           /* tensor index */
+    int step;           /* 0-based optimizer iteration */
+    double shrink;      /* gradient magnitude factor of this iteration: shrink^step */
     double s;           /* loss scale (1 without a scaler) */
     gp_format gf, af;
     size_t n;           /* elements in this chunk */
     uint64_t i0;        /* first element */
     double *xs;         /* [n] exact scaled backward output, nudged (see gp_f64_nudge) */
     void *grad, *acc, *old, *comp, *acc2, *comp2;
-    double *err[GP_NMECH]; /* [n] signed local errors per mechanism, unscaled units */
+    double *err[GP_MECH_GRAD_END]; /* [n] signed local errors per mechanism, unscaled units */
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
-    gp_stats *st;
-    gp_result *res;        /* trajectory and histogram go here */
+    double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
+    gp_stats *st;          /* this step's statistics of the tensor */
+    double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
+    gp_result *res;        /* the histogram goes here */
 } chunk;
 
 static size_t width_bytes(gp_format f)
@@ -150,7 +160,7 @@ static int call_accumulate(const gp_backend *b, chunk *c, void *acc, void *comp,
 static int accumulate(chunk *c, int k, gp_error *err)
 {
     size_t bytes = c->n * width_bytes(c->af);
-    uint64_t stream = gp_stream_id(GP_STREAM_ACCUM_SR, c->t, 0, (uint64_t)k);
+    uint64_t stream = gp_stream_id(GP_STREAM_ACCUM_SR, c->t, (uint64_t)c->step, (uint64_t)k);
     memcpy(c->old, c->acc, bytes);
     if (c->cmp) {
         memcpy(c->acc2, c->acc, bytes);
@@ -198,10 +208,10 @@ static int accumulate(chunk *c, int k, gp_error *err)
      * so far (unscaled); the reference is the exact partial sum */
     for (size_t i = 0; i < c->n; i++) {
         double e = 0;
-        for (int m = GP_MECH_UNDERFLOW; m < GP_NMECH; m++)
+        for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
             e += c->err[m][i];
-        c->res->traj_err_ss[k] += e * e;
-        c->res->traj_ref_ss[k] += c->partial[i] * c->partial[i];
+        c->traj_err[k] += e * e;
+        c->traj_ref[k] += c->partial[i] * c->partial[i];
     }
     return 0;
 }
@@ -209,7 +219,7 @@ static int accumulate(chunk *c, int k, gp_error *err)
 /* Unscale on the backend (and the compared one); attribute; report found_inf. */
 static int unscale(chunk *c, int *found_inf, gp_error *err)
 {
-    float inv = (float)(1.0 / c->s);
+    float inv = gp_scaler_inv((float)c->s);
     size_t bytes = c->n * width_bytes(c->af);
     gp_plugin_unscale_args u;
     memset(&u, 0, sizeof u);
@@ -299,7 +309,7 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
         double u = fabs(a - s) / ulp32(s);
         if (u > st->max_ulp || u != u)
             st->max_ulp = u;
-        for (int m = GP_MECH_UNDERFLOW; m < GP_NMECH; m++)
+        for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
             st->ss_mech[m] += c->err[m][i] * c->err[m][i];
     }
 }
@@ -315,17 +325,20 @@ static int run_generated(chunk *c, const gp_tensor_spec *ts, double N, int *foun
     float *m = malloc(c->n * sizeof *m);
     double *sum_m = calloc(c->n, sizeof *sum_m), *sum_nm = calloc(c->n, sizeof *sum_nm);
     gp_fixacc *sp_m = calloc(c->n, sizeof *sp_m), *sp_nm = calloc(c->n, sizeof *sp_nm);
-    double *gacc = malloc(c->n * sizeof *gacc), *gsame = malloc(c->n * sizeof *gsame),
-           *gfull = malloc(c->n * sizeof *gfull);
+    double *gacc = malloc(c->n * sizeof *gacc), *gsame = malloc(c->n * sizeof *gsame), *gfull = c->gfull;
     int rc = -1;
-    if (!m || !sum_m || !sum_nm || !sp_m || !sp_nm || !gacc || !gsame || !gfull) {
+    if (!m || !sum_m || !sum_nm || !sp_m || !sp_nm || !gacc || !gsame) {
         gp_error_set(err, "out of memory");
         goto done;
     }
     for (int k = 0; k < K; k++) {
         long nk = sc->batch.tokens[k];
         double den = reduction_den(sc, nk, N);
-        gp_generate(&ts->grad, sc->seed, gp_stream_id(GP_STREAM_GRAD, c->t, 0, (uint64_t)k), c->i0, c->n, m);
+        gp_generate(&ts->grad, sc->seed, gp_stream_id(GP_STREAM_GRAD, c->t, (uint64_t)c->step, (uint64_t)k), c->i0,
+                    c->n, m);
+        if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */
+            for (size_t i = 0; i < c->n; i++)
+                m[i] = (float)((double)m[i] * c->shrink);
         for (size_t i = 0; i < c->n; i++)
             c->xs[i] = quotient((double)m[i], (double)nk, den) * c->s;
         gp_exactsum_add(sum_m, sp_m, m, 1, c->n);
@@ -358,7 +371,6 @@ done:
     free(sp_nm);
     free(gacc);
     free(gsame);
-    free(gfull);
     return rc;
 }
 
@@ -387,6 +399,8 @@ static int run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found
             mpq_set_d(tmp, ts->grad.values[k][t]);
             mpq_add(S, S, tmp);
         }
+        mpq_set_d(tmp, c->shrink); /* the values times shrink^step, exactly */
+        mpq_mul(S, S, tmp);
         mpq_add(full, full, S);
         mpq_set_d(tmp, reduction_den(sc, (long)ts->grad.ntok[k], N));
         mpq_div(x, S, tmp);
@@ -411,8 +425,9 @@ static int run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found
         rc = unscale(c, found_inf, err);
     if (rc == 0) {
         double gacc = widen(c->af, gp_pack_get(c->af, c->acc, 0));
-        double gsame = q_to_double(same, &sticky), gfull = q_to_double(full, &sticky);
-        final_stats(c, &gacc, &gsame, &gfull);
+        double gsame = q_to_double(same, &sticky);
+        c->gfull[0] = q_to_double(full, &sticky);
+        final_stats(c, &gacc, &gsame, c->gfull);
     }
     mpq_clears(S, x, same, full, tmp, NULL);
     return rc;
@@ -441,11 +456,34 @@ static void derive(const gp_stats *st, double *metric, double *loss)
     metric[GP_M_GRAD_NORM_RATIO] = st->ss_full > 0 ? sqrt(st->ss_acc) / sqrt(st->ss_full) : (st->ss_acc > 0 ? INFINITY : 1);
     metric[GP_M_SUBNORMAL_FRAC] = st->stored_nonzero ? (double)st->subnormal / (double)st->stored_nonzero : 0;
     metric[GP_M_NONFINITE_COUNT] = (double)st->nonfinite;
+    const gp_optim_counts *oc = &st->opt;
+    const gp_optim_sums *os = &st->opt_ss;
+    metric[GP_M_STALE_UPDATE_FRAC] = oc->nonzero ? (double)oc->stale / (double)oc->nonzero : 0;
+    metric[GP_M_WEIGHT_REL_ERR] = ratio(os->w_err, os->w_ref);
+    metric[GP_M_M_REL_ERR] = ratio(os->m_err, os->m_ref);
+    metric[GP_M_V_REL_ERR] = ratio(os->v_err, os->v_ref);
+    metric[GP_M_STATE_UNDERFLOW_FRAC] = oc->state_nonzero ? (double)oc->state_underflow / (double)oc->state_nonzero : 0;
     loss[GP_MECH_NORMALIZATION] = metric[GP_M_NORMALIZATION_REL_ERR];
-    for (int m = GP_MECH_UNDERFLOW; m < GP_NMECH; m++)
+    for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_SCALING; m++)
         loss[m] = ratio(st->ss_mech[m], st->ss_full);
+    /* over every step's full-batch gradient, skipped steps included */
+    loss[GP_MECH_SCALING] = ratio(st->ss_mech[GP_MECH_SCALING], st->ss_full + st->ss_full_skipped);
     if (st->nonfinite)
         loss[GP_MECH_NONFINITE] = INFINITY;
+    metric[GP_M_SCALING_REL_ERR] = loss[GP_MECH_SCALING];
+    /* weight-level losses, relative to the exact final weights as weight_rel_err */
+    loss[GP_MECH_STALE] = ratio(os->lost, os->w_ref);
+    loss[GP_MECH_STATE] = ratio(os->state, os->w_ref);
+}
+
+static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
+{
+    a->nonzero += b->nonzero;
+    a->stale += b->stale;
+    a->state_nonzero += b->state_nonzero;
+    a->state_underflow += b->state_underflow;
+    a->skip_writes += b->skip_writes;
+    a->mismatches += b->mismatches;
 }
 
 static void stats_add(gp_stats *a, const gp_stats *b)
@@ -458,6 +496,7 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->ss_same_full += b->ss_same_full;
     for (int m = 0; m < GP_NMECH; m++)
         a->ss_mech[m] += b->ss_mech[m];
+    a->ss_full_skipped += b->ss_full_skipped;
     if (b->max_ulp > a->max_ulp || b->max_ulp != b->max_ulp)
         a->max_ulp = b->max_ulp;
     a->rounded_nonzero += b->rounded_nonzero;
@@ -469,6 +508,15 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->subnormal += b->subnormal;
     a->nonfinite += b->nonfinite;
     a->mismatches += b->mismatches;
+    optim_counts_add(&a->opt, &b->opt);
+    a->opt_ss.w_err += b->opt_ss.w_err;
+    a->opt_ss.w_ref += b->opt_ss.w_ref;
+    a->opt_ss.m_err += b->opt_ss.m_err;
+    a->opt_ss.m_ref += b->opt_ss.m_ref;
+    a->opt_ss.v_err += b->opt_ss.v_err;
+    a->opt_ss.v_ref += b->opt_ss.v_ref;
+    a->opt_ss.lost += b->opt_ss.lost;
+    a->opt_ss.state += b->opt_ss.state;
 }
 
 static void judge(const gp_scenario *sc, gp_result *r)
@@ -479,7 +527,7 @@ static void judge(const gp_scenario *sc, gp_result *r)
         r->has_threshold[i] = sc->thresholds.set[i] || gp_default_threshold((gp_metric)i, &max) == 0;
         r->threshold[i] = sc->thresholds.set[i] ? sc->thresholds.max[i] : max;
         double v = r->metric[i];
-        r->failed[i] = r->has_threshold[i] && v == v && !(v <= r->threshold[i]);
+        r->failed[i] = r->has_threshold[i] && !(v <= r->threshold[i]); /* NaN fails closed */
         if (r->failed[i])
             r->verdict = GP_FAIL;
     }
@@ -490,105 +538,381 @@ static void judge(const gp_scenario *sc, gp_result *r)
             best = r->loss[m];
             r->dominant = (gp_mechanism)m;
         }
-    if (r->st.mismatches)
-        r->verdict = GP_FAIL;
     const gp_stats *st = &r->st;
-    int fired = st->underflow || st->absorbed || st->overflow || st->nonfinite ||
-                r->loss[GP_MECH_NORMALIZATION] > 0 || r->skipped_steps;
+    if (st->mismatches || st->opt.mismatches || st->opt.skip_writes)
+        r->verdict = GP_FAIL;
+    int fired = st->underflow || st->absorbed || st->overflow || st->nonfinite || r->loss[GP_MECH_NORMALIZATION] > 0 ||
+                r->skipped_steps || st->opt.stale || st->opt.state_underflow || r->loss[GP_MECH_SCALING] > 0;
     if (r->verdict == GP_PASS && fired)
         r->verdict = GP_WARN;
+}
+
+/* ---- the simulation ---- */
+
+/* Per-tensor arrays. acc/comp/gfull hold the whole tensor when the step couples tensors
+ * (a loss scaler's found_inf, global-norm clipping), else one chunk; the optimizer
+ * state holds the whole tensor when there is more than one step, else one chunk. */
+typedef struct {
+    size_t acc_cap;
+    void *acc, *comp;
+    double *gfull;
+    gp_optim_state opt;
+} tensor_state;
+
+typedef struct {
+    const gp_scenario *sc;
+    const gp_backend *b, *cmp;
+    gp_result *res;
+    tensor_state *ts;
+    chunk c;
+    double N;
+    int coupled, persist;
+    gp_optim_step step;
+    gp_dd ref_ss; /* this step's sum of squares of the exact full-batch gradient */
+    gp_stats *step_st; /* [ntensors] gradient statistics of the current step: kept only
+                          when the step is not skipped (a skipped step's gradient was
+                          discarded by design; its loss counts as scaling) */
+} sim;
+
+static size_t min_size(uint64_t a, size_t b)
+{
+    return a < b ? (size_t)a : b;
+}
+
+/* Optimizer phase of one chunk, and its final sums when the state is per chunk. */
+static int optimize_chunk(sim *S, size_t t, uint64_t i0, size_t n, size_t acc_off, gp_error *err)
+{
+    tensor_state *ts = &S->ts[t];
+    size_t off = S->persist ? (size_t)i0 : 0;
+    gp_format af = S->sc->precision.accumulator;
+    gp_stats *st = &S->res->tensors[t].st;
+    if (S->step.iter == 1)
+        gp_optim_init(&ts->opt, S->sc, t, i0, n, off);
+    int rc = gp_optim_chunk(S->sc, &S->step, S->b, S->cmp, &ts->opt, t, i0, n, off, af,
+                            (char *)ts->acc + acc_off * width_bytes(af), ts->gfull + acc_off, &st->opt, err);
+    if (rc == 0 && !S->persist)
+        gp_optim_final(&ts->opt, off, n, &st->opt_ss);
+    return rc;
+}
+
+/* Accumulate one chunk of tensor t for the current step (and, when nothing couples the
+ * tensors, run its optimizer step right away). */
+static int accumulate_chunk(sim *S, size_t t, uint64_t i0, int *found_inf, gp_error *err)
+{
+    const gp_scenario *sc = S->sc;
+    const gp_tensor_spec *spec = &sc->tensors[t];
+    tensor_state *ts = &S->ts[t];
+    chunk *c = &S->c;
+    size_t ab = width_bytes(c->af), off = S->coupled ? (size_t)i0 : 0;
+    c->t = t;
+    c->shrink = pow(spec->grad.shrink, c->step); /* binary64 pow: 1 for shrink 1 or step 0 */
+    c->st = &S->step_st[t];
+    c->i0 = i0;
+    c->n = min_size(spec->size - i0, CHUNK);
+    c->acc = (char *)ts->acc + off * ab;
+    c->comp = ts->comp ? (char *)ts->comp + off * ab : NULL;
+    c->gfull = ts->gfull + off;
+    memset(c->acc, 0, c->n * ab); /* +0 in every format */
+    if (c->comp)
+        memset(c->comp, 0, c->n * ab);
+    for (int m = 0; m < GP_MECH_GRAD_END; m++)
+        memset(c->err[m], 0, c->n * sizeof(double));
+    memset(c->partial, 0, c->n * sizeof(double));
+    int rc = spec->grad.kind == GP_DIST_VALUES ? run_explicit(c, spec, S->N, found_inf, err)
+                                               : run_generated(c, spec, S->N, found_inf, err);
+    for (size_t i = 0; i < c->n && rc == 0; i++) { /* the reference's clipping norm */
+        double p, e, x = c->gfull[i];
+        gp_dd_two_prod(x, x, &p, &e);
+        S->ref_ss = gp_dd_add(S->ref_ss, (gp_dd){p, e});
+    }
+    if (rc == 0 && !S->coupled)
+        rc = optimize_chunk(S, t, i0, c->n, 0, err);
+    return rc;
+}
+
+/* Global-norm clipping of the unscaled gradients (kernels/arith/gp_clip.h's fixed tree):
+ * *coef is the coefficient to apply, *right the one the correct order would apply.
+ * Clipping before unscaling compares max_norm with the norm of the scaled gradients,
+ * S times the unscaled norm (exact: S is a power of two, barring overflow to inf).
+ * Returns 0, or -1 when out of memory. */
+static int clip_step(sim *S, float scale, float *coef, float *right)
+{
+    const gp_scenario *sc = S->sc;
+    gp_format af = sc->precision.accumulator; /* the gradients' format: norms are stored in it */
+    uint32_t *norms = malloc((sc->ntensors ? sc->ntensors : 1) * sizeof *norms);
+    if (!norms)
+        return -1;
+    for (size_t t = 0; t < sc->ntensors; t++) /* whole tensors: equal to the chunked tree */
+        norms[t] = gp_clip_norm_store(af, gp_clip_sumsq(af, S->ts[t].acc, sc->tensors[t].size));
+    uint32_t total = gp_clip_total_norm(af, norms, sc->ntensors);
+    free(norms);
+    *right = gp_clip_coef(af, total, sc->clip.max_norm, 0);
+    uint32_t scaled = gp_fmt_from_f32_bits(af, gp_f32_bits(gp_f32_from_bits(gp_fmt_to_f32_bits(af, total)) * scale),
+                                           GP_RNE, 0, 0, (unsigned *)0);
+    *coef = sc->loss_scale.unscale_before_clip ? *right : gp_clip_coef(af, scaled, sc->clip.max_norm, 0);
+    return 0;
+}
+
+/* The exact clip coefficient of the reference: min(1, max_norm / (||g_full|| + 1e-6))
+ * as torch's formula reads, from the double-double sum of squares (relative error of
+ * the sum below 2^-100 for fewer than 2^40 elements). */
+static gp_dd ref_clip_coef(const gp_scenario *sc, gp_dd ss)
+{
+    gp_dd one = {1.0, 0.0};
+    if (sc->clip.max_norm <= 0)
+        return one;
+    gp_dd den = gp_dd_add(gp_dd_sqrt(ss), (gp_dd){1e-6, 0.0});
+    gp_dd coef = gp_dd_div((gp_dd){sc->clip.max_norm, 0.0}, den);
+    return coef.hi > 1.0 || (coef.hi == 1.0 && coef.lo > 0) ? one : coef;
+}
+
+/* After the accumulation of a coupled step: clip, count what scaling cost, run the
+ * optimizer chunk by chunk. */
+static int coupled_step(sim *S, int found_inf, float scale, gp_error *err)
+{
+    const gp_scenario *sc = S->sc;
+    gp_format af = sc->precision.accumulator;
+    float coef = 1.0f, right = 1.0f;
+    if (sc->clip.max_norm > 0 && !found_inf && clip_step(S, scale, &coef, &right) != 0)
+        return gp_error_set(err, "out of memory");
+    for (size_t t = 0; t < sc->ntensors; t++) {
+        tensor_state *ts = &S->ts[t];
+        gp_stats *st = &S->res->tensors[t].st;
+        for (uint64_t i = 0; i < sc->tensors[t].size; i++) {
+            double lost;
+            if (found_inf) { /* the whole gradient the reference used */
+                lost = ts->gfull[i] * (S->step.ref_coef.hi + S->step.ref_coef.lo);
+                st->ss_full_skipped += ts->gfull[i] * ts->gfull[i];
+            } else {
+                uint32_t g = gp_pack_get(af, ts->acc, i);
+                double before = gp_fmt_to_f64(af, g);
+                if (coef != 1.0f)
+                    gp_pack_set(af, ts->acc, i, gp_clip_apply(af, sc->precision.ftz, g, coef, (unsigned *)0));
+                lost = gp_fmt_to_f64(af, gp_pack_get(af, ts->acc, i)) - before * (double)right;
+                if (!isfinite(lost))
+                    lost = 0; /* non-finite gradients are counted as such */
+            }
+            st->ss_mech[GP_MECH_SCALING] += lost * lost;
+        }
+    }
+    for (size_t t = 0; t < sc->ntensors; t++)
+        for (uint64_t i0 = 0; i0 < sc->tensors[t].size; i0 += CHUNK) {
+            int rc = optimize_chunk(S, t, i0, min_size(sc->tensors[t].size - i0, CHUNK), (size_t)i0, err);
+            if (rc != 0)
+                return rc;
+        }
+    return 0;
+}
+
+static int alloc_tensors(sim *S, gp_error *err)
+{
+    const gp_scenario *sc = S->sc;
+    int kahan = sc->precision.rounding == GP_ACC_KAHAN;
+    size_t ab = width_bytes(sc->precision.accumulator);
+    for (size_t t = 0; t < sc->ntensors; t++) {
+        tensor_state *ts = &S->ts[t];
+        uint64_t size = sc->tensors[t].size;
+        ts->acc_cap = S->coupled ? (size_t)size : min_size(size, CHUNK);
+        size_t cap = ts->acc_cap ? ts->acc_cap : 1;
+        if (!(ts->acc = malloc(cap * ab)) || (kahan && !(ts->comp = malloc(cap * ab))) ||
+            !(ts->gfull = malloc(cap * sizeof(double))))
+            return gp_error_set(err, "out of memory (%zu elements)", cap);
+        if (gp_optim_state_alloc(&ts->opt, sc, S->persist ? (size_t)size : min_size(size, CHUNK), S->cmp != NULL,
+                                 err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void free_tensors(sim *S)
+{
+    for (size_t t = 0; S->ts && t < S->sc->ntensors; t++) {
+        free(S->ts[t].acc);
+        free(S->ts[t].comp);
+        free(S->ts[t].gfull);
+        gp_optim_state_free(&S->ts[t].opt);
+    }
+    free(S->ts);
+}
+
+static int alloc_chunk(chunk *c, int kahan, int with_cmp)
+{
+    size_t ab = width_bytes(c->af), gb = width_bytes(c->gf);
+    int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
+             (c->grad = malloc(CHUNK * gb)) && (c->old = malloc(CHUNK * ab)) &&
+             (!with_cmp || (c->acc2 = malloc(CHUNK * ab))) && (!(with_cmp && kahan) || (c->comp2 = malloc(CHUNK * ab)));
+    for (int m = 0; m < GP_MECH_GRAD_END; m++)
+        ok = ok && (c->err[m] = malloc(CHUNK * sizeof(double)));
+    return ok ? 0 : -1;
+}
+
+static void free_chunk(chunk *c)
+{
+    free(c->xs);
+    free(c->partial);
+    free(c->grad);
+    free(c->old);
+    free(c->acc2);
+    free(c->comp2);
+    for (int m = 0; m < GP_MECH_GRAD_END; m++)
+        free(c->err[m]);
+}
+
+static gp_schedule_params schedule_of(const gp_scenario *sc)
+{
+    gp_schedule_params p;
+    p.kind = (int)sc->schedule.kind;
+    p.warmup = sc->schedule.warmup;
+    p.total = sc->schedule.total > 0 ? sc->schedule.total : sc->steps;
+    p.base_lr = sc->optimizer.lr;
+    p.min_lr = sc->schedule.min_lr;
+    p.gamma = sc->schedule.gamma;
+    p.step_size = sc->schedule.step_size;
+    return p;
+}
+
+/* All iterations: accumulate → unscale → clip → AdamW → scale update. */
+static int simulate(sim *S, gp_error *err)
+{
+    const gp_scenario *sc = S->sc;
+    gp_result *res = S->res;
+    gp_schedule_params sched = schedule_of(sc);
+    gp_scaler scaler = gp_scaler_init(sc->loss_scale.init);
+    int scaled = sc->loss_scale.mode != GP_LS_NONE;
+    res->min_loss_scale = scaled ? (double)scaler.scale : 1.0;
+    long t_backend = 0;
+    for (int it = 1; it <= sc->steps; it++) {
+        float scale = scaled ? scaler.scale : 1.0f;
+        gp_optim_counts before = {0};
+        for (size_t t = 0; t < sc->ntensors; t++)
+            optim_counts_add(&before, &res->tensors[t].st.opt);
+        S->c.step = it - 1;
+        memset(S->step_st, 0, sc->ntensors * sizeof *S->step_st);
+        memset(S->c.traj_err, 0, (size_t)res->nsteps * sizeof(double));
+        memset(S->c.traj_ref, 0, (size_t)res->nsteps * sizeof(double));
+        S->c.s = scale;
+        S->ref_ss = (gp_dd){0.0, 0.0};
+        int found_inf = 0, rc = 0;
+        S->step.iter = it;
+        S->step.lr = gp_schedule_lr(&sched, it);
+        S->step.ref = gp_adamw_dd_scalars_make(S->step.lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
+                                               sc->optimizer.weight_decay, it);
+        S->step.found_inf = 0;
+        S->step.t = t_backend + 1;
+        if (!S->coupled) { /* nothing can skip or clip: each chunk's step follows its accumulation */
+            S->step.ref_coef = (gp_dd){1.0, 0.0};
+            t_backend++;
+        }
+        for (size_t t = 0; t < sc->ntensors && rc == 0; t++)
+            for (uint64_t i0 = 0; i0 < sc->tensors[t].size && rc == 0; i0 += CHUNK)
+                rc = accumulate_chunk(S, t, i0, &found_inf, err);
+        if (rc == 0 && S->coupled) {
+            S->step.found_inf = found_inf;
+            S->step.ref_coef = ref_clip_coef(sc, S->ref_ss);
+            if (!found_inf)
+                t_backend++;
+            rc = coupled_step(S, found_inf, scale, err);
+        }
+        if (rc != 0)
+            return rc;
+        if (!found_inf) {
+            for (size_t t = 0; t < sc->ntensors; t++)
+                stats_add(&res->tensors[t].st, &S->step_st[t]);
+            for (int k = 0; k < res->nsteps; k++) {
+                res->traj_err_ss[k] += S->c.traj_err[k];
+                res->traj_ref_ss[k] += S->c.traj_ref[k];
+            }
+        }
+        gp_optim_counts after = {0};
+        for (size_t t = 0; t < sc->ntensors; t++)
+            optim_counts_add(&after, &res->tensors[t].st.opt);
+        uint64_t nz = after.nonzero - before.nonzero, stale = after.stale - before.stale;
+        res->stale_by_step[it - 1] = nz ? (double)stale / (double)nz : 0;
+        res->loss_scale_by_step[it - 1] = scale;
+        res->lr_by_step[it - 1] = S->step.lr;
+        res->skipped_by_step[it - 1] = (uint8_t)found_inf;
+        res->skipped_steps += found_inf;
+        if (scaled && sc->loss_scale.mode == GP_LS_DYNAMIC && sc->loss_scale.update)
+            gp_scaler_update(&scaler, found_inf, sc->loss_scale.growth, sc->loss_scale.backoff,
+                             sc->loss_scale.interval);
+        if (scaled && (double)scaler.scale < res->min_loss_scale)
+            res->min_loss_scale = scaler.scale;
+    }
+    if (S->persist)
+        for (size_t t = 0; t < sc->ntensors; t++)
+            for (uint64_t i0 = 0; i0 < sc->tensors[t].size; i0 += CHUNK)
+                gp_optim_final(&S->ts[t].opt, (size_t)i0, min_size(sc->tensors[t].size - i0, CHUNK),
+                               &res->tensors[t].st.opt_ss);
+    return 0;
 }
 
 int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend *cmp, gp_result *res,
                     gp_error *err)
 {
     memset(res, 0, sizeof *res);
-    res->tensors = calloc(sc->ntensors, sizeof *res->tensors);
-    if (!res->tensors)
-        return gp_error_set(err, "out of memory");
     res->ntensors = sc->ntensors;
     res->nsteps = sc->batch.microbatches;
+    res->nopt = sc->steps;
+    size_t no = (size_t)sc->steps;
+    res->tensors = calloc(sc->ntensors, sizeof *res->tensors);
     res->traj_err_ss = calloc((size_t)res->nsteps, sizeof(double));
     res->traj_ref_ss = calloc((size_t)res->nsteps, sizeof(double));
-    if (!res->traj_err_ss || !res->traj_ref_ss) {
-        gp_result_free(res);
-        return gp_error_set(err, "out of memory");
-    }
-    double N = 0;
+    res->stale_by_step = calloc(no, sizeof(double));
+    res->loss_scale_by_step = calloc(no, sizeof(double));
+    res->lr_by_step = calloc(no, sizeof(double));
+    res->skipped_by_step = calloc(no, 1);
+    sim S;
+    memset(&S, 0, sizeof S);
+    S.sc = sc;
+    S.b = b;
+    S.cmp = cmp;
+    S.res = res;
+    S.coupled = sc->clip.max_norm > 0 || sc->loss_scale.mode != GP_LS_NONE;
+    S.persist = sc->steps > 1;
+    S.ts = calloc(sc->ntensors, sizeof *S.ts);
+    S.step_st = calloc(sc->ntensors, sizeof *S.step_st);
+    S.c.traj_err = calloc((size_t)res->nsteps, sizeof(double));
+    S.c.traj_ref = calloc((size_t)res->nsteps, sizeof(double));
+    S.c.sc = sc;
+    S.c.b = b;
+    S.c.cmp = cmp;
+    S.c.res = res;
+    S.c.gf = sc->precision.grad;
+    S.c.af = sc->precision.accumulator;
     for (int k = 0; k < sc->batch.microbatches; k++)
-        N += (double)sc->batch.tokens[k];
-    double s = sc->loss_scale.mode == GP_LS_NONE ? 1.0 : sc->loss_scale.init;
-    int found_inf = 0, rc = 0;
-    chunk c;
-    memset(&c, 0, sizeof c);
-    c.sc = sc;
-    c.b = b;
-    c.cmp = cmp;
-    c.res = res;
-    c.s = s;
-    c.gf = sc->precision.grad;
-    c.af = sc->precision.accumulator;
-    size_t ab = width_bytes(c.af), gb = width_bytes(c.gf);
-    int kahan = sc->precision.rounding == GP_ACC_KAHAN;
-    c.xs = malloc(CHUNK * sizeof *c.xs);
-    c.partial = malloc(CHUNK * sizeof *c.partial);
-    c.grad = malloc(CHUNK * gb);
-    c.acc = malloc(CHUNK * ab);
-    c.old = malloc(CHUNK * ab);
-    c.comp = kahan ? malloc(CHUNK * ab) : NULL;
-    c.acc2 = cmp ? malloc(CHUNK * ab) : NULL;
-    c.comp2 = cmp && kahan ? malloc(CHUNK * ab) : NULL;
-    int oom = !c.xs || !c.partial || !c.grad || !c.acc || !c.old || (kahan && !c.comp) || (cmp && !c.acc2) ||
-              (cmp && kahan && !c.comp2);
-    for (int m = 0; m < GP_NMECH; m++)
-        oom |= !(c.err[m] = malloc(CHUNK * sizeof(double)));
-    if (oom)
+        S.N += (double)sc->batch.tokens[k];
+    int rc = 0;
+    if (!res->tensors || !res->traj_err_ss || !res->traj_ref_ss || !res->stale_by_step || !res->loss_scale_by_step ||
+        !res->lr_by_step || !res->skipped_by_step || !S.ts || !S.step_st || !S.c.traj_err || !S.c.traj_ref ||
+        alloc_chunk(&S.c, sc->precision.rounding == GP_ACC_KAHAN, cmp != NULL) != 0)
         rc = gp_error_set(err, "out of memory");
+    if (rc == 0)
+        rc = alloc_tensors(&S, err);
     for (size_t t = 0; t < sc->ntensors && rc == 0; t++) {
-        const gp_tensor_spec *ts = &sc->tensors[t];
-        gp_tensor_result *tr = &res->tensors[t];
-        snprintf(tr->name, sizeof tr->name, "%s", ts->name);
-        tr->size = ts->size;
-        c.t = t;
-        c.st = &tr->st;
-        for (uint64_t i0 = 0; i0 < ts->size && rc == 0; i0 += CHUNK) {
-            c.i0 = i0;
-            c.n = (size_t)(ts->size - i0 < CHUNK ? ts->size - i0 : CHUNK);
-            memset(c.acc, 0, c.n * ab); /* +0 in every format */
-            if (kahan)
-                memset(c.comp, 0, c.n * ab);
-            for (int m = 0; m < GP_NMECH; m++)
-                memset(c.err[m], 0, c.n * sizeof(double));
-            memset(c.partial, 0, c.n * sizeof(double));
-            rc = ts->grad.kind == GP_DIST_VALUES ? run_explicit(&c, ts, N, &found_inf, err)
-                                                 : run_generated(&c, ts, N, &found_inf, err);
-        }
-        derive(&tr->st, tr->metric, tr->loss);
-        stats_add(&res->st, &tr->st);
+        snprintf(res->tensors[t].name, sizeof res->tensors[t].name, "%s", sc->tensors[t].name);
+        res->tensors[t].size = sc->tensors[t].size;
     }
-    free(c.xs);
-    free(c.partial);
-    free(c.grad);
-    free(c.acc);
-    free(c.old);
-    free(c.comp);
-    free(c.acc2);
-    free(c.comp2);
-    for (int m = 0; m < GP_NMECH; m++)
-        free(c.err[m]);
+    if (rc == 0)
+        rc = simulate(&S, err);
+    free_chunk(&S.c);
+    free_tensors(&S);
+    free(S.step_st);
+    free(S.c.traj_err);
+    free(S.c.traj_ref);
     if (rc != 0) {
         gp_result_free(res);
         return rc;
     }
-    derive(&res->st, res->metric, res->loss);
-    res->skipped_steps = found_inf;
-    res->min_loss_scale = found_inf && sc->loss_scale.mode == GP_LS_DYNAMIC ? s * sc->loss_scale.backoff : s;
-    res->metric[GP_M_SKIPPED_STEPS] = found_inf;
-    res->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     for (size_t t = 0; t < res->ntensors; t++) {
-        res->tensors[t].metric[GP_M_SKIPPED_STEPS] = found_inf;
-        res->tensors[t].metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
+        gp_tensor_result *tr = &res->tensors[t];
+        derive(&tr->st, tr->metric, tr->loss);
+        stats_add(&res->st, &tr->st);
+        tr->metric[GP_M_SKIPPED_STEPS] = res->skipped_steps;
+        tr->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     }
+    derive(&res->st, res->metric, res->loss);
+    res->metric[GP_M_SKIPPED_STEPS] = res->skipped_steps;
+    res->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     judge(sc, res);
     return 0;
 }
@@ -598,5 +922,9 @@ void gp_result_free(gp_result *res)
     free(res->tensors);
     free(res->traj_err_ss);
     free(res->traj_ref_ss);
+    free(res->stale_by_step);
+    free(res->loss_scale_by_step);
+    free(res->lr_by_step);
+    free(res->skipped_by_step);
     memset(res, 0, sizeof *res);
 }

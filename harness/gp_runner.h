@@ -25,6 +25,7 @@
 
 #include "gp_backend.h"
 #include "gp_metrics.h"
+#include "gp_optim.h"
 #include "gp_scenario.h"
 
 typedef enum {
@@ -34,8 +35,14 @@ typedef enum {
     GP_MECH_OVERFLOW,
     GP_MECH_ROUNDING, /* ordinary inexact roundings, no mechanism of the taxonomy */
     GP_MECH_NONFINITE,
+    GP_MECH_SCALING,  /* gradients lost to skipped steps, or clipped in the wrong units */
+    GP_MECH_STALE,    /* optimizer updates the stored weight did not take */
+    GP_MECH_STATE,    /* what rounding m and v changed in the updates */
     GP_NMECH
 } gp_mechanism;
+
+/* Mechanisms measured on the accumulated gradient (the rest: on the optimizer step). */
+#define GP_MECH_GRAD_END GP_MECH_SCALING
 
 /* "normalization", "underflow", ... */
 const char *gp_mechanism_name(gp_mechanism m);
@@ -45,12 +52,15 @@ typedef struct {
     double ss_full, ss_same, ss_acc;                /* sum of squares of g_full, g_same, g_acc */
     double ss_acc_full, ss_acc_same, ss_same_full;  /* ... of the differences */
     double ss_mech[GP_NMECH];                       /* ... of each mechanism's local errors */
+    double ss_full_skipped;                         /* sum of squares of g_full in skipped steps */
     double max_ulp;                                 /* max |g_acc - g_same| / ulp32(g_same) */
     uint64_t rounded_nonzero, underflow;            /* roundings of non-zero exact values; losses */
     uint64_t adds_nonzero, absorbed;                /* additions of a non-zero addend; absorbed */
     uint64_t overflow, stored_nonzero, subnormal;   /* overflows; stored grads != 0; subnormal */
     uint64_t nonfinite;                             /* non-finite final gradients */
     uint64_t mismatches;                            /* elements where a compared backend differed */
+    gp_optim_counts opt;                            /* optimizer-phase events */
+    gp_optim_sums opt_ss;                           /* optimizer-phase sums of squares */
 } gp_stats;
 
 typedef enum { GP_PASS = 0, GP_WARN = 1, GP_FAIL = 2 } gp_verdict;
@@ -82,6 +92,11 @@ typedef struct {
     size_t ntensors;
     int skipped_steps;
     double min_loss_scale;
+    int nopt;                    /* optimizer iterations simulated (the scenario's steps) */
+    double *stale_by_step;       /* [nopt] stale fraction of each iteration (0 when skipped) */
+    double *loss_scale_by_step;  /* [nopt] loss scale used by each iteration (1 without a scaler) */
+    double *lr_by_step;          /* [nopt] the schedule's lr of each iteration */
+    uint8_t *skipped_by_step;    /* [nopt] 1 where the step was skipped */
     gp_verdict verdict;
     gp_mechanism dominant;       /* the largest loss; GP_NMECH when nothing was lost */
     int failed[GP_NMETRICS];     /* 1 where the metric exceeded its threshold */

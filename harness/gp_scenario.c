@@ -949,6 +949,15 @@ static int parse_optimizer(const loader *L, yaml_node_t *n, gp_scenario *s)
         return -1;
     if (v[OP_SR] && get_bool(L, v[OP_SR], "optimizer.stochastic", &s->optimizer.stochastic))
         return -1;
+    /* what the AdamW kernels implement (kernels/arith/gp_adamw.h) */
+    if (v[OP_PARAM] && s->optimizer.param != GP_FP32 && s->optimizer.param != GP_BF16 && s->optimizer.param != GP_FP16)
+        return fail(L, v[OP_PARAM], "optimizer.param: expected fp32, bf16 or fp16");
+    if (v[OP_STATE] && s->optimizer.state != GP_FP32 && s->optimizer.state != GP_BF16 && s->optimizer.state != GP_FP16)
+        return fail(L, v[OP_STATE], "optimizer.state: expected fp32, bf16 or fp16");
+    if (s->optimizer.kahan && s->optimizer.master)
+        return fail(L, v[OP_KAHAN], "optimizer.kahan: Kahan compensation replaces the master copy; drop one");
+    if (s->optimizer.kahan && s->optimizer.stochastic)
+        return fail(L, v[OP_KAHAN], "optimizer.kahan: the compensated store rounds to nearest, not stochastically");
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* gp_plugin_abi.h — the C ABI through which gradprec runs a kernel under test: the
  * built-in backends (cpu, cuda) and users' shared libraries (--backend plugin:PATH.so)
- * all fill this table. Version 1. Compile a plugin against this header alone (plus,
+ * all fill this table. Version 2 (version 1 had no optimizer step). Compile a plugin against this header alone (plus,
  * for stochastic rounding, kernels/arith/gp_philox.h for the random bits).
  *
  * A plugin exports one symbol, `gp_plugin_entry`, returning a pointer to a static
@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define GP_PLUGIN_ABI_VERSION 1u
+#define GP_PLUGIN_ABI_VERSION 2u
 
 /* Formats (same values as gp_format). */
 enum { GP_PLUGIN_FP32 = 0, GP_PLUGIN_BF16 = 1, GP_PLUGIN_FP16 = 2, GP_PLUGIN_FP8_E4M3 = 3,
@@ -54,13 +54,52 @@ typedef struct {
     int32_t found_inf; /* out */
 } gp_plugin_unscale_args;
 
+/* AdamW variants (same values as kernels/arith/gp_adamw.h's gp_adamw_variant). */
+enum { GP_PLUGIN_ADAMW_PLAIN = 0,     /* torch eager on the param: the decayed weight is
+                                         stored in the param format, then the update */
+       GP_PLUGIN_ADAMW_ONE_STORE = 1, /* the same math, the decayed weight kept in fp32 */
+       GP_PLUGIN_ADAMW_MASTER = 2,    /* the step runs on master[] (fp32); param = store(master) */
+       GP_PLUGIN_ADAMW_KAHAN = 3 };   /* param + comp[] (both param format), compensated */
+
+/* One AdamW step (DESIGN.md §3, torch.optim.AdamW's order) over n elements:
+ *   p <- p*(1 - lr*wd); m <- m + (1-beta1)(g - m); v <- beta2*v + (1-beta2)*g^2;
+ *   p <- p - (lr/(1 - beta1^step)) * m / (sqrt(v)/sqrt(1 - beta2^step) + eps)
+ * in fp32 arithmetic, with g = widen(grad[i]) * inv_scale (fp32 multiply; 1.0f when
+ * the gradients are already unscaled). The hyper-parameters come as the binary64 values
+ * a Python training script holds, and the plugin computes its own scalars. When
+ * *found_inf is non-zero (read where `memory` says: host or device) nothing is written:
+ * the step is skipped without a host synchronisation, as torch's fused AdamW does. */
+typedef struct {
+    uint32_t struct_size;
+    int32_t param_format;    /* fp32, bf16 or fp16: param[] (and comp[]) */
+    int32_t state_format;    /* fp32 or bf16: m[] and v[] */
+    int32_t grad_format;     /* format of grad[] */
+    int32_t variant;         /* GP_PLUGIN_ADAMW_* */
+    int32_t rounding;        /* store of the param: GP_PLUGIN_RNE or GP_PLUGIN_STOCHASTIC */
+    double lr, beta1, beta2, eps, weight_decay;
+    int64_t step;            /* t >= 1: this step's number (skipped steps do not count) */
+    float inv_scale;         /* multiplies the gradient (1.0f: already unscaled) */
+    const int32_t *found_inf; /* non-zero: skip the step */
+    uint64_t seed;           /* stochastic rounding: the 32 random bits of element i are */
+    uint64_t stream;         /*   gp_rand_u32(seed, stream, first_index + i) */
+    uint64_t first_index;
+    uint64_t n;
+    const void *grad;        /* n gradients (read only) */
+    void *param;             /* n params, updated */
+    void *master;            /* n fp32 master weights (MASTER only), updated; else NULL */
+    void *comp;              /* n compensation terms (KAHAN only), updated; else NULL */
+    void *m, *v;             /* n first and second moments, updated */
+} gp_plugin_adamw_args;
+
 typedef struct {
     uint32_t abi_version; /* GP_PLUGIN_ABI_VERSION */
     const char *name;     /* shown in reports */
     uint32_t memory;      /* GP_PLUGIN_HOST or GP_PLUGIN_DEVICE (CUDA device pointers) */
-    /* Each returns 0 on success, non-zero on failure (reported as an internal error). */
+    /* Each returns 0 on success, 1 when the configuration is not supported (gradprec
+     * says so and exits 2), anything else on failure (an internal error). */
     int (*accumulate)(const gp_plugin_accumulate_args *args);
     int (*unscale)(gp_plugin_unscale_args *args);
+    int (*adamw)(const gp_plugin_adamw_args *args); /* since version 2 */
 } gp_plugin;
 
 /* The one symbol a plugin exports. */

@@ -616,7 +616,7 @@ static void placeholder(gp_buf *b, const char *title, const char *key)
 {
     gp_buf_puts(b, "<figure class=\"chart placeholder\"><div class=\"ph-title\">");
     sb_esc(b, title);
-    gp_buf_puts(b, "</div><div class=\"ph-body\">no optimizer steps simulated in this report</div>"
+    gp_buf_puts(b, "</div><div class=\"ph-body\">no scenario with more than one optimizer step in this report</div>"
                "<figcaption>The chart appears when scenarios carry <code>");
     sb_esc(b, key);
     gp_buf_puts(b, "</code>.</figcaption></figure>\n");

@@ -15,6 +15,7 @@ static const char *const verdict_names[] = {"pass", "warn", "fail"};
 static const char *const reduction_names[] = {"token_mean", "mean", "mean_no_div", "sum"};
 static const char *const rounding_names[] = {"rne", "rtz", "stochastic", "kahan"};
 static const char *const ls_names[] = {"none", "static", "dynamic"};
+static const char *const schedule_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 
 const char *gp_verdict_name(gp_verdict v)
 {
@@ -62,6 +63,12 @@ static json_t *events_json(const gp_stats *st)
     json_object_set_new(o, "stored_subnormal", json_integer((json_int_t)st->subnormal));
     json_object_set_new(o, "nonfinite", json_integer((json_int_t)st->nonfinite));
     json_object_set_new(o, "backend_mismatches", json_integer((json_int_t)st->mismatches));
+    json_object_set_new(o, "updates_nonzero", json_integer((json_int_t)st->opt.nonzero));
+    json_object_set_new(o, "stale_updates", json_integer((json_int_t)st->opt.stale));
+    json_object_set_new(o, "state_values_nonzero", json_integer((json_int_t)st->opt.state_nonzero));
+    json_object_set_new(o, "state_underflow", json_integer((json_int_t)st->opt.state_underflow));
+    json_object_set_new(o, "writes_in_skipped_steps", json_integer((json_int_t)st->opt.skip_writes));
+    json_object_set_new(o, "optimizer_mismatches", json_integer((json_int_t)st->opt.mismatches));
     return o;
 }
 
@@ -86,9 +93,37 @@ static json_t *config_json(const gp_scenario *sc)
     json_object_set_new(o, "batch", b);
     json_t *ls = json_object();
     json_object_set_new(ls, "mode", json_string(ls_names[sc->loss_scale.mode]));
-    if (sc->loss_scale.mode != GP_LS_NONE)
+    if (sc->loss_scale.mode != GP_LS_NONE) {
         json_object_set_new(ls, "init", number(sc->loss_scale.init));
+        json_object_set_new(ls, "unscale_before_clip", json_boolean(sc->loss_scale.unscale_before_clip));
+    }
+    if (sc->loss_scale.mode == GP_LS_DYNAMIC) {
+        json_object_set_new(ls, "growth", number(sc->loss_scale.growth));
+        json_object_set_new(ls, "backoff", number(sc->loss_scale.backoff));
+        json_object_set_new(ls, "interval", json_integer(sc->loss_scale.interval));
+        json_object_set_new(ls, "update", json_boolean(sc->loss_scale.update));
+    }
     json_object_set_new(o, "loss_scale", ls);
+    json_t *clip = json_object();
+    json_object_set_new(clip, "max_norm", number(sc->clip.max_norm));
+    json_object_set_new(o, "clip", clip);
+    json_t *op = json_object();
+    json_object_set_new(op, "name", json_string("adamw"));
+    json_object_set_new(op, "lr", number(sc->optimizer.lr));
+    json_t *betas = json_array();
+    json_array_append_new(betas, number(sc->optimizer.beta1));
+    json_array_append_new(betas, number(sc->optimizer.beta2));
+    json_object_set_new(op, "betas", betas);
+    json_object_set_new(op, "eps", number(sc->optimizer.eps));
+    json_object_set_new(op, "weight_decay", number(sc->optimizer.weight_decay));
+    json_object_set_new(op, "param", json_string(gp_format_name(sc->optimizer.param)));
+    json_object_set_new(op, "master", sc->optimizer.master ? json_string("fp32") : json_null());
+    json_object_set_new(op, "state", json_string(gp_format_name(sc->optimizer.state)));
+    json_object_set_new(op, "kahan", json_boolean(sc->optimizer.kahan));
+    json_object_set_new(op, "stochastic", json_boolean(sc->optimizer.stochastic));
+    json_object_set_new(o, "optimizer", op);
+    json_object_set_new(o, "schedule", json_string(schedule_names[sc->schedule.kind]));
+    json_object_set_new(o, "steps", json_integer(sc->steps));
     return o;
 }
 
@@ -149,10 +184,33 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         json_array_append_new(counts, json_integer((json_int_t)r->hist[b]));
     json_object_set_new(hist, "counts", counts);
     json_object_set_new(o, "grad_magnitude_log2_histogram", hist);
+    /* per optimizer iteration, for multi-step scenarios (the charts' data) */
+    if (r->nopt > 1) {
+        json_t *stale = json_array(), *scale = json_array(), *lr = json_array(), *skipped = json_array();
+        for (int k = 0; k < r->nopt; k++) {
+            json_array_append_new(stale, number(r->stale_by_step[k]));
+            json_array_append_new(scale, number(r->loss_scale_by_step[k]));
+            json_array_append_new(lr, number(r->lr_by_step[k]));
+            json_array_append_new(skipped, json_boolean(r->skipped_by_step[k]));
+        }
+        json_object_set_new(o, "stale_update_by_step", stale);
+        json_object_set_new(o, "loss_scale_by_step", scale);
+        json_object_set_new(o, "lr_by_step", lr);
+        json_object_set_new(o, "skipped_by_step", skipped);
+    }
     json_t *notes = json_array();
-    if (sc->steps > 1 || sc->clip.max_norm > 0)
-        json_array_append_new(notes, json_string("optimizer steps and clipping are not simulated "
-                                                 "yet: this is the accumulation of one step"));
+    if (r->st.opt.skip_writes)
+        json_array_append_new(notes, json_string("the backend wrote optimizer state during a skipped step"));
+    if (r->st.opt.mismatches)
+        json_array_append_new(notes, json_string("the compared backends' optimizer steps differ"));
+    if (r->skipped_steps)
+        json_array_append_new(notes, json_string("steps were skipped on a non-finite gradient: their "
+                                                 "gradients count as lost to scaling"));
+    if (sc->clip.max_norm > 0 && sc->loss_scale.mode != GP_LS_NONE && !sc->loss_scale.unscale_before_clip)
+        json_array_append_new(notes, json_string("gradients are clipped before unscaling: the clip compares "
+                                                 "max_norm with the scaled norm"));
+    if (sc->loss_scale.mode == GP_LS_DYNAMIC && !sc->loss_scale.update)
+        json_array_append_new(notes, json_string("the loss scale is never updated"));
     json_object_set_new(o, "notes", notes);
     return o;
 }

@@ -21,7 +21,7 @@ static const char *g_src_dir = ".";
 static const char *g_gradprec = NULL;
 static char g_tmp[512]; /* this run's scratch directory */
 
-static const char *const NO_OPT = "no optimizer steps simulated in this report";
+static const char *const NO_OPT = "no scenario with more than one optimizer step in this report";
 static const char *const SVG_NS = "xmlns=\"http://www.w3.org/2000/svg\"";
 
 /* ---- helpers ---- */

@@ -459,7 +459,7 @@ static void test_round_trip(void **state)
         "             unscale_before_clip: false, update: false}\n"
         "clip: {max_norm: 0.1}\n"
         "optimizer: {name: adamw, lr: 3e-3, betas: [0, 0.95], eps: 1e-12, weight_decay: 0,\n"
-        "            param: fp8_e4m3, master: fp32, state: bf16, kahan: true, stochastic: true}\n"
+        "            param: fp16, master: fp32, state: bf16, kahan: false, stochastic: true}\n"
         "schedule: {name: step, warmup: 3, total: 9, min_lr: 1e-6, step_size: 2, gamma: 0.5}\n"
         "steps: 12\n"
         "thresholds: {nonfinite_count: 0, max_ulp_err: 4, min_loss_scale: -1, weight_rel_err: 1e-300}\n";
@@ -535,6 +535,10 @@ static void test_bad_inline(void **state)
     expect_str_error("optimizer: {eps: 0}", "1:18", "> 0");
     expect_str_error("optimizer: {name: sgd}", "1:19", "adamw");
     expect_str_error("optimizer: {master: bf16}", "1:21", "none, fp32");
+    expect_str_error("optimizer: {param: fp8_e4m3}", "1:20", "fp32, bf16 or fp16");
+    expect_str_error("optimizer: {state: e5m2}", "1:20", "fp32, bf16 or fp16");
+    expect_str_error("optimizer: {master: fp32, kahan: true}", "1:34", "replaces the master copy");
+    expect_str_error("optimizer: {kahan: true, stochastic: true}", "1:20", "rounds to nearest");
     expect_str_error("loss_scale: {growth: 1}", "1:22", "> 1");
     expect_str_error("loss_scale: {backoff: 1}", "1:23", "(0, 1)");
     expect_str_error("loss_scale: {interval: 0}", "1:24", "at least 1");

@@ -11,7 +11,11 @@
  *
  * Built with -DGP_EXAMPLE_BF16_AS_FP32 it becomes the deliberately wrong plugin of the
  * tests: it claims an fp32 accumulator but rounds every sum to bf16 — the incident of
- * the SDXL LoRA write-up — and gradprec's default suite fails it, naming absorption. */
+ * the SDXL LoRA write-up — and gradprec's default suite fails it, naming absorption.
+ * -DGP_EXAMPLE_EPS_IN_SQRT puts AdamW's eps under the square root, sqrt(v/bc2 + eps), and
+ * -DGP_EXAMPLE_COUPLED_WD applies weight decay as Adam's L2 term (g + wd*w, no decoupled
+ * decay): two more wrong optimizers the default suite must fail. */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -126,16 +130,96 @@ static int unscale(gp_plugin_unscale_args *a)
     return 0;
 }
 
+/* fp32 value -> storage format -> fp32: what writing a float result into a tensor of
+ * that dtype and reading it back gives. */
+static float round_to(int32_t fmt, float v)
+{
+    switch (fmt) {
+    case GP_PLUGIN_FP32: return v;
+    case GP_PLUGIN_BF16: return bf16_to_f32(f32_to_bf16(v));
+    default: return f16_to_f32(f32_to_f16(v));
+    }
+}
+
+/* AdamW as torch's CUDA kernels compute it (see the ABI header for the formula):
+ * lerp and addcmul/addcdiv as fused multiply-adds, the scalars in double as Python
+ * computes them. Round-to-nearest-even only; m and v in fp32 or bf16. */
+static int adamw(const gp_plugin_adamw_args *a)
+{
+    int32_t pf = a->param_format, sf = a->state_format;
+    if (a->rounding != GP_PLUGIN_RNE || !supported(pf) || !supported(a->grad_format) ||
+        (sf != GP_PLUGIN_FP32 && sf != GP_PLUGIN_BF16))
+        return 1;
+    if (*a->found_inf)
+        return 0; /* a skipped step */
+    double bc1 = 1.0 - pow(a->beta1, (double)a->step), bc2 = 1.0 - pow(a->beta2, (double)a->step);
+    float decay = (float)(1.0 - a->lr * a->weight_decay);
+    float w1 = (float)(1.0 - a->beta1), beta2 = (float)a->beta2, cv = (float)(1.0 - a->beta2);
+    float inv_bc2_sqrt = 1.0f / (float)sqrt(bc2), eps = (float)a->eps, neg_step = (float)(-(a->lr / bc1));
+#ifdef GP_EXAMPLE_COUPLED_WD
+    float wd = (float)a->weight_decay; /* the bug: Adam's L2 term in the gradient, no decoupled decay */
+    decay = 1.0f;
+#endif
+    for (uint64_t i = 0; i < a->n; i++) {
+        float g = load(a->grad_format, a->grad, i) * a->inv_scale;
+        float w = a->variant == GP_PLUGIN_ADAMW_MASTER ? ((const float *)a->master)[i] : load(pf, a->param, i);
+#ifdef GP_EXAMPLE_COUPLED_WD
+        g = fmaf(wd, w, g);
+#endif
+        float m = load(sf, a->m, i), v = load(sf, a->v, i);
+        float diff = g - m;
+        m = round_to(sf, w1 < 0.5f ? fmaf(w1, diff, m) : fmaf(-diff, 1.0f - w1, g));
+        float vb = round_to(sf, v * beta2);
+        v = round_to(sf, cv == 1.0f ? fmaf(g, g, vb) : fmaf(cv, g * g, vb));
+#ifdef GP_EXAMPLE_EPS_IN_SQRT
+        float q = round_to(sf, round_to(sf, v * inv_bc2_sqrt) * inv_bc2_sqrt);
+        float den = round_to(sf, sqrtf(q + eps)); /* the bug: eps under the square root */
+#else
+        float q = round_to(sf, round_to(sf, sqrtf(v)) * inv_bc2_sqrt);
+        float den = round_to(sf, q + eps);
+#endif
+        float ratio = m / den;
+        store(sf, a->m, i, m);
+        store(sf, a->v, i, v);
+        switch (a->variant) {
+        case GP_PLUGIN_ADAMW_PLAIN:
+            store(pf, a->param, i, fmaf(neg_step, ratio, round_to(pf, w * decay)));
+            break;
+        case GP_PLUGIN_ADAMW_ONE_STORE:
+            store(pf, a->param, i, fmaf(neg_step, ratio, w * decay));
+            break;
+        case GP_PLUGIN_ADAMW_MASTER: {
+            float nm = fmaf(neg_step, ratio, w * decay);
+            ((float *)a->master)[i] = nm;
+            store(pf, a->param, i, nm);
+            break;
+        }
+        default: { /* Kahan: the compensated sum of the decayed weight and the update */
+            float d = w * decay, c = load(pf, a->comp, i);
+            float y = fmaf(neg_step, ratio, -c), sum = d + y;
+            store(pf, a->param, i, sum);
+            store(pf, a->comp, i, (load(pf, a->param, i) - d) - y);
+            break;
+        }
+        }
+    }
+    return 0;
+}
+
 const gp_plugin *gp_plugin_entry(void);
 
 static const gp_plugin plugin = {
     GP_PLUGIN_ABI_VERSION,
-#ifdef GP_EXAMPLE_BF16_AS_FP32
+#if defined(GP_EXAMPLE_BF16_AS_FP32)
     "bf16-claiming-fp32",
+#elif defined(GP_EXAMPLE_EPS_IN_SQRT)
+    "adamw-eps-inside-sqrt",
+#elif defined(GP_EXAMPLE_COUPLED_WD)
+    "adamw-coupled-weight-decay",
 #else
     "example",
 #endif
-    GP_PLUGIN_HOST, accumulate, unscale,
+    GP_PLUGIN_HOST, accumulate, unscale, adamw,
 };
 
 const gp_plugin *gp_plugin_entry(void)

@@ -4,6 +4,7 @@
 #include "gp_cpu_backend.h"
 
 #include "../arith/gp_accum.h"
+#include "../arith/gp_adamw.h"
 #include "../arith/gp_philox.h"
 
 /* Widen a stored gradient of format gf to an fp32 value (exact). */
@@ -58,8 +59,36 @@ static int cpu_unscale(gp_plugin_unscale_args *a)
     return 0;
 }
 
+static int cpu_adamw(const gp_plugin_adamw_args *a)
+{
+    if (*a->found_inf)
+        return 0;
+    gp_adamw_config cfg = {(gp_format)a->param_format, (gp_format)a->state_format,
+                           (gp_adamw_variant)a->variant,
+                           a->rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE, GP_ADAMW_TORCH_CUDA};
+    gp_adamw_scalars s = gp_adamw_scalars_make(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, (long)a->step);
+    gp_format gf = (gp_format)a->grad_format, pf = cfg.param, sf = cfg.state;
+    for (uint64_t i = 0; i < a->n; i++) {
+        uint32_t master = a->master ? ((const uint32_t *)a->master)[i] : 0;
+        uint32_t comp = a->comp ? gp_pack_get(pf, a->comp, i) : 0;
+        uint32_t m = gp_pack_get(sf, a->m, i), v = gp_pack_get(sf, a->v, i);
+        uint32_t rb = cfg.rounding == GP_STOCHASTIC ? gp_rand_u32(a->seed, a->stream, a->first_index + i) : 0;
+        float g = grad_value(gf, a->grad, i) * a->inv_scale;
+        uint32_t p = gp_adamw_step(cfg, &s, gp_pack_get(pf, a->param, i), &master, &comp, &m, &v, g, 0, rb,
+                                   (unsigned *)0, (unsigned *)0);
+        gp_pack_set(pf, a->param, i, p);
+        gp_pack_set(sf, a->m, i, m);
+        gp_pack_set(sf, a->v, i, v);
+        if (a->master)
+            ((uint32_t *)a->master)[i] = master;
+        if (a->comp)
+            gp_pack_set(pf, a->comp, i, comp);
+    }
+    return 0;
+}
+
 static const gp_plugin cpu_plugin = {
-    GP_PLUGIN_ABI_VERSION, "cpu", GP_PLUGIN_HOST, cpu_accumulate, cpu_unscale,
+    GP_PLUGIN_ABI_VERSION, "cpu", GP_PLUGIN_HOST, cpu_accumulate, cpu_unscale, cpu_adamw,
 };
 
 const gp_plugin *gp_cpu_backend(void)

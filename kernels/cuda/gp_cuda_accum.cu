@@ -1,4 +1,4 @@
-/* gp_cuda_accum.cu — the CUDA backend: accumulate and unscale kernels over the
+/* gp_cuda_accum.cu — the CUDA backend: accumulate, unscale and AdamW kernels over the
  * per-element steps of kernels/arith/gp_accum.h (the code the CPU emulation runs),
  * reading and writing 8 elements at a time with 16-byte vector transactions,
  * behind the host-memory gp_plugin interface: each call copies its arrays to the
@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "../arith/gp_accum.h"
+#include "../arith/gp_adamw.h"
 #include "../arith/gp_philox.h"
 #include "gp_cuda.h"
 
@@ -180,8 +181,74 @@ done:
     return rc;
 }
 
+/* One AdamW step per element (kernels/arith/gp_adamw.h, the CPU emulation's code);
+ * found_inf is read on the device, so a skipped step needs no host synchronisation. */
+__global__ void gp_adamw_kernel(gp_plugin_adamw_args a, gp_adamw_scalars s)
+{
+    gp_adamw_config cfg = {(gp_format)a.param_format, (gp_format)a.state_format, (gp_adamw_variant)a.variant,
+                           a.rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE, GP_ADAMW_TORCH_CUDA};
+    if (*a.found_inf)
+        return;
+    gp_format gf = (gp_format)a.grad_format, pf = cfg.param, sf = cfg.state;
+    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride) {
+        uint32_t master = a.master ? ((const uint32_t *)a.master)[i] : 0u;
+        uint32_t comp = a.comp ? gp_pack_get(pf, a.comp, i) : 0u;
+        uint32_t m = gp_pack_get(sf, a.m, i), v = gp_pack_get(sf, a.v, i);
+        uint32_t rb = cfg.rounding == GP_STOCHASTIC ? gp_rand_u32(a.seed, a.stream, a.first_index + i) : 0u;
+        float g = gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gp_pack_get(gf, a.grad, i))) * a.inv_scale;
+        uint32_t p = gp_adamw_step(cfg, &s, gp_pack_get(pf, a.param, i), &master, &comp, &m, &v, g, 0, rb,
+                                   (unsigned *)0, (unsigned *)0);
+        gp_pack_set(pf, a.param, i, p);
+        gp_pack_set(sf, a.m, i, m);
+        gp_pack_set(sf, a.v, i, v);
+        if (a.master)
+            ((uint32_t *)a.master)[i] = master;
+        if (a.comp)
+            gp_pack_set(pf, a.comp, i, comp);
+    }
+}
+
+static int cuda_adamw(const gp_plugin_adamw_args *h)
+{
+    gp_plugin_adamw_args d = *h;
+    void *g = NULL, *p = NULL, *ma = NULL, *c = NULL, *m = NULL, *v = NULL, *fi = NULL;
+    size_t pb = bytes_of(h->param_format, h->n), sb = bytes_of(h->state_format, h->n);
+    int rc = -1;
+    /* the scalars are host binary64 arithmetic (CPython's), as in torch */
+    gp_adamw_scalars s = gp_adamw_scalars_make(h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, (long)h->step);
+    if (to_device(&g, h->grad, bytes_of(h->grad_format, h->n)) || to_device(&p, h->param, pb) ||
+        (h->master && to_device(&ma, h->master, 4 * (size_t)h->n)) || (h->comp && to_device(&c, h->comp, pb)) ||
+        to_device(&m, h->m, sb) || to_device(&v, h->v, sb) || to_device(&fi, h->found_inf, sizeof(int32_t)))
+        goto done;
+    d.grad = g;
+    d.param = p;
+    d.master = ma;
+    d.comp = c;
+    d.m = m;
+    d.v = v;
+    d.found_inf = (const int32_t *)fi;
+    gp_adamw_kernel<<<1024, 256>>>(d, s);
+    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(h->param, p, pb, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        (h->master && cudaMemcpy(h->master, ma, 4 * (size_t)h->n, cudaMemcpyDeviceToHost) != cudaSuccess) ||
+        (h->comp && cudaMemcpy(h->comp, c, pb, cudaMemcpyDeviceToHost) != cudaSuccess) ||
+        cudaMemcpy(h->m, m, sb, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(h->v, v, sb, cudaMemcpyDeviceToHost) != cudaSuccess)
+        goto done;
+    rc = 0;
+done:
+    cudaFree(g);
+    cudaFree(p);
+    cudaFree(ma);
+    cudaFree(c);
+    cudaFree(m);
+    cudaFree(v);
+    cudaFree(fi);
+    return rc;
+}
+
 static const gp_plugin cuda_plugin = {
-    GP_PLUGIN_ABI_VERSION, "cuda", GP_PLUGIN_HOST, cuda_accumulate, cuda_unscale,
+    GP_PLUGIN_ABI_VERSION, "cuda", GP_PLUGIN_HOST, cuda_accumulate, cuda_unscale, cuda_adamw,
 };
 
 extern "C" const gp_plugin *gp_cuda_backend(void)

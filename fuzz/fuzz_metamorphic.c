@@ -1,0 +1,221 @@
+/* fuzz_metamorphic.c — libFuzzer target: relations that hold exactly, whatever the
+ * numbers, on the accumulate kernel and on the exact references. The input decodes as
+ * for the accumulate target (gp_decode_accum, so `gradprec repro --target accumulate`
+ * shows it); the loss-scale exponent, the token counts and the permutation are drawn
+ * from the case's seed (Philox stream "meta").
+ *  (a) Power-of-two loss-scale invariance (RNE and RTZ): accumulating x_k * 2^e and
+ *      unscaling by 2^-e gives the bits of accumulating x_k, provided no rounding of
+ *      either run meets the subnormal range or overflows: no UNDERFLOW, OVERFLOW or
+ *      INVALID event (gp_accum_step reports those of its stores; its fp32 opmath adds
+ *      are exact whenever their result is below 2^-126), no subnormal addend or
+ *      accumulator, every value finite. Then every rounding is of a normal value, and
+ *      round(2^e z) = 2^e round(z) for RNE and RTZ; the unscale multiplies a normal
+ *      value by a power of two exactly. So a difference is a kernel bug.
+ *  (b) Exact references (reference/gp_exact.h), with per-token-mean gradients m_k =
+ *      x_k and token counts n_k (N = sum n_k):
+ *      - token_mean = sum_k (n_k m_k / N), summed in GMP rationals, equals the
+ *        full-batch mean (sum_k n_k m_k) / N from gp_fixacc, rounded to binary64 with
+ *        the same sticky sign; and the fixacc holds exactly sum n_k m_k * 2^149;
+ *      - with equal n_k = n and A = K, the `mean` reduction (sum m_k) / K equals the
+ *        token mean (sum n m_k) / (n K) exactly (bits and sticky);
+ *      - exact sums do not depend on the order: gp_fixacc over a permutation has the
+ *        same limbs; gp_exactsum (binary64 plus spill) gives the same rounded results
+ *        over the given order, a permutation and the reverse (3 lanes in one call:
+ *        the vector path and its tail), all equal to the fixacc's.
+ * Features: the mechanisms of run (a) x the bucket of the normalization divergence
+ * |mean - token_mean| / |token_mean| (what the `mean` reduction loses with these token
+ * counts), and which relations could be checked. */
+#include <gmp.h>
+#include <math.h>
+#include <mpfr.h>
+#include <string.h>
+
+#include "gp_decode.h"
+#include "gp_fuzz_check.h"
+#include "harness/gp_names.h"
+#include "kernels/arith/gp_philox.h"
+#include "reference/gp_exact.h"
+
+#define META_STREAM 0x6d657461ull /* "meta" */
+
+GP_FUZZ_COUNTERS counters[GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + 4];
+
+static uint32_t draw(const gp_accum_case *c, uint64_t i)
+{
+    return gp_rand_u32(c->seed, META_STREAM, i);
+}
+
+/* (a) Returns 1 when the relation could be checked; *mech receives what fired. */
+static int check_scale_invariance(const gp_accum_case *c, unsigned *mech)
+{
+    if (c->rounding != GP_ACC_RNE && c->rounding != GP_ACC_RTZ)
+        return 0;
+    uint32_t w = draw(c, 0);
+    int e = (w & 1u) ? (int)((w >> 1) % 33u) - 16 : (int)((w >> 1) % 253u) - 126; /* 2^e, 2^-e normal fp32 */
+    double scale = ldexp(1.0, e);
+    const gp_format af = c->acc, gf = c->grad;
+    uint32_t a0 = 0, a1 = 0, c0 = 0, c1 = 0;
+    unsigned ev0 = 0, ev1 = 0;
+    int ok = 1;
+    for (int k = 0; k < c->n; k++) {
+        double x = gp_fmt_to_f64(gf, c->bits[k]);
+        if (!isfinite(x) || gp_fuzz_is_subnormal(gf, c->bits[k])) {
+            *mech |= isfinite(x) ? GP_FUZZ_SUBNORMAL : GP_FUZZ_OVERFLOW;
+            return 0;
+        }
+        unsigned evs = 0;
+        uint32_t yb = gp_fmt_from_f64(gf, x * scale, GP_RNE, 0, 0, &evs); /* x * 2^e is exact in binary64 */
+        if (evs || gp_fuzz_is_subnormal(gf, yb))
+            ok = 0; /* the scaled grad is not exactly a normal value of gf */
+        a0 = gp_accum_step(af, c->rounding, c->ftz, a0, &c0, (float)x, 0, &ev0);
+        if (ok)
+            a1 = gp_accum_step(af, c->rounding, c->ftz, a1, &c1, gp_f32_from_bits(gp_fmt_to_f32_bits(gf, yb)), 0,
+                               &ev1);
+        if (gp_fuzz_is_subnormal(af, a0) || gp_fuzz_is_subnormal(af, a1))
+            *mech |= GP_FUZZ_SUBNORMAL;
+        if (gp_fmt_isinf(af, a0) || gp_fmt_isnan(af, a0) || gp_fmt_isinf(af, a1) || gp_fmt_isnan(af, a1))
+            *mech |= GP_FUZZ_OVERFLOW;
+    }
+    *mech |= gp_fuzz_mech_of_events(ev0);
+    if (!ok || ((ev0 | ev1) & (GP_EV_UNDERFLOW | GP_EV_OVERFLOW | GP_EV_INVALID)) ||
+        (*mech & (GP_FUZZ_SUBNORMAL | GP_FUZZ_OVERFLOW)))
+        return 0;
+    int found_inf = 0;
+    unsigned evu = 0;
+    uint32_t back = gp_unscale_step(af, c->ftz, a1, (float)(1.0 / scale), &found_inf, &evu);
+    GP_FUZZ_CHECK(back == a0 && !found_inf,
+                  "acc %s grad %s rounding %s ftz %d n %d seed %llu scale 2^%d: unscaled accumulation "
+                  "0x%x (%a), scaled-then-unscaled 0x%x (%a; scaled acc 0x%x, events 0x%x/0x%x/0x%x)",
+                  gp_format_name(af), gp_format_name(gf), c->rounding == GP_ACC_RNE ? "rne" : "rtz", c->ftz,
+                  c->n, (unsigned long long)c->seed, e, a0, gp_fmt_to_f64(af, a0), back, gp_fmt_to_f64(af, back),
+                  a1, ev0, ev1, evu);
+    return 1;
+}
+
+/* The binary64 nearest to q and the sign of q - result. */
+static double q_nearest(const mpq_t q, int *sticky)
+{
+    mpfr_t f;
+    mpfr_init2(f, 53);
+    int t = mpfr_set_q(f, q, MPFR_RNDN);
+    double d = mpfr_get_d(f, MPFR_RNDN);
+    mpfr_clear(f);
+    *sticky = t > 0 ? -1 : t < 0 ? 1 : 0;
+    return d;
+}
+
+static void check_same(const char *what, double a, int sa, double b, int sb, const gp_accum_case *c)
+{
+    GP_FUZZ_CHECK(gp_f64_bits(a) == gp_f64_bits(b) && sa == sb,
+                  "%s: %a (sticky %d) != %a (sticky %d); grad %s n %d seed %llu", what, a, sa, b, sb,
+                  gp_format_name(c->grad), c->n, (unsigned long long)c->seed);
+}
+
+/* (b) Returns the normalization divergence |mean - token_mean| / |token_mean|, or -1
+ * when an addend is not finite (nothing checked). */
+static double check_references(const gp_accum_case *c, int *equal_checked)
+{
+    int n = c->n;
+    float m[GP_DECODE_MAX_ADDENDS];
+    uint32_t tok[GP_DECODE_MAX_ADDENDS];
+    int perm[GP_DECODE_MAX_ADDENDS];
+    int equal = (draw(c, 1) & 3u) == 0; /* 1 in 4: every micro-batch has the same count */
+    uint64_t N = 0;
+    for (int k = 0; k < n; k++) {
+        m[k] = gp_f32_from_bits(gp_fmt_to_f32_bits(c->grad, c->bits[k]));
+        if (!isfinite(m[k]))
+            return -1;
+        uint32_t w = draw(c, equal ? 2 : 2 + (uint64_t)k);
+        tok[k] = (w >> 28) == 0xfu ? (w & 0x7fffffffu) | (1u << 29) /* huge: the spill path */
+                                   : 1u + (w % 4096u);
+        N += tok[k];
+        perm[k] = k;
+    }
+    for (int k = n - 1; k > 0; k--) { /* Fisher-Yates */
+        int j = (int)(draw(c, 100 + (uint64_t)k) % (uint32_t)(k + 1));
+        int t = perm[k];
+        perm[k] = perm[j];
+        perm[j] = t;
+    }
+
+    gp_fixacc F, P, Fm;
+    gp_fixacc_zero(&F);
+    gp_fixacc_zero(&P);
+    gp_fixacc_zero(&Fm);
+    double es[3] = {0, 0, 0}, ew[3] = {0, 0, 0};
+    gp_fixacc sp[3], spw[3];
+    memset(sp, 0, sizeof sp);
+    memset(spw, 0, sizeof spw);
+    mpq_t tm, sum, t;
+    mpq_inits(tm, sum, t, NULL);
+    for (int k = 0; k < n; k++) {
+        int j = perm[k], r = n - 1 - k;
+        gp_fixacc_add(&F, m[k], tok[k]);
+        gp_fixacc_add(&P, m[j], tok[j]);
+        gp_fixacc_add(&Fm, m[k], 1);
+        float lanes[3] = {m[k], m[j], m[r]};
+        gp_exactsum_add(es, sp, lanes, 1, 3);        /* unit weights, 3 lanes */
+        gp_exactsum_add(&ew[0], &spw[0], &m[k], tok[k], 1); /* token weights, lane by lane */
+        gp_exactsum_add(&ew[1], &spw[1], &m[j], tok[j], 1);
+        gp_exactsum_add(&ew[2], &spw[2], &m[r], tok[r], 1);
+        mpq_set_d(t, (double)m[k]);
+        mpz_mul_ui(mpq_numref(t), mpq_numref(t), tok[k]);
+        mpq_canonicalize(t); /* t = n_k m_k */
+        mpq_add(sum, sum, t);
+        mpz_mul_ui(mpq_denref(t), mpq_denref(t), (unsigned long)N);
+        mpq_canonicalize(t); /* t = n_k m_k / N: the token_mean term of micro-batch k */
+        mpq_add(tm, tm, t);
+    }
+
+    /* the fixacc holds sum n_k m_k * 2^149 exactly */
+    mpz_t z, want;
+    mpz_inits(z, want, NULL);
+    gp_fixacc_get_mpz(z, &F);
+    mpz_mul_2exp(want, mpq_numref(sum), 149);
+    GP_FUZZ_CHECK(mpz_divisible_p(want, mpq_denref(sum)), "sum n_k m_k is not a multiple of 2^-149");
+    mpz_divexact(want, want, mpq_denref(sum));
+    GP_FUZZ_CHECK(mpz_cmp(z, want) == 0, "gp_fixacc: sum n_k m_k wrong (n %d seed %llu)", n,
+                  (unsigned long long)c->seed);
+    GP_FUZZ_CHECK(memcmp(F.limb, P.limb, sizeof F.limb) == 0, "gp_fixacc depends on the order (n %d seed %llu)",
+                  n, (unsigned long long)c->seed);
+
+    int s1, s2;
+    double full = gp_fixacc_div(&F, N, &s1);
+    double tq = q_nearest(tm, &s2);
+    check_same("token_mean (mpq, term by term) vs full-batch mean (fixacc)", tq, s2, full, s1, c);
+    double total = gp_fixacc_div(&Fm, 1, &s1);
+    for (int l = 0; l < 3; l++) {
+        double v = gp_exactsum_div(es[l], &sp[l], 1, &s2);
+        check_same("gp_exactsum (unit weights, lane) vs gp_fixacc", v, s2, total, s1, c);
+    }
+    double fullw = gp_fixacc_div(&F, N, &s1);
+    for (int l = 0; l < 3; l++) {
+        double v = gp_exactsum_div(ew[l], &spw[l], N, &s2);
+        check_same("gp_exactsum (token weights) / N vs gp_fixacc", v, s2, fullw, s1, c);
+    }
+    int sm;
+    double mean = gp_fixacc_div(&Fm, (uint64_t)n, &sm); /* (1/K) sum_k S_k/n_k with S_k = n_k m_k */
+    *equal_checked = equal;
+    if (equal) {
+        int st;
+        double tmean = gp_fixacc_div(&F, (uint64_t)tok[0] * (uint64_t)n, &st);
+        check_same("mean reduction (equal tokens) vs token_mean", mean, sm, tmean, st, c);
+    }
+    mpz_clears(z, want, NULL);
+    mpq_clears(tm, sum, t, NULL);
+    return full != 0 ? fabs(mean - full) / fabs(full) : (mean != 0 ? INFINITY : 0.0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    gp_accum_case c;
+    gp_decode_accum(data, size, &c);
+    unsigned mech = 0;
+    int ran_a = check_scale_invariance(&c, &mech);
+    int equal = 0;
+    double div = check_references(&c, &equal);
+    gp_fuzz_feature(counters, (mech % GP_FUZZ_NMECH) * GP_FUZZ_BUCKETS + gp_fuzz_bucket(div < 0 ? 0 : div));
+    gp_fuzz_feature(counters, GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + (unsigned)ran_a);
+    gp_fuzz_feature(counters, GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + 2 + (unsigned)equal);
+    return 0;
+}

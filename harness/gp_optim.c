@@ -1,0 +1,278 @@
+/* gp_optim.c — see gp_optim.h. */
+#include "gp_optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/arith/gp_accum.h"
+#include "gp_generate.h"
+
+static size_t fmt_bytes(gp_format f)
+{
+    return (size_t)gp_fmt_get(f).width / 8;
+}
+
+gp_adamw_config gp_optim_config(const gp_scenario *sc)
+{
+    gp_adamw_config c;
+    c.param = sc->optimizer.param;
+    c.state = sc->optimizer.state;
+    c.variant = sc->optimizer.master ? GP_ADAMW_MASTER : sc->optimizer.kahan ? GP_ADAMW_KAHAN : GP_ADAMW_PLAIN;
+    c.rounding = sc->optimizer.stochastic ? GP_STOCHASTIC : GP_RNE;
+    c.eval = GP_ADAMW_TORCH_CUDA;
+    return c;
+}
+
+int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with_cmp, gp_error *err)
+{
+    memset(o, 0, sizeof *o);
+    o->cap = cap;
+    o->cfg = gp_optim_config(sc);
+    size_t pb = fmt_bytes(o->cfg.param), sb = fmt_bytes(o->cfg.state), c = cap ? cap : 1;
+    size_t ch = c < 16384 ? c : 16384; /* scratch: one chunk (the runner's CHUNK) */
+    int master = o->cfg.variant == GP_ADAMW_MASTER, kahan = o->cfg.variant == GP_ADAMW_KAHAN;
+    int oom = !(o->param = malloc(c * pb)) || !(o->m = malloc(c * sb)) || !(o->v = malloc(c * sb)) ||
+              (kahan && !(o->comp = malloc(c * pb))) || (master && !(o->master = malloc(c * 4))) ||
+              !(o->lost = malloc(c * sizeof(double))) || !(o->state_err = malloc(c * sizeof(double))) ||
+              gp_adamw_dd_state_alloc(&o->ref, c) != 0 || !(o->old_param = malloc(ch * pb)) ||
+              !(o->old_m = malloc(ch * sb)) || !(o->old_v = malloc(ch * sb)) ||
+              (kahan && !(o->old_comp = malloc(ch * pb))) || (master && !(o->old_master = malloc(ch * 4))) ||
+              !(o->gref = malloc(ch * sizeof(double)));
+    if (!oom && with_cmp)
+        oom = !(o->param2 = malloc(ch * pb)) || !(o->m2 = malloc(ch * sb)) || !(o->v2 = malloc(ch * sb)) ||
+              (kahan && !(o->comp2 = malloc(ch * pb))) || (master && !(o->master2 = malloc(ch * 4)));
+    return oom ? gp_error_set(err, "out of memory (optimizer state of %zu elements)", cap) : 0;
+}
+
+void gp_optim_state_free(gp_optim_state *o)
+{
+    void *p[] = {o->param, o->comp, o->m, o->v, o->master, o->lost, o->state_err, o->old_param, o->old_comp,
+                 o->old_m, o->old_v, o->old_master, o->param2, o->comp2, o->m2, o->v2, o->master2, o->gref};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        free(p[i]);
+    gp_adamw_dd_state_free(&o->ref);
+    memset(o, 0, sizeof *o);
+}
+
+void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t i0, size_t n, size_t off)
+{
+    gp_format pf = o->cfg.param, sf = o->cfg.state;
+    float w[256];
+    for (size_t j0 = 0; j0 < n; j0 += 256) {
+        size_t nn = n - j0 < 256 ? n - j0 : 256;
+        gp_generate(&sc->tensors[t].weight, sc->seed, gp_stream_id(GP_STREAM_WEIGHT, t, 0, 0), i0 + j0, nn, w);
+        for (size_t j = 0; j < nn; j++) {
+            size_t e = off + j0 + j;
+            uint32_t pbits = gp_fmt_from_f32_bits(pf, gp_f32_bits(w[j]), GP_RNE, 0, 0, (unsigned *)0);
+            gp_pack_set(pf, o->param, e, pbits);
+            if (o->master)
+                o->master[e] = gp_f32_bits(w[j]);
+            if (o->comp)
+                gp_pack_set(pf, o->comp, e, 0);
+            gp_pack_set(sf, o->m, e, 0);
+            gp_pack_set(sf, o->v, e, 0);
+            o->lost[e] = 0;
+            o->state_err[e] = 0;
+            double w0 = o->master ? (double)w[j] : gp_fmt_to_f64(pf, pbits);
+            gp_adamw_dd_state_set(&o->ref, e, w0);
+        }
+    }
+}
+
+/* The weight the training carries: the master, else the param (Kahan: param - comp,
+ * the compensated value). */
+static double weight_at(const gp_optim_state *o, const void *param, const uint32_t *master, const void *comp,
+                        size_t e)
+{
+    if (master)
+        return (double)gp_f32_from_bits(master[e]);
+    double w = gp_fmt_to_f64(o->cfg.param, gp_pack_get(o->cfg.param, param, e));
+    if (comp)
+        w -= gp_fmt_to_f64(o->cfg.param, gp_pack_get(o->cfg.param, comp, e));
+    return w;
+}
+
+static int fail(const gp_backend *b, int rc, gp_error *err)
+{
+    gp_error_set(err, rc == 1 ? "backend %s: adamw: this configuration is not supported by the backend"
+                              : "backend %s: adamw failed (returned %d)", b->label, rc);
+    return rc == 1 ? -2 : -1;
+}
+
+/* Do the n elements at a (offset ao) and b (offset 0) of format f differ in any bit
+ * (NaN-ness for NaNs)? Counts per element into *diff. */
+static void compare(gp_format f, const void *a, size_t ao, const void *b, size_t n, uint8_t *diff)
+{
+    for (size_t j = 0; j < n; j++)
+        if (!gp_fmt_agree(f, gp_pack_get(f, a, ao + j), gp_pack_get(f, b, j)))
+            diff[j] = 1;
+}
+
+static void copy_elems(gp_format f, void *dst, size_t doff, const void *src, size_t soff, size_t n)
+{
+    size_t w = fmt_bytes(f);
+    memcpy((char *)dst + doff * w, (const char *)src + soff * w, n * w);
+}
+
+int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backend *b, const gp_backend *cmp,
+                   gp_optim_state *o, size_t t, uint64_t i0, size_t n, size_t off, gp_format gf,
+                   const void *grad, const double *gfull, gp_optim_counts *cnt, gp_error *err)
+{
+    gp_format pf = o->cfg.param, sf = o->cfg.state;
+    /* keep the old state: the attribution reads it, and the compared backend starts from it */
+    copy_elems(pf, o->old_param, 0, o->param, off, n);
+    copy_elems(sf, o->old_m, 0, o->m, off, n);
+    copy_elems(sf, o->old_v, 0, o->v, off, n);
+    if (o->comp)
+        copy_elems(pf, o->old_comp, 0, o->comp, off, n);
+    if (o->master)
+        memcpy(o->old_master, o->master + off, n * 4);
+
+    gp_plugin_adamw_args a;
+    memset(&a, 0, sizeof a);
+    a.struct_size = sizeof a;
+    a.param_format = (int32_t)pf;
+    a.state_format = (int32_t)sf;
+    a.grad_format = (int32_t)gf;
+    a.variant = (int32_t)o->cfg.variant;
+    a.rounding = o->cfg.rounding == GP_STOCHASTIC ? GP_PLUGIN_STOCHASTIC : GP_PLUGIN_RNE;
+    a.lr = s->lr;
+    a.beta1 = sc->optimizer.beta1;
+    a.beta2 = sc->optimizer.beta2;
+    a.eps = sc->optimizer.eps;
+    a.weight_decay = sc->optimizer.weight_decay;
+    a.step = s->t;
+    a.inv_scale = 1.0f;
+    a.found_inf = &s->found_inf;
+    a.seed = sc->seed;
+    a.stream = gp_stream_id(GP_STREAM_PARAM_SR, t, (uint64_t)s->iter, 0);
+    a.first_index = i0;
+    a.n = n;
+    a.grad = grad;
+    size_t pb = fmt_bytes(pf), sb = fmt_bytes(sf);
+    a.param = (char *)o->param + off * pb;
+    a.m = (char *)o->m + off * sb;
+    a.v = (char *)o->v + off * sb;
+    a.master = o->master ? o->master + off : NULL;
+    a.comp = o->comp ? (char *)o->comp + off * pb : NULL;
+    int rc = b->ops->adamw(&a);
+    if (rc != 0)
+        return fail(b, rc, err);
+
+    uint8_t *diff = calloc(n ? n : 1, 1);
+    if (!diff)
+        return gp_error_set(err, "out of memory");
+    if (cmp) {
+        copy_elems(pf, o->param2, 0, o->old_param, 0, n);
+        copy_elems(sf, o->m2, 0, o->old_m, 0, n);
+        copy_elems(sf, o->v2, 0, o->old_v, 0, n);
+        if (o->comp)
+            copy_elems(pf, o->comp2, 0, o->old_comp, 0, n);
+        if (o->master)
+            memcpy(o->master2, o->old_master, n * 4);
+        gp_plugin_adamw_args a2 = a;
+        a2.param = o->param2;
+        a2.m = o->m2;
+        a2.v = o->v2;
+        a2.master = o->master2;
+        a2.comp = o->comp2;
+        if ((rc = cmp->ops->adamw(&a2)) != 0) {
+            free(diff);
+            return fail(cmp, rc, err);
+        }
+        compare(pf, o->param, off, o->param2, n, diff);
+        compare(sf, o->m, off, o->m2, n, diff);
+        compare(sf, o->v, off, o->v2, n, diff);
+        if (o->comp)
+            compare(pf, o->comp, off, o->comp2, n, diff);
+        if (o->master)
+            compare(GP_FP32, o->master, off, o->master2, n, diff);
+        for (size_t j = 0; j < n; j++)
+            cnt->mismatches += diff[j];
+        memset(diff, 0, n);
+    }
+
+    /* what did the backend write? */
+    compare(pf, o->param, off, o->old_param, n, diff);
+    if (o->comp)
+        compare(pf, o->comp, off, o->old_comp, n, diff);
+    if (o->master)
+        compare(GP_FP32, o->master, off, o->old_master, n, diff);
+    uint8_t *mv_changed = calloc(n ? n : 1, 1);
+    if (!mv_changed) {
+        free(diff);
+        return gp_error_set(err, "out of memory");
+    }
+    compare(sf, o->m, off, o->old_m, n, mv_changed);
+    compare(sf, o->v, off, o->old_v, n, mv_changed);
+    if (s->found_inf) {
+        for (size_t j = 0; j < n; j++)
+            cnt->skip_writes += diff[j] | mv_changed[j];
+    } else {
+        gp_adamw_scalars k = gp_adamw_scalars_make(s->lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
+                                                   sc->optimizer.weight_decay, s->t);
+        double b1 = sc->optimizer.beta1, b2 = sc->optimizer.beta2, eps = sc->optimizer.eps;
+        double decay = 1.0 - s->lr * sc->optimizer.weight_decay;
+        for (size_t j = 0; j < n; j++) {
+            size_t e = off + j;
+            double g = gp_fmt_to_f64(gf, gp_pack_get(gf, grad, j));
+            double m0 = gp_fmt_to_f64(sf, gp_pack_get(sf, o->old_m, j));
+            double v0 = gp_fmt_to_f64(sf, gp_pack_get(sf, o->old_v, j));
+            double mx = b1 * m0 + (1.0 - b1) * g, vx = b2 * v0 + (1.0 - b2) * g * g;
+            double m1 = gp_fmt_to_f64(sf, gp_pack_get(sf, o->m, e));
+            double v1 = gp_fmt_to_f64(sf, gp_pack_get(sf, o->v, e));
+            double ux = -k.step_size * mx / (sqrt(vx) / k.bc2_sqrt + eps);
+            double us = -k.step_size * m1 / (sqrt(v1) / k.bc2_sqrt + eps);
+            double w0 = weight_at(o, o->old_param, o->old_master, o->old_comp, j);
+            /* a non-zero exact update of a finite weight (lr 0 moves nothing) */
+            int nonzero = isfinite(w0) && (ux != 0 || (decay != 1.0 && w0 != 0));
+            cnt->nonzero += (uint64_t)nonzero;
+            if (nonzero && !diff[j]) {
+                cnt->stale++;
+                o->lost[e] += (w0 * decay + us) - w0;
+            }
+            if (isfinite(ux)) /* a finite exact update made non-finite by m, v: an infinite loss */
+                o->state_err[e] += isfinite(us) ? us - ux : INFINITY;
+            cnt->state_nonzero += (uint64_t)(mx != 0) + (uint64_t)(vx != 0);
+            cnt->state_underflow += (uint64_t)(mx != 0 && m1 == 0) + (uint64_t)(vx != 0 && v1 == 0);
+        }
+    }
+    free(diff);
+    free(mv_changed);
+
+    /* the reference: every iteration is a step, with the exact full-batch gradient */
+    for (size_t j = 0; j < n; j++)
+        o->gref[j] = gfull[j];
+    gp_adamw_dd_step(&s->ref, &o->ref, off, n, o->gref, s->ref_coef, NULL);
+    return 0;
+}
+
+/* (x - ref)^2, infinite where x is NaN (a NaN weight is an infinite error, not none). */
+static double sq_err(double x, double ref)
+{
+    double d = x - ref;
+    return d == d ? d * d : INFINITY;
+}
+
+void gp_optim_final(const gp_optim_state *o, size_t off, size_t n, gp_optim_sums *sums)
+{
+    gp_format sf = o->cfg.state;
+    for (size_t j = 0; j < n; j++) {
+        size_t e = off + j;
+        double wr, mr, vr;
+        gp_adamw_dd_state_get(&o->ref, e, &wr, &mr, &vr);
+        double w = weight_at(o, o->param, o->master, o->comp, e);
+        if (o->cfg.variant == GP_ADAMW_KAHAN) /* the stored weight */
+            w = gp_fmt_to_f64(o->cfg.param, gp_pack_get(o->cfg.param, o->param, e));
+        double m = gp_fmt_to_f64(sf, gp_pack_get(sf, o->m, e)), v = gp_fmt_to_f64(sf, gp_pack_get(sf, o->v, e));
+        sums->w_err += sq_err(w, wr);
+        sums->w_ref += wr * wr;
+        sums->m_err += sq_err(m, mr);
+        sums->m_ref += mr * mr;
+        sums->v_err += sq_err(v, vr);
+        sums->v_ref += vr * vr;
+        sums->lost += o->lost[e] * o->lost[e];
+        sums->state += o->state_err[e] * o->state_err[e];
+    }
+}

@@ -1,0 +1,105 @@
+/* gp_optim.h — the optimizer phase of the multi-step simulation (DESIGN.md §1 stale
+ * update and state precision, §3 AdamW): for one chunk of one tensor, run the backend's
+ * AdamW step on the gradient the runner accumulated (unscaled and clipped), replay what
+ * it did to attribute losses, and advance the exact reference trajectory.
+ *
+ * State. Per element: the param (param format), the fp32 master (master variant), the
+ * Kahan compensation (param format), m and v (state format), the reference trajectory
+ * (reference/gp_adamw_dd.h: weight, m, v in double-double), and two attribution sums
+ * over steps. Arrays hold `cap` elements: the whole tensor when the scenario runs more
+ * than one step, else one chunk (the state of a one-step run is its initial state, made
+ * again for each chunk), so memory is per-parameter state only.
+ *
+ * Initial state. w0 = the weight distribution's value (fp32) of the element; param =
+ * RNE(w0) in the param format; master = w0 (master variant); comp = m = v = 0. The
+ * reference starts from the weight the training starts from: w0 with a master, else
+ * the stored param.
+ *
+ * Attribution, from the values the backend actually wrote (a plugin is judged on what
+ * it did). With g the gradient it was given, w the weight before the step (the master,
+ * else the param; Kahan: param - comp), and binary64 replays of torch's formulas:
+ *  - the exact update is non-zero when m_x = beta1*m + (1-beta1)*g != 0 (from the old
+ *    stored m) or weight decay moves a non-zero w;
+ *  - stale: the exact update is non-zero but the stored weight state (param, master,
+ *    comp) is unchanged; the update lost, (w(1 - lr*wd) + u_s) - w with u_s the update
+ *    the stored m', v' give, is added to the element's lost sum;
+ *  - state precision: u_s - u_x, where u_x is the update of the binary64 m_x, v_x (the
+ *    same formula before m and v were stored), is added to the element's state sum;
+ *    m or v stored as 0 from a non-zero m_x / v_x counts as a state underflow.
+ * On a skipped step (found_inf) the backend is still called and must write nothing. */
+#ifndef GP_OPTIM_H
+#define GP_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/arith/gp_adamw.h"
+#include "../reference/gp_adamw_dd.h"
+#include "gp_backend.h"
+#include "gp_error.h"
+#include "gp_scenario.h"
+
+/* One step's inputs, the same for every chunk. */
+typedef struct {
+    long iter;           /* 1-based iteration: the LR schedule's and the reference's step */
+    long t;              /* the backend's AdamW step count (skipped steps do not count) */
+    double lr;           /* the schedule's lr of this iteration */
+    int32_t found_inf;   /* the loss scaler found a non-finite gradient: skip */
+    gp_adamw_dd_scalars ref; /* the reference's scalars of step `iter` */
+    gp_dd ref_coef;      /* the reference's exact clip coefficient (1 without clipping) */
+} gp_optim_step;
+
+/* Event counts of the optimizer phase. */
+typedef struct {
+    uint64_t nonzero;        /* element steps whose exact update was non-zero */
+    uint64_t stale;          /* ... whose stored weight did not change */
+    uint64_t state_nonzero;  /* non-zero m_x and v_x values stored */
+    uint64_t state_underflow;/* ... stored as 0 */
+    uint64_t skip_writes;    /* elements written during a skipped step (a backend bug) */
+    uint64_t mismatches;     /* elements where the compared backend differed */
+} gp_optim_counts;
+
+/* Sums of squares at the end of the run (add them over chunks and tensors). */
+typedef struct {
+    double w_err, w_ref;     /* ||w_T - w_ref||^2, ||w_ref||^2 */
+    double m_err, m_ref, v_err, v_ref;
+    double lost, state;      /* ||lost updates||^2, ||state errors||^2 */
+} gp_optim_sums;
+
+typedef struct {
+    size_t cap;
+    gp_adamw_config cfg;
+    void *param, *comp, *m, *v;
+    uint32_t *master;
+    gp_adamw_dd_state ref;
+    double *lost, *state_err;
+    /* scratch for one chunk: old values, the compared backend's copies, reference input */
+    void *old_param, *old_comp, *old_m, *old_v, *param2, *comp2, *m2, *v2;
+    uint32_t *old_master, *master2;
+    double *gref;
+} gp_optim_state;
+
+/* The AdamW configuration of scenario sc (variant, formats, rounding). */
+gp_adamw_config gp_optim_config(const gp_scenario *sc);
+
+/* Allocate state for cap elements (compared-backend scratch when with_cmp). Returns 0,
+ * or -1 with err set (out of memory); free with gp_optim_state_free either way. */
+int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with_cmp, gp_error *err);
+void gp_optim_state_free(gp_optim_state *o);
+
+/* Set the initial state of elements i0 .. i0+n-1 of tensor t, stored at off. */
+void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t i0, size_t n, size_t off);
+
+/* One step on elements i0 .. i0+n-1 of tensor t (state at off): grad[] (n values of format
+ * gf) is what the backend's optimizer gets; gfull[] (n binary64) the exact full-batch
+ * gradient, which the reference takes times ref_coef. Runs b (and cmp on copies, counting
+ * differences), attributes, advances the reference. Returns 0; -2 with err set when a
+ * backend does not support the configuration; -1 on another backend failure. */
+int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backend *b, const gp_backend *cmp,
+                   gp_optim_state *o, size_t t, uint64_t i0, size_t n, size_t off, gp_format gf,
+                   const void *grad, const double *gfull, gp_optim_counts *cnt, gp_error *err);
+
+/* Add the final sums of elements [off, off+n) to *sums. */
+void gp_optim_final(const gp_optim_state *o, size_t off, size_t n, gp_optim_sums *sums);
+
+#endif

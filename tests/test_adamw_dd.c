@@ -1,0 +1,463 @@
+/* test_adamw_dd.c — reference/gp_adamw_dd.h (the double-double AdamW trajectory)
+ * against the 200-bit MPFR element reference reference/gp_adamw_ref.h: the DD building
+ * blocks within their stated bounds; a single step checked by hand; random trajectories
+ * (Philox-drawn weights, gradients from 1e-12 to 1e3, hyper-parameters, clipping
+ * coefficients, 1..2000 steps) within the error bound derived in gp_adamw_dd.h,
+ * evaluated on each case's own values; and the check's resolution: a result one binary64
+ * ulp off, or a trajectory that keeps its state in binary64, falls outside the bound. */
+#include <math.h>
+#include <string.h>
+
+#include <mpfr.h>
+
+#include "gp_test.h"
+
+#include "kernels/arith/gp_philox.h"
+#include "reference/gp_adamw_dd.h"
+#include "reference/gp_adamw_ref.h"
+
+#define U 0x1p-53
+#define CMP_PREC 1100 /* exact sums and differences of binary64 values 2^-500..2^500 */
+
+/* ---- random numbers: Philox words (seed, stream = case, running index) ---- */
+
+typedef struct {
+    uint64_t seed, stream, idx;
+} rng;
+
+static double uni(rng *r) /* uniform in [0, 1), 53 bits */
+{
+    uint64_t a = gp_rand_u32(r->seed, r->stream, r->idx++);
+    uint64_t b = gp_rand_u32(r->seed, r->stream, r->idx++);
+    return (double)(((a << 32) | b) >> 11) * 0x1p-53;
+}
+
+static double uni_in(rng *r, double lo, double hi)
+{
+    return lo + (hi - lo) * uni(r);
+}
+
+static double pick(rng *r, const double *v, int n)
+{
+    return v[(int)(uni(r) * n)];
+}
+
+static double sgn(rng *r)
+{
+    return uni(r) < 0.5 ? -1.0 : 1.0;
+}
+
+/* ---- exact differences ---- */
+
+/* |x - (hi + lo)| rounded to binary64 (x an MPFR value; the difference is exact at
+ * CMP_PREC bits, then rounded once). */
+static double dd_dist(mpfr_srcptr x, double hi, double lo)
+{
+    mpfr_t d;
+    mpfr_init2(d, CMP_PREC);
+    mpfr_set(d, x, MPFR_RNDN);
+    mpfr_sub_d(d, d, hi, MPFR_RNDN);
+    mpfr_sub_d(d, d, lo, MPFR_RNDN);
+    double r = fabs(mpfr_get_d(d, MPFR_RNDN));
+    mpfr_clear(d);
+    return r;
+}
+
+/* c * x (c a DD, scaled state of a clipped run), exact at CMP_PREC bits, into out. */
+static void mul_dd(mpfr_ptr out, mpfr_srcptr x, gp_dd c)
+{
+    mpfr_t cc;
+    mpfr_init2(cc, CMP_PREC);
+    mpfr_set_d(cc, c.hi, MPFR_RNDN);
+    mpfr_add_d(cc, cc, c.lo, MPFR_RNDN);
+    mpfr_mul(out, x, cc, MPFR_RNDN);
+    mpfr_clear(cc);
+}
+
+/* ---- the DD building blocks against MPFR ---- */
+
+/* A normalized DD of magnitude about 2^e: hi random, lo random below ulp(hi)/2. */
+static gp_dd rand_dd(rng *r, int e)
+{
+    double hi = sgn(r) * ldexp(1.0 + uni(r), e);
+    double lo = (uni(r) - 0.5) * ldexp(1.0, e - 52); /* |lo| < ulp(hi)/2 = 2^(e-53) */
+    return gp_dd_two_sum(hi, lo);                   /* renormalized: exact */
+}
+
+static void to_mpfr(mpfr_ptr out, gp_dd x)
+{
+    mpfr_set_d(out, x.hi, MPFR_RNDN);
+    mpfr_add_d(out, out, x.lo, MPFR_RNDN); /* exact at CMP_PREC */
+}
+
+/* |z / exact - 1| with exact = e */
+static double rel_err(mpfr_srcptr e, gp_dd z)
+{
+    return dd_dist(e, z.hi, z.lo) / fabs(mpfr_get_d(e, MPFR_RNDN));
+}
+
+/* Each gp_dd_* operation on random normalized operands (magnitudes 2^-400..2^400,
+ * within assumption (A1)) has relative error within its GP_DD_ERR_* bound, and two_sum
+ * and two_prod are exact. The worst observed errors are printed in units of u^2. */
+static void test_dd_ops(void **state)
+{
+    (void)state;
+    rng r = {gp_test_seed(4242), 1, 0};
+    long n = 500 * gp_test_count("GP_SWEEP_N", 300); /* GP_SWEEP_N: trajectory cases */
+    mpfr_t x, y, e;
+    mpfr_inits2(CMP_PREC, x, y, e, (mpfr_ptr)0);
+    double worst[6] = {0, 0, 0, 0, 0, 0};
+    const double bound[6] = {GP_DD_ERR_ADD, GP_DD_ERR_ADD_D, GP_DD_ERR_MUL_D, GP_DD_ERR_MUL, GP_DD_ERR_DIV,
+                             GP_DD_ERR_SQRT};
+    const char *names[6] = {"add", "add_d", "mul_d", "mul", "div", "sqrt"};
+    for (long i = 0; i < n; i++) {
+        int ex = (int)(uni(&r) * 800) - 400;
+        /* near exponents half the time, so that additions cancel */
+        int ey = uni(&r) < 0.5 ? ex + (int)(uni(&r) * 5) - 2 : (int)(uni(&r) * 800) - 400;
+        gp_dd a = rand_dd(&r, ex), b = rand_dd(&r, ey);
+        if (uni(&r) < 0.25) /* b close to -a: deep cancellation */
+            b = gp_dd_add_d(gp_dd_mul_d(a, -1.0), ldexp(uni(&r), ex - 60));
+        to_mpfr(x, a);
+        to_mpfr(y, b);
+        gp_dd z[6];
+        z[0] = gp_dd_add(a, b);
+        z[1] = gp_dd_add_d(a, b.hi);
+        z[2] = gp_dd_mul_d(a, b.hi);
+        z[3] = gp_dd_mul(a, b);
+        z[4] = gp_dd_div(a, b);
+        gp_dd pa = {fabs(a.hi), a.hi < 0 ? -a.lo : a.lo};
+        z[5] = gp_dd_sqrt(pa);
+        for (int k = 0; k < 6; k++) {
+            switch (k) {
+            case 0: mpfr_add(e, x, y, MPFR_RNDN); break; /* exact at CMP_PREC */
+            case 1: mpfr_add_d(e, x, b.hi, MPFR_RNDN); break;
+            case 2: mpfr_mul_d(e, x, b.hi, MPFR_RNDN); break;
+            case 3: mpfr_mul(e, x, y, MPFR_RNDN); break;
+            case 4: mpfr_div(e, x, y, MPFR_RNDN); break; /* relative error 2^-1100 */
+            default: mpfr_abs(e, x, MPFR_RNDN); mpfr_sqrt(e, e, MPFR_RNDN); break;
+            }
+            if (mpfr_zero_p(e)) {
+                if (z[k].hi != 0.0 || z[k].lo != 0.0)
+                    fail_msg("%s of %a%+a and %a%+a: exact 0, got %a%+a", names[k], a.hi, a.lo, b.hi, b.lo,
+                             z[k].hi, z[k].lo);
+                continue;
+            }
+            double re = rel_err(e, z[k]);
+            /* the MPFR quotient and root carry 2^-1099 relative: negligible against 2^-106 */
+            if (re > bound[k] * (1 + 0x1p-40))
+                fail_msg("%s of %a%+a and %a%+a: relative error %.3g u^2 > %.3g u^2", names[k], a.hi, a.lo,
+                         b.hi, b.lo, re / (U * U), bound[k] / (U * U));
+            if (re > worst[k])
+                worst[k] = re;
+            /* normalized: |lo| <= ulp(hi)/2, i.e. hi = RN(hi + lo) */
+            if (z[k].hi + z[k].lo != z[k].hi)
+                fail_msg("%s: result %a%+a not normalized", names[k], z[k].hi, z[k].lo);
+        }
+        double p, q;
+        gp_dd_two_prod(a.hi, b.hi, &p, &q);
+        mpfr_set_d(e, a.hi, MPFR_RNDN);
+        mpfr_mul_d(e, e, b.hi, MPFR_RNDN);
+        if (dd_dist(e, p, q) != 0.0)
+            fail_msg("two_prod(%a, %a) not exact", a.hi, b.hi);
+        gp_dd s = gp_dd_two_sum(a.hi, b.hi);
+        mpfr_set_d(e, a.hi, MPFR_RNDN);
+        mpfr_add_d(e, e, b.hi, MPFR_RNDN);
+        if (dd_dist(e, s.hi, s.lo) != 0.0)
+            fail_msg("two_sum(%a, %a) not exact", a.hi, b.hi);
+    }
+    printf("# %ld operand pairs; worst relative errors in u^2 (bound):", n);
+    for (int k = 0; k < 6; k++)
+        printf(" %s %.3f (%.3f)", names[k], worst[k] / (U * U), bound[k] / (U * U));
+    printf("\n");
+    mpfr_clears(x, y, e, (mpfr_ptr)0);
+}
+
+/* ---- the error bound of gp_adamw_dd.h, evaluated on a case's values ----
+ * Every per-operation bound is inflated by 2^-30 relative: that covers the reference's
+ * own error, whose per-operation relative errors are <= 2^-146 (the worst is 1 - beta^t
+ * at 200 bits: 2^-200 / (1 - beta) with 1 - beta >= 2^-53), under 2^-40 of the DD's
+ * (>= 2u^2 = 2^-105), and which propagates along the same recursions. The magnitudes are
+ * the reference's values rounded to binary64 and the bound is evaluated in binary64
+ * (S and I with libm's pow: relative error <= 2^-40 for 1 - beta >= 2^-13, all cases
+ * here): relative errors far below 2^-20, covered by the final factor 1 + 2^-20. */
+#define INFL(x) ((x) * (1 + 0x1p-30))
+#define SAFE (1 + 0x1p-20)
+
+static double comb(double a, double b) /* (1 + a)(1 + b) - 1 */
+{
+    return a + b + a * b;
+}
+
+typedef struct {
+    double em, ev, ew, eu; /* bounds on |m|, |v|, |w|, |upd| errors after the last step */
+} bound;
+
+typedef struct {
+    double beta1, beta2, eps_dd, wd; /* eps_dd: the DD run's eps */
+    gp_dd coef;
+    int coef_one;
+} hyper;
+
+/* One step of the recursions: lr, t of the step; cg = c |g|; m0, w0 the exact m, w
+ * before the step (m scaled by c), v1, upd the exact v (scaled by c^2) and update. */
+static void bound_step(bound *b, const hyper *h, double lr, long t, double cg, double m0, double w0, double v1,
+                       double upd)
+{
+    const double eA = INFL(GP_DD_ERR_ADD), eF = INFL(GP_DD_ERR_ADD_D), eP = INFL(GP_DD_ERR_MUL_D),
+                 eM = INFL(GP_DD_ERR_MUL), eD = INFL(GP_DD_ERR_DIV), eS = INFL(GP_DD_ERR_SQRT),
+                 eR = INFL(GP_DD_ERR_ROUND);
+    double ec = h->coef_one ? 0 : eM, ec2 = h->coef_one ? 0 : comb(eM, eM);
+    double km = comb(fmax(eP, comb(ec, eP)), eA);
+    double kv = comb(fmax(eP, comb(comb(ec2, eP), eP)), eA);
+    b->em = h->beta1 * (1 + km) * b->em + km * (h->beta1 * fabs(m0) + (1 - h->beta1) * cg);
+    b->ev = h->beta2 * (1 + kv) * b->ev + kv * v1;
+    double rr = v1 > 0 ? b->ev / v1 : 0;
+    double nn = rr / (1 + sqrt(1 - rr));
+    double thq = comb(comb(comb(nn, eS), eR), eM);
+    double thd = comb(thq, eF);
+    double thn = comb(eR, eM);
+    double thu = (1 + thn) * (1 + eD) / (1 - thd) - 1;
+    double S = lr / (1 - pow(h->beta1, (double)t));
+    double I = 1 / sqrt(1 - pow(h->beta2, (double)t));
+    double q = sqrt(v1) * I;
+    b->eu = thu * fabs(upd) + (1 + thu) * S * b->em / (q + h->eps_dd);
+    double D = 1 - lr * h->wd;
+    double thw = D == 1.0 ? 0 : comb(eR, eM);
+    double wa = D * (fabs(w0) + b->ew);
+    b->ew = D * b->ew + thw * wa + b->eu + eA * ((1 + thw) * wa + fabs(upd) + b->eu);
+}
+
+/* ---- the hand-checked step ---- */
+
+/* w = 1, g = 1, lr = 0.1, betas (0.9, 0.999), eps = 1e-8, wd = 0, t = 1. By hand:
+ * m = (1 - beta1) g = 1 - 0.9 and v = 1 - 0.999 (both exact binary64 differences,
+ * Sterbenz), bc1 = 1 - beta1 and bc2 = 1 - beta2, so m/bc1 = 1 and sqrt(v)/sqrt(bc2) = 1
+ * exactly, and w = 1 - lr/(1 + eps) with lr, eps the binary64 values: 0.900000001 to 9
+ * digits (0.1/(1 + 1e-8) = 0.1 - 1e-9 + 1e-17 - ...), 0.90000000099999999 to 1e-17 (the
+ * binary64 0.1 is 0.1 + 5.6e-18). The exact value is computed below in MPFR from the
+ * formula (not from the reference). Error of the DD, by the header's accounting with
+ * |w| = 1, |upd| = 0.1 and m exact: <= 3u^2 (the final addition) + th_u |upd| with
+ * th_u < 36u^2 (v exact: n = 0): < 7u^2 in all; asserted: 8u^2. */
+static void test_hand_step(void **state)
+{
+    (void)state;
+    gp_adamw_dd_state st;
+    assert_int_equal(gp_adamw_dd_state_alloc(&st, 3), 0);
+    gp_adamw_dd_state_set(&st, 1, 1.0);
+    double g = 1.0, upd;
+    gp_adamw_dd_scalars s = gp_adamw_dd_scalars_make(0.1, 0.9, 0.999, 1e-8, 0.0, 1);
+    assert_int_equal(s.has_decay, 0);
+    gp_adamw_dd_step(&s, &st, 1, 1, &g, gp_dd_from_double(1.0), &upd);
+
+    assert_true(st.m_hi[1] == 1.0 - 0.9 && st.m_lo[1] == 0.0);
+    assert_true(st.v_hi[1] == 1.0 - 0.999 && st.v_lo[1] == 0.0);
+    mpfr_t x, q;
+    mpfr_inits2(CMP_PREC, x, q, (mpfr_ptr)0);
+    mpfr_set_d(x, 1e-8, MPFR_RNDN);
+    mpfr_add_ui(x, x, 1, MPFR_RNDN);    /* 1 + eps, exact */
+    mpfr_d_div(q, 0.1, x, MPFR_RNDN);   /* lr / (1 + eps) = -upd */
+    mpfr_ui_sub(x, 1, q, MPFR_RNDN);    /* w */
+    double err = dd_dist(x, st.w_hi[1], st.w_lo[1]);
+    printf("# hand step: w = %.17g %+.3g, error %.3g u^2\n", st.w_hi[1], st.w_lo[1], err / (U * U));
+    if (!(err <= 8 * U * U))
+        fail_msg("hand step: |w - exact| = %.3g > 8u^2", err);
+    assert_true(fabs(st.w_hi[1] - 0.90000000099999999) < 2e-17);
+    /* upd_out: the binary64 nearest the DD update, itself within 36u^2 |upd| of the exact
+     * one: at most half an ulp of 0.0999... (2^-57) plus 2^-100 from the exact update */
+    mpfr_neg(q, q, MPFR_RNDN);
+    assert_true(dd_dist(q, upd, 0.0) <= 0x1p-57 + 0x1p-100);
+    /* the neighbours are untouched */
+    assert_true(st.w_hi[0] == 0.0 && st.w_hi[2] == 0.0 && st.m_hi[2] == 0.0 && st.v_hi[0] == 0.0);
+    double w, m, v;
+    gp_adamw_dd_state_get(&st, 1, &w, &m, &v);
+    assert_true(w == st.w_hi[1] && m == st.m_hi[1] && v == st.v_hi[1]);
+    gp_adamw_dd_state_get(&st, 1, NULL, NULL, NULL);
+    mpfr_clears(x, q, (mpfr_ptr)0);
+    gp_adamw_dd_state_free(&st);
+    gp_adamw_dd_state_free(&st); /* a freed state frees again harmlessly */
+}
+
+/* ---- random trajectories ---- */
+
+enum { NEL = 4 };
+
+typedef struct {
+    long elements, over_bound;   /* element checks, and those over the bound (corrupt runs) */
+    long ulp_checked;            /* final results whose bound is below ulp(w)/4 */
+    double worst[4];             /* max error / bound of w, m, v, upd */
+    long steps;                  /* the last case's number of steps */
+} stats;
+
+/* Run case `idx`: NEL elements, same hyper-parameters, T steps; the DD trajectory
+ * checked after every step against the MPFR reference within the derived bound. With
+ * `corrupt`, the DD state's low words are dropped after every step (a binary64 state):
+ * the final weights are compared and the number outside the bound counted, not failed. */
+static void run_case(uint64_t seed, uint64_t idx, int corrupt, stats *out)
+{
+    rng r = {seed, 100 + idx, 0};
+    static const double B1[] = {0.0, 0.5, 0.9, 0.9, 0.95, 0.99, 0.999};
+    static const double B2[] = {0.9, 0.95, 0.99, 0.999, 0.999, 0.9999};
+    static const double EPS[] = {1e-8, 1e-8, 1e-6, 1e-12, 1e-16, 1e-3};
+    static const double WD[] = {0.0, 0.0, 0.01, 0.1};
+    hyper h;
+    h.beta1 = uni(&r) < 0.8 ? pick(&r, B1, 7) : uni_in(&r, 0.0, 0.999);
+    h.beta2 = uni(&r) < 0.8 ? pick(&r, B2, 6) : uni_in(&r, 0.5, 0.9999);
+    double eps = pick(&r, EPS, 6);
+    h.wd = uni(&r) < 0.8 ? pick(&r, WD, 4) : uni(&r);
+    double lr0 = pow(10.0, uni_in(&r, -6.0, -0.5));
+    double u = uni(&r);
+    long T = u < 0.7 ? 1 + (long)(uni(&r) * 50) : u < 0.95 ? 50 + (long)(uni(&r) * 450) : 500 + (long)(uni(&r) * 1501);
+    out->steps = T;
+    /* clipping coefficient: 0 none; 1 a binary64 c (ref: g and eps / c, DD: c g, eps);
+     * 2 a DD c with a low word, eps = 0 (the update is then invariant under g -> c g) */
+    int cmode = uni(&r) < 0.7 ? 0 : uni(&r) < 0.5 ? 1 : 2;
+    double eps_ref = eps;
+    h.coef = gp_dd_from_double(1.0);
+    if (cmode == 1) {
+        h.coef.hi = uni_in(&r, 0.1, 1.0);
+        eps_ref = ldexp(1.0, -10 - (int)(uni(&r) * 30));
+        eps = h.coef.hi * eps_ref; /* exact: times a power of two */
+    } else if (cmode == 2) {
+        h.coef.hi = uni_in(&r, 0.1, 1.0);
+        h.coef.lo = (uni(&r) - 0.5) * 0x1p-53 * h.coef.hi; /* |lo| < ulp(hi)/2 */
+        eps = eps_ref = 0.0;
+    }
+    h.coef_one = h.coef.hi == 1.0 && h.coef.lo == 0.0;
+    h.eps_dd = eps;
+    gp_adamw_ref_hparams hp = {h.beta1, h.beta2, eps_ref, h.wd};
+
+    /* per element: the weight and how the gradients are drawn */
+    double w0[NEL], gscale[NEL];
+    int wild[NEL];
+    gp_adamw_dd_state st;
+    assert_int_equal(gp_adamw_dd_state_alloc(&st, NEL + 1), 0);
+    gp_adamw_ref ref[NEL];
+    bound b[NEL];
+    for (int j = 0; j < NEL; j++) {
+        w0[j] = uni(&r) < 0.05 ? 0.0 : sgn(&r) * pow(10.0, uni_in(&r, -12.0, 3.0));
+        gscale[j] = pow(10.0, uni_in(&r, -12.0, 3.0));
+        wild[j] = uni(&r) < 0.5; /* each step's |g| anywhere in 1e-12..1e3 */
+        gp_adamw_dd_state_set(&st, (size_t)j + 1, w0[j]); /* element 0 stays unused */
+        gp_adamw_ref_init(&ref[j], w0[j]);
+        memset(&b[j], 0, sizeof b[j]);
+    }
+    mpfr_t sc;
+    mpfr_init2(sc, CMP_PREC);
+    double g[NEL], upd[NEL];
+    for (long t = 1; t <= T; t++) {
+        double lr = lr0 * uni_in(&r, 0.5, 1.0); /* a schedule's varying lr */
+        for (int j = 0; j < NEL; j++) {
+            double mag = wild[j] ? pow(10.0, uni_in(&r, -12.0, 3.0)) : gscale[j] * uni_in(&r, 0.01, 1.0);
+            g[j] = (cmode != 2 && uni(&r) < 0.03) ? 0.0 : sgn(&r) * mag;
+        }
+        gp_adamw_dd_scalars s = gp_adamw_dd_scalars_make(lr, h.beta1, h.beta2, eps, h.wd, t);
+        /* two calls: elements 1 and 2..NEL, to exercise i0 */
+        gp_adamw_dd_step(&s, &st, 1, 1, g, h.coef, upd);
+        gp_adamw_dd_step(&s, &st, 2, NEL - 1, g + 1, h.coef, upd + 1);
+        if (corrupt)
+            for (size_t i = 1; i <= NEL; i++)
+                st.w_lo[i] = st.m_lo[i] = st.v_lo[i] = 0.0;
+        for (int j = 0; j < NEL; j++) {
+            size_t i = (size_t)j + 1;
+            double m0 = mpfr_get_d(ref[j].m, MPFR_RNDN), wb = mpfr_get_d(ref[j].w, MPFR_RNDN);
+            gp_adamw_ref_step(&ref[j], g[j], lr, &hp, t);
+            double cc = h.coef.hi; /* magnitudes: c's low word is below 2^-53 c */
+            double v1 = cc * cc * mpfr_get_d(ref[j].v, MPFR_RNDN), u1 = mpfr_get_d(ref[j].upd, MPFR_RNDN);
+            bound_step(&b[j], &h, lr, t, cc * fabs(g[j]) * (1 + 0x1p-52), cc * fabs(m0) * (1 + 0x1p-52), wb,
+                       v1 * (1 + 0x1p-51), u1);
+            if (corrupt && t < T)
+                continue;
+            double ew = dd_dist(ref[j].w, st.w_hi[i], st.w_lo[i]);
+            mul_dd(sc, ref[j].m, h.coef);
+            double em = dd_dist(sc, st.m_hi[i], st.m_lo[i]);
+            mul_dd(sc, ref[j].v, h.coef);
+            mul_dd(sc, sc, h.coef);
+            double ev = dd_dist(sc, st.v_hi[i], st.v_lo[i]);
+            /* upd_out is the DD update's high word: within u |upd_dd| of it */
+            double eu = fabs(upd[j] - u1), eub = b[j].eu + U * (fabs(u1) + b[j].eu) + 0x1p-1074;
+            double bw = SAFE * b[j].ew, bm = SAFE * b[j].em, bv = SAFE * b[j].ev, bu = SAFE * eub;
+            if (corrupt) {
+                out->elements++;
+                out->over_bound += ew > bw;
+                continue;
+            }
+            if (ew > bw || em > bm || ev > bv || eu > bu)
+                fail_msg("case %llu (seed %llu) element %d step %ld/%ld: beta1 %.17g beta2 %.17g eps %g wd %g "
+                         "lr %g coef %a%+a: |dw| %.3g (bound %.3g), |dm| %.3g (%.3g), |dv| %.3g (%.3g), "
+                         "|dupd| %.3g (%.3g)",
+                         (unsigned long long)idx, (unsigned long long)seed, j, t, T, h.beta1, h.beta2, eps, h.wd,
+                         lr, h.coef.hi, h.coef.lo, ew, bw, em, bm, ev, bv, eu, bu);
+            double rat[4] = {ew / bw, bm > 0 ? em / bm : 0, bv > 0 ? ev / bv : 0, eu / bu};
+            for (int k = 0; k < 4; k++)
+                if (rat[k] > out->worst[k])
+                    out->worst[k] = rat[k];
+            if (t == T) {
+                out->elements++;
+                /* one ulp of hi off must show: the bound is far below binary64's ulp */
+                double ulp = nextafter(fabs(st.w_hi[i]), INFINITY) - fabs(st.w_hi[i]);
+                if (st.w_hi[i] != 0.0 && bw < ulp / 4) {
+                    out->ulp_checked++;
+                    double ep = dd_dist(ref[j].w, nextafter(st.w_hi[i], INFINITY), st.w_lo[i]);
+                    if (!(ep > bw))
+                        fail_msg("case %llu element %d: w one ulp off (%a) within the bound %.3g",
+                                 (unsigned long long)idx, j, nextafter(st.w_hi[i], INFINITY), bw);
+                }
+            }
+        }
+    }
+    /* element 0 was never stepped */
+    assert_true(st.w_hi[0] == 0.0 && st.m_hi[0] == 0.0 && st.v_hi[0] == 0.0);
+    mpfr_clear(sc);
+    for (int j = 0; j < NEL; j++)
+        gp_adamw_ref_clear(&ref[j]);
+    gp_adamw_dd_state_free(&st);
+}
+
+static void test_random_trajectories(void **state)
+{
+    (void)state;
+    uint64_t seed = gp_test_seed(20261122);
+    long cases = gp_test_count("GP_SWEEP_N", 300);
+    stats s = {0, 0, 0, {0, 0, 0, 0}, 0};
+    for (long k = 0; k < cases; k++)
+        run_case(seed, (uint64_t)k, 0, &s);
+    printf("# %ld cases, %ld final weights: worst error/bound w %.3g, m %.3g, v %.3g, upd %.3g; one ulp off "
+           "detected in %ld of %ld\n",
+           cases, s.elements, s.worst[0], s.worst[1], s.worst[2], s.worst[3], s.ulp_checked, s.elements);
+    /* the ulp check must not be vacuous: most final weights have a bound below ulp/4 */
+    assert_true(s.ulp_checked * 10 >= s.elements * 9);
+}
+
+/* A trajectory whose state is stored in binary64 between steps (the DD arithmetic
+ * within each step kept) drifts by about u per step: outside the bound for almost every
+ * weight after 20 or more steps. */
+static void test_binary64_state_detected(void **state)
+{
+    (void)state;
+    uint64_t seed = gp_test_seed(20261122);
+    stats s = {0, 0, 0, {0, 0, 0, 0}, 0};
+    long used = 0;
+    for (uint64_t k = 0; used < 40; k++) {
+        stats one = {0, 0, 0, {0, 0, 0, 0}, 0};
+        run_case(seed, k, 1, &one);
+        if (one.steps < 20)
+            continue;
+        s.elements += one.elements;
+        s.over_bound += one.over_bound;
+        used++;
+    }
+    printf("# binary64 state: %ld of %ld final weights (cases of >= 20 steps) outside the bound\n", s.over_bound,
+           s.elements);
+    assert_true(s.over_bound * 10 >= s.elements * 8);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dd_ops),
+        cmocka_unit_test(test_hand_step),
+        cmocka_unit_test(test_random_trajectories),
+        cmocka_unit_test(test_binary64_state_detected),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
