@@ -838,6 +838,7 @@ static int simulate(sim *S, gp_error *err)
         if (scaled && (double)scaler.scale < res->min_loss_scale)
             res->min_loss_scale = scaler.scale;
     }
+    res->adam_steps = (int)t_backend;
     if (S->persist)
         for (size_t t = 0; t < sc->ntensors; t++)
             for (uint64_t i0 = 0; i0 < sc->tensors[t].size; i0 += CHUNK)

@@ -1,7 +1,5 @@
-/* gp_adamw_dd.c — see gp_adamw_dd.h. Built with -ffp-contract=off (every fma below is
- * written out) and -O3. The DD building blocks follow the algorithms of Joldes, Muller,
- * Popescu (ACM TOMS 2017, "JMP"); u = 2^-53; every operand is a normalized DD
- * (|lo| <= u |hi|) and assumption (A1) of the header holds (no underflow, no overflow). */
+/* gp_adamw_dd.c — see gp_adamw_dd.h (the DD operations, with their error bounds, are
+ * there). Built with -ffp-contract=off (every fma is written out) and -O3. */
 #include "gp_adamw_dd.h"
 
 #include <math.h>
@@ -137,7 +135,7 @@ void gp_adamw_dd_step(const gp_adamw_dd_scalars *s, gp_adamw_dd_state *st, size_
     for (size_t j = 0; j < n; j++) {
         double gj = g[j];
         gp_dd m = {mhi[j], mlo[j]}, v = {vhi[j], vlo[j]}, w = {whi[j], wlo[j]};
-        m = gp_dd_add(gp_dd_mul_d(m, beta1), gp_dd_mul_d(c1, gj));
+        m = gp_dd_add(gp_dd_mul_d(m, beta1), gp_dd_mul_d(s->one_m_beta1, gj));
         v = gp_dd_add(gp_dd_mul_d(v, beta2), gp_dd_mul_d(gp_dd_mul_d(c2, gj), gj));
         gp_dd den = gp_dd_add_d(gp_dd_mul(gp_dd_sqrt(v), isb2), eps);
         gp_dd upd = gp_dd_div(gp_dd_mul(neg_step, m), den);

@@ -3,8 +3,9 @@
  * as unevaluated sums hi + lo of two binary64 numbers (about 106 bits), the per-step
  * scalars computed once per step in MPFR and rounded to DD. Same algorithm and inputs as
  * reference/gp_adamw_ref.h (binary64 inputs taken exactly; decoupled decay first; bias
- * corrections from the exact powers; eps outside the square root), about 30 times
- * cheaper per element than the MPFR element reference (bench/README.md), with a proved
+ * corrections from the exact powers; eps outside the square root), 20 to 40 times
+ * cheaper per element than the MPFR element reference and about as costly as the
+ * instrumented fp32 emulation of the step (bench/README.md, (d)), with a proved
  * error bound (below) far under fp32's and binary64's rounding.
  *
  * The DD operations (gp_dd_*, static inline below) are those analysed by
@@ -45,8 +46,8 @@
  * m', v', upd the exact values of step t; E_w, E_m, E_v the absolute errors of the DD
  * state before the step, E'_... after; c = gcoef (exact value of the DD), g the step's
  * binary64 gradient, S = lr/(1 - beta1^t), I = 1/sqrt(1 - beta2^t), D = 1 - lr*wd,
- * q = sqrt(v')*I. e_A, e_F, e_P, e_M, e_D, e_S, e_R the per-operation bounds above.
- * (1+a)(1+b)-1 is written a (+) b.
+ * q = sqrt(v')*I. e_A, e_F, e_P, e_M, e_D, e_S, e_R the per-operation bounds above;
+ * x *P y is gp_dd_mul_d (y a binary64), x *M y gp_dd_mul. (1+a)(1+b)-1 is written a (+) b.
  *
  * m (a contraction plus a fresh term): the step computes beta1 *P m (e_P) plus
  * ((1-beta1) *M c) *P g, the per-call factor exact when c == 1 (e_c = 0) else rounded

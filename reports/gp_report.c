@@ -153,6 +153,7 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
     json_object_set_new(o, "metrics", metrics_json(r->metric));
     json_object_set_new(o, "loss_by_mechanism", loss_json(r->loss));
     json_object_set_new(o, "events", events_json(&r->st));
+    json_object_set_new(o, "optimizer_steps_taken", json_integer(r->adam_steps));
     json_t *ts = json_array();
     for (size_t t = 0; t < r->ntensors; t++) {
         const gp_tensor_result *tr = &r->tensors[t];

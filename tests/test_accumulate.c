@@ -1,6 +1,6 @@
-/* test_accumulate.c — gradient accumulation end to end (scenario -> backend ->
- * references -> metrics), on cases whose answers are worked out by hand in the
- * comments, plus the plugin ABI: the example plugin equals the CPU emulation bit for
+/* test_accumulate.c — the simulation end to end (scenario -> backend -> references ->
+ * metrics): gradient accumulation and the optimizer over many steps, on cases whose
+ * answers are worked out by hand in the comments, plus the plugin ABI: the example plugin equals the CPU emulation bit for
  * bit, the deliberately wrong one fails naming absorption, broken ones are refused.
  * argv[1]: the directory of the built example plugins. */
 #include <math.h>
@@ -227,6 +227,102 @@ static void test_plugin_errors(void **state)
     assert_non_null(strstr(e.msg, "unknown backend"));
 }
 
+/* ---- the optimizer over many steps ---- */
+
+/* bf16 weights at 1.0, gradients +1e-3 every step, constant lr 1e-3, 20 steps. Adam's
+ * normalised step is lr * g/(|g| + eps) ~ 1e-3 (plus decay 1e-3*0.01*w = 1e-5): the
+ * weight moves down from 1.0, where the next bf16 value is 1 - 2^-8 and the rounding
+ * boundary 1 - 2^-9 = 1 - 1.95e-3, farther than 1.01e-3: no step ever changes the stored
+ * weight, stale_update_frac = 1 exactly. An fp32 master moves by 1e-3 >> ulp32 every
+ * step: 0. Kahan-compensated bf16: the stored weight is the compensated sum rounded to
+ * bf16, so it stays within one bf16 ulp (2^-8 below 1) of the exact trajectory (which
+ * ends near 1 - 0.02 = 0.98); we allow two ulps: weight_rel_err <= 2 * 2^-8 / 0.97. */
+#define STEADY_BF16(OPT)                                                                                       \
+    "tensors: [{name: w, size: 256, grad: {dist: constant, scale: 1.0e-3, sign: 0.0},\n"                      \
+    "            weight: {dist: constant, scale: 1.0, sign: 0.0}}]\n"                                         \
+    "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nfullbatch: sum\n"                                   \
+    "optimizer: {lr: 1.0e-3, param: bf16" OPT "}\nsteps: 20\n"
+
+static void test_stale_bf16_weights(void **state)
+{
+    (void)state;
+    gp_result r;
+    run_yaml(STEADY_BF16(""), "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_STALE_UPDATE_FRAC] == 1.0);
+    assert_int_equal(r.st.opt.stale, 256 * 20);
+    assert_int_equal(r.dominant, GP_MECH_STALE);
+    assert_int_equal(r.verdict, GP_FAIL);
+    for (int k = 0; k < 20; k++)
+        assert_true(r.stale_by_step[k] == 1.0);
+    gp_result_free(&r);
+
+    run_yaml(STEADY_BF16(", master: fp32"), "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_STALE_UPDATE_FRAC] == 0.0);
+    assert_true(r.metric[GP_M_WEIGHT_REL_ERR] < 1e-6); /* fp32 master: ~20 fp32 roundings */
+    gp_result_free(&r);
+
+    run_yaml(STEADY_BF16(", kahan: true"), "cpu", NULL, &r);
+    assert_true(r.metric[GP_M_STALE_UPDATE_FRAC] == 0.0);
+    assert_true(r.metric[GP_M_WEIGHT_REL_ERR] <= 2 * 0x1p-8 / 0.97);
+    assert_true(r.metric[GP_M_WEIGHT_REL_ERR] > 0); /* a bf16 weight cannot hold 1 - 0.02 exactly */
+    gp_result_free(&r);
+}
+
+/* fp16 gradients of +-1.5 under a GradScaler at 2^16: 1.5 * 2^16 = 98304 > 65504
+ * overflows, so iteration 1 is skipped; the scale backs off to 2^15 (49152 fits) and
+ * iterations 2..5 run. The AdamW step count counts only those: 4. */
+static void test_overflow_backs_off(void **state)
+{
+    (void)state;
+    gp_result r;
+    run_yaml("tensors: [{name: w, size: 64, grad: {dist: constant, scale: 1.5}}]\n"
+             "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nfullbatch: sum\n"
+             "precision: {grad: fp16, accumulator: fp32}\n"
+             "loss_scale: {mode: dynamic, init: 65536}\nsteps: 5\n",
+             "cpu", NULL, &r);
+    assert_int_equal(r.skipped_steps, 1);
+    assert_int_equal(r.adam_steps, 4);
+    assert_true(r.skipped_by_step[0] == 1 && r.skipped_by_step[1] == 0);
+    assert_true(r.loss_scale_by_step[0] == 65536.0 && r.loss_scale_by_step[1] == 32768.0);
+    assert_true(r.min_loss_scale == 32768.0);
+    assert_int_equal(r.dominant, GP_MECH_SCALING);
+    /* one iteration's gradient of five equal ones lost: sqrt(1/5) */
+    assert_true(fabs(r.metric[GP_M_SCALING_REL_ERR] - sqrt(0.2)) < 1e-14); /* binary64 sums of equal terms */
+    assert_int_equal(r.st.opt.skip_writes, 0);
+    gp_result_free(&r);
+}
+
+/* The wrong AdamW plugins through the ABI: eps inside the square root, and Adam's L2
+ * decay, on lora-fp32-accum (one step, lr 1e-4, weights N(0, 0.02^2), accumulated
+ * gradients ~1e-6..1e-5). The right first step moves every weight by about lr (Adam's
+ * m/sqrt(v) is +-1 at t = 1), i.e. 1e-4 / 0.02 = 5e-3 of the weights' norm. With eps
+ * under the root, sqrt(g^2 + 1e-8) ~ 1e-4 >> |g|: the update shrinks 10-100x, nearly all
+ * of it is lost; the L2 term 0.01 * w ~ 2e-4 swamps g, so the update follows sign(w)
+ * instead of sign(g), wrong for about half the weights. Either way weight_rel_err is
+ * well above 3e-3 (threshold 1e-3), where the CPU emulation passes. */
+static void test_wrong_optimizer_plugins(void **state)
+{
+    (void)state;
+    const gp_preset *p = gp_preset_find("lora-fp32-accum");
+    assert_non_null(p);
+    gp_result r;
+    run_yaml(p->yaml, "cpu", NULL, &r);
+    assert_int_equal(r.verdict, GP_PASS);
+    gp_result_free(&r);
+    run_yaml(p->yaml, plugin_spec("gp_example_plugin"), "cpu", &r);
+    assert_int_equal(r.st.opt.mismatches, 0);
+    assert_int_equal(r.verdict, GP_PASS);
+    gp_result_free(&r);
+    const char *bad[] = {"gp_eps_in_sqrt_plugin", "gp_coupled_wd_plugin"};
+    for (int i = 0; i < 2; i++) {
+        run_yaml(p->yaml, plugin_spec(bad[i]), NULL, &r);
+        assert_int_equal(r.verdict, GP_FAIL);
+        assert_true(r.failed[GP_M_WEIGHT_REL_ERR]);
+        assert_true(r.metric[GP_M_WEIGHT_REL_ERR] > 3e-3);
+        gp_result_free(&r);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -241,6 +337,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_example_plugin_matches_cpu),
         cmocka_unit_test(test_wrong_plugin_named),
         cmocka_unit_test(test_plugin_errors),
+        cmocka_unit_test(test_stale_bf16_weights),
+        cmocka_unit_test(test_overflow_backs_off),
+        cmocka_unit_test(test_wrong_optimizer_plugins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,12 +143,11 @@ static float round_to(int32_t fmt, float v)
 
 /* AdamW as torch's CUDA kernels compute it (see the ABI header for the formula):
  * lerp and addcmul/addcdiv as fused multiply-adds, the scalars in double as Python
- * computes them. Round-to-nearest-even only; m and v in fp32 or bf16. */
+ * computes them. Round-to-nearest-even only. */
 static int adamw(const gp_plugin_adamw_args *a)
 {
     int32_t pf = a->param_format, sf = a->state_format;
-    if (a->rounding != GP_PLUGIN_RNE || !supported(pf) || !supported(a->grad_format) ||
-        (sf != GP_PLUGIN_FP32 && sf != GP_PLUGIN_BF16))
+    if (a->rounding != GP_PLUGIN_RNE || !supported(pf) || !supported(a->grad_format) || !supported(sf))
         return 1;
     if (*a->found_inf)
         return 0; /* a skipped step */
