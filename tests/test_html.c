@@ -498,6 +498,36 @@ static void test_chromium(void **state)
     }
 }
 
+/* A real multi-step run: the optimizer charts are drawn from the simulation's own
+ * per-step arrays (the stale fraction of the bf16-weight preset, 0 then 1 from step
+ * 51; the loss scale of the overflow preset, 65536 then 32768), and Chromium renders
+ * all five charts. */
+static void test_run_optimizer_charts(void **state)
+{
+    (void)state;
+    NEED_RUN();
+    int rc = shell(strf("'%s' run --quiet --preset bf16-weights-cosine-no-master --preset fp16-overflow-scale-backoff "
+                        "--out '%s/opt' >'%s/opt.txt' 2>&1",
+                        g_gradprec, g_tmp, g_tmp));
+    assert_int_equal(rc, 1); /* the no-master preset fails on purpose */
+    char *path = strf("%s/opt/report.json", g_tmp);
+    gp_error e = {""};
+    json_t *r = gp_report_load(path, &e);
+    free(path);
+    assert_non_null(r);
+    char *page = render(r);
+    assert_null(strstr(page, NO_OPT));
+    check_charts(page, 1 + 2 + 2);
+    char *stale = svg_at(page, 3), *ls = svg_at(page, 4);
+    assert_non_null(strstr(stale, "<title>Stale-update fraction over the LR schedule</title>"));
+    assert_int_equal(count(stale, "<polyline"), 2);
+    assert_non_null(strstr(ls, "<title>Loss-scale trajectory</title>"));
+    assert_non_null(strstr(ls, "fp16-overflow-scale-backoff"));
+    render_in_chromium("optimizer", page, 5);
+    free(page);
+    json_decref(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -520,6 +550,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_many_scenarios),
         cmocka_unit_test(test_long_series_thinned),
         cmocka_unit_test(test_chromium),
+        cmocka_unit_test(test_run_optimizer_charts),
     };
     int failed = cmocka_run_group_tests(tests, setup_run, teardown_run);
     if (failed == 0 && !getenv("GP_TEST_KEEP")) {
