@@ -322,7 +322,8 @@ void gp_decode_accum(const uint8_t *data, size_t size, gp_accum_case *c)
     c->rounding = (gp_acc_rounding)gp_decoder_pick(d, 4);
     c->ftz = gp_decoder_bool(d);
     c->seed = gp_decoder_range(d, 0, UINT32_MAX);
-    c->n = gp_decoder_int(d, 1, GP_DECODE_MAX_ADDENDS);
+    size_t describable = 1 + d->size / 3; /* an addend takes >= 3 bytes: region + payload */
+    c->n = gp_decoder_int(d, 1, describable < GP_DECODE_MAX_ADDENDS ? (int)describable : GP_DECODE_MAX_ADDENDS);
     double ref = 0;
     for (int k = 0; k < c->n; k++) {
         gp_region r;

@@ -104,7 +104,10 @@ typedef struct {
     uint8_t region[GP_DECODE_MAX_ADDENDS]; /* the gp_region addend k was steered into */
 } gp_accum_case;
 
-/* Decode a case: the configuration from the end, then each addend as the `bits` of
+/* Decode a case: the configuration from the end; the count n in 1 .. min(64, 1 + L/3),
+ * L the bytes left after the configuration (an addend takes at least 3 bytes: its region
+ * and 2..4 payload bytes, so n never asks for addends the input cannot describe, and
+ * small inputs stay cheap); then each addend as the `bits` of
  * gp_decode_value(grad, acc, ref = sum of the finite addends so far, not finite-only):
  * raw patterns (NaN and inf included) as they are, other regions rounded toward zero
  * to `grad`. */

@@ -135,7 +135,7 @@ void gp_adamw_dd_step(const gp_adamw_dd_scalars *s, gp_adamw_dd_state *st, size_
     for (size_t j = 0; j < n; j++) {
         double gj = g[j];
         gp_dd m = {mhi[j], mlo[j]}, v = {vhi[j], vlo[j]}, w = {whi[j], wlo[j]};
-        m = gp_dd_add(gp_dd_mul_d(m, beta1), gp_dd_mul_d(s->one_m_beta1, gj));
+        m = gp_dd_add(gp_dd_mul_d(m, beta1), gp_dd_mul_d(c1, gj));
         v = gp_dd_add(gp_dd_mul_d(v, beta2), gp_dd_mul_d(gp_dd_mul_d(c2, gj), gj));
         gp_dd den = gp_dd_add_d(gp_dd_mul(gp_dd_sqrt(v), isb2), eps);
         gp_dd upd = gp_dd_div(gp_dd_mul(neg_step, m), den);
