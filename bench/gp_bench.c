@@ -10,7 +10,11 @@
  *       them too) on 10^6 parameters; target <= 50x. Also the MPFR element reference
  *       (gp_adamw_ref_step) per parameter, on 10^4 parameters.
  *   peak resident memory (getrusage), and with --big a 10^8-element tensor, K = 64.
- * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only] (--adamw-only: (d) alone).
+ * (e) one multi-step preset (bf16-weights-cosine-no-master: 100 AdamW steps of 4096
+ * weights), and with --big-optimizer alone, 10^7 parameters over 100 steps with a dynamic
+ * loss scaler and clipping (the whole-tensor arrays of a coupled step) and its peak memory.
+ * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only | --big-optimizer]
+ * (--adamw-only: (d) alone).
  * Each timing is the best of 5 runs. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,15 +265,31 @@ static double run_yaml(const char *yaml, const char *origin)
 
 int main(int argc, char **argv)
 {
-    int json = 0, big = 0, adamw_only = 0;
+    int json = 0, big = 0, adamw_only = 0, big_opt = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) json = 1;
         else if (strcmp(argv[i], "--big") == 0) big = 1;
         else if (strcmp(argv[i], "--adamw-only") == 0) adamw_only = 1;
+        else if (strcmp(argv[i], "--big-optimizer") == 0) big_opt = 1;
         else {
-            fprintf(stderr, "usage: gp_bench [--json] [--big] [--adamw-only]\n");
+            fprintf(stderr, "usage: gp_bench [--json] [--big] [--adamw-only | --big-optimizer]\n");
             return 2;
         }
+    }
+    if (big_opt) {
+        double t = run_yaml("name: big-optimizer\ntensors:\n  - name: w\n    size: 10000000\n"
+                            "    grad: {dist: normal, scale: 1.0e-4, shrink: 0.99}\n"
+                            "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nfullbatch: sum\n"
+                            "precision: {grad: fp16, accumulator: fp32}\n"
+                            "loss_scale: {mode: dynamic, init: 65536}\nclip: {max_norm: 1.0}\n"
+                            "optimizer: {lr: 1.0e-4, param: bf16, master: fp32}\n"
+                            "schedule: {name: cosine, warmup: 10}\nsteps: 100\n", "big-optimizer");
+        if (json)
+            printf("{\"big_optimizer_s\": %.3f, \"big_optimizer_peak_mib\": %.1f}\n", t, peak_mib());
+        else
+            printf("10^7 params x 100 steps (scaler, clip, bf16 + fp32 master): %.1f s, peak %.1f MiB "
+                   "(target < 4096 MiB)\n", t, peak_mib());
+        return 0;
     }
     adamw_times at;
     if (adamw_only) {
@@ -282,9 +302,13 @@ int main(int argc, char **argv)
     double te, tp, tb, tf;
     bench_exact(&te, &tp);
     bench_bf16(&tb, &tf);
-    double suite = 0;
-    for (const gp_preset *p = gp_presets(); p->name; p++)
-        suite += run_yaml(p->yaml, p->name);
+    double suite = 0, multistep = 0;
+    for (const gp_preset *p = gp_presets(); p->name; p++) {
+        double t = run_yaml(p->yaml, p->name);
+        suite += t;
+        if (strcmp(p->name, "bf16-weights-cosine-no-master") == 0)
+            multistep = t;
+    }
     double tbig = 0, peak_before = peak_mib(), peak_big = 0;
     if (big) {
         tbig = run_yaml("name: big\ntensors:\n  - name: w\n    size: 100000000\n"
@@ -298,9 +322,10 @@ int main(int argc, char **argv)
     if (json) {
         printf("{\"exact_ns_per_add\": %.3f, \"plain_fp64_ns_per_add\": %.3f, \"exact_vs_fp64\": %.3f,\n"
                " \"cpu_bf16_ns_per_add\": %.3f, \"native_fp32_ns_per_add\": %.3f, \"bf16_vs_fp32\": %.3f,\n"
-               " \"default_suite_s\": %.3f, \"peak_mib\": %.1f, \"big_s\": %.3f, \"big_peak_mib\": %.1f,\n ",
-               1e9 * te / na, 1e9 * tp / na, te / tp, 1e9 * tb / na, 1e9 * tf / na, tb / tf, suite, peak_before,
-               tbig, peak_big);
+               " \"default_suite_s\": %.3f, \"multistep_preset_s\": %.3f, \"peak_mib\": %.1f, \"big_s\": %.3f,"
+               " \"big_peak_mib\": %.1f,\n ",
+               1e9 * te / na, 1e9 * tp / na, te / tp, 1e9 * tb / na, 1e9 * tf / na, tb / tf, suite, multistep,
+               peak_before, tbig, peak_big);
         print_adamw(&at, json);
         return 0;
     }
@@ -309,6 +334,7 @@ int main(int argc, char **argv)
     printf("(b) CPU bf16 accumulation:         %.2f ns/add vs native fp32 %.2f ns/add: %.2fx (target <= 2.0x)\n",
            1e9 * tb / na, 1e9 * tf / na, tb / tf);
     printf("(c) default suite (-j 1):          %.2f s (target < 60 s)\n", suite);
+    printf("(e) multi-step preset (100 AdamW steps x 4096, bf16-weights-cosine-no-master): %.2f s\n", multistep);
     print_adamw(&at, json);
     printf("peak resident memory:              %.1f MiB\n", peak_before);
     if (big)
