@@ -106,7 +106,16 @@ static void bench_bf16(double *t_bf16, double *t_fp32)
         memset(acc16, 0, (size_t)N * sizeof *acc16);
         double t0 = now();
         for (int k = 0; k < K; k++) {
-            gp_plugin_accumulate_args a = {sizeof a, 0, 1, 0, 0, 0, 0, 0, N, g + (size_t)k * N, acc16, NULL};
+            gp_plugin_accumulate_args a;
+            memset(&a, 0, sizeof a);
+            a.struct_size = sizeof a;
+            a.grad_format = GP_PLUGIN_FP32;
+            a.acc_format = GP_PLUGIN_BF16;
+            a.rounding = GP_PLUGIN_RNE;
+            a.n = N;
+            a.microbatch = (uint32_t)k;
+            a.grad = g + (size_t)k * N;
+            a.acc = acc16;
             cpu->accumulate(&a);
         }
         double t1 = now();

@@ -137,7 +137,7 @@ static int backend_failure(const gp_backend *b, const char *what, int rc, gp_err
     return rc == 1 ? -2 : -1;
 }
 
-static int call_accumulate(const gp_backend *b, chunk *c, void *acc, void *comp, uint64_t stream)
+static int call_accumulate(const gp_backend *b, chunk *c, void *acc, void *comp, uint64_t stream, int k)
 {
     gp_plugin_accumulate_args a;
     memset(&a, 0, sizeof a);
@@ -150,6 +150,7 @@ static int call_accumulate(const gp_backend *b, chunk *c, void *acc, void *comp,
     a.stream = stream;
     a.first_index = c->i0;
     a.n = c->n;
+    a.microbatch = (uint32_t)k;
     a.grad = c->grad;
     a.acc = acc;
     a.comp = comp;
@@ -167,11 +168,11 @@ static int accumulate(chunk *c, int k, gp_error *err)
         if (c->comp)
             memcpy(c->comp2, c->comp, bytes);
     }
-    int rc = call_accumulate(c->b, c, c->acc, c->comp, stream);
+    int rc = call_accumulate(c->b, c, c->acc, c->comp, stream, k);
     if (rc != 0)
         return backend_failure(c->b, "accumulate", rc, err);
     if (c->cmp) {
-        if ((rc = call_accumulate(c->cmp, c, c->acc2, c->comp2, stream)) != 0)
+        if ((rc = call_accumulate(c->cmp, c, c->acc2, c->comp2, stream, k)) != 0)
             return backend_failure(c->cmp, "accumulate", rc, err);
         for (size_t i = 0; i < c->n; i++)
             if (!gp_fmt_agree(c->af, gp_pack_get(c->af, c->acc, i), gp_pack_get(c->af, c->acc2, i)) ||

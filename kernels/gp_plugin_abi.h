@@ -37,6 +37,7 @@ typedef struct {
     uint64_t stream;      /*   gp_rand_u32(seed, stream, first_index + i) */
     uint64_t first_index; /* index of element 0 within the whole tensor */
     uint64_t n;           /* number of elements */
+    uint32_t microbatch;  /* index of this micro-batch in the accumulation window, from 0 */
     const void *grad;     /* n gradients (read only) */
     void *acc;            /* n accumulator elements, updated in place */
     void *comp;           /* n Kahan compensation terms (KAHAN only), updated; else NULL */

@@ -14,11 +14,18 @@
  * the SDXL LoRA write-up — and gradprec's default suite fails it, naming absorption.
  * -DGP_EXAMPLE_EPS_IN_SQRT puts AdamW's eps under the square root, sqrt(v/bc2 + eps), and
  * -DGP_EXAMPLE_COUPLED_WD applies weight decay as Adam's L2 term (g + wd*w, no decoupled
- * decay): two more wrong optimizers the default suite must fail. */
+ * decay): two more wrong optimizers the default suite must fail. The seeded bugs of the
+ * fuzzing tests (fuzz/README.md): -DGP_EXAMPLE_BC_OFF_BY_ONE (Adam's bias corrections
+ * of step t+1), -DGP_EXAMPLE_KAHAN_DROPPED (a Kahan accumulator that never uses its
+ * compensation), -DGP_EXAMPLE_BIASED_SR (stochastic rounding up half as often as it
+ * should), -DGP_EXAMPLE_RUNNING_MEAN (each micro-batch averaged into the buffer).
+ * The correct plugin implements rne and Kahan accumulation for fp32/bf16/fp16, and
+ * stochastic rounding into bf16. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "arith/gp_philox.h"
 #include "gp_plugin_abi.h"
 
 static float bits_to_f32(uint32_t u)
@@ -102,17 +109,54 @@ static int supported(int32_t fmt)
     return fmt == GP_PLUGIN_FP32 || fmt == GP_PLUGIN_BF16 || fmt == GP_PLUGIN_FP16;
 }
 
+/* fp32 -> bf16 with stochastic rounding, gradprec's rule: with d the 16 dropped bits and
+ * r the element's 32 random bits, round away from zero iff r < d * 2^16. */
+static uint16_t f32_to_bf16_sr(float f, uint32_t r)
+{
+    uint32_t u = f32_to_bits(f), d = u & 0xffffu;
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return f32_to_bf16(f); /* NaN */
+#ifdef GP_EXAMPLE_BIASED_SR
+    int up = (r >> 16) < d / 2; /* the bug: rounds up half as often as it should */
+#else
+    int up = (r >> 16) < d;
+#endif
+    return (uint16_t)((u >> 16) + (uint32_t)up); /* a carry moves into the exponent, up to inf */
+}
+
 static int accumulate(const gp_plugin_accumulate_args *a)
 {
-    if (a->rounding != GP_PLUGIN_RNE || a->ftz || !supported(a->grad_format) || !supported(a->acc_format))
+    int32_t af = a->acc_format;
+    int sr = a->rounding == GP_PLUGIN_STOCHASTIC, kahan = a->rounding == GP_PLUGIN_KAHAN;
+    if (a->ftz || !supported(a->grad_format) || !supported(af) || a->rounding == GP_PLUGIN_RTZ ||
+        (sr && af != GP_PLUGIN_BF16))
         return 1; /* not implemented here */
     for (uint64_t i = 0; i < a->n; i++) {
-        float sum = load(a->acc_format, a->acc, i) + load(a->grad_format, a->grad, i);
+        float acc = load(af, a->acc, i), g = load(a->grad_format, a->grad, i);
+#ifdef GP_EXAMPLE_RUNNING_MEAN
+        /* the bug: each micro-batch's gradient averaged into the buffer (a mean of
+         * micro-batch means where the loss was already normalised) */
+        g = (g - acc) / (float)(a->microbatch + 1);
+#endif
+        if (kahan) {
+#ifdef GP_EXAMPLE_KAHAN_DROPPED
+            store(af, a->acc, i, acc + g); /* the bug: the compensation is never used */
+#else
+            float c = load(af, a->comp, i), y = g - c, sum = acc + y;
+            store(af, a->acc, i, sum);
+            store(af, a->comp, i, (load(af, a->acc, i) - acc) - y);
+#endif
+            continue;
+        }
+        float sum = acc + g;
 #ifdef GP_EXAMPLE_BF16_AS_FP32
-        if (a->acc_format == GP_PLUGIN_FP32)
+        if (af == GP_PLUGIN_FP32)
             sum = bf16_to_f32(f32_to_bf16(sum)); /* the bug: a bf16 accumulator in disguise */
 #endif
-        store(a->acc_format, a->acc, i, sum);
+        if (sr)
+            ((uint16_t *)a->acc)[i] = f32_to_bf16_sr(sum, gp_rand_u32(a->seed, a->stream, a->first_index + i));
+        else
+            store(af, a->acc, i, sum);
     }
     return 0;
 }
@@ -151,7 +195,12 @@ static int adamw(const gp_plugin_adamw_args *a)
         return 1;
     if (*a->found_inf)
         return 0; /* a skipped step */
-    double bc1 = 1.0 - pow(a->beta1, (double)a->step), bc2 = 1.0 - pow(a->beta2, (double)a->step);
+#ifdef GP_EXAMPLE_BC_OFF_BY_ONE
+    double t = (double)(a->step + 1); /* the bug: bias corrections of the next step */
+#else
+    double t = (double)a->step;
+#endif
+    double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);
     float decay = (float)(1.0 - a->lr * a->weight_decay);
     float w1 = (float)(1.0 - a->beta1), beta2 = (float)a->beta2, cv = (float)(1.0 - a->beta2);
     float inv_bc2_sqrt = 1.0f / (float)sqrt(bc2), eps = (float)a->eps, neg_step = (float)(-(a->lr / bc1));
@@ -215,6 +264,14 @@ static const gp_plugin plugin = {
     "adamw-eps-inside-sqrt",
 #elif defined(GP_EXAMPLE_COUPLED_WD)
     "adamw-coupled-weight-decay",
+#elif defined(GP_EXAMPLE_BC_OFF_BY_ONE)
+    "adamw-bias-correction-off-by-one",
+#elif defined(GP_EXAMPLE_KAHAN_DROPPED)
+    "kahan-compensation-dropped",
+#elif defined(GP_EXAMPLE_BIASED_SR)
+    "biased-stochastic-rounding",
+#elif defined(GP_EXAMPLE_RUNNING_MEAN)
+    "mean-of-microbatch-means",
 #else
     "example",
 #endif
