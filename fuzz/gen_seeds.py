@@ -103,6 +103,7 @@ def accumulate_seeds():
     s["bf16_stochastic_long"] = accum_case(FP32, BF16, SR, 0, 12345, [2.0**-10] * 40)
     s["bf16_kahan_recovers"] = accum_case(FP32, BF16, KAHAN, 0, 1, [1.0] + [2.0**-10] * 30)
     s["fp32_kahan_cancel"] = accum_case(FP32, FP32, KAHAN, 0, 1, [1.0, 2.0**-30, -1.0, 2.0**-30] * 4)
+    s["fp32_rne_odd_last_bit"] = accum_case(FP32, FP32, RNE, 0, 1, [1.0, 2.0**-23, 2.0**-23 + 2.0**-46])
     s["fp32_rne_mixed_signs"] = accum_case(FP32, FP32, RNE, 0, 1, [3.0, -2.0**-25, 1e-3, -3.0, 7.5e-8])
     s["fp32_sr_subnormal"] = accum_case(FP32, FP32, SR, 0, 7, [2.0**-140, 3 * 2.0**-149, -2.0**-130])
     s["fp32_ftz_flush"] = accum_case(FP32, FP32, RNE, 1, 1, [2.0**-127, 2.0**-127, 2.0**-125])
