@@ -13,24 +13,13 @@
 #include "kernels/arith/gp_adamw.h"
 #include "kernels/arith/gp_philox.h"
 #include "kernels/arith/gp_schedule.h"
+#include "reference/gp_adamw_bound.h"
 #include "reference/gp_adamw_ref.h"
 
 static const gp_adamw_eval EVALS[] = {GP_ADAMW_TORCH_CUDA, GP_ADAMW_TORCH_CPU, GP_ADAMW_UNFUSED};
 static const char *const EVAL_NAMES[] = {"cuda", "cpu", "unfused"};
 
-#define U 0x1p-24 /* fp32 unit roundoff */
-
-/* gamma_n of Higham: |prod of n factors (1 + d_i)| - 1 <= gamma_n for |d_i| <= u. */
-static double gam(int n)
-{
-    return n * U / (1 - n * U);
-}
-
-/* (1 + a)(1 + b) - 1 for relative error bounds a, b. */
-static double comb(double a, double b)
-{
-    return a + b + a * b;
-}
+#define U GP_ADAMW_BOUND_U
 
 static gp_adamw_config config(gp_format param, gp_format state, gp_adamw_variant var,
                               gp_rmode rounding, gp_adamw_eval eval)
@@ -167,66 +156,8 @@ static void test_one_step_weight_decay(void **state)
         }
 }
 
-/* ---- the error bound of the fp32 step against the exact trajectory ---- */
-
-/* The exact values around one step, from the reference (rounded to binary64: a relative
- * 2^-53 on quantities that only scale the bound). */
-typedef struct {
-    double w, m, v;          /* before the step */
-    double w1, m1, v1, upd;  /* after */
-} exact_step;
-
-/* Bounds on the kernel's deviation from the exact trajectory: |m^ - m| <= em,
- * |v^ - v| <= ev*v, |w^ - w| <= ew. */
-typedef struct {
-    double em, ev, ew;
-} err_bound;
-
-/* Advance the bound over one step of an fp32-state, fp32-weight AdamW (any of the three
- * evaluation orders) and return the bound on the update's error |x^ - X|. Derivation
- * (u = 2^-24, theta_n a product of n factors (1 + d), |d| <= u, |theta_n| <= gam(n);
- * binary64 errors of the host scalars are below 2^-40 relative for these betas and are
- * counted as one more u on each fp32 scalar; the bound assumes 1 - beta1 < 0.5 and
- * 0 <= lr*wd <= 1):
- *  m: m^' = fl(m^ + fl(w1f * fl(g - m^)))  [fused: one rounding less]
- *        = (m^ + w1 (g - m^)(1 + th4))(1 + th1)
- *     the exact lerp of m^ differs from m' by (1 - w1)(m^ - m) = beta1 (m^ - m), so
- *     em' = beta1 em + gam5 w1 (|g - m| + em) + u (|m'| + beta1 em).
- *  v: v^' = fl(fl(v^ b2f) + fl(c2f fl(g g)))  [CPU: (c2f g) g; fused: one rounding less]
- *        = b2 v^ (1 + th3) + c2 g^2 (1 + th4), both terms >= 0, v^ = v (1 + e), |e| <= ev:
- *     ev' = (b2 v (ev (1 + gam3) + gam3) + c2 g^2 gam4) / v'.
- *  denom: r = fl(sqrt(v^')) = sqrt(v')(1 + rho)(1 + th1), |rho| <= ev'/(2 (1 - ev'))
- *     (|sqrt(1 + e) - 1| <= |e| / (1 + sqrt(1 - |e|)));  q = fl(r * fl(1/fl(bc2s)))
- *     [CPU: fl(r / fl(bc2s))] = S (1 + rho)(1 + th5), S = sqrt(v'/bc2);
- *     den = fl(q + eps (1 + th1)) = D (1 + ed), D = S + eps, ed = comb(rho, gam6).
- *  update: x^ = fl(nsf fl(m^'/den)) [CPU: fl(fl(nsf m^')/den); fused: inside the final
- *     fma] = -(lr/bc1) (m^'/den)(1 + th4), and |m^'/den - m'/D| <= (em' + |m'| ed) / (D (1 - ed)):
- *     ex = (lr/bc1) [(em' + |m'| ed) / (D (1 - ed)) (1 + gam4) + |m'|/D gam4].
- *  weight: d = fl(w^ fl(decay)) = w^ decay (1 + th3): |d - w decay| <= ew + (|w| + ew) gam3;
- *     w^' = fl(d + x^): ew' = (|d - w decay| + ex)(1 + u) + u |w'|. */
-static double bound_step(err_bound *b, const gp_adamw_ref_hparams *h, double lr, long t, double g,
-                         const exact_step *x)
-{
-    double b1 = h->beta1, b2 = h->beta2, w1 = 1 - b1, c2 = 1 - b2;
-    double em = b1 * b->em + gam(5) * w1 * (fabs(g - x->m) + b->em) + U * (fabs(x->m1) + b1 * b->em);
-    double ev = x->v1 > 0
-                    ? (b2 * x->v * (b->ev * (1 + gam(3)) + gam(3)) + c2 * g * g * gam(4)) / x->v1
-                    : 0.0;
-    double bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t);
-    double rho = ev / (2 * (1 - ev));
-    double ed = comb(rho, gam(6));
-    double D = sqrt(x->v1 / bc2) + h->eps;
-    double ex = (lr / bc1) * ((em + fabs(x->m1) * ed) / (D * (1 - ed)) * (1 + gam(4)) +
-                              fabs(x->m1) / D * gam(4));
-    double dw = b->ew + (fabs(x->w) + b->ew) * gam(3);
-    b->ew = (dw + ex) * (1 + U) + U * fabs(x->w1);
-    b->em = em;
-    b->ev = ev;
-    return ex;
-}
-
 /* Run the reference one step, filling the exact values around it. */
-static void ref_step(gp_adamw_ref *r, exact_step *x, double g, double lr,
+static void ref_step(gp_adamw_ref *r, gp_adamw_exact_step *x, double g, double lr,
                      const gp_adamw_ref_hparams *h, long t)
 {
     gp_adamw_ref_get(r, &x->w, &x->m, &x->v, NULL);
@@ -271,15 +202,15 @@ static void test_bf16_master(void **state)
     gp_adamw_ref_hparams h = {0.9, 0.999, 1e-8, 0.0};
     gp_adamw_ref r;
     gp_adamw_ref_init(&r, 1.0);
-    err_bound b = {0, 0, 0};
+    gp_adamw_err_bound b = {0, 0, 0};
     elem x = elem_init(GP_BF16, 1.0);
     long first_move = 0;
     for (long t = 1; t <= BF16_STEPS; t++) {
         unsigned ev = 0;
         uint32_t master0 = x.master;
-        exact_step es;
+        gp_adamw_exact_step es;
         ref_step(&r, &es, -1.0, 1e-3, &h, t);
-        bound_step(&b, &h, 1e-3, t, -1.0, &es);
+        gp_adamw_bound_step(&b, &h, 1e-3, t, -1.0, &es);
         elem_step(config(GP_BF16, GP_FP32, GP_ADAMW_MASTER, GP_RNE, GP_ADAMW_TORCH_CUDA), &x, -1.0f,
                   1e-3, 0.9, 0.999, 1e-8, 0.0, t, 0, &ev, NULL);
         assert_true(x.master != master0);
@@ -319,14 +250,14 @@ static void test_bf16_kahan(void **state)
     for (int e = 0; e < 3; e++) {
         gp_adamw_ref r;
         gp_adamw_ref_init(&r, 1.0);
-        err_bound b = {0, 0, 0};
+        gp_adamw_err_bound b = {0, 0, 0};
         elem x = elem_init(GP_BF16, 1.0);
         const double Z = 0x1p-8 + 2 * U, cmax = (1 + 0x1p-8) * (1 + U) * Z;
         double drift = 0, worst = 0;
         for (long t = 1; t <= BF16_STEPS; t++) {
-            exact_step es;
+            gp_adamw_exact_step es;
             ref_step(&r, &es, -1.0, 1e-3, &h, t);
-            double ex = bound_step(&b, &h, 1e-3, t, -1.0, &es);
+            double ex = gp_adamw_bound_step(&b, &h, 1e-3, t, -1.0, &es);
             unsigned ev = 0;
             elem_step(config(GP_BF16, GP_FP32, GP_ADAMW_KAHAN, GP_RNE, EVALS[e]), &x, -1.0f, 1e-3, 0.9,
                       0.999, 1e-8, 0.0, t, 0, &ev, NULL);
@@ -636,12 +567,12 @@ static void test_fp32_matches_reference(void **state)
 
     gp_adamw_ref r;
     gp_adamw_ref_init(&r, 0.5);
-    err_bound b = {0, 0, 0};
+    gp_adamw_err_bound b = {0, 0, 0};
     for (long t = 1; t <= REF_STEPS; t++) {
         double lr = gp_schedule_lr(&sp, t);
-        exact_step es;
+        gp_adamw_exact_step es;
         ref_step(&r, &es, (double)grads[t], lr, &h, t);
-        bound_step(&b, &h, lr, t, (double)grads[t], &es);
+        gp_adamw_bound_step(&b, &h, lr, t, (double)grads[t], &es);
         wex[t] = es.w1;
         bnd[t] = b.ew;
     }
