@@ -273,12 +273,11 @@ char *gp_report_json(const gp_run_report *r)
     return text;
 }
 
-json_t *gp_report_load(const char *path, gp_error *err)
+/* The checks of gp_report_load on a parsed root (NULL: a syntax error in je). */
+static json_t *report_check(json_t *root, const json_error_t *je, const char *path, gp_error *err)
 {
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
     if (!root) {
-        gp_error_set(err, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+        gp_error_set(err, "%s:%d:%d: %s", path, je->line, je->column, je->text);
         return NULL;
     }
     const char *schema = json_string_value(json_object_get(root, "schema"));
@@ -307,6 +306,18 @@ json_t *gp_report_load(const char *path, gp_error *err)
         return NULL;
     }
     return root;
+}
+
+json_t *gp_report_load(const char *path, gp_error *err)
+{
+    json_error_t je;
+    return report_check(json_load_file(path, 0, &je), &je, path, err);
+}
+
+json_t *gp_report_parse(const char *text, size_t len, const char *name, gp_error *err)
+{
+    json_error_t je;
+    return report_check(json_loadb(text, len, 0, &je), &je, name, err);
 }
 
 /* ---- Markdown ---- */

@@ -45,6 +45,9 @@ char *gp_report_dump(const json_t *root);
  * reference, or NULL with err naming the file and the problem. */
 json_t *gp_report_load(const char *path, gp_error *err);
 
+/* The same checks on report text in memory; `name` labels messages. */
+json_t *gp_report_parse(const char *text, size_t len, const char *name, gp_error *err);
+
 /* The Markdown report (malloc'ed), or NULL. */
 char *gp_report_markdown(const gp_run_report *r);
 
