@@ -82,7 +82,8 @@ double gp_decode_value(gp_decoder *d, gp_format f, gp_format acc, double ref, in
  * values; or explicit per-token values (size 1) from gp_decode_value; the loss scaler
  * (mode, power-of-two init, growth, backoff, interval, update, unscale_before_clip),
  * clip max_norm, the LR schedule, AdamW (lr, betas, eps, weight decay, param/state
- * dtype, master, kahan, stochastic) and 1..8 steps. Every value is inside what
+ * dtype fp32/bf16/fp16; one variant of: plain, fp32 master, Kahan, stochastic, master +
+ * stochastic — Kahan excludes the other two) and 1..8 steps. Every value is inside what
  * gp_scenario_load_string accepts, so gp_scenario_to_yaml of the result loads back
  * (the `decode` fuzz target checks it). `out` owns what it points to (free it with
  * gp_scenario_free). Returns 0, or -1 with err set when out of memory (out is then

@@ -15,7 +15,7 @@ static const char repro_usage[] =
     "Prints the scenario YAML that the fuzz input file FUZZ_INPUT decodes to, ready for\n"
     "`gradprec run`.\n"
     "  --target NAME  the fuzz target the input belongs to:\n"
-    "                 decode (default): the whole scenario (gp_decode_scenario);\n"
+    "                 decode (default), backend: the whole scenario (gp_decode_scenario);\n"
     "                 accumulate, metamorphic: the accumulation case (gp_decode_accum)\n"
     "                 as a one-element scenario with one token per addend\n"
     "  --out FILE     write the YAML to FILE (atomically) instead of standard output\n"
@@ -48,10 +48,11 @@ int gp_cmd_repro(int argc, char **argv, FILE *out, FILE *err)
             input = argv[i];
         }
     }
-    int whole = strcmp(target, "decode") == 0;
+    /* the fuzz targets whose input is gp_decode_scenario's (whole) or gp_decode_accum's */
+    int whole = strcmp(target, "decode") == 0 || strcmp(target, "backend") == 0;
     if (!whole && strcmp(target, "accumulate") != 0 && strcmp(target, "metamorphic") != 0) {
         fprintf(err, "gradprec repro: target '%s' does not decode its input into a scenario "
-                     "(decode, accumulate, metamorphic do)\n", target);
+                     "(decode, backend, accumulate, metamorphic do)\n", target);
         return GP_EXIT_USAGE;
     }
     if (!input) {

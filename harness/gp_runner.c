@@ -375,18 +375,6 @@ done:
     return rc;
 }
 
-/* The binary64 nearest to q, and where q lies relative to it (for gp_f64_nudge). */
-static double q_to_double(const mpq_t q, int *sticky)
-{
-    mpfr_t f;
-    mpfr_init2(f, 53);
-    int t = mpfr_set_q(f, q, MPFR_RNDN);
-    double d = mpfr_get_d(f, MPFR_RNDN);
-    mpfr_clear(f);
-    *sticky = t > 0 ? -1 : t < 0 ? 1 : 0;
-    return d;
-}
-
 /* Explicit per-token values (size 1): everything exact in rationals. */
 static int run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found_inf, gp_error *err)
 {
@@ -408,7 +396,7 @@ static int run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found
         mpq_add(same, same, x);
         mpq_set_d(tmp, c->s);
         mpq_mul(x, x, tmp);
-        double d = q_to_double(x, &sticky);
+        double d = gp_exact_q_nearest(x, &sticky);
         c->xs[0] = gp_f64_nudge(d, sticky);
         store_grads(c);
         int arc = accumulate(c, k, err);
@@ -426,8 +414,8 @@ static int run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found
         rc = unscale(c, found_inf, err);
     if (rc == 0) {
         double gacc = widen(c->af, gp_pack_get(c->af, c->acc, 0));
-        double gsame = q_to_double(same, &sticky);
-        c->gfull[0] = q_to_double(full, &sticky);
+        double gsame = gp_exact_q_nearest(same, &sticky);
+        c->gfull[0] = gp_exact_q_nearest(full, &sticky);
         final_stats(c, &gacc, &gsame, c->gfull);
     }
     mpq_clears(S, x, same, full, tmp, NULL);

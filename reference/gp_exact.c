@@ -8,6 +8,7 @@
 #include "gp_exact.h"
 
 #include <math.h>
+#include <mpfr.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -279,4 +280,15 @@ double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky
     double r = fma(-q, dd, s); /* the exact remainder of a correctly rounded quotient */
     *sticky = r > 0 ? 1 : r < 0 ? -1 : 0; /* sign(s/d - q) = sign(r), d > 0 */
     return q;
+}
+
+double gp_exact_q_nearest(const mpq_t q, int *sticky)
+{
+    mpfr_t f;
+    mpfr_init2(f, 53);
+    int t = mpfr_set_q(f, q, MPFR_RNDN);
+    double d = mpfr_get_d(f, MPFR_RNDN);
+    mpfr_clear(f);
+    *sticky = t > 0 ? -1 : t < 0 ? 1 : 0;
+    return d;
 }

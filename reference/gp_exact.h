@@ -35,6 +35,10 @@ double gp_fixacc_div(const gp_fixacc *a, uint64_t d, int *sticky);
 /* Set z to the integer a * 2^149 (exact; for cross-checks against GMP/MPFR). */
 void gp_fixacc_get_mpz(mpz_t z, const gp_fixacc *a);
 
+/* The binary64 nearest to the rational q (RNE), and where q lies relative to it in
+ * *sticky: 1 above, -1 below, 0 equal (for gp_f64_nudge). */
+double gp_exact_q_nearest(const mpq_t q, int *sticky);
+
 
 /* ---- gp_exactsum: exact per-element sums, fast ----
  * The same sums (terms n * x, x fp32) over arrays of elements, for the references'
