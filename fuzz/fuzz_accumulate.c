@@ -9,8 +9,9 @@
  *     the common path) gives other bits than the instrumented form.
  * Features (gp_fuzz_check.h): the mechanism set that fired x the bucket of the relative
  * error |A - S| / |S|, and the bucket of the error / bound ratio (inputs that get close
- * to the bound). Findings: with GP_FINDINGS_DIR set, an input reaching a new (mechanism
- * set, relative-error bucket) pair is written there as the scenario that replays it in
+ * to the bound). Findings: with GP_FINDINGS_DIR set, an input reaching a (mechanism set,
+ * relative-error bucket) pair new to this process and to the directory (fork-mode jobs
+ * share it) is written there as the scenario that replays it in
  * `gradprec run` (gp_accum_case_scenario) under a comment header with its metrics.
  * Build: make fuzz; run: build-fuzz/fuzz/fuzz_accumulate fuzz/corpus/accumulate;
  * `gradprec repro --target accumulate FILE` prints the scenario of an input. */
@@ -254,7 +255,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     unsigned b = gp_fuzz_bucket(rel);
     gp_fuzz_feature(counters, mech * GP_FUZZ_BUCKETS + b);
-    if (gp_fuzz_pair_new(seen, mech, b) && getenv("GP_FINDINGS_DIR"))
+    if (gp_fuzz_pair_new(seen, mech, b) && gp_fuzz_pair_claim("accumulate", mech, b))
         write_finding(data, size, &c, mech, checked, S, acc, err, rel, bound);
     return 0;
 }

@@ -4,11 +4,16 @@
  *   bytes 2-5: random bits for stochastic rounding;
  *   then 8 bytes of binary64 (or 4 bytes of binary32 when bit 3 is set), little-endian;
  *   missing bytes read as zero.
+ * Features: the mechanisms that fired (underflow, overflow, subnormal result) x the
+ * bucket of the relative rounding error (gp_fuzz_check.h).
  * Build with clang: make fuzz; run: build-fuzz/fuzz/fuzz_convert fuzz/corpus/convert */
+#include <math.h>
 #include <string.h>
 
 #include "gp_fuzz_check.h"
 #include "reference/gp_oracle.h"
+
+GP_FUZZ_COUNTERS counters[GP_FUZZ_NMECH * GP_FUZZ_BUCKETS];
 
 static uint64_t take_le(const uint8_t *d, size_t size, size_t at, int n)
 {
@@ -42,5 +47,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       f, mode, ftz, rbits, gp_f64_from_bits(u), (unsigned long long)u, kb, o.bits);
     GP_FUZZ_CHECK(kev == o.ev, "fmt %d mode %d x=0x%016llx: kernel events 0x%x oracle 0x%x", f, mode,
                   (unsigned long long)u, kev, o.ev);
+    /* features: the mechanisms that fired x the bucket of the relative rounding error */
+    double x = gp_f64_from_bits(u), r = gp_fmt_to_f64(f, kb);
+    double rel = (x == x && r == r && x - x == 0) ? (x != 0 ? fabs(r - x) / fabs(x) : fabs(r)) : 0.0;
+    unsigned mech = gp_fuzz_mech_of_events(kev) | (gp_fuzz_is_subnormal(f, kb) ? GP_FUZZ_SUBNORMAL : 0u);
+    gp_fuzz_feature(counters, mech * GP_FUZZ_BUCKETS + gp_fuzz_bucket(rel));
     return 0;
 }

@@ -10,22 +10,6 @@
 #include "gp_decode.h"
 #include "gp_fuzz_check.h"
 
-/* YAML of s loads back to the same YAML; returns it (caller frees). */
-static char *roundtrip(const gp_scenario *s, const char *what)
-{
-    gp_error e = {""};
-    char *y1 = gp_scenario_to_yaml(s);
-    GP_FUZZ_CHECK(y1 != NULL, "%s: to_yaml failed", what);
-    gp_scenario t;
-    int rc = gp_scenario_load_string(y1, strlen(y1), what, &t, &e);
-    GP_FUZZ_CHECK(rc == 0, "%s: the decoded scenario does not load: %s\n%s", what, e.msg, y1);
-    char *y2 = gp_scenario_to_yaml(&t);
-    GP_FUZZ_CHECK(y2 && strcmp(y1, y2) == 0, "%s: YAML round trip not stable:\n%s\n---\n%s", what, y1, y2 ? y2 : "");
-    free(y2);
-    gp_scenario_free(&t);
-    return y1;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     gp_scenario s, s2;
@@ -42,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int k = 0; k < K; k++)
         GP_FUZZ_CHECK(s.batch.tokens[k] >= 1 && s.batch.tokens[k] <= 4096, "tokens[%d] = %ld", k,
                       s.batch.tokens[k]);
-    char *y1 = roundtrip(&s, "decoded");
+    char *y1 = gp_fuzz_yaml_roundtrip(&s, "decoded");
     GP_FUZZ_CHECK(gp_decode_scenario(data, size, &s2, &e) == 0, "%s", e.msg);
     char *y3 = gp_scenario_to_yaml(&s2);
     GP_FUZZ_CHECK(y3 && strcmp(y1, y3) == 0, "decoding is not deterministic:\n%s\n---\n%s", y1, y3 ? y3 : "");
@@ -55,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gp_decode_accum(data, size, &c);
     GP_FUZZ_CHECK(c.n >= 1 && c.n <= GP_DECODE_MAX_ADDENDS, "%d addends", c.n);
     if (gp_accum_case_scenario(&c, &s, &e) == 0) {
-        free(roundtrip(&s, "accumulate case"));
+        free(gp_fuzz_yaml_roundtrip(&s, "accumulate case"));
         gp_scenario_free(&s);
     }
     return 0;

@@ -27,7 +27,6 @@
  * counts), and which relations could be checked. */
 #include <gmp.h>
 #include <math.h>
-#include <mpfr.h>
 #include <string.h>
 
 #include "gp_decode.h"
@@ -90,18 +89,6 @@ static int check_scale_invariance(const gp_accum_case *c, unsigned *mech)
                   c->n, (unsigned long long)c->seed, e, a0, gp_fmt_to_f64(af, a0), back, gp_fmt_to_f64(af, back),
                   a1, ev0, ev1, evu);
     return 1;
-}
-
-/* The binary64 nearest to q and the sign of q - result. */
-static double q_nearest(const mpq_t q, int *sticky)
-{
-    mpfr_t f;
-    mpfr_init2(f, 53);
-    int t = mpfr_set_q(f, q, MPFR_RNDN);
-    double d = mpfr_get_d(f, MPFR_RNDN);
-    mpfr_clear(f);
-    *sticky = t > 0 ? -1 : t < 0 ? 1 : 0;
-    return d;
 }
 
 static void check_same(const char *what, double a, int sa, double b, int sb, const gp_accum_case *c)
@@ -181,7 +168,7 @@ static double check_references(const gp_accum_case *c, int *equal_checked)
 
     int s1, s2;
     double full = gp_fixacc_div(&F, N, &s1);
-    double tq = q_nearest(tm, &s2);
+    double tq = gp_exact_q_nearest(tm, &s2);
     check_same("token_mean (mpq, term by term) vs full-batch mean (fixacc)", tq, s2, full, s1, c);
     double total = gp_fixacc_div(&Fm, 1, &s1);
     for (int l = 0; l < 3; l++) {

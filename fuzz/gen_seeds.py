@@ -141,14 +141,19 @@ def metamorphic_seeds():
     s["refs_wide_range"] = accum_case(FP32, FP32, RNE, 0, 12, [2.0**e for e in range(-149, 128, 9)])
     s["refs_fp16_tokens"] = accum_case(FP16, BF16, KAHAN, 0, 13, [2.0**-24, 65504.0, 1.0, -1.0])
     s["refs_sr_bf16"] = accum_case(BF16, BF16, SR, 0, 14, [1.0, -0.0078125, 0.5])
+    # the accumulate seeds decode the same way: (a) and (b) on each of them too
+    for name, data in accumulate_seeds().items():
+        if not name.startswith("found_"):
+            s["acc_" + name] = data
     return s
 
 
 def decode_seeds():
     rng = random.Random(20240601)
     s = {"empty": b"", "one_zero": b"\x00", "all_ff_64": b"\xff" * 64, "all_00_300": b"\x00" * 300,
-         "ascending_256": bytes(range(256))}
-    for i, n in enumerate([3, 8, 16, 32, 48, 64, 96, 128, 160, 200, 256, 320, 400, 512, 700]):
+         "all_01_128": b"\x01" * 128, "all_80_128": b"\x80" * 128, "all_7f_200": b"\x7f" * 200,
+         "ascending_256": bytes(range(256)), "descending_256": bytes(range(255, -1, -1))}
+    for i, n in enumerate([1, 2, 3, 5, 8, 12, 16, 24, 32, 48, 64, 80, 96, 128, 160, 200, 256, 320, 400, 512, 700]):
         s["random_%02d_%d" % (i, n)] = bytes(rng.getrandbits(8) for _ in range(n))
     return s
 

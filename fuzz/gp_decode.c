@@ -193,34 +193,43 @@ static void decode_dist(gp_decoder *d, gp_dist *g, int is_grad)
     }
 }
 
-/* Explicit per-token values of one size-1 tensor: ntok[k] = tokens[k]. */
-static int decode_values(gp_decoder *d, gp_dist *g, int K, const long *tokens, gp_format gf,
-                         gp_format af)
+/* An explicit-values distribution with rows of tokens[k] values (uninitialised), k < K;
+ * the unused fields hold values the loader accepts. Returns 0, or -1 out of memory (what
+ * was allocated stays in g for gp_scenario_free). */
+static int values_dist(gp_dist *g, int K, const long *tokens)
 {
     memset(g, 0, sizeof *g);
     g->kind = GP_DIST_VALUES;
-    g->sigma = 1.0;
+    g->scale = g->sigma = g->shrink = 1.0;
     g->alpha = 3.0;
     g->neg_frac = 0.5;
     g->outlier_scale = 1000.0;
-    g->shrink = 1.0;
     g->ntok = calloc((size_t)K, sizeof *g->ntok);
     g->values = calloc((size_t)K, sizeof *g->values);
     if (!g->ntok || !g->values)
         return -1;
     g->nmb = (size_t)K; /* set before the rows so a failure frees what exists */
-    double ref = 0;
     for (int k = 0; k < K; k++) {
-        g->values[k] = malloc((size_t)tokens[k] * sizeof(double));
-        if (!g->values[k])
+        if (!(g->values[k] = malloc((size_t)tokens[k] * sizeof(double))))
             return -1;
         g->ntok[k] = (size_t)tokens[k];
+    }
+    return 0;
+}
+
+/* Explicit per-token values of one size-1 tensor, from gp_decode_value. */
+static int decode_values(gp_decoder *d, gp_dist *g, int K, const long *tokens, gp_format gf,
+                         gp_format af)
+{
+    if (values_dist(g, K, tokens))
+        return -1;
+    double ref = 0;
+    for (int k = 0; k < K; k++)
         for (long t = 0; t < tokens[k]; t++) {
             double v = gp_decode_value(d, gf, af, ref, 1, NULL, NULL);
             g->values[k][t] = v;
             ref += v;
         }
-    }
     return 0;
 }
 
@@ -364,27 +373,18 @@ int gp_accum_case_scenario(const gp_accum_case *c, gp_scenario *s, gp_error *err
     gp_tensor_spec *t = &s->tensors[0];
     snprintf(t->name, sizeof t->name, "acc");
     t->size = 1;
+    for (int k = 0; k < c->n; k++)
+        s->batch.tokens[k] = 1;
+    if (values_dist(&t->grad, c->n, s->batch.tokens))
+        goto oom;
+    for (int k = 0; k < c->n; k++)
+        t->grad.values[k][0] = gp_fmt_to_f64(c->grad, c->bits[k]);
+    t->weight = t->grad; /* the plain fields (weights are not used by accumulation) */
     t->weight.kind = GP_DIST_NORMAL;
     t->weight.scale = 0.02;
-    t->weight.sigma = 1.0;
-    t->weight.alpha = 3.0;
-    t->weight.neg_frac = 0.5;
-    t->weight.outlier_scale = 1000.0;
-    t->weight.shrink = 1.0;
-    t->grad = t->weight;
-    t->grad.kind = GP_DIST_VALUES;
-    t->grad.ntok = calloc((size_t)c->n, sizeof *t->grad.ntok);
-    t->grad.values = calloc((size_t)c->n, sizeof *t->grad.values);
-    if (!t->grad.ntok || !t->grad.values)
-        goto oom;
-    t->grad.nmb = (size_t)c->n;
-    for (int k = 0; k < c->n; k++) {
-        s->batch.tokens[k] = 1;
-        if (!(t->grad.values[k] = malloc(sizeof(double))))
-            goto oom;
-        t->grad.ntok[k] = 1;
-        t->grad.values[k][0] = gp_fmt_to_f64(c->grad, c->bits[k]);
-    }
+    t->weight.nmb = 0;
+    t->weight.ntok = NULL;
+    t->weight.values = NULL;
     return 0;
 oom:
     gp_scenario_free(s);

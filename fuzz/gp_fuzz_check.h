@@ -6,11 +6,13 @@
 #ifndef GP_FUZZ_CHECK_H
 #define GP_FUZZ_CHECK_H
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../harness/gp_scenario.h"
 #include "../kernels/arith/gp_format.h"
@@ -25,6 +27,24 @@
             abort();                                                              \
         }                                                                         \
     } while (0)
+
+/* The YAML of s (gp_scenario_to_yaml) must load back (origin `what` in messages) and
+ * write the same YAML again; returns that YAML (malloc'ed, the caller frees). */
+static inline char *gp_fuzz_yaml_roundtrip(const gp_scenario *s, const char *what)
+{
+    gp_error e = {""};
+    char *y1 = gp_scenario_to_yaml(s);
+    GP_FUZZ_CHECK(y1 != NULL, "%s: to_yaml failed", what);
+    gp_scenario t;
+    int rc = gp_scenario_load_string(y1, strlen(y1), what, &t, &e);
+    GP_FUZZ_CHECK(rc == 0, "%s: the written YAML does not load back: %s\n%s", what, e.msg, y1);
+    char *y2 = gp_scenario_to_yaml(&t);
+    GP_FUZZ_CHECK(y2 && strcmp(y1, y2) == 0, "%s: YAML round trip not stable:\n%s\n---\n%s", what, y1,
+                  y2 ? y2 : "");
+    free(y2);
+    gp_scenario_free(&t);
+    return y1;
+}
 
 /* ---- divergence-guided features ----
  * A target reports per input: a divergence (a relative error, an error/bound ratio...)
@@ -106,7 +126,8 @@ static inline void gp_fuzz_feature(uint8_t *counters, size_t i)
 /* ---- findings ----
  * With the environment variable GP_FINDINGS_DIR set, a target calls gp_fuzz_finding for
  * an input that reached a (mechanism set, divergence bucket) pair not seen before in
- * this process. The file DIR/TARGET-HASH.yaml (HASH: FNV-1a 64 of the input, 16 hex
+ * this process (gp_fuzz_pair_new) nor by another process writing to the same directory
+ * (gp_fuzz_pair_claim). The file DIR/TARGET-HASH.yaml (HASH: FNV-1a 64 of the input, 16 hex
  * digits) holds `header` as '#' comment lines, then the scenario YAML the input decodes
  * to; it is written atomically (a temporary name, then rename), so parallel fuzzing
  * jobs never leave half a file. Returns 1 when written, 0 when not asked or on error
@@ -129,6 +150,23 @@ static inline int gp_fuzz_pair_new(uint8_t *seen, unsigned mech, unsigned bucket
     int fresh = !*p;
     *p = 1;
     return fresh;
+}
+
+/* Claim (mech, bucket) for `target` in GP_FINDINGS_DIR across processes (libFuzzer's
+ * fork and jobs modes run many): creates DIR/.TARGET-mMM-bBB exclusively. Returns 1 when
+ * this call created it, 0 when it existed already, the variable is unset, or on error. */
+static inline int gp_fuzz_pair_claim(const char *target, unsigned mech, unsigned bucket)
+{
+    const char *dir = getenv("GP_FINDINGS_DIR");
+    char path[4096];
+    if (!dir || !*dir ||
+        snprintf(path, sizeof path, "%s/.%s-m%02u-b%02u", dir, target, mech, bucket) >= (int)sizeof path)
+        return 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0)
+        return 0;
+    close(fd);
+    return 1;
 }
 
 static inline int gp_fuzz_finding(const char *target, const uint8_t *data, size_t size, const char *header,

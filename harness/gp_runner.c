@@ -12,6 +12,7 @@
 #include "../kernels/arith/gp_clip.h"
 #include "../kernels/arith/gp_scaler.h"
 #include "../kernels/arith/gp_schedule.h"
+#include "../kernels/cpu/gp_cpu_backend.h"
 #include "../reference/gp_exact.h"
 #include "gp_generate.h"
 
@@ -619,20 +620,45 @@ static int accumulate_chunk(sim *S, size_t t, uint64_t i0, int *found_inf, gp_er
     return rc;
 }
 
-/* Global-norm clipping of the unscaled gradients (kernels/arith/gp_clip.h's fixed tree):
+/* The table that clips and updates the loss scale for backend b: its own when it has
+ * the three optional entries, else the CPU emulation's (the report then says so). */
+static const gp_plugin *clip_ops(const gp_backend *b)
+{
+    const gp_plugin *p = b->ops;
+    return p->grad_sumsq && p->grad_scale && p->scaler_update ? p : gp_cpu_backend();
+}
+
+/* Global-norm clipping of the unscaled gradients: each tensor's sum of squares by the
+ * backend (gp_clip.h's fixed tree; the compared backend's must agree bit for bit), the
+ * norms and the coefficient on the host as torch's small tensor ops compute them:
  * *coef is the coefficient to apply, *right the one the correct order would apply.
  * Clipping before unscaling compares max_norm with the norm of the scaled gradients,
  * S times the unscaled norm (exact: S is a power of two, barring overflow to inf).
- * Returns 0, or -1 when out of memory. */
-static int clip_step(sim *S, float scale, float *coef, float *right)
+ * Returns 0, -1 when out of memory, or a backend failure's code with err set. */
+static int clip_step(sim *S, float scale, float *coef, float *right, gp_error *err)
 {
     const gp_scenario *sc = S->sc;
     gp_format af = sc->precision.accumulator; /* the gradients' format: norms are stored in it */
     uint32_t *norms = malloc((sc->ntensors ? sc->ntensors : 1) * sizeof *norms);
     if (!norms)
-        return -1;
-    for (size_t t = 0; t < sc->ntensors; t++) /* whole tensors: equal to the chunked tree */
-        norms[t] = gp_clip_norm_store(af, gp_clip_sumsq(af, S->ts[t].acc, sc->tensors[t].size));
+        return gp_error_set(err, "out of memory");
+    for (size_t t = 0; t < sc->ntensors; t++) { /* whole tensors: equal to the chunked tree */
+        gp_plugin_sumsq_args a = {sizeof a, (int32_t)af, sc->tensors[t].size, S->ts[t].acc, 0.0f};
+        gp_plugin_sumsq_args a2 = a;
+        const gp_backend *who = S->b;
+        int rc = clip_ops(S->b)->grad_sumsq(&a);
+        if (rc == 0 && S->cmp) {
+            who = S->cmp;
+            rc = clip_ops(S->cmp)->grad_sumsq(&a2);
+        }
+        if (rc != 0) {
+            free(norms);
+            return backend_failure(who, "grad_sumsq", rc, err);
+        }
+        if (S->cmp && gp_f32_bits(a.sumsq) != gp_f32_bits(a2.sumsq))
+            S->res->tensors[t].st.mismatches++;
+        norms[t] = gp_clip_norm_store(af, a.sumsq);
+    }
     uint32_t total = gp_clip_total_norm(af, norms, sc->ntensors);
     free(norms);
     *right = gp_clip_coef(af, total, sc->clip.max_norm, 0);
@@ -662,34 +688,67 @@ static int coupled_step(sim *S, int found_inf, float scale, gp_error *err)
     const gp_scenario *sc = S->sc;
     gp_format af = sc->precision.accumulator;
     float coef = 1.0f, right = 1.0f;
-    if (sc->clip.max_norm > 0 && !found_inf && clip_step(S, scale, &coef, &right) != 0)
-        return gp_error_set(err, "out of memory");
+    int rc;
+    if (sc->clip.max_norm > 0 && !found_inf && (rc = clip_step(S, scale, &coef, &right, err)) != 0)
+        return rc;
+    size_t ab = width_bytes(af);
     for (size_t t = 0; t < sc->ntensors; t++) {
         tensor_state *ts = &S->ts[t];
         gp_stats *st = &S->res->tensors[t].st;
-        for (uint64_t i = 0; i < sc->tensors[t].size; i++) {
+        uint64_t n = sc->tensors[t].size;
+        void *before = NULL;
+        if (!found_inf && coef != 1.0f) { /* the backend scales the gradients in place */
+            if (!(before = malloc((size_t)n * ab)))
+                return gp_error_set(err, "out of memory");
+            memcpy(before, ts->acc, (size_t)n * ab);
+            gp_plugin_scale_args a = {sizeof a, (int32_t)af, sc->precision.ftz, coef, n, ts->acc};
+            if ((rc = clip_ops(S->b)->grad_scale(&a)) != 0) {
+                free(before);
+                return backend_failure(S->b, "grad_scale", rc, err);
+            }
+        }
+        for (uint64_t i = 0; i < n; i++) {
             double lost;
             if (found_inf) { /* the whole gradient the reference used */
                 lost = ts->gfull[i] * (S->step.ref_coef.hi + S->step.ref_coef.lo);
                 st->ss_full_skipped += ts->gfull[i] * ts->gfull[i];
             } else {
-                uint32_t g = gp_pack_get(af, ts->acc, i);
-                double before = gp_fmt_to_f64(af, g);
-                if (coef != 1.0f)
-                    gp_pack_set(af, ts->acc, i, gp_clip_apply(af, sc->precision.ftz, g, coef, (unsigned *)0));
-                lost = gp_fmt_to_f64(af, gp_pack_get(af, ts->acc, i)) - before * (double)right;
+                double after = gp_fmt_to_f64(af, gp_pack_get(af, ts->acc, i));
+                double b = before ? gp_fmt_to_f64(af, gp_pack_get(af, before, i)) : after;
+                lost = after - b * (double)right;
                 if (!isfinite(lost))
                     lost = 0; /* non-finite gradients are counted as such */
             }
             st->ss_mech[GP_MECH_SCALING] += lost * lost;
         }
+        free(before);
     }
     for (size_t t = 0; t < sc->ntensors; t++)
-        for (uint64_t i0 = 0; i0 < sc->tensors[t].size; i0 += CHUNK) {
-            int rc = optimize_chunk(S, t, i0, min_size(sc->tensors[t].size - i0, CHUNK), (size_t)i0, err);
-            if (rc != 0)
+        for (uint64_t i0 = 0; i0 < sc->tensors[t].size; i0 += CHUNK)
+            if ((rc = optimize_chunk(S, t, i0, min_size(sc->tensors[t].size - i0, CHUNK), (size_t)i0, err)) != 0)
                 return rc;
-        }
+    return 0;
+}
+
+/* The loss-scale update by the backend (and the compared one, which must agree). */
+static int scaler_step(sim *S, gp_scaler *scaler, int found_inf, gp_error *err)
+{
+    const gp_scenario *sc = S->sc;
+    int32_t fi = found_inf;
+    gp_scaler s2 = *scaler;
+    gp_plugin_scaler_args a = {sizeof a, &scaler->scale, &scaler->tracker, &fi, sc->loss_scale.growth,
+                               sc->loss_scale.backoff, sc->loss_scale.interval};
+    int rc = clip_ops(S->b)->scaler_update(&a);
+    if (rc != 0)
+        return backend_failure(S->b, "scaler_update", rc, err);
+    if (S->cmp) {
+        a.scale = &s2.scale;
+        a.tracker = &s2.tracker;
+        if ((rc = clip_ops(S->cmp)->scaler_update(&a)) != 0)
+            return backend_failure(S->cmp, "scaler_update", rc, err);
+        if (gp_f32_bits(s2.scale) != gp_f32_bits(scaler->scale) || s2.tracker != scaler->tracker)
+            S->res->tensors[0].st.mismatches++;
+    }
     return 0;
 }
 
@@ -821,9 +880,9 @@ static int simulate(sim *S, gp_error *err)
         res->lr_by_step[it - 1] = S->step.lr;
         res->skipped_by_step[it - 1] = (uint8_t)found_inf;
         res->skipped_steps += found_inf;
-        if (scaled && sc->loss_scale.mode == GP_LS_DYNAMIC && sc->loss_scale.update)
-            gp_scaler_update(&scaler, found_inf, sc->loss_scale.growth, sc->loss_scale.backoff,
-                             sc->loss_scale.interval);
+        if (scaled && sc->loss_scale.mode == GP_LS_DYNAMIC && sc->loss_scale.update &&
+            (rc = scaler_step(S, &scaler, found_inf, err)) != 0)
+            return rc;
         if (scaled && (double)scaler.scale < res->min_loss_scale)
             res->min_loss_scale = scaler.scale;
     }
@@ -882,6 +941,8 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
         snprintf(res->tensors[t].name, sizeof res->tensors[t].name, "%s", sc->tensors[t].name);
         res->tensors[t].size = sc->tensors[t].size;
     }
+    res->emulated_clip_scaler = clip_ops(b) != b->ops && (sc->clip.max_norm > 0 || (sc->loss_scale.mode == GP_LS_DYNAMIC &&
+                                                                                   sc->loss_scale.update));
     if (rc == 0)
         rc = simulate(&S, err);
     free_chunk(&S.c);

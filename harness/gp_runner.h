@@ -94,6 +94,8 @@ typedef struct {
     double min_loss_scale;
     int nopt;                    /* optimizer iterations simulated (the scenario's steps) */
     int adam_steps;              /* AdamW steps taken: nopt - skipped_steps (the step count t) */
+    int emulated_clip_scaler;    /* the backend lacks grad_sumsq / grad_scale / scaler_update and
+                                    the scenario needed them: the CPU emulation did that part */
     double *stale_by_step;       /* [nopt] stale fraction of each iteration (0 when skipped) */
     double *loss_scale_by_step;  /* [nopt] loss scale used by each iteration (1 without a scaler) */
     double *lr_by_step;          /* [nopt] the schedule's lr of each iteration */

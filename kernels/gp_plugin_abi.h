@@ -92,6 +92,41 @@ typedef struct {
     void *m, *v;             /* n first and second moments, updated */
 } gp_plugin_adamw_args;
 
+/* Global-norm clipping, first half: the sum of the squares of n gradients (format
+ * `format`, widened exactly to fp32, each square rounded to fp32) over gradprec's fixed
+ * pairwise tree: T(x, 1) = x[0], T(x, n) = fl32(T(x, h) + T(x + h, n - h)) with h the
+ * largest power of two below n (kernels/arith/gp_clip.h). */
+typedef struct {
+    uint32_t struct_size;
+    int32_t format;
+    uint64_t n;
+    const void *grad;
+    float sumsq;          /* out */
+} gp_plugin_sumsq_args;
+
+/* Clipping, second half: grad[i] <- store(fl32(widen(grad[i]) * coef)), RNE, FTZ on the
+ * store when ftz is set. */
+typedef struct {
+    uint32_t struct_size;
+    int32_t format;
+    int32_t ftz;
+    float coef;
+    uint64_t n;
+    void *grad;
+} gp_plugin_scale_args;
+
+/* torch GradScaler's update (_amp_update_scale_) on the plugin's memory: if *found_inf,
+ * *scale = (float)(*scale * backoff) and *tracker = 0; else *tracker + 1 and, when it
+ * reaches interval, *scale = (float)(*scale * growth) if finite, *tracker = 0. */
+typedef struct {
+    uint32_t struct_size;
+    float *scale;
+    int32_t *tracker;
+    const int32_t *found_inf;
+    double growth, backoff;
+    int32_t interval;
+} gp_plugin_scaler_args;
+
 typedef struct {
     uint32_t abi_version; /* GP_PLUGIN_ABI_VERSION */
     const char *name;     /* shown in reports */
@@ -101,6 +136,10 @@ typedef struct {
     int (*accumulate)(const gp_plugin_accumulate_args *args);
     int (*unscale)(gp_plugin_unscale_args *args);
     int (*adamw)(const gp_plugin_adamw_args *args); /* since version 2 */
+    /* Optional (NULL: gradprec's CPU emulation does it, and the report says so). */
+    int (*grad_sumsq)(gp_plugin_sumsq_args *args);
+    int (*grad_scale)(const gp_plugin_scale_args *args);
+    int (*scaler_update)(const gp_plugin_scaler_args *args);
 } gp_plugin;
 
 /* The one symbol a plugin exports. */

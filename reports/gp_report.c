@@ -210,6 +210,9 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
     if (sc->clip.max_norm > 0 && sc->loss_scale.mode != GP_LS_NONE && !sc->loss_scale.unscale_before_clip)
         json_array_append_new(notes, json_string("gradients are clipped before unscaling: the clip compares "
                                                  "max_norm with the scaled norm"));
+    if (r->emulated_clip_scaler)
+        json_array_append_new(notes, json_string("the backend has no grad_sumsq / grad_scale / scaler_update: "
+                                                 "clipping and the loss-scale update ran in gradprec's CPU emulation"));
     if (sc->loss_scale.mode == GP_LS_DYNAMIC && !sc->loss_scale.update)
         json_array_append_new(notes, json_string("the loss scale is never updated"));
     json_object_set_new(o, "notes", notes);

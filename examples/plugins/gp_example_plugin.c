@@ -254,6 +254,55 @@ static int adamw(const gp_plugin_adamw_args *a)
     return 0;
 }
 
+/* Clipping's sum of squares over gradprec's tree: halves split at the largest power of
+ * two below n, each square and each sum rounded to fp32. */
+static float tree_sumsq(int32_t fmt, const void *grad, uint64_t lo, uint64_t n)
+{
+    if (n == 1) {
+        float x = load(fmt, grad, lo);
+        return x * x;
+    }
+    uint64_t h = 1;
+    while (h * 2 < n)
+        h *= 2;
+    float left = tree_sumsq(fmt, grad, lo, h), right = tree_sumsq(fmt, grad, lo + h, n - h);
+    return left + right;
+}
+
+static int grad_sumsq(gp_plugin_sumsq_args *a)
+{
+    if (!supported(a->format))
+        return 1;
+    a->sumsq = a->n ? tree_sumsq(a->format, a->grad, 0, a->n) : 0.0f;
+    return 0;
+}
+
+static int grad_scale(const gp_plugin_scale_args *a)
+{
+    if (a->ftz || !supported(a->format))
+        return 1;
+    for (uint64_t i = 0; i < a->n; i++)
+        store(a->format, a->grad, i, load(a->format, a->grad, i) * a->coef);
+    return 0;
+}
+
+/* torch's _amp_update_scale_: products in double, stored as float. */
+static int scaler_update(const gp_plugin_scaler_args *a)
+{
+    if (*a->found_inf) {
+        *a->scale = (float)((double)*a->scale * a->backoff);
+        *a->tracker = 0;
+    } else if (*a->tracker + 1 == a->interval) {
+        float grown = (float)((double)*a->scale * a->growth);
+        if (grown - grown == 0.0f) /* finite */
+            *a->scale = grown;
+        *a->tracker = 0;
+    } else {
+        *a->tracker += 1;
+    }
+    return 0;
+}
+
 const gp_plugin *gp_plugin_entry(void);
 
 static const gp_plugin plugin = {
@@ -275,7 +324,7 @@ static const gp_plugin plugin = {
 #else
     "example",
 #endif
-    GP_PLUGIN_HOST, accumulate, unscale, adamw,
+    GP_PLUGIN_HOST, accumulate, unscale, adamw, grad_sumsq, grad_scale, scaler_update,
 };
 
 const gp_plugin *gp_plugin_entry(void)

@@ -5,6 +5,8 @@
 
 #include "../arith/gp_accum.h"
 #include "../arith/gp_adamw.h"
+#include "../arith/gp_clip.h"
+#include "../arith/gp_scaler.h"
 #include "../arith/gp_philox.h"
 
 /* Widen a stored gradient of format gf to an fp32 value (exact). */
@@ -87,8 +89,32 @@ static int cpu_adamw(const gp_plugin_adamw_args *a)
     return 0;
 }
 
+static int cpu_grad_sumsq(gp_plugin_sumsq_args *a)
+{
+    a->sumsq = gp_clip_sumsq((gp_format)a->format, a->grad, a->n);
+    return 0;
+}
+
+static int cpu_grad_scale(const gp_plugin_scale_args *a)
+{
+    gp_format f = (gp_format)a->format;
+    for (uint64_t i = 0; i < a->n; i++)
+        gp_pack_set(f, a->grad, i, gp_clip_apply(f, a->ftz, gp_pack_get(f, a->grad, i), a->coef, (unsigned *)0));
+    return 0;
+}
+
+static int cpu_scaler_update(const gp_plugin_scaler_args *a)
+{
+    gp_scaler s = {*a->scale, *a->tracker};
+    gp_scaler_update(&s, *a->found_inf, a->growth, a->backoff, a->interval);
+    *a->scale = s.scale;
+    *a->tracker = s.tracker;
+    return 0;
+}
+
 static const gp_plugin cpu_plugin = {
     GP_PLUGIN_ABI_VERSION, "cpu", GP_PLUGIN_HOST, cpu_accumulate, cpu_unscale, cpu_adamw,
+    cpu_grad_sumsq, cpu_grad_scale, cpu_scaler_update,
 };
 
 const gp_plugin *gp_cpu_backend(void)

@@ -9,6 +9,8 @@
 
 #include "../arith/gp_accum.h"
 #include "../arith/gp_adamw.h"
+#include "../arith/gp_clip.h"
+#include "../arith/gp_scaler.h"
 #include "../arith/gp_philox.h"
 #include "gp_cuda.h"
 
@@ -247,8 +249,87 @@ done:
     return rc;
 }
 
+/* The fixed tree of gp_clip.h run by one thread: the exact order, not a fast block
+ * reduction (a block tree replaying it is described in gp_clip.h; not written yet). */
+__global__ void gp_sumsq_kernel(int32_t format, uint64_t n, const void *grad, float *out)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *out = gp_clip_sumsq((gp_format)format, grad, n);
+}
+
+__global__ void gp_scale_kernel(gp_plugin_scale_args a)
+{
+    gp_format f = (gp_format)a.format;
+    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride)
+        gp_pack_set(f, a.grad, i, gp_clip_apply(f, a.ftz, gp_pack_get(f, a.grad, i), a.coef, (unsigned *)0));
+}
+
+__global__ void gp_scaler_kernel(float *scale, int32_t *tracker, const int32_t *found_inf, double growth,
+                                 double backoff, int32_t interval)
+{
+    gp_scaler s = {*scale, *tracker};
+    gp_scaler_update(&s, *found_inf, growth, backoff, interval);
+    *scale = s.scale;
+    *tracker = s.tracker;
+}
+
+static int cuda_grad_sumsq(gp_plugin_sumsq_args *h)
+{
+    void *g = NULL, *out = NULL;
+    int rc = -1;
+    if (to_device(&g, h->grad, bytes_of(h->format, h->n)) || to_device(&out, NULL, sizeof(float)))
+        goto done;
+    gp_sumsq_kernel<<<1, 1>>>(h->format, h->n, g, (float *)out);
+    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(&h->sumsq, out, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+        goto done;
+    rc = 0;
+done:
+    cudaFree(g);
+    cudaFree(out);
+    return rc;
+}
+
+static int cuda_grad_scale(const gp_plugin_scale_args *h)
+{
+    gp_plugin_scale_args d = *h;
+    void *g = NULL;
+    size_t b = bytes_of(h->format, h->n);
+    int rc = -1;
+    if (to_device(&g, h->grad, b))
+        goto done;
+    d.grad = g;
+    gp_scale_kernel<<<1024, 256>>>(d);
+    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(h->grad, g, b, cudaMemcpyDeviceToHost) != cudaSuccess)
+        goto done;
+    rc = 0;
+done:
+    cudaFree(g);
+    return rc;
+}
+
+static int cuda_scaler_update(const gp_plugin_scaler_args *h)
+{
+    void *sc = NULL, *tr = NULL, *fi = NULL;
+    int rc = -1;
+    if (to_device(&sc, h->scale, sizeof(float)) || to_device(&tr, h->tracker, sizeof(int32_t)) ||
+        to_device(&fi, h->found_inf, sizeof(int32_t)))
+        goto done;
+    gp_scaler_kernel<<<1, 1>>>((float *)sc, (int32_t *)tr, (const int32_t *)fi, h->growth, h->backoff, h->interval);
+    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(h->scale, sc, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(h->tracker, tr, sizeof(int32_t), cudaMemcpyDeviceToHost) != cudaSuccess)
+        goto done;
+    rc = 0;
+done:
+    cudaFree(sc);
+    cudaFree(tr);
+    cudaFree(fi);
+    return rc;
+}
+
 static const gp_plugin cuda_plugin = {
     GP_PLUGIN_ABI_VERSION, "cuda", GP_PLUGIN_HOST, cuda_accumulate, cuda_unscale, cuda_adamw,
+    cuda_grad_sumsq, cuda_grad_scale, cuda_scaler_update,
 };
 
 extern "C" const gp_plugin *gp_cuda_backend(void)
