@@ -390,14 +390,15 @@ char *gp_report_markdown(const gp_run_report *r)
 
 void gp_report_table(FILE *out, const gp_run_report *r)
 {
-    fprintf(out, "%-4s  %-34s %-13s %10s %10s %9s %9s %9s\n", "", "scenario", "dominant", "err_full", "err_norm",
-            "absorbed", "underflow", "subnormal");
+    fprintf(out, "%-4s  %-30s %-15s %9s %9s %9s %9s %9s %9s %7s\n", "", "scenario", "dominant", "err_full",
+            "err_norm", "absorbed", "underflow", "stale", "w_err", "skipped");
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
-        fprintf(out, "%-4s  %-34.34s %-13s %10.3g %10.3g %9.3g %9.3g %9.3g\n", gp_verdict_name(res->verdict),
+        fprintf(out, "%-4s  %-30.30s %-15s %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %7d\n", gp_verdict_name(res->verdict),
                 r->scenarios[i]->name, gp_mechanism_name(res->dominant), res->metric[GP_M_GRAD_REL_ERR_FULLBATCH],
                 res->metric[GP_M_NORMALIZATION_REL_ERR], res->metric[GP_M_ABSORBED_FRAC],
-                res->metric[GP_M_UNDERFLOW_FRAC], res->metric[GP_M_SUBNORMAL_FRAC]);
+                res->metric[GP_M_UNDERFLOW_FRAC], res->metric[GP_M_STALE_UPDATE_FRAC],
+                res->metric[GP_M_WEIGHT_REL_ERR], res->skipped_steps);
     }
 }
 
