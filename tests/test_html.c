@@ -523,6 +523,8 @@ static void test_run_optimizer_charts(void **state)
     assert_int_equal(count(stale, "<polyline"), 2);
     assert_non_null(strstr(ls, "<title>Loss-scale trajectory</title>"));
     assert_non_null(strstr(ls, "fp16-overflow-scale-backoff"));
+    free(stale);
+    free(ls);
     render_in_chromium("optimizer", page, 5);
     free(page);
     json_decref(r);
