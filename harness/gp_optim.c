@@ -30,7 +30,7 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
     o->cap = cap;
     o->cfg = gp_optim_config(sc);
     size_t pb = fmt_bytes(o->cfg.param), sb = fmt_bytes(o->cfg.state), c = cap ? cap : 1;
-    size_t ch = c < 16384 ? c : 16384; /* scratch: one chunk (the runner's CHUNK) */
+    size_t ch = c < GP_OPTIM_CHUNK ? c : GP_OPTIM_CHUNK; /* scratch: one chunk */
     int master = o->cfg.variant == GP_ADAMW_MASTER, kahan = o->cfg.variant == GP_ADAMW_KAHAN;
     int oom = !(o->param = malloc(c * pb)) || !(o->m = malloc(c * sb)) || !(o->v = malloc(c * sb)) ||
               (kahan && !(o->comp = malloc(c * pb))) || (master && !(o->master = malloc(c * 4))) ||
@@ -38,7 +38,7 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
               gp_adamw_dd_state_alloc(&o->ref, c) != 0 || !(o->old_param = malloc(ch * pb)) ||
               !(o->old_m = malloc(ch * sb)) || !(o->old_v = malloc(ch * sb)) ||
               (kahan && !(o->old_comp = malloc(ch * pb))) || (master && !(o->old_master = malloc(ch * 4))) ||
-              !(o->gref = malloc(ch * sizeof(double)));
+              !(o->gref = malloc(ch * sizeof(double))) || !(o->written = malloc(ch)) || !(o->mv_written = malloc(ch));
     if (!oom && with_cmp)
         oom = !(o->param2 = malloc(ch * pb)) || !(o->m2 = malloc(ch * sb)) || !(o->v2 = malloc(ch * sb)) ||
               (kahan && !(o->comp2 = malloc(ch * pb))) || (master && !(o->master2 = malloc(ch * 4)));
@@ -48,7 +48,8 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
 void gp_optim_state_free(gp_optim_state *o)
 {
     void *p[] = {o->param, o->comp, o->m, o->v, o->master, o->lost, o->state_err, o->old_param, o->old_comp,
-                 o->old_m, o->old_v, o->old_master, o->param2, o->comp2, o->m2, o->v2, o->master2, o->gref};
+                 o->old_m, o->old_v, o->old_master, o->param2, o->comp2, o->m2, o->v2, o->master2, o->gref,
+                 o->written, o->mv_written};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     gp_adamw_dd_state_free(&o->ref);
@@ -160,9 +161,9 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
     if (rc != 0)
         return fail(b, rc, err);
 
-    uint8_t *diff = calloc(n ? n : 1, 1);
-    if (!diff)
-        return gp_error_set(err, "out of memory");
+    uint8_t *diff = o->written, *mv_changed = o->mv_written;
+    memset(diff, 0, n);
+    memset(mv_changed, 0, n);
     if (cmp) {
         copy_elems(pf, o->param2, 0, o->old_param, 0, n);
         copy_elems(sf, o->m2, 0, o->old_m, 0, n);
@@ -177,10 +178,8 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
         a2.v = o->v2;
         a2.master = o->master2;
         a2.comp = o->comp2;
-        if ((rc = cmp->ops->adamw(&a2)) != 0) {
-            free(diff);
+        if ((rc = cmp->ops->adamw(&a2)) != 0)
             return fail(cmp, rc, err);
-        }
         compare(pf, o->param, off, o->param2, n, diff);
         compare(sf, o->m, off, o->m2, n, diff);
         compare(sf, o->v, off, o->v2, n, diff);
@@ -199,11 +198,6 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
         compare(pf, o->comp, off, o->old_comp, n, diff);
     if (o->master)
         compare(GP_FP32, o->master, off, o->old_master, n, diff);
-    uint8_t *mv_changed = calloc(n ? n : 1, 1);
-    if (!mv_changed) {
-        free(diff);
-        return gp_error_set(err, "out of memory");
-    }
     compare(sf, o->m, off, o->old_m, n, mv_changed);
     compare(sf, o->v, off, o->old_v, n, mv_changed);
     if (s->found_inf) {
@@ -238,8 +232,6 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
             cnt->state_underflow += (uint64_t)(mx != 0 && m1 == 0) + (uint64_t)(vx != 0 && v1 == 0);
         }
     }
-    free(diff);
-    free(mv_changed);
 
     /* the reference: every iteration is a step, with the exact full-batch gradient */
     for (size_t j = 0; j < n; j++)

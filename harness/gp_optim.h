@@ -39,6 +39,10 @@
 #include "gp_error.h"
 #include "gp_scenario.h"
 
+/* Elements the runner processes together (gp_optim_chunk's n never exceeds it); results
+ * do not depend on it. */
+#define GP_OPTIM_CHUNK 16384
+
 /* One step's inputs, the same for every chunk. */
 typedef struct {
     long iter;           /* 1-based iteration: the LR schedule's and the reference's step */
@@ -77,6 +81,7 @@ typedef struct {
     void *old_param, *old_comp, *old_m, *old_v, *param2, *comp2, *m2, *v2;
     uint32_t *old_master, *master2;
     double *gref;
+    uint8_t *written, *mv_written; /* per element of the chunk: weight state / m, v changed */
 } gp_optim_state;
 
 /* The AdamW configuration of scenario sc (variant, formats, rounding). */

@@ -16,7 +16,7 @@
 #include "../reference/gp_exact.h"
 #include "gp_generate.h"
 
-#define CHUNK 16384 /* elements processed together; results do not depend on it */
+#define CHUNK GP_OPTIM_CHUNK /* elements processed together; results do not depend on it */
 
 static const char *const mech_names[GP_NMECH] = {
     "normalization", "underflow", "absorption", "overflow", "rounding", "non-finite", "scaling", "stale update",
