@@ -1,7 +1,16 @@
-/* gp_runner.h — runs one scenario's gradient accumulation on a backend beside the
- * exact references and measures what was lost, by mechanism (DESIGN.md §1, §5).
+/* gp_runner.h — runs one scenario on a backend beside the exact references and
+ * measures what was lost, by mechanism (DESIGN.md §1, §5): `steps` iterations of
+ * accumulate -> unscale -> clip -> AdamW (harness/gp_optim.h) -> loss-scale update.
  *
- * Model. For tensor element i and micro-batch k with n_k tokens (N = sum n_k, A =
+ * Iterations. Gradients are drawn afresh each iteration (streams keyed by it; magnitudes
+ * times shrink^(t-1)). Unscaling and AdamW run on the backend chunk by chunk; when a
+ * loss scaler or clipping couples the tensors (found_inf, the global norm), the whole
+ * step's accumulated gradients are kept, the norm and coefficient computed, and only
+ * then do the optimizer steps run. A skipped iteration's gradient statistics are
+ * dropped (its loss counts as scaling). The gradient metrics below sum over the
+ * iterations that were not skipped.
+ *
+ * Model of one accumulation. For tensor element i and micro-batch k with n_k tokens (N = sum n_k, A =
  * accumulation_steps), the generated per-token-mean gradient m_k (an fp32 value) is
  * exact; the token sum is S_k = n_k m_k (explicit values: S_k = sum of the values).
  * The backward's exact output under each reduction is x_k = S_k/N (token_mean),
