@@ -38,7 +38,7 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
               gp_adamw_dd_state_alloc(&o->ref, c) != 0 || !(o->old_param = malloc(ch * pb)) ||
               !(o->old_m = malloc(ch * sb)) || !(o->old_v = malloc(ch * sb)) ||
               (kahan && !(o->old_comp = malloc(ch * pb))) || (master && !(o->old_master = malloc(ch * 4))) ||
-              !(o->gref = malloc(ch * sizeof(double))) || !(o->written = malloc(ch)) || !(o->mv_written = malloc(ch));
+              !(o->written = malloc(ch)) || !(o->mv_written = malloc(ch));
     if (!oom && with_cmp)
         oom = !(o->param2 = malloc(ch * pb)) || !(o->m2 = malloc(ch * sb)) || !(o->v2 = malloc(ch * sb)) ||
               (kahan && !(o->comp2 = malloc(ch * pb))) || (master && !(o->master2 = malloc(ch * 4)));
@@ -48,7 +48,7 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
 void gp_optim_state_free(gp_optim_state *o)
 {
     void *p[] = {o->param, o->comp, o->m, o->v, o->master, o->lost, o->state_err, o->old_param, o->old_comp,
-                 o->old_m, o->old_v, o->old_master, o->param2, o->comp2, o->m2, o->v2, o->master2, o->gref,
+                 o->old_m, o->old_v, o->old_master, o->param2, o->comp2, o->m2, o->v2, o->master2,
                  o->written, o->mv_written};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
@@ -234,9 +234,7 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
     }
 
     /* the reference: every iteration is a step, with the exact full-batch gradient */
-    for (size_t j = 0; j < n; j++)
-        o->gref[j] = gfull[j];
-    gp_adamw_dd_step(&s->ref, &o->ref, off, n, o->gref, s->ref_coef, NULL);
+    gp_adamw_dd_step(&s->ref, &o->ref, off, n, gfull, s->ref_coef, NULL);
     return 0;
 }
 

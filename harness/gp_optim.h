@@ -77,10 +77,9 @@ typedef struct {
     uint32_t *master;
     gp_adamw_dd_state ref;
     double *lost, *state_err;
-    /* scratch for one chunk: old values, the compared backend's copies, reference input */
+    /* scratch for one chunk: old values, the compared backend's copies */
     void *old_param, *old_comp, *old_m, *old_v, *param2, *comp2, *m2, *v2;
     uint32_t *old_master, *master2;
-    double *gref;
     uint8_t *written, *mv_written; /* per element of the chunk: weight state / m, v changed */
 } gp_optim_state;
 

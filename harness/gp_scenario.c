@@ -139,6 +139,31 @@ static const char *const opt_names[] = {"adamw"};
 static const char *const sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+static const char *name_at(const char *const *names, int n, int i)
+{
+    return i >= 0 && i < n ? names[i] : "?";
+}
+
+const char *gp_reduction_name(gp_reduction r)
+{
+    return name_at(red_names, COUNT(red_names), (int)r);
+}
+
+const char *gp_acc_rounding_name(gp_acc_rounding r)
+{
+    return name_at(acc_names, COUNT(acc_names), (int)r);
+}
+
+const char *gp_ls_mode_name(gp_ls_mode m)
+{
+    return name_at(ls_names, COUNT(ls_names), (int)m);
+}
+
+const char *gp_schedule_name(gp_schedule_kind k)
+{
+    return name_at(sched_names, COUNT(sched_names), (int)k);
+}
+
 static const char *enum_name(const char *const *names, int count, int v)
 {
     return v >= 0 && v < count ? names[v] : "?";

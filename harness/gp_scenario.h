@@ -126,6 +126,13 @@ typedef struct {
     } thresholds;
 } gp_scenario;
 
+/* The YAML names of the enumerations ("token_mean", "kahan", "dynamic", "cosine", ...),
+ * the spellings the loader accepts and reports print; "?" out of range. */
+const char *gp_reduction_name(gp_reduction r);
+const char *gp_acc_rounding_name(gp_acc_rounding r);
+const char *gp_ls_mode_name(gp_ls_mode m);
+const char *gp_schedule_name(gp_schedule_kind k);
+
 /* Fill s with every default (one tensor named "grad" of 1024 elements, no tokens
  * allocated until needed). s owns nothing yet; gp_scenario_free is still safe. */
 void gp_scenario_init(gp_scenario *s);

@@ -12,10 +12,6 @@
 #include "../harness/gp_names.h"
 
 static const char *const verdict_names[] = {"pass", "warn", "fail"};
-static const char *const reduction_names[] = {"token_mean", "mean", "mean_no_div", "sum"};
-static const char *const rounding_names[] = {"rne", "rtz", "stochastic", "kahan"};
-static const char *const ls_names[] = {"none", "static", "dynamic"};
-static const char *const schedule_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 
 const char *gp_verdict_name(gp_verdict v)
 {
@@ -76,12 +72,12 @@ static json_t *config_json(const gp_scenario *sc)
 {
     json_t *o = json_object();
     json_object_set_new(o, "seed", json_integer((json_int_t)sc->seed));
-    json_object_set_new(o, "reduction", json_string(reduction_names[sc->reduction]));
+    json_object_set_new(o, "reduction", json_string(gp_reduction_name(sc->reduction)));
     json_object_set_new(o, "fullbatch", json_string(sc->fullbatch == GP_FB_MEAN ? "mean" : "sum"));
     json_t *p = json_object();
     json_object_set_new(p, "grad", json_string(gp_format_name(sc->precision.grad)));
     json_object_set_new(p, "accumulator", json_string(gp_format_name(sc->precision.accumulator)));
-    json_object_set_new(p, "rounding", json_string(rounding_names[sc->precision.rounding]));
+    json_object_set_new(p, "rounding", json_string(gp_acc_rounding_name(sc->precision.rounding)));
     json_object_set_new(p, "ftz", json_boolean(sc->precision.ftz));
     json_object_set_new(o, "precision", p);
     json_t *b = json_object(), *tok = json_array();
@@ -92,7 +88,7 @@ static json_t *config_json(const gp_scenario *sc)
     json_object_set_new(b, "tokens", tok);
     json_object_set_new(o, "batch", b);
     json_t *ls = json_object();
-    json_object_set_new(ls, "mode", json_string(ls_names[sc->loss_scale.mode]));
+    json_object_set_new(ls, "mode", json_string(gp_ls_mode_name(sc->loss_scale.mode)));
     if (sc->loss_scale.mode != GP_LS_NONE) {
         json_object_set_new(ls, "init", number(sc->loss_scale.init));
         json_object_set_new(ls, "unscale_before_clip", json_boolean(sc->loss_scale.unscale_before_clip));
@@ -122,7 +118,7 @@ static json_t *config_json(const gp_scenario *sc)
     json_object_set_new(op, "kahan", json_boolean(sc->optimizer.kahan));
     json_object_set_new(op, "stochastic", json_boolean(sc->optimizer.stochastic));
     json_object_set_new(o, "optimizer", op);
-    json_object_set_new(o, "schedule", json_string(schedule_names[sc->schedule.kind]));
+    json_object_set_new(o, "schedule", json_string(gp_schedule_name(sc->schedule.kind)));
     json_object_set_new(o, "steps", json_integer(sc->steps));
     return o;
 }
@@ -357,7 +353,7 @@ char *gp_report_markdown(const gp_run_report *r)
         gp_buf_printf(&b, "\n### %s: %s\n\n", sc->name, gp_verdict_name(res->verdict));
         gp_buf_printf(&b, "%s gradients into a %s accumulator (%s), K = %d micro-batches, reduction `%s`.\n\n",
                   gp_format_name(sc->precision.grad), gp_format_name(sc->precision.accumulator),
-                  rounding_names[sc->precision.rounding], sc->batch.microbatches, reduction_names[sc->reduction]);
+                  gp_acc_rounding_name(sc->precision.rounding), sc->batch.microbatches, gp_reduction_name(sc->reduction));
         for (int m = 0; m < GP_NMETRICS; m++)
             if (res->failed[m])
                 gp_buf_printf(&b, "- **%s = %s** exceeds %s\n", gp_metric_name((gp_metric)m), g(res->metric[m], x1),
