@@ -211,35 +211,114 @@ double gp_fixacc_div(const gp_fixacc *a, uint64_t d, int *sticky)
 /* ---- gp_exactsum: binary64 while exact, the fixacc for the rest ----
  * An element's exact sum is always spill + s: s takes the terms while binary64 holds
  * the sum exactly; when a term would make it round, s moves into the spill and starts
- * again from that term. Pass A (read-only, explicit 2-lane vectors: GCC 12 will not
- * vectorise a flag reduction by itself) asks whether any element's addition would
- * round, by TwoSum; if none (the usual case), pass B adds every term plainly (exact by
- * pass A, and vectorised); else a scalar pass does the moves. */
+ * again from that term (correct whether or not the addition was exact).
+ *
+ * The exactness test. With sum = fl(s + t) (round to nearest, no overflow: every
+ * |partial sum| < 2^31 * 2^29 * 2^128), the addition was exact iff
+ *     fl(sum - s) == t  and  fl(sum - t) == s.
+ * (=>) sum - s = t and sum - t = s are representable, so the subtractions are exact.
+ * (<=) say |s| >= |t| (else swap the roles): by the Fast2Sum lemma (Dekker 1971; it
+ * holds in radix 2 with gradual underflow) sum - s is representable, so fl(sum - s) =
+ * sum - s, and it equals t only if sum = s + t. Three additions and two compares per
+ * term against TwoSum's six additions and one; equality is by value, so +0 and -0 are
+ * equal, as they are as values.
+ *
+ * Three paths give identical results (the same test, element by element): AVX2 (four
+ * lanes, chosen at run time where the CPU has it), SSE2 (two lanes; every x86-64) and
+ * portable C. The vector loops store the sums and, for the rare flagged lane, redo
+ * that lane: spill += the old s, s = t. GCC 12 does not vectorise the flag test
+ * itself (it extracts lanes one by one), hence the intrinsics. */
 
-typedef double gp_v2d __attribute__((vector_size(16)));
-typedef long long gp_v2l __attribute__((vector_size(16)));
-
-static int any_inexact(const double *s, const float *x, double dn, size_t count)
+/* The slow step of one element: move s into the spill and restart from the term. */
+static inline void exactsum_restart(double *s, gp_fixacc *spill, double old, double t)
 {
-    gp_v2l anyv = {0, 0};
-    const gp_v2d zero = {0.0, 0.0};
-    size_t i = 0;
-    for (; i + 2 <= count; i += 2) {
-        gp_v2d a, t = {dn * (double)x[i], dn * (double)x[i + 1]};
-        memcpy(&a, s + i, sizeof a);
-        gp_v2d sum = a + t, bb = sum - a;
-        gp_v2d err = (a - (sum - bb)) + (t - bb);
-        anyv |= (gp_v2l)(err != zero);
-    }
-    int any = (anyv[0] | anyv[1]) != 0;
-    for (; i < count; i++) {
-        double t = dn * (double)x[i], a = s[i], sum = a + t, bb = sum - a;
-        any |= ((a - (sum - bb)) + (t - bb)) != 0.0;
-    }
-    return any;
+    fixacc_add_double(spill, old);
+    *s = t;
 }
 
-void gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, size_t count)
+/* Elements [i, count) in portable C (also the vector paths' tails). */
+static void exactsum_scalar(double *s, gp_fixacc *spill, const float *x, double dn, size_t i,
+                            size_t count)
+{
+    for (; i < count; i++) {
+        double t = dn * (double)x[i], a = s[i], sum = a + t;
+        if (sum - a != t || sum - t != a)
+            exactsum_restart(&s[i], &spill[i], a, t);
+        else
+            s[i] = sum;
+    }
+}
+
+#if defined(__x86_64__) && !defined(GP_EXACT_PORTABLE)
+#define GP_EXACTSUM_HAVE_X86 1
+
+static void exactsum_sse2(double *s, gp_fixacc *spill, const float *x, double dn, size_t count)
+{
+    const __m128d vn = _mm_set1_pd(dn);
+    size_t i = 0;
+    for (; i + 2 <= count; i += 2) {
+        __m128 xf = _mm_castpd_ps(_mm_load_sd((const double *)(const void *)(x + i)));
+        __m128d t = _mm_mul_pd(_mm_cvtps_pd(xf), vn), a = _mm_loadu_pd(s + i);
+        __m128d sum = _mm_add_pd(a, t);
+        __m128d bad = _mm_or_pd(_mm_cmpneq_pd(_mm_sub_pd(sum, a), t), _mm_cmpneq_pd(_mm_sub_pd(sum, t), a));
+        _mm_storeu_pd(s + i, sum);
+        int m = _mm_movemask_pd(bad);
+        if (__builtin_expect(m != 0, 0)) {
+            double ta[2], aa[2];
+            _mm_storeu_pd(ta, t);
+            _mm_storeu_pd(aa, a);
+            for (int j = 0; j < 2; j++)
+                if (m >> j & 1)
+                    exactsum_restart(&s[i + j], &spill[i + j], aa[j], ta[j]);
+        }
+    }
+    exactsum_scalar(s, spill, x, dn, i, count);
+}
+
+__attribute__((target("avx2"))) static void exactsum_avx2(double *s, gp_fixacc *spill, const float *x,
+                                                          double dn, size_t count)
+{
+    const __m256d vn = _mm256_set1_pd(dn);
+    size_t i = 0;
+    for (; i + 4 <= count; i += 4) {
+        __m256d t = _mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), vn), a = _mm256_loadu_pd(s + i);
+        __m256d sum = _mm256_add_pd(a, t);
+        __m256d bad = _mm256_or_pd(_mm256_cmp_pd(_mm256_sub_pd(sum, a), t, _CMP_NEQ_UQ),
+                                   _mm256_cmp_pd(_mm256_sub_pd(sum, t), a, _CMP_NEQ_UQ));
+        _mm256_storeu_pd(s + i, sum);
+        int m = _mm256_movemask_pd(bad);
+        if (__builtin_expect(m != 0, 0)) {
+            double ta[4], aa[4];
+            _mm256_storeu_pd(ta, t);
+            _mm256_storeu_pd(aa, a);
+            for (int j = 0; j < 4; j++)
+                if (m >> j & 1)
+                    exactsum_restart(&s[i + j], &spill[i + j], aa[j], ta[j]);
+        }
+    }
+    exactsum_scalar(s, spill, x, dn, i, count);
+}
+#endif
+
+int gp_exactsum_path_available(gp_exactsum_path path)
+{
+    switch (path) {
+    case GP_EXACTSUM_AUTO:
+    case GP_EXACTSUM_PORTABLE:
+        return 1;
+#ifdef GP_EXACTSUM_HAVE_X86
+    case GP_EXACTSUM_SSE2:
+        return 1;
+    case GP_EXACTSUM_AVX2:
+        return __builtin_cpu_supports("avx2") != 0;
+#endif
+    default:
+        return 0;
+    }
+}
+
+void gp_exactsum_add_path(gp_exactsum_path path, double *s, gp_fixacc *spill, const float *x, uint32_t n,
+                          size_t count)
 {
     if (n == 0)
         return;
@@ -249,20 +328,24 @@ void gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, si
         return;
     }
     const double dn = (double)n; /* n*x is exact: 29 + 24 bits */
-    if (!any_inexact(s, x, dn, count)) {
-        for (size_t i = 0; i < count; i++)
-            s[i] += dn * (double)x[i];
+#ifdef GP_EXACTSUM_HAVE_X86
+    if (path == GP_EXACTSUM_AUTO)
+        path = __builtin_cpu_supports("avx2") ? GP_EXACTSUM_AVX2 : GP_EXACTSUM_SSE2;
+    if (path == GP_EXACTSUM_AVX2) {
+        exactsum_avx2(s, spill, x, dn, count);
         return;
     }
-    for (size_t i = 0; i < count; i++) {
-        double t = dn * (double)x[i], a = s[i], sum = a + t, bb = sum - a;
-        if ((a - (sum - bb)) + (t - bb) != 0.0) {
-            fixacc_add_double(&spill[i], a);
-            s[i] = t;
-        } else {
-            s[i] = sum;
-        }
+    if (path == GP_EXACTSUM_SSE2) {
+        exactsum_sse2(s, spill, x, dn, count);
+        return;
     }
+#endif
+    exactsum_scalar(s, spill, x, dn, 0, count);
+}
+
+void gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, size_t count)
+{
+    gp_exactsum_add_path(GP_EXACTSUM_AUTO, s, spill, x, n, count);
 }
 
 double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky)

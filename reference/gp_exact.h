@@ -43,13 +43,22 @@ double gp_exact_q_nearest(const mpq_t q, int *sticky);
 /* ---- gp_exactsum: exact per-element sums, fast ----
  * The same sums (terms n * x, x fp32) over arrays of elements, for the references'
  * hot path. Element i's exact sum is spill[i] + s[i]: s[i] takes the terms while
- * binary64 holds the sum exactly (checked with an error-free TwoSum), and moves into
+ * binary64 holds the sum exactly (checked per term, see gp_exact.c), and moves into
  * spill[i] (a gp_fixacc) when a term would make it round. Start with s = 0 and the
  * spills zeroed (calloc). Memory per element: 8 + 48 bytes; the spill is touched only
  * when needed. */
 
 /* s[i] (+ spill[i]) += n * x[i] exactly for i < count (x finite fp32; any n < 2^31). */
 void gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, size_t count);
+
+/* The same with a chosen instruction-set path (for tests and bench/): AUTO is what
+ * gp_exactsum_add uses (AVX2 where the CPU has it, else SSE2 on x86-64, else portable
+ * C). Every path gives the same s and spill bit for bit. Only call with a path for
+ * which gp_exactsum_path_available returns 1; an unavailable one falls back to C. */
+typedef enum { GP_EXACTSUM_AUTO, GP_EXACTSUM_PORTABLE, GP_EXACTSUM_SSE2, GP_EXACTSUM_AVX2 } gp_exactsum_path;
+int gp_exactsum_path_available(gp_exactsum_path path);
+void gp_exactsum_add_path(gp_exactsum_path path, double *s, gp_fixacc *spill, const float *x, uint32_t n,
+                          size_t count);
 
 /* One element's sum / d rounded to binary64 with the sticky sign (as gp_fixacc_div). */
 double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky);

@@ -394,21 +394,53 @@ static void test_nudge(void **state)
  * spill. Every element's quotients must equal the fixacc's bit for bit. */
 static void exactsum_case(uint64_t *s, size_t count, int steps, int spread, uint32_t nmax)
 {
+    enum { NPATH = 3 };
+    const gp_exactsum_path paths[NPATH] = {GP_EXACTSUM_PORTABLE, GP_EXACTSUM_SSE2, GP_EXACTSUM_AVX2};
+    double *sums[NPATH];
+    gp_fixacc *spills[NPATH];
+    for (int p = 0; p < NPATH; p++) {
+        sums[p] = calloc(count, sizeof *sums[p]);
+        spills[p] = calloc(count, sizeof *spills[p]);
+    }
     double *sum = calloc(count, sizeof *sum);
     gp_fixacc *spill = calloc(count, sizeof *spill), *ref = calloc(count, sizeof *ref);
     float *x = malloc(count * sizeof *x);
     int e0 = (int)(gp_test_next(s) % 200) - 140;
     size_t spilled = 0;
+    unsigned char *wide = malloc(count); /* spread < 0: a random fifth of the elements get spread 40, the rest 2 */
+    for (size_t i = 0; i < count; i++)
+        wide[i] = gp_test_next(s) % 5 == 0;
     for (int k = 0; k < steps; k++) {
         uint32_t n = 1 + (uint32_t)(gp_test_next(s) % nmax);
         for (size_t i = 0; i < count; i++) {
-            int e = e0 + (int)(gp_test_next(s) % (uint64_t)(2 * spread + 1)) - spread;
+            int sp = spread >= 0 ? spread : wide[i] ? 40 : 2;
+            int e = e0 + (int)(gp_test_next(s) % (uint64_t)(2 * sp + 1)) - sp;
             e = e < -149 ? -149 : e > 100 ? 100 : e;
             float v = ldexpf((float)(((uint32_t)gp_test_next(s) & 0x7fffffu) | 0x800000u), e - 23);
             x[i] = gp_test_next(s) & 1 ? -v : v;
             gp_fixacc_add(&ref[i], x[i], n);
         }
         gp_exactsum_add(sum, spill, x, n, count);
+        for (int p = 0; p < NPATH; p++)
+            if (gp_exactsum_path_available(paths[p]))
+                gp_exactsum_add_path(paths[p], sums[p], spills[p], x, n, count);
+    }
+    /* Every instruction-set path, and the automatic choice, makes the same decisions
+     * element by element as portable C (paths[0]); the sums are checked below. */
+    for (int p = 1; p <= NPATH; p++) {
+        if (p < NPATH && !gp_exactsum_path_available(paths[p]))
+            continue;
+        const double *ps = p < NPATH ? sums[p] : sum;
+        const gp_fixacc *pspill = p < NPATH ? spills[p] : spill;
+        for (size_t i = 0; i < count; i++) {
+            gp_assert_bits(gp_f64_bits(ps[i]), gp_f64_bits(sums[0][i]), "%s path: s of element %zu",
+                           p == 1 ? "SSE2" : p == 2 ? "AVX2" : "automatic", i);
+            assert_memory_equal(&pspill[i], &spills[0][i], sizeof spill[i]);
+        }
+    }
+    for (int p = 0; p < NPATH; p++) {
+        free(sums[p]);
+        free(spills[p]);
     }
     const uint64_t ds[] = {1, 3, 8, 1000003};
     for (size_t i = 0; i < count; i++) {
@@ -425,6 +457,9 @@ static void exactsum_case(uint64_t *s, size_t count, int steps, int spread, uint
         }
     }
     printf("# exactsum: %zu elements, %d steps, spread %d: %zu spilled\n", count, steps, spread, spilled);
+    if (spread < 0) /* the mixed case must mix, or it tests nothing the others do not */
+        assert_true(spilled > 0 && spilled < count);
+    free(wide);
     free(sum);
     free(spill);
     free(ref);
@@ -441,6 +476,9 @@ static void test_exactsum(void **state)
     exactsum_case(&s, 1001, 64, 22, 600);       /* odd count: the scalar tail */
     exactsum_case(&s, 300, 8, 3, 1u << 30);     /* n >= 2^29: the fixacc path */
     exactsum_case(&s, 300, 16, 0, 1);           /* equal exponents */
+    exactsum_case(&s, 1003, 64, -1, 600);       /* a random fifth of the lanes spill; a 3-tail */
+    printf("# paths tested: portable, SSE2 %s, AVX2 %s\n", gp_exactsum_path_available(GP_EXACTSUM_SSE2) ? "yes" : "no",
+           gp_exactsum_path_available(GP_EXACTSUM_AVX2) ? "yes" : "no (CPU lacks it)");
 }
 
 int main(void)

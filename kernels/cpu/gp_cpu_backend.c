@@ -15,26 +15,41 @@ static inline float grad_value(gp_format gf, const void *grad, uint64_t i)
     return gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gp_pack_get(gf, grad, i)));
 }
 
+/* The two common cases get vectorised loops, with an AVX2 clone chosen at run time on
+ * x86-64 (the same IEEE operations in wider registers: no FMA is enabled, so nothing
+ * contracts, and the results are bit for bit those of the general loop below). */
+#if defined(__x86_64__)
+#define GP_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define GP_CPU_CLONES
+#endif
+
+/* fp32 grads into fp32, RNE, no FTZ: plain IEEE adds. */
+GP_CPU_CLONES static void accumulate_f32_rne(float *acc, const float *g, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        acc[i] = acc[i] + g[i];
+}
+
+/* fp32 grads into bf16, RNE, no FTZ: widen, add, round back. */
+GP_CPU_CLONES static void accumulate_bf16_rne(uint16_t *acc, const float *g, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float s = gp_f32_from_bits((uint32_t)acc[i] << 16) + g[i];
+        acc[i] = (uint16_t)gp_bf16_rne_from_f32_bits(gp_f32_bits(s));
+    }
+}
+
 static int cpu_accumulate(const gp_plugin_accumulate_args *a)
 {
     gp_format gf = (gp_format)a->grad_format, af = (gp_format)a->acc_format;
     gp_acc_rounding r = (gp_acc_rounding)a->rounding;
     if (af == GP_FP32 && gf == GP_FP32 && r == GP_ACC_RNE && !a->ftz) {
-        /* the common case, kept vectorisable: plain IEEE adds */
-        const float *g = a->grad;
-        float *acc = a->acc;
-        for (uint64_t i = 0; i < a->n; i++)
-            acc[i] = acc[i] + g[i];
+        accumulate_f32_rne(a->acc, a->grad, a->n);
         return 0;
     }
     if (af == GP_BF16 && gf == GP_FP32 && r == GP_ACC_RNE && !a->ftz) {
-        /* fp32 grads into bf16, RNE: widen, add, round back; vectorisable */
-        const float *g = a->grad;
-        uint16_t *acc = a->acc;
-        for (uint64_t i = 0; i < a->n; i++) {
-            float s = gp_f32_from_bits((uint32_t)acc[i] << 16) + g[i];
-            acc[i] = (uint16_t)gp_bf16_rne_from_f32_bits(gp_f32_bits(s));
-        }
+        accumulate_bf16_rne(a->acc, a->grad, a->n);
         return 0;
     }
     for (uint64_t i = 0; i < a->n; i++) {
