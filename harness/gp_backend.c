@@ -2,6 +2,7 @@
 #include "gp_backend.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,8 +24,8 @@ static int open_plugin(const char *path, gp_backend *b, gp_error *err)
         why = "does not export the symbol " GP_PLUGIN_ENTRY_SYMBOL;
     else if (!p)
         why = GP_PLUGIN_ENTRY_SYMBOL "() returned NULL";
-    else if (p->abi_version != GP_PLUGIN_ABI_VERSION) {
-        snprintf(buf, sizeof buf, "ABI version %u, but this gradprec speaks version %u",
+    else if (p->abi_version != GP_PLUGIN_ABI_VERSION && p->abi_version != 2) {
+        snprintf(buf, sizeof buf, "ABI version %u, but this gradprec speaks versions 2 and %u",
                  (unsigned)p->abi_version, (unsigned)GP_PLUGIN_ABI_VERSION);
         why = buf;
     } else if (!p->accumulate || !p->unscale || !p->adamw)
@@ -35,7 +36,10 @@ static int open_plugin(const char *path, gp_backend *b, gp_error *err)
         dlclose(dl);
         return gp_error_set(err, "plugin %s: %s", path, why);
     }
-    b->ops = p;
+    /* A version 2 table ends before accumulate_many: copy only what it has. */
+    memset(&b->table, 0, sizeof b->table);
+    memcpy(&b->table, p, p->abi_version == 2 ? offsetof(gp_plugin, accumulate_many) : sizeof b->table);
+    b->ops = &b->table;
     b->dl = dl;
     snprintf(b->label, sizeof b->label, "plugin:%s (%s)", path, p->name ? p->name : "unnamed");
     return 0;

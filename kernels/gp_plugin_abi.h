@@ -1,7 +1,9 @@
 /* gp_plugin_abi.h — the C ABI through which gradprec runs a kernel under test: the
  * built-in backends (cpu, cuda) and users' shared libraries (--backend plugin:PATH.so)
- * all fill this table. Version 2 (version 1 had no optimizer step). Compile a plugin against this header alone (plus,
- * for stochastic rounding, kernels/arith/gp_philox.h for the random bits).
+ * all fill this table. Version 3 (version 1 had no optimizer step; version 2 had no
+ * accumulate_many, and gradprec still loads version 2 plugins). Compile a plugin against
+ * this header alone (plus, for stochastic rounding, kernels/arith/gp_philox.h for the
+ * random bits).
  *
  * A plugin exports one symbol, `gp_plugin_entry`, returning a pointer to a static
  * gp_plugin whose abi_version is GP_PLUGIN_ABI_VERSION. Formats and rounding codes
@@ -16,7 +18,9 @@
 extern "C" {
 #endif
 
-#define GP_PLUGIN_ABI_VERSION 2u
+#define GP_PLUGIN_ABI_VERSION 3u
+/* The most segments gradprec passes to one accumulate_many call. */
+#define GP_PLUGIN_MANY_MAX 256u
 
 /* Formats (same values as gp_format). */
 enum { GP_PLUGIN_FP32 = 0, GP_PLUGIN_BF16 = 1, GP_PLUGIN_FP16 = 2, GP_PLUGIN_FP8_E4M3 = 3,
@@ -140,6 +144,14 @@ typedef struct {
     int (*grad_sumsq)(gp_plugin_sumsq_args *args);
     int (*grad_scale)(const gp_plugin_scale_args *args);
     int (*scaler_update)(const gp_plugin_scaler_args *args);
+    /* Optional, since version 3: count accumulations in one call (a CUDA backend: one
+     * launch for many tensors), with the same effect as calling accumulate on args[0],
+     * ..., args[count - 1] in turn. gradprec passes the chunks of different tensors for
+     * one micro-batch: each segment has its own arrays, n, first_index and stream; no
+     * two segments' arrays overlap; 1 <= count <= GP_PLUGIN_MANY_MAX. Returns as
+     * accumulate does (1 if any segment's configuration is unsupported). NULL: gradprec
+     * calls accumulate once per segment. */
+    int (*accumulate_many)(const gp_plugin_accumulate_args *args, uint32_t count);
 } gp_plugin;
 
 /* The one symbol a plugin exports. */

@@ -225,6 +225,16 @@ static void test_plugin_errors(void **state)
     assert_non_null(strstr(e.msg, "cannot load"));
     assert_int_equal(gp_backend_open("gpu", &b, &e), -1);
     assert_non_null(strstr(e.msg, "unknown backend"));
+    /* A version 2 plugin loads; its table is read only up to the version 2 fields (the
+     * test plugin puts an aborting function where accumulate_many would be). */
+    assert_int_equal(gp_backend_open(plugin_spec("gp_abi2_plugin"), &b, &e), 0);
+    assert_int_equal(b.ops->abi_version, 2);
+    assert_null(b.ops->accumulate_many);
+    assert_non_null(b.ops->scaler_update);
+    gp_backend_close(&b);
+    assert_int_equal(gp_backend_open(plugin_spec("gp_example_plugin"), &b, &e), 0);
+    assert_non_null(b.ops->accumulate_many);
+    gp_backend_close(&b);
 }
 
 /* ---- the optimizer over many steps ---- */

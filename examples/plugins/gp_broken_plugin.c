@@ -14,7 +14,7 @@ static int nothing_unscale(gp_plugin_unscale_args *a)
     return 0;
 }
 
-static const gp_plugin plugin = {99u, "abi99", GP_PLUGIN_HOST, nothing, nothing_unscale, 0, 0, 0, 0};
+static const gp_plugin plugin = {99u, "abi99", GP_PLUGIN_HOST, nothing, nothing_unscale, 0, 0, 0, 0, 0};
 
 #ifdef GP_BROKEN_NOSYM
 const gp_plugin *not_the_entry(void);

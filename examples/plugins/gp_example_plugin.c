@@ -23,6 +23,7 @@
  * stochastic rounding into bf16. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "arith/gp_philox.h"
@@ -303,10 +304,31 @@ static int scaler_update(const gp_plugin_scaler_args *a)
     return 0;
 }
 
+/* Several tensors' chunks for one micro-batch (ABI version 3): each in turn. */
+static int accumulate_many(const gp_plugin_accumulate_args *a, uint32_t count)
+{
+#if defined(GP_EXAMPLE_ABI2)
+    (void)a;
+    (void)count;
+    abort(); /* a version 2 table has no such entry: gradprec must never call it */
+#else
+    for (uint32_t j = 0; j < count; j++) {
+        int rc = accumulate(&a[j]);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+#endif
+}
+
 const gp_plugin *gp_plugin_entry(void);
 
 static const gp_plugin plugin = {
+#if defined(GP_EXAMPLE_ABI2)
+    2u, /* built as an older plugin: the loader reads only the version 2 prefix */
+#else
     GP_PLUGIN_ABI_VERSION,
+#endif
 #if defined(GP_EXAMPLE_BF16_AS_FP32)
     "bf16-claiming-fp32",
 #elif defined(GP_EXAMPLE_EPS_IN_SQRT)
@@ -321,10 +343,12 @@ static const gp_plugin plugin = {
     "biased-stochastic-rounding",
 #elif defined(GP_EXAMPLE_RUNNING_MEAN)
     "mean-of-microbatch-means",
+#elif defined(GP_EXAMPLE_ABI2)
+    "example-abi2",
 #else
     "example",
 #endif
-    GP_PLUGIN_HOST, accumulate, unscale, adamw, grad_sumsq, grad_scale, scaler_update,
+    GP_PLUGIN_HOST, accumulate, unscale, adamw, grad_sumsq, grad_scale, scaler_update, accumulate_many,
 };
 
 const gp_plugin *gp_plugin_entry(void)

@@ -127,9 +127,20 @@ static int cpu_scaler_update(const gp_plugin_scaler_args *a)
     return 0;
 }
 
+/* Segments in turn: on a CPU one call per segment costs nothing worth fusing. */
+static int cpu_accumulate_many(const gp_plugin_accumulate_args *a, uint32_t count)
+{
+    for (uint32_t j = 0; j < count; j++) {
+        int rc = cpu_accumulate(&a[j]);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 static const gp_plugin cpu_plugin = {
     GP_PLUGIN_ABI_VERSION, "cpu", GP_PLUGIN_HOST, cpu_accumulate, cpu_unscale, cpu_adamw,
-    cpu_grad_sumsq, cpu_grad_scale, cpu_scaler_update,
+    cpu_grad_sumsq, cpu_grad_scale, cpu_scaler_update, cpu_accumulate_many,
 };
 
 const gp_plugin *gp_cpu_backend(void)
