@@ -57,6 +57,11 @@ typedef struct {
     void *grad, *acc, *old, *comp, *acc2, *comp2;
     double *err[GP_MECH_GRAD_END]; /* [n] signed local errors per mechanism, unscaled units */
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
+    /* generated tensors: [n] this micro-batch's per-token means m, the exact sums of m
+     * and of n_k*m (binary64 + spill, reference/gp_exact.h), the final gradients */
+    float *m;
+    double *sum_m, *sum_nm, *gacc, *gsame;
+    gp_fixacc *sp_m, *sp_nm;
     double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
     gp_stats *st;          /* this step's statistics of the tensor */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
@@ -138,48 +143,64 @@ static int backend_failure(const gp_backend *b, const char *what, int rc, gp_err
     return rc == 1 ? -2 : -1;
 }
 
-static int call_accumulate(const gp_backend *b, chunk *c, void *acc, void *comp, uint64_t stream, int k)
+/* The accumulate arguments of chunk c for micro-batch k (acc/comp: which copy). */
+static void accumulate_args(const chunk *c, void *acc, void *comp, int k, gp_plugin_accumulate_args *a)
 {
-    gp_plugin_accumulate_args a;
-    memset(&a, 0, sizeof a);
-    a.struct_size = sizeof a;
-    a.grad_format = (int32_t)c->gf;
-    a.acc_format = (int32_t)c->af;
-    a.rounding = (int32_t)c->sc->precision.rounding;
-    a.ftz = c->sc->precision.ftz;
-    a.seed = c->sc->seed;
-    a.stream = stream;
-    a.first_index = c->i0;
-    a.n = c->n;
-    a.microbatch = (uint32_t)k;
-    a.grad = c->grad;
-    a.acc = acc;
-    a.comp = comp;
-    return b->ops->accumulate(&a);
+    memset(a, 0, sizeof *a);
+    a->struct_size = sizeof *a;
+    a->grad_format = (int32_t)c->gf;
+    a->acc_format = (int32_t)c->af;
+    a->rounding = (int32_t)c->sc->precision.rounding;
+    a->ftz = c->sc->precision.ftz;
+    a->seed = c->sc->seed;
+    a->stream = gp_stream_id(GP_STREAM_ACCUM_SR, c->t, (uint64_t)c->step, (uint64_t)k);
+    a->first_index = c->i0;
+    a->n = c->n;
+    a->microbatch = (uint32_t)k;
+    a->grad = c->grad;
+    a->acc = acc;
+    a->comp = comp;
 }
 
-/* One accumulation step on the backend(s), then attribute every element's rounding. */
-static int accumulate(chunk *c, int k, gp_error *err)
+/* Micro-batch k of the chunks G[0..ng) on backend b (cmp: its second copies acc2 and
+ * comp2): one accumulate_many call when the backend has it and there are several
+ * chunks (a CUDA backend: one launch for many tensors), else one call per chunk. */
+static int accumulate_on(const gp_backend *b, int cmp, chunk *G, size_t ng, int k, gp_error *err)
+{
+    gp_plugin_accumulate_args a[GP_PLUGIN_MANY_MAX];
+    for (size_t j = 0; j < ng; j++)
+        accumulate_args(&G[j], cmp ? G[j].acc2 : G[j].acc, cmp ? G[j].comp2 : G[j].comp, k, &a[j]);
+    int rc = 0;
+    if (ng > 1 && b->ops->accumulate_many)
+        rc = b->ops->accumulate_many(a, (uint32_t)ng);
+    else
+        for (size_t j = 0; j < ng && rc == 0; j++)
+            rc = b->ops->accumulate(&a[j]);
+    return rc ? backend_failure(b, "accumulate", rc, err) : 0;
+}
+
+/* Before a backend accumulates chunk c: keep the old accumulator (and give the
+ * compared backend the same starting point). */
+static void accumulate_before(chunk *c)
 {
     size_t bytes = c->n * width_bytes(c->af);
-    uint64_t stream = gp_stream_id(GP_STREAM_ACCUM_SR, c->t, (uint64_t)c->step, (uint64_t)k);
     memcpy(c->old, c->acc, bytes);
     if (c->cmp) {
         memcpy(c->acc2, c->acc, bytes);
         if (c->comp)
             memcpy(c->comp2, c->comp, bytes);
     }
-    int rc = call_accumulate(c->b, c, c->acc, c->comp, stream, k);
-    if (rc != 0)
-        return backend_failure(c->b, "accumulate", rc, err);
-    if (c->cmp) {
-        if ((rc = call_accumulate(c->cmp, c, c->acc2, c->comp2, stream, k)) != 0)
-            return backend_failure(c->cmp, "accumulate", rc, err);
+}
+
+/* After: count disagreements with the compared backend, attribute every element's
+ * rounding to its mechanism, add this micro-batch's trajectory sums. */
+static void accumulate_after(chunk *c, int k)
+{
+    if (c->cmp)
         for (size_t i = 0; i < c->n; i++)
             if (!gp_fmt_agree(c->af, gp_pack_get(c->af, c->acc, i), gp_pack_get(c->af, c->acc2, i)) ||
                 (c->comp && !gp_fmt_agree(c->af, gp_pack_get(c->af, c->comp, i), gp_pack_get(c->af, c->comp2, i))))
                 c->st->mismatches++;
-    }
     for (size_t i = 0; i < c->n; i++) {
         uint32_t ob = gp_pack_get(c->af, c->old, i), nb = gp_pack_get(c->af, c->acc, i);
         double a = widen(c->af, ob), g = widen(c->gf, gp_pack_get(c->gf, c->grad, i));
@@ -215,7 +236,20 @@ static int accumulate(chunk *c, int k, gp_error *err)
         c->traj_err[k] += e * e;
         c->traj_ref[k] += c->partial[i] * c->partial[i];
     }
-    return 0;
+}
+
+/* Micro-batch k of the chunks G[0..ng), whose gradients are stored: accumulate on the
+ * backend(s), attribute. */
+static int accumulate(chunk *G, size_t ng, int k, gp_error *err)
+{
+    for (size_t j = 0; j < ng; j++)
+        accumulate_before(&G[j]);
+    int rc = accumulate_on(G[0].b, 0, G, ng, k, err);
+    if (rc == 0 && G[0].cmp)
+        rc = accumulate_on(G[0].cmp, 1, G, ng, k, err);
+    for (size_t j = 0; j < ng && rc == 0; j++)
+        accumulate_after(&G[j], k);
+    return rc;
 }
 
 /* Unscale on the backend (and the compared one); attribute; report found_inf. */
@@ -318,61 +352,61 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
 
 /* ---- the two ways of producing exact backward outputs ---- */
 
-/* Generated tensor: per-token-mean gradients m from the distribution; references from
- * exact fixed-point sums of m and of n*m. */
-static int run_generated(chunk *c, const gp_tensor_spec *ts, double N, int *found_inf, gp_error *err)
+/* Generated tensor, micro-batch k: per-token-mean gradients m from the distribution,
+ * the exact scaled outputs, the exact sums of m and n_k*m, the stored gradients. */
+static void generate_microbatch(chunk *c, double N, int k)
 {
     const gp_scenario *sc = c->sc;
-    int K = sc->batch.microbatches;
-    float *m = malloc(c->n * sizeof *m);
-    double *sum_m = calloc(c->n, sizeof *sum_m), *sum_nm = calloc(c->n, sizeof *sum_nm);
-    gp_fixacc *sp_m = calloc(c->n, sizeof *sp_m), *sp_nm = calloc(c->n, sizeof *sp_nm);
-    double *gacc = malloc(c->n * sizeof *gacc), *gsame = malloc(c->n * sizeof *gsame), *gfull = c->gfull;
-    int rc = -1;
-    if (!m || !sum_m || !sum_nm || !sp_m || !sp_nm || !gacc || !gsame) {
-        gp_error_set(err, "out of memory");
-        goto done;
-    }
-    for (int k = 0; k < K; k++) {
-        long nk = sc->batch.tokens[k];
-        double den = reduction_den(sc, nk, N);
-        gp_generate(&ts->grad, sc->seed, gp_stream_id(GP_STREAM_GRAD, c->t, (uint64_t)c->step, (uint64_t)k), c->i0,
-                    c->n, m);
-        if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */
-            for (size_t i = 0; i < c->n; i++)
-                m[i] = (float)((double)m[i] * c->shrink);
+    long nk = sc->batch.tokens[k];
+    double den = reduction_den(sc, nk, N);
+    gp_generate(&sc->tensors[c->t].grad, sc->seed, gp_stream_id(GP_STREAM_GRAD, c->t, (uint64_t)c->step, (uint64_t)k),
+                c->i0, c->n, c->m);
+    if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */
         for (size_t i = 0; i < c->n; i++)
-            c->xs[i] = quotient((double)m[i], (double)nk, den) * c->s;
-        gp_exactsum_add(sum_m, sp_m, m, 1, c->n);
-        gp_exactsum_add(sum_nm, sp_nm, m, (uint32_t)nk, c->n);
-        store_grads(c);
-        if ((rc = accumulate(c, k, err)) != 0)
-            goto done;
-    }
+            c->m[i] = (float)((double)c->m[i] * c->shrink);
+    for (size_t i = 0; i < c->n; i++)
+        c->xs[i] = quotient((double)c->m[i], (double)nk, den) * c->s;
+    gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
+    gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, (uint32_t)nk, c->n);
+    store_grads(c);
+}
+
+/* Generated tensor, after the window: unscale, then the final gradients (accumulated,
+ * exact same-op-sequence, exact full-batch) and their statistics. */
+static int generated_final(chunk *c, double N, int *found_inf, gp_error *err)
+{
+    const gp_scenario *sc = c->sc;
+    int rc;
     if (sc->loss_scale.mode != GP_LS_NONE && (rc = unscale(c, found_inf, err)) != 0)
-        goto done;
+        return rc;
     for (size_t i = 0; i < c->n; i++) {
         int sticky;
         uint64_t Nn = (uint64_t)N, A = (uint64_t)sc->batch.accumulation_steps;
-        gacc[i] = widen(c->af, gp_pack_get(c->af, c->acc, i));
-        gfull[i] = gp_exactsum_div(sum_nm[i], &sp_nm[i], sc->fullbatch == GP_FB_MEAN ? Nn : 1, &sticky);
+        c->gacc[i] = widen(c->af, gp_pack_get(c->af, c->acc, i));
+        c->gfull[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], sc->fullbatch == GP_FB_MEAN ? Nn : 1, &sticky);
         switch (sc->reduction) {
-        case GP_RED_TOKEN_MEAN: gsame[i] = gp_exactsum_div(sum_nm[i], &sp_nm[i], Nn, &sticky); break;
-        case GP_RED_MEAN: gsame[i] = gp_exactsum_div(sum_m[i], &sp_m[i], A, &sticky); break;
-        case GP_RED_MEAN_NO_DIV: gsame[i] = gp_exactsum_div(sum_m[i], &sp_m[i], 1, &sticky); break;
-        default: gsame[i] = gp_exactsum_div(sum_nm[i], &sp_nm[i], 1, &sticky); break;
+        case GP_RED_TOKEN_MEAN: c->gsame[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], Nn, &sticky); break;
+        case GP_RED_MEAN: c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], A, &sticky); break;
+        case GP_RED_MEAN_NO_DIV: c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], 1, &sticky); break;
+        default: c->gsame[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], 1, &sticky); break;
         }
     }
-    final_stats(c, gacc, gsame, gfull);
-    rc = 0;
-done:
-    free(m);
-    free(sum_m);
-    free(sum_nm);
-    free(sp_m);
-    free(sp_nm);
-    free(gacc);
-    free(gsame);
+    final_stats(c, c->gacc, c->gsame, c->gfull);
+    return 0;
+}
+
+/* Generated tensors: the chunks G[0..ng) (of different tensors) micro-batch by
+ * micro-batch, all of them in one backend call per micro-batch. */
+static int run_generated(chunk *G, size_t ng, double N, int *found_inf, gp_error *err)
+{
+    int rc = 0;
+    for (int k = 0; k < G[0].sc->batch.microbatches && rc == 0; k++) {
+        for (size_t j = 0; j < ng; j++)
+            generate_microbatch(&G[j], N, k);
+        rc = accumulate(G, ng, k, err);
+    }
+    for (size_t j = 0; j < ng && rc == 0; j++)
+        rc = generated_final(&G[j], N, found_inf, err);
     return rc;
 }
 
@@ -400,7 +434,7 @@ static int run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found
         double d = gp_exact_q_nearest(x, &sticky);
         c->xs[0] = gp_f64_nudge(d, sticky);
         store_grads(c);
-        int arc = accumulate(c, k, err);
+        int arc = accumulate(c, 1, k, err);
         if (arc != 0) {
             mpq_clears(S, x, same, full, tmp, NULL);
             return arc;
@@ -554,7 +588,8 @@ typedef struct {
     const gp_backend *b, *cmp;
     gp_result *res;
     tensor_state *ts;
-    chunk c;
+    chunk c;      /* the pool: per-element arrays for CHUNK elements, shared by a window */
+    chunk *grp;   /* [GP_PLUGIN_MANY_MAX] the chunks of the current window */
     double N;
     int coupled, persist;
     gp_optim_step step;
@@ -585,38 +620,105 @@ static int optimize_chunk(sim *S, size_t t, uint64_t i0, size_t n, size_t acc_of
     return rc;
 }
 
-/* Accumulate one chunk of tensor t for the current step (and, when nothing couples the
- * tensors, run its optimizer step right away). */
-static int accumulate_chunk(sim *S, size_t t, uint64_t i0, int *found_inf, gp_error *err)
+/* Member c of a group: the pool's elements [off, off + n) for tensor t's chunk from
+ * i0, its accumulator in the tensor state; per-window state cleared. */
+static void chunk_begin(sim *S, chunk *c, size_t off, size_t t, uint64_t i0)
 {
     const gp_scenario *sc = S->sc;
-    const gp_tensor_spec *spec = &sc->tensors[t];
+    const chunk *p = &S->c; /* the pool: CHUNK elements of every per-element array */
     tensor_state *ts = &S->ts[t];
-    chunk *c = &S->c;
-    size_t ab = width_bytes(c->af), off = S->coupled ? (size_t)i0 : 0;
+    size_t ab = width_bytes(p->af), gb = width_bytes(p->gf), at = S->coupled ? (size_t)i0 : 0;
+    *c = *p;
     c->t = t;
-    c->shrink = pow(spec->grad.shrink, c->step); /* binary64 pow: 1 for shrink 1 or step 0 */
+    c->shrink = pow(sc->tensors[t].grad.shrink, c->step); /* binary64 pow: 1 for shrink 1 or step 0 */
     c->st = &S->step_st[t];
     c->i0 = i0;
-    c->n = min_size(spec->size - i0, CHUNK);
-    c->acc = (char *)ts->acc + off * ab;
-    c->comp = ts->comp ? (char *)ts->comp + off * ab : NULL;
-    c->gfull = ts->gfull + off;
+    c->n = min_size(sc->tensors[t].size - i0, CHUNK);
+    c->acc = (char *)ts->acc + at * ab;
+    c->comp = ts->comp ? (char *)ts->comp + at * ab : NULL;
+    c->gfull = ts->gfull + at;
+    c->xs = p->xs + off;
+    c->grad = (char *)p->grad + off * gb;
+    c->old = (char *)p->old + off * ab;
+    c->acc2 = p->acc2 ? (char *)p->acc2 + off * ab : NULL;
+    c->comp2 = p->comp2 ? (char *)p->comp2 + off * ab : NULL;
+    for (int m = 0; m < GP_MECH_GRAD_END; m++) {
+        c->err[m] = p->err[m] + off;
+        memset(c->err[m], 0, c->n * sizeof(double));
+    }
+    c->partial = p->partial + off;
+    c->m = p->m + off;
+    c->sum_m = p->sum_m + off;
+    c->sum_nm = p->sum_nm + off;
+    c->gacc = p->gacc + off;
+    c->gsame = p->gsame + off;
+    c->sp_m = p->sp_m + off;
+    c->sp_nm = p->sp_nm + off;
     memset(c->acc, 0, c->n * ab); /* +0 in every format */
     if (c->comp)
         memset(c->comp, 0, c->n * ab);
-    for (int m = 0; m < GP_MECH_GRAD_END; m++)
-        memset(c->err[m], 0, c->n * sizeof(double));
     memset(c->partial, 0, c->n * sizeof(double));
-    int rc = spec->grad.kind == GP_DIST_VALUES ? run_explicit(c, spec, S->N, found_inf, err)
-                                               : run_generated(c, spec, S->N, found_inf, err);
-    for (size_t i = 0; i < c->n && rc == 0; i++) { /* the reference's clipping norm */
-        double p, e, x = c->gfull[i];
-        gp_dd_two_prod(x, x, &p, &e);
-        S->ref_ss = gp_dd_add(S->ref_ss, (gp_dd){p, e});
+    memset(c->sum_m, 0, c->n * sizeof(double));
+    memset(c->sum_nm, 0, c->n * sizeof(double));
+    memset(c->sp_m, 0, c->n * sizeof(gp_fixacc));
+    memset(c->sp_nm, 0, c->n * sizeof(gp_fixacc));
+}
+
+/* One accumulation window of the chunks G[0..ng) for the current step; then, chunk by
+ * chunk, the reference's clipping norm and (when nothing couples the tensors) the
+ * optimizer step. Explicit-valued tensors come alone (ng = 1). */
+static int run_group(sim *S, chunk *G, size_t ng, int *found_inf, gp_error *err)
+{
+    const gp_tensor_spec *spec = &S->sc->tensors[G[0].t];
+    int rc = spec->grad.kind == GP_DIST_VALUES ? run_explicit(&G[0], spec, S->N, found_inf, err)
+                                               : run_generated(G, ng, S->N, found_inf, err);
+    for (size_t j = 0; j < ng && rc == 0; j++) {
+        chunk *c = &G[j];
+        for (size_t i = 0; i < c->n; i++) { /* the reference's clipping norm */
+            double p, e, x = c->gfull[i];
+            gp_dd_two_prod(x, x, &p, &e);
+            S->ref_ss = gp_dd_add(S->ref_ss, (gp_dd){p, e});
+        }
+        if (!S->coupled)
+            rc = optimize_chunk(S, c->t, c->i0, c->n, 0, err);
     }
-    if (rc == 0 && !S->coupled)
-        rc = optimize_chunk(S, t, i0, c->n, 0, err);
+    return rc;
+}
+
+/* Accumulate every tensor for the current step, in windows of consecutive chunks: up to
+ * GP_PLUGIN_MANY_MAX chunks of generated tensors whose sizes add up to at most CHUNK
+ * (small tensors share a window, so a backend sees them in one accumulate_many call),
+ * each explicit-valued tensor on its own. At most one chunk of a tensor per window:
+ * only a tensor's last chunk can be shorter than CHUNK. The order of every sum the
+ * report holds is that of one chunk after another, whatever the windows. */
+static int accumulate_step(sim *S, int *found_inf, gp_error *err)
+{
+    const gp_scenario *sc = S->sc;
+    size_t t = 0, ng = 0, used = 0;
+    uint64_t i0 = 0;
+    int rc = 0;
+    while (rc == 0 && (t < sc->ntensors || ng > 0)) {
+        while (t < sc->ntensors && i0 >= sc->tensors[t].size) { /* next tensor (skips empty ones) */
+            t++;
+            i0 = 0;
+        }
+        int alone = t < sc->ntensors && sc->tensors[t].grad.kind == GP_DIST_VALUES;
+        size_t n = t < sc->ntensors ? min_size(sc->tensors[t].size - i0, CHUNK) : 0;
+        if (ng > 0 && (t == sc->ntensors || alone || used + n > CHUNK || ng == GP_PLUGIN_MANY_MAX)) {
+            rc = run_group(S, S->grp, ng, found_inf, err); /* the window is full */
+            ng = used = 0;
+            continue;
+        }
+        if (t == sc->ntensors)
+            break;
+        chunk_begin(S, &S->grp[ng++], used, t, i0);
+        used += n;
+        i0 += CHUNK;
+        if (alone) {
+            rc = run_group(S, S->grp, ng, found_inf, err);
+            ng = used = 0;
+        }
+    }
     return rc;
 }
 
@@ -788,7 +890,11 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp)
     size_t ab = width_bytes(c->af), gb = width_bytes(c->gf);
     int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
              (c->grad = malloc(CHUNK * gb)) && (c->old = malloc(CHUNK * ab)) &&
-             (!with_cmp || (c->acc2 = malloc(CHUNK * ab))) && (!(with_cmp && kahan) || (c->comp2 = malloc(CHUNK * ab)));
+             (!with_cmp || (c->acc2 = malloc(CHUNK * ab))) && (!(with_cmp && kahan) || (c->comp2 = malloc(CHUNK * ab))) &&
+             (c->m = malloc(CHUNK * sizeof *c->m)) && (c->sum_m = malloc(CHUNK * sizeof *c->sum_m)) &&
+             (c->sum_nm = malloc(CHUNK * sizeof *c->sum_nm)) && (c->gacc = malloc(CHUNK * sizeof *c->gacc)) &&
+             (c->gsame = malloc(CHUNK * sizeof *c->gsame)) && (c->sp_m = malloc(CHUNK * sizeof *c->sp_m)) &&
+             (c->sp_nm = malloc(CHUNK * sizeof *c->sp_nm));
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         ok = ok && (c->err[m] = malloc(CHUNK * sizeof(double)));
     return ok ? 0 : -1;
@@ -804,6 +910,13 @@ static void free_chunk(chunk *c)
     free(c->comp2);
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         free(c->err[m]);
+    free(c->m);
+    free(c->sum_m);
+    free(c->sum_nm);
+    free(c->gacc);
+    free(c->gsame);
+    free(c->sp_m);
+    free(c->sp_nm);
 }
 
 static gp_schedule_params schedule_of(const gp_scenario *sc)
@@ -851,9 +964,7 @@ static int simulate(sim *S, gp_error *err)
             S->step.ref_coef = (gp_dd){1.0, 0.0};
             t_backend++;
         }
-        for (size_t t = 0; t < sc->ntensors && rc == 0; t++)
-            for (uint64_t i0 = 0; i0 < sc->tensors[t].size && rc == 0; i0 += CHUNK)
-                rc = accumulate_chunk(S, t, i0, &found_inf, err);
+        rc = accumulate_step(S, &found_inf, err);
         if (rc == 0 && S->coupled) {
             S->step.found_inf = found_inf;
             S->step.ref_coef = ref_clip_coef(sc, S->ref_ss);
@@ -920,6 +1031,7 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
     S.persist = sc->steps > 1;
     S.ts = calloc(sc->ntensors, sizeof *S.ts);
     S.step_st = calloc(sc->ntensors, sizeof *S.step_st);
+    S.grp = calloc(GP_PLUGIN_MANY_MAX, sizeof *S.grp);
     S.c.traj_err = calloc((size_t)res->nsteps, sizeof(double));
     S.c.traj_ref = calloc((size_t)res->nsteps, sizeof(double));
     S.c.sc = sc;
@@ -932,7 +1044,7 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
         S.N += (double)sc->batch.tokens[k];
     int rc = 0;
     if (!res->tensors || !res->traj_err_ss || !res->traj_ref_ss || !res->stale_by_step || !res->loss_scale_by_step ||
-        !res->lr_by_step || !res->skipped_by_step || !S.ts || !S.step_st || !S.c.traj_err || !S.c.traj_ref ||
+        !res->lr_by_step || !res->skipped_by_step || !S.ts || !S.step_st || !S.grp || !S.c.traj_err || !S.c.traj_ref ||
         alloc_chunk(&S.c, sc->precision.rounding == GP_ACC_KAHAN, cmp != NULL) != 0)
         rc = gp_error_set(err, "out of memory");
     if (rc == 0)
@@ -948,6 +1060,7 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
     free_chunk(&S.c);
     free_tensors(&S);
     free(S.step_st);
+    free(S.grp);
     free(S.c.traj_err);
     free(S.c.traj_ref);
     if (rc != 0) {

@@ -11,6 +11,7 @@
 #include "harness/gp_backend.h"
 #include "harness/gp_presets.h"
 #include "harness/gp_runner.h"
+#include "kernels/cpu/gp_cpu_backend.h"
 
 static const char *g_plugin_dir = ".";
 
@@ -237,6 +238,80 @@ static void test_plugin_errors(void **state)
     gp_backend_close(&b);
 }
 
+/* ---- many tensors in one backend call ---- */
+
+/* A backend that is the CPU emulation with its calls counted. */
+static int g_single_calls, g_many_calls, g_many_sizes[64];
+static int counting_accumulate(const gp_plugin_accumulate_args *a)
+{
+    g_single_calls++;
+    return gp_cpu_backend()->accumulate(a);
+}
+static int counting_accumulate_many(const gp_plugin_accumulate_args *a, uint32_t count)
+{
+    if (g_many_calls < 64)
+        g_many_sizes[g_many_calls] = (int)count;
+    g_many_calls++;
+    return gp_cpu_backend()->accumulate_many(a, count);
+}
+
+static void run_counted(const char *yaml, int with_many, gp_result *res)
+{
+    gp_scenario sc;
+    gp_error e = {""};
+    gp_backend b;
+    memset(&b, 0, sizeof b);
+    b.table = *gp_cpu_backend();
+    b.table.accumulate = counting_accumulate;
+    b.table.accumulate_many = with_many ? counting_accumulate_many : NULL;
+    b.ops = &b.table;
+    snprintf(b.label, sizeof b.label, "counted cpu");
+    g_single_calls = g_many_calls = 0;
+    if (gp_scenario_load_string(yaml, strlen(yaml), "test", &sc, &e) != 0)
+        fail_msg("scenario: %s", e.msg);
+    if (gp_run_scenario(&sc, &b, NULL, res, &e) != 0)
+        fail_msg("run: %s", e.msg);
+    gp_scenario_free(&sc);
+}
+
+/* Tensors of 7, 100, 513, 1000, 16385, 20000 and 3 elements; windows hold chunks (of
+ * at most 16384 elements) of consecutive tensors adding up to at most 16384 elements:
+ * {7, 100, 513, 1000} (1620; the next chunk, 16384, does not fit), {16384}, {1} (the
+ * rest of the 16385; 1 + 16384 does not fit), {16384}, {3616, 3} (the rest of 20000
+ * and the last tensor). Per micro-batch: accumulate_many with 4 and with 2 segments,
+ * three single calls; 4 micro-batches. Without accumulate_many: 9 single calls per
+ * micro-batch. The report is the same bit for bit either way. */
+static void test_many_tensors_one_call(void **state)
+{
+    (void)state;
+    const char *yaml = "seed: 11\ntensors:\n"
+                       "  - {name: a, size: 7, grad: {dist: normal, scale: 1.0e-3}}\n"
+                       "  - {name: b, size: 100, grad: {dist: lognormal, scale: 4.0e-6, sigma: 1.0}}\n"
+                       "  - {name: c, size: 513, grad: {dist: laplace, scale: 1.0e-5}}\n"
+                       "  - {name: d, size: 1000, grad: {dist: normal, scale: 1.0e-3}}\n"
+                       "  - {name: e, size: 16385, grad: {dist: normal, scale: 1.0e-3}}\n"
+                       "  - {name: f, size: 20000, grad: {dist: lognormal, scale: 4.0e-6, sigma: 1.0}}\n"
+                       "  - {name: g, size: 3, grad: {dist: normal, scale: 1.0e-3}}\n"
+                       "batch: {accumulation_steps: 4, microbatches: 4, tokens: [5, 1, 9, 2]}\n"
+                       "reduction: mean\nprecision: {grad: fp32, accumulator: bf16, rounding: stochastic}\n"
+                       "optimizer: {name: adamw, lr: 1.0e-3, param: bf16, master: fp32}\nsteps: 2\n";
+    gp_result many, single;
+    run_counted(yaml, 1, &many);
+    assert_int_equal(g_many_calls, 2 * 4 * 2); /* two windows of several chunks, 4 micro-batches, 2 steps */
+    assert_int_equal(g_single_calls, 3 * 4 * 2);
+    for (int i = 0; i < g_many_calls; i++)
+        assert_int_equal(g_many_sizes[i], i % 8 < 4 ? 4 : 2); /* per step: window 1 four times, then window 5 */
+    run_counted(yaml, 0, &single);
+    assert_int_equal(g_many_calls, 0);
+    assert_int_equal(g_single_calls, 9 * 4 * 2);
+    assert_memory_equal(many.metric, single.metric, sizeof many.metric);
+    assert_int_equal(many.ntensors, 7);
+    for (size_t t = 0; t < many.ntensors; t++)
+        assert_memory_equal(many.tensors[t].metric, single.tensors[t].metric, sizeof many.tensors[t].metric);
+    gp_result_free(&many);
+    gp_result_free(&single);
+}
+
 /* ---- the optimizer over many steps ---- */
 
 /* bf16 weights at 1.0, gradients +1e-3 every step, constant lr 1e-3, 20 steps. Adam's
@@ -347,6 +422,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_example_plugin_matches_cpu),
         cmocka_unit_test(test_wrong_plugin_named),
         cmocka_unit_test(test_plugin_errors),
+        cmocka_unit_test(test_many_tensors_one_call),
         cmocka_unit_test(test_stale_bf16_weights),
         cmocka_unit_test(test_overflow_backs_off),
         cmocka_unit_test(test_wrong_optimizer_plugins),
