@@ -3,7 +3,11 @@
  * accumulate -> unscale -> clip -> AdamW (harness/gp_optim.h) -> loss-scale update.
  *
  * Iterations. Gradients are drawn afresh each iteration (streams keyed by it; magnitudes
- * times shrink^(t-1)). Unscaling and AdamW run on the backend chunk by chunk; when a
+ * times shrink^(t-1)). Accumulation runs in windows: consecutive chunks (at most 2^14
+ * elements each) of several tensors, up to 2^14 elements in all, go to the backend
+ * together, one accumulate_many call per micro-batch when it has one (CUDA: one launch
+ * for many small tensors); every sum in the report keeps the chunk-after-chunk order,
+ * so the windows change no result. Unscaling and AdamW run on the backend chunk by chunk; when a
  * loss scaler or clipping couples the tensors (found_inf, the global norm), the whole
  * step's accumulated gradients are kept, the norm and coefficient computed, and only
  * then do the optimizer steps run. A skipped iteration's gradient statistics are
