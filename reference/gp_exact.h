@@ -28,7 +28,7 @@ void gp_fixacc_add_acc(gp_fixacc *a, const gp_fixacc *b);
 
 /* The value a / d rounded to binary64 (round to nearest even), for 1 <= d < 2^53, and
  * the sign of the residual: *sticky = sign(a/d - result) in {-1, 0, 1}. With the
- * sticky sign, a later rounding of the result to any format with fewer than 52 bits is
+ * sticky sign, a later rounding of the result to any format with at most 51 bits is
  * the correct rounding of a/d (see gp_f64_nudge in kernels/arith/gp_arith.h). */
 double gp_fixacc_div(const gp_fixacc *a, uint64_t d, int *sticky);
 

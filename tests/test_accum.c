@@ -2,6 +2,7 @@
  * path equals the generic per-element definition bit for bit (NaN results: NaN-ness,
  * see gp_fmt_agree); events and Kahan
  * compensation on hand-computed cases; unscale's non-finite check. */
+#include <fenv.h>
 #include <math.h>
 #include <string.h>
 
@@ -107,6 +108,44 @@ static void test_absorption_and_kahan(void **state)
     gp_assert_bits(ev, GP_EV_INEXACT | GP_EV_ABSORBED, "fp32: 1 + 2^-30 absorbed");
 }
 
+/* fp32 accumulation with directed rounding (and RNE with events, the same path) equals
+ * the hardware's IEEE binary32 addition in that rounding mode — an independent oracle.
+ * The hard cases have the addend far below the accumulator's ulp, so the binary64 sum
+ * is inexact and its sticky information decides: 0xc1de001b + 0x2760c87b rounds
+ * toward zero to 0xc1de001a (the binary64 sum is one binary64 ulp from the fp32 value
+ * 0xc1de001b, and a nudge onto that value would round to it). Random pairs: exponents
+ * apart by 0..60, random signs and significands; 10^6 of them per mode. */
+static uint32_t hw_add(uint32_t a, uint32_t g, int mode)
+{
+    volatile float x = gp_f32_from_bits(a), y = gp_f32_from_bits(g);
+    fesetround(mode);
+    volatile float z = x + y;
+    fesetround(FE_TONEAREST);
+    return gp_f32_bits(z);
+}
+
+static void test_fp32_directed_equals_ieee(void **state)
+{
+    (void)state;
+    gp_assert_bits(gp_accum_step(GP_FP32, GP_ACC_RTZ, 0, 0xc1de001bu, NULL, gp_f32_from_bits(0x2760c87bu), 0, NULL),
+                   0xc1de001au, "0xc1de001b + 0x2760c87b toward zero");
+    uint64_t s = gp_test_seed(777);
+    long checked = 0;
+    for (int i = 0; i < 1000000; i++) {
+        uint32_t ea = 64 + (uint32_t)(gp_test_next(&s) % 128), d = (uint32_t)(gp_test_next(&s) % 61);
+        uint32_t eg = ea > d ? ea - d : 0;
+        uint32_t a = (uint32_t)(gp_test_next(&s) & 0x807fffffu) | ea << 23;
+        uint32_t g = (uint32_t)(gp_test_next(&s) & 0x807fffffu) | eg << 23;
+        unsigned ev = 0;
+        uint32_t rtz = gp_accum_step(GP_FP32, GP_ACC_RTZ, 0, a, NULL, gp_f32_from_bits(g), 0, NULL);
+        uint32_t rne = gp_accum_step(GP_FP32, GP_ACC_RNE, 0, a, NULL, gp_f32_from_bits(g), 0, &ev);
+        gp_assert_bits(rtz, hw_add(a, g, FE_TOWARDZERO), "%08x + %08x toward zero", a, g);
+        gp_assert_bits(rne, hw_add(a, g, FE_TONEAREST), "%08x + %08x to nearest", a, g);
+        checked += 2;
+    }
+    printf("# %ld fp32 additions equal the hardware's\n", checked);
+}
+
 static void test_unscale(void **state)
 {
     (void)state;
@@ -128,6 +167,7 @@ int main(void)
         cmocka_unit_test(test_bf16_fast_conversion),
         cmocka_unit_test(test_backend_equals_definition),
         cmocka_unit_test(test_absorption_and_kahan),
+        cmocka_unit_test(test_fp32_directed_equals_ieee),
         cmocka_unit_test(test_unscale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -83,15 +83,24 @@ GP_ARITH double gp_f64_from_bits(uint64_t u)
 #endif
 }
 
-/* Move the binary64 r one binary64 ulp toward where the exact value lies (sticky < 0:
- * down, > 0: up, 0: stays); r finite. Rounding the nudged value to any format with
- * fewer than 52 significant bits equals rounding the exact value, since every
- * rounding boundary of such a format is a binary64 value. */
+/* The exact value x rounded to odd in binary64, given r = RN(x) (finite) and sticky =
+ * sign(x - r): r when x = r; else, of the two binary64 neighbours around x, the one
+ * whose last significand bit is 1 — r itself when r is odd, else r moved one ulp
+ * toward x. Rounding the result to any format with at most 51 significant bits (and
+ * exponent range inside binary64's), in any rounding mode, equals rounding x itself
+ * (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms
+ * using rounding to odd", IEEE TC 2008): an odd binary64 value is never a value or a
+ * midpoint of such a format, so it lies strictly inside the same rounding interval
+ * as x. (Moving an odd r would put it on the binary64 value next to x, which may be
+ * exactly a value of the narrow format: x just below an fp32 value c with r = c - ulp
+ * moved up to c rounds toward zero to c, not below it.) */
 GP_ARITH double gp_f64_nudge(double r, int sticky)
 {
     if (sticky == 0)
         return r;
     uint64_t u = gp_f64_bits(r);
+    if (u & 1)
+        return r; /* already odd: x lies between r and its even neighbour */
     if (r == 0)
         return gp_f64_from_bits(sticky > 0 ? 1ull : 0x8000000000000001ull);
     int away = (sticky > 0) == !(u >> 63); /* moving away from zero grows the magnitude */
