@@ -30,8 +30,12 @@ static int open_plugin(const char *path, gp_backend *b, gp_error *err)
         why = buf;
     } else if (!p->accumulate || !p->unscale || !p->adamw)
         why = "leaves accumulate, unscale or adamw NULL";
-    else if (p->memory != GP_PLUGIN_HOST)
-        why = "asks for device memory, which this build does not provide to plugins yet";
+    else if (p->memory != GP_PLUGIN_HOST && p->memory != GP_PLUGIN_DEVICE) {
+        snprintf(buf, sizeof buf, "asks for memory %u, neither GP_PLUGIN_HOST nor GP_PLUGIN_DEVICE",
+                 (unsigned)p->memory);
+        why = buf;
+    } else if (p->memory == GP_PLUGIN_DEVICE && gp_cuda_device_count() == 0)
+        why = "asks for device memory (GP_PLUGIN_DEVICE), which needs a CUDA build and a CUDA device";
     if (why) {
         dlclose(dl);
         return gp_error_set(err, "plugin %s: %s", path, why);
@@ -40,6 +44,15 @@ static int open_plugin(const char *path, gp_backend *b, gp_error *err)
     memset(&b->table, 0, sizeof b->table);
     memcpy(&b->table, p, p->abi_version == 2 ? offsetof(gp_plugin, accumulate_many) : sizeof b->table);
     b->ops = &b->table;
+    if (p->memory == GP_PLUGIN_DEVICE) { /* the staging adapter serves it host memory */
+        gp_error e = {""};
+        b->ops = gp_cuda_stage_open(&b->table, &e);
+        if (!b->ops) {
+            dlclose(dl);
+            memset(b, 0, sizeof *b);
+            return gp_error_set(err, "plugin %s: %s", path, e.msg);
+        }
+    }
     b->dl = dl;
     snprintf(b->label, sizeof b->label, "plugin:%s (%s)", path, p->name ? p->name : "unnamed");
     return 0;
@@ -68,6 +81,8 @@ int gp_backend_open(const char *spec, gp_backend *b, gp_error *err)
 
 void gp_backend_close(gp_backend *b)
 {
+    if (b->dl && b->table.memory == GP_PLUGIN_DEVICE)
+        gp_cuda_stage_close(b->ops);
     if (b->dl)
         dlclose(b->dl);
     memset(b, 0, sizeof *b);

@@ -134,7 +134,11 @@ typedef struct {
 typedef struct {
     uint32_t abi_version; /* GP_PLUGIN_ABI_VERSION */
     const char *name;     /* shown in reports */
-    uint32_t memory;      /* GP_PLUGIN_HOST or GP_PLUGIN_DEVICE (CUDA device pointers) */
+    uint32_t memory;      /* GP_PLUGIN_HOST or GP_PLUGIN_DEVICE: then every array pointer,
+                           * and found_inf, scale and tracker, is a CUDA device pointer;
+                           * the argument structs stay host memory, so out fields (unscale's
+                           * found_inf, sumsq) are written there before returning. gradprec
+                           * waits for the device after each call. */
     /* Each returns 0 on success, 1 when the configuration is not supported (gradprec
      * says so and exits 2), anything else on failure (an internal error). */
     int (*accumulate)(const gp_plugin_accumulate_args *args);

@@ -7,7 +7,12 @@
  * Then the simulation: every preset of the default suite run on the cuda backend and
  * compared with the CPU emulation at every accumulation, unscale and AdamW step
  * (gp_run_scenario's --compare), which must report no mismatching element and no write
- * during a skipped step. */
+ * during a skipped step.
+ * Before that, accumulate_many: 200 segments (every grad and accumulator format, every
+ * rounding, FTZ on and off, sizes 1..2^21+5 not all multiples of 8, scattered
+ * first_index and stream) in one call on the cuda backend must equal the CPU's accumulate
+ * per segment, bit for bit (NaNs as NaNs); then accumulate per segment on a second
+ * staged table of the device kernels, open at the same time. */
 #define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
 #include <pthread.h>
 #include <stdio.h>
@@ -18,7 +23,9 @@
 #include "harness/gp_backend.h"
 #include "harness/gp_presets.h"
 #include "harness/gp_runner.h"
+#include "kernels/arith/gp_accum.h"
 #include "kernels/arith/gp_philox.h"
+#include "kernels/cpu/gp_cpu_backend.h"
 #include "kernels/cuda/gp_cuda.h"
 
 typedef struct {
@@ -81,6 +88,120 @@ static size_t run_range(gp_format f, gp_rmode mode, int ftz, uint32_t start, siz
     return bad;
 }
 
+/* splitmix64: the test's random bits. */
+static uint64_t next_u64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+#define NSEG 200
+
+typedef struct {
+    gp_plugin_accumulate_args gpu[NSEG], cpu[NSEG];
+    void *mem[NSEG][5]; /* grad; acc, comp for the GPU; acc, comp for the CPU */
+} segments;
+
+/* Segment j: formats, rounding and FTZ from j (all 200 combinations), a size from a
+ * list, random bit patterns (NaN and inf included) in grad, acc and comp, the same
+ * starting values on both sides. */
+static void make_segments(segments *S, uint64_t *rng)
+{
+    static const uint64_t sizes[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 257, 1000, 4099};
+    for (int j = 0; j < NSEG; j++) {
+        gp_plugin_accumulate_args a;
+        memset(&a, 0, sizeof a);
+        a.struct_size = sizeof a;
+        a.grad_format = j % 5;
+        a.acc_format = (j / 5) % 5;
+        a.rounding = (j / 25) % 4;
+        a.ftz = (j / 100) % 2;
+        a.seed = 0x5eed;
+        a.stream = next_u64(rng);
+        a.first_index = next_u64(rng) >> 20;
+        a.n = j == NSEG - 1 ? ((uint64_t)1 << 21) + 5 : sizes[j % 15]; /* the last: more groups than threads */
+        a.microbatch = (uint32_t)j % 8;
+        size_t gb = a.n * (size_t)(gp_fmt_get((gp_format)a.grad_format).width / 8);
+        size_t ab = a.n * (size_t)(gp_fmt_get((gp_format)a.acc_format).width / 8);
+        int kahan = a.rounding == GP_PLUGIN_KAHAN;
+        for (int k = 0; k < 5; k++) {
+            size_t b = k == 0 ? gb : ab;
+            S->mem[j][k] = (k == 2 || k == 4) && !kahan ? NULL : malloc(b);
+            if (!S->mem[j][k])
+                continue;
+            if (k < 3)
+                for (size_t i = 0; i < b; i++)
+                    ((uint8_t *)S->mem[j][k])[i] = (uint8_t)next_u64(rng);
+            else
+                memcpy(S->mem[j][k], S->mem[j][k - 2], b);
+        }
+        S->gpu[j] = S->cpu[j] = a;
+        S->gpu[j].grad = S->cpu[j].grad = S->mem[j][0];
+        S->gpu[j].acc = S->mem[j][1];
+        S->gpu[j].comp = S->mem[j][2];
+        S->cpu[j].acc = S->mem[j][3];
+        S->cpu[j].comp = S->mem[j][4];
+    }
+}
+
+/* Elements of acc (and comp) where the two sides disagree; the first one is printed. */
+static size_t count_mismatches(const segments *S, const char *what)
+{
+    size_t bad = 0;
+    for (int j = 0; j < NSEG; j++) {
+        const gp_plugin_accumulate_args *g = &S->gpu[j], *c = &S->cpu[j];
+        gp_format af = (gp_format)g->acc_format;
+        for (uint64_t i = 0; i < g->n; i++) {
+            uint32_t ga = gp_pack_get(af, g->acc, i), ca = gp_pack_get(af, c->acc, i);
+            uint32_t gc = g->comp ? gp_pack_get(af, g->comp, i) : 0, cc = c->comp ? gp_pack_get(af, c->comp, i) : 0;
+            if (gp_fmt_agree(af, ga, ca) && gp_fmt_agree(af, gc, cc))
+                continue;
+            if (!bad)
+                fprintf(stderr, "%s mismatch: segment %d (grad %d acc %d rounding %d ftz %d n %llu) element %llu: "
+                        "GPU acc 0x%x comp 0x%x, CPU acc 0x%x comp 0x%x\n", what, j, g->grad_format, g->acc_format,
+                        g->rounding, g->ftz, (unsigned long long)g->n, (unsigned long long)i, ga, gc, ca, cc);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+/* accumulate_many on the cuda backend == the CPU's accumulate per segment; then
+ * accumulate segment by segment on `second` (another staged table). Returns mismatches,
+ * or exits 1 when a call fails. */
+static size_t check_accumulate_many(const gp_plugin *second)
+{
+    const gp_plugin *gpu = gp_cuda_backend(), *cpu = gp_cpu_backend();
+    segments *S = calloc(1, sizeof *S);
+    uint64_t rng = 42;
+    if (!S || !gpu || !gpu->accumulate_many)
+        exit(1);
+    make_segments(S, &rng);
+    size_t bad = 0;
+    for (int round = 0; round < 2; round++) {
+        int rc = round == 0 ? gpu->accumulate_many(S->gpu, NSEG) : 0;
+        for (int j = 0; j < NSEG; j++) {
+            if (round == 1)
+                rc |= second->accumulate(&S->gpu[j]);
+            rc |= cpu->accumulate(&S->cpu[j]);
+        }
+        if (rc != 0) {
+            fprintf(stderr, "accumulate failed (round %d): %d\n", round, rc);
+            exit(1);
+        }
+        bad += count_mismatches(S, round == 0 ? "accumulate_many" : "accumulate");
+    }
+    printf("CUDA parity: accumulate_many over %d segments, then accumulate per segment: %zu mismatches\n", NSEG,
+           bad);
+    for (int j = 0; j < NSEG; j++)
+        for (int k = 0; k < 5; k++)
+            free(S->mem[j][k]);
+    free(S);
+    return bad;
+}
+
 int main(void)
 {
     int ndev = gp_cuda_device_count();
@@ -109,8 +230,16 @@ int main(void)
            full ? "all 2^32 fp32 inputs per format and mode" : "sampled slices");
     free(bits);
     free(ev);
-    gp_backend gpu, cpu;
     gp_error e = {""};
+    const gp_plugin *second = gp_cuda_stage_open(gp_cuda_device_plugin(), &e);
+    if (!second || gp_cuda_device_plugin()->memory != GP_PLUGIN_DEVICE || gp_cuda_backend()->memory != GP_PLUGIN_HOST ||
+        second == gp_cuda_backend()) {
+        fprintf(stderr, "staging the device kernels: %s\n", second ? "wrong tables" : e.msg);
+        return 1;
+    }
+    bad += check_accumulate_many(second);
+    gp_cuda_stage_close(second);
+    gp_backend gpu, cpu;
     if (gp_backend_open("cuda", &gpu, &e) != 0 || gp_backend_open("cpu", &cpu, &e) != 0) {
         fprintf(stderr, "%s\n", e.msg);
         return 1;

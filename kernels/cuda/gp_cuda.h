@@ -26,9 +26,33 @@ int gp_cuda_device_count(void);
 int gp_cuda_convert_range(gp_format f, gp_rmode mode, int ftz, uint64_t seed, uint32_t start,
                           size_t n, uint32_t *out_bits, uint8_t *out_ev, gp_error *err);
 
-/* The CUDA backend's table (host-memory interface: it copies to the device, runs
- * the kernels of gp_cuda_accum.cu and copies back), or NULL without a device. */
+/* The kernels of gp_cuda_accum.cu as a device-memory table (memory GP_PLUGIN_DEVICE):
+ * every array, found_inf, scale and tracker pointer is a device pointer; the argument
+ * structs themselves are host memory. accumulate_many makes one launch for all its
+ * segments. Kernels run on the legacy default stream: unscale and grad_sumsq wait for
+ * their result, the others return after the launch. Thread-safe. NULL without a device. */
+const gp_plugin *gp_cuda_device_plugin(void);
+
+/* The CUDA backend: gp_cuda_device_plugin() behind gp_cuda_stage_open, opened once for
+ * the process (host-memory interface), or NULL without a device. */
 const gp_plugin *gp_cuda_backend(void);
+
+/* Most staged tables open at once. */
+#define GP_CUDA_STAGE_MAX 16
+
+/* Wrap a device-memory table dev into a host-memory one (same abi_version and name,
+ * memory GP_PLUGIN_HOST). Each call copies its host arrays (and found_inf, scale,
+ * tracker) into device buffers kept between calls (grow-only; every array 256-byte
+ * aligned), calls dev's function, waits for the device, and copies back what that
+ * function may write; accumulate_many stages all segments and makes one call to dev's.
+ * Entries NULL in dev (grad_sumsq, grad_scale, scaler_update, accumulate_many) stay
+ * NULL. Calls on one staged table are serialised. dev must stay valid until
+ * gp_cuda_stage_close. Returns the table, or NULL with err set (no CUDA build or
+ * device, dev not device memory, GP_CUDA_STAGE_MAX already open). */
+const gp_plugin *gp_cuda_stage_open(const gp_plugin *dev, gp_error *err);
+
+/* Free what gp_cuda_stage_open allocated for staged; NULL (or another table): nothing. */
+void gp_cuda_stage_close(const gp_plugin *staged);
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,24 @@ int gp_cuda_convert_range(gp_format f, gp_rmode mode, int ftz, uint64_t seed, ui
     return gp_error_set(err, "the CUDA backend was not built (nvcc not found at configure time)");
 }
 
+const gp_plugin *gp_cuda_device_plugin(void)
+{
+    return NULL;
+}
+
 const gp_plugin *gp_cuda_backend(void)
 {
     return NULL;
+}
+
+const gp_plugin *gp_cuda_stage_open(const gp_plugin *dev, gp_error *err)
+{
+    (void)dev;
+    gp_error_set(err, "the CUDA backend was not built (nvcc not found at configure time)");
+    return NULL;
+}
+
+void gp_cuda_stage_close(const gp_plugin *staged)
+{
+    (void)staged;
 }

@@ -1,11 +1,14 @@
-/* gp_cuda_accum.cu — the CUDA backend: accumulate, unscale and AdamW kernels over the
- * per-element steps of kernels/arith/gp_accum.h (the code the CPU emulation runs),
- * reading and writing 8 elements at a time with 16-byte vector transactions,
- * behind the host-memory gp_plugin interface: each call copies its arrays to the
- * device, launches, and copies back. Random bits: Philox(seed, stream, element).
+/* gp_cuda_accum.cu — the CUDA backend's kernels: accumulate (one tensor's chunk, or the
+ * chunks of many tensors in one launch), unscale, AdamW, clipping's two halves and the
+ * scaler update, over the per-element steps of kernels/arith (the code the CPU
+ * emulation runs), reading and writing 8 elements at a time with 16-byte vector
+ * transactions. They form a device-memory gp_plugin table (gp_cuda_device_plugin);
+ * gp_cuda_backend serves it to the runner through the staging adapter of
+ * gp_cuda_stage.cu. Random bits: Philox(seed, stream, element).
  * Build: part of gradprec_core when nvcc is found (--fmad=false, sm_80/sm_90).
  * Run:   gradprec run --backend cuda (needs a device). */
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #include "../arith/gp_accum.h"
 #include "../arith/gp_adamw.h"
@@ -16,7 +19,7 @@
 
 /* Eight packed elements of format f starting at element 8*g, loaded with 16-byte
  * (uint4) transactions — two for fp32, one for bf16/fp16, an 8-byte one for fp8. The
- * base must be 16-byte aligned (cudaMalloc's is). */
+ * base must be 16-byte aligned (vec_ok checks). */
 #define GP_GROUP 8
 __device__ __forceinline__ void load8(gp_format f, const void *base, uint64_t g, uint32_t v[GP_GROUP])
 {
@@ -77,28 +80,35 @@ __device__ __forceinline__ uint32_t accum_one(const gp_plugin_accumulate_args &a
     return gp_accum_step((gp_format)a.acc_format, r, a.ftz, acc, comp, g, rb, (unsigned *)0);
 }
 
-/* Each thread takes groups of 8 elements with vector loads and stores; the last n % 8
- * elements are done one by one. */
-__global__ void gp_accum_kernel(gp_plugin_accumulate_args a)
+/* Groups of GP_GROUP elements in n (the last one may be short). */
+__host__ __device__ static inline uint64_t groups_of(uint64_t n)
+{
+    return (n + GP_GROUP - 1) / GP_GROUP;
+}
+
+/* Group g (< groups_of(a.n)) of one accumulation: elements 8g .. min(8g + 8, n) - 1.
+ * A whole group goes through load8/store8 when the arrays allow it (vec), anything
+ * else element by element; both apply accum_one, so the results are the same. */
+__device__ __forceinline__ void accum_group(const gp_plugin_accumulate_args &a, int vec, uint64_t g)
 {
     gp_format gf = (gp_format)a.grad_format, af = (gp_format)a.acc_format;
     int kahan = a.rounding == GP_ACC_KAHAN;
-    uint64_t ngroups = a.n / GP_GROUP;
-    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (uint64_t g = tid; g < ngroups; g += stride) {
+    uint64_t i0 = g * GP_GROUP;
+    if (vec && a.n - i0 >= GP_GROUP) {
         uint32_t acc[GP_GROUP], grad[GP_GROUP], comp[GP_GROUP] = {0, 0, 0, 0, 0, 0, 0, 0};
         load8(af, a.acc, g, acc);
         load8(gf, a.grad, g, grad);
         if (kahan)
             load8(af, a.comp, g, comp);
         for (int k = 0; k < GP_GROUP; k++)
-            acc[k] = accum_one(a, g * GP_GROUP + (uint64_t)k, acc[k], &comp[k], grad[k]);
+            acc[k] = accum_one(a, i0 + (uint64_t)k, acc[k], &comp[k], grad[k]);
         store8(af, a.acc, g, acc);
         if (kahan)
             store8(af, a.comp, g, comp);
+        return;
     }
-    for (uint64_t i = ngroups * GP_GROUP + tid; i < a.n; i += stride) {
+    uint64_t end = a.n - i0 < GP_GROUP ? a.n : i0 + GP_GROUP;
+    for (uint64_t i = i0; i < end; i++) {
         uint32_t comp = kahan ? gp_pack_get(af, a.comp, i) : 0u;
         uint32_t out = accum_one(a, i, gp_pack_get(af, a.acc, i), &comp, gp_pack_get(gf, a.grad, i));
         gp_pack_set(af, a.acc, i, out);
@@ -107,7 +117,64 @@ __global__ void gp_accum_kernel(gp_plugin_accumulate_args a)
     }
 }
 
-__global__ void gp_unscale_kernel(gp_plugin_unscale_args a, int *found)
+/* May accumulation a use the vector loads: acc, grad (and comp for Kahan) 16-byte aligned? */
+static int vec_ok(const gp_plugin_accumulate_args *a)
+{
+    uintptr_t any = (uintptr_t)a->acc | (uintptr_t)a->grad | (a->rounding == GP_ACC_KAHAN ? (uintptr_t)a->comp : 0u);
+    return (any & 15u) == 0;
+}
+
+/* One accumulation: thread t takes groups t, t + stride, ... */
+__global__ void gp_accum_kernel(gp_plugin_accumulate_args a, int vec)
+{
+    uint64_t ngroups = groups_of(a.n), stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < ngroups; g += stride)
+        accum_group(a, vec, g);
+}
+
+/* The segments of one accumulate_many launch (multi_tensor_apply's idea): segment s
+ * owns the global groups begin[s] .. begin[s + 1] - 1; begin[count] is the total. */
+typedef struct {
+    gp_plugin_accumulate_args seg[GP_PLUGIN_MANY_MAX];
+    int32_t vec[GP_PLUGIN_MANY_MAX]; /* vec_ok of each segment */
+    uint64_t begin[GP_PLUGIN_MANY_MAX + 1];
+    uint32_t count;                  /* 1 .. GP_PLUGIN_MANY_MAX */
+} many_table;
+
+/* Device scratch shared by all callers, used under g_mu: the segment table, unscale's
+ * found flag, grad_sumsq's result. A caller fills, launches and reads back holding the
+ * lock; the next caller's copy to the device is ordered after that launch on the legacy
+ * default stream, so it never overwrites what a running kernel reads. */
+__device__ many_table gp_many;
+__device__ int gp_found;
+__device__ float gp_sumsq;
+static many_table h_many; /* host side of gp_many */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* All segments of gp_many in one launch: each global group index is mapped to its
+ * (segment, group) by a binary search over begin[], kept in shared memory. */
+__global__ void gp_accum_many_kernel(void)
+{
+    __shared__ uint64_t begin[GP_PLUGIN_MANY_MAX + 1];
+    uint32_t count = gp_many.count;
+    for (uint32_t s = threadIdx.x; s <= count; s += blockDim.x)
+        begin[s] = gp_many.begin[s];
+    __syncthreads();
+    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < begin[count]; g += stride) {
+        uint32_t lo = 0, hi = count - 1; /* the last segment with begin <= g (empty ones share it) */
+        while (lo < hi) {
+            uint32_t mid = (lo + hi + 1) / 2;
+            if (begin[mid] <= g)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        accum_group(gp_many.seg[lo], gp_many.vec[lo], g - begin[lo]);
+    }
+}
+
+__global__ void gp_unscale_kernel(gp_plugin_unscale_args a)
 {
     gp_format af = (gp_format)a.acc_format;
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
@@ -115,72 +182,7 @@ __global__ void gp_unscale_kernel(gp_plugin_unscale_args a, int *found)
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride)
         gp_pack_set(af, a.acc, i, gp_unscale_step(af, a.ftz, gp_pack_get(af, a.acc, i), a.inv_scale, &mine, (unsigned *)0));
     if (mine)
-        atomicOr(found, 1);
-}
-
-static size_t bytes_of(int32_t fmt, uint64_t n)
-{
-    return (size_t)n * (size_t)(gp_fmt_get((gp_format)fmt).width / 8);
-}
-
-/* Copy a host array to a fresh device buffer (or just allocate when src is NULL). */
-static int to_device(void **dst, const void *src, size_t bytes)
-{
-    if (cudaMalloc(dst, bytes ? bytes : 1) != cudaSuccess)
-        return -1;
-    if (src && cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
-        return -1;
-    return 0;
-}
-
-static int cuda_accumulate(const gp_plugin_accumulate_args *h)
-{
-    gp_plugin_accumulate_args d = *h;
-    void *g = NULL, *acc = NULL, *comp = NULL;
-    size_t gb = bytes_of(h->grad_format, h->n), ab = bytes_of(h->acc_format, h->n);
-    int rc = -1;
-    if (to_device(&g, h->grad, gb) || to_device(&acc, h->acc, ab) ||
-        (h->comp && to_device(&comp, h->comp, ab)))
-        goto done;
-    d.grad = g;
-    d.acc = acc;
-    d.comp = comp;
-    gp_accum_kernel<<<1024, 256>>>(d);
-    if (cudaGetLastError() != cudaSuccess ||
-        cudaMemcpy(h->acc, acc, ab, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        (h->comp && cudaMemcpy(h->comp, comp, ab, cudaMemcpyDeviceToHost) != cudaSuccess))
-        goto done;
-    rc = 0;
-done:
-    cudaFree(g);
-    cudaFree(acc);
-    cudaFree(comp);
-    return rc;
-}
-
-static int cuda_unscale(gp_plugin_unscale_args *h)
-{
-    gp_plugin_unscale_args d = *h;
-    void *acc = NULL;
-    int *found = NULL, f = 0;
-    size_t ab = bytes_of(h->acc_format, h->n);
-    int rc = -1;
-    if (to_device(&acc, h->acc, ab) || cudaMalloc((void **)&found, sizeof *found) != cudaSuccess ||
-        cudaMemset(found, 0, sizeof *found) != cudaSuccess)
-        goto done;
-    d.acc = acc;
-    gp_unscale_kernel<<<1024, 256>>>(d, found);
-    if (cudaGetLastError() != cudaSuccess ||
-        cudaMemcpy(h->acc, acc, ab, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(&f, found, sizeof f, cudaMemcpyDeviceToHost) != cudaSuccess)
-        goto done;
-    if (f)
-        h->found_inf = 1;
-    rc = 0;
-done:
-    cudaFree(acc);
-    cudaFree(found);
-    return rc;
+        atomicOr(&gp_found, 1);
 }
 
 /* One AdamW step per element (kernels/arith/gp_adamw.h, the CPU emulation's code);
@@ -211,50 +213,12 @@ __global__ void gp_adamw_kernel(gp_plugin_adamw_args a, gp_adamw_scalars s)
     }
 }
 
-static int cuda_adamw(const gp_plugin_adamw_args *h)
-{
-    gp_plugin_adamw_args d = *h;
-    void *g = NULL, *p = NULL, *ma = NULL, *c = NULL, *m = NULL, *v = NULL, *fi = NULL;
-    size_t pb = bytes_of(h->param_format, h->n), sb = bytes_of(h->state_format, h->n);
-    int rc = -1;
-    /* the scalars are host binary64 arithmetic (CPython's), as in torch */
-    gp_adamw_scalars s = gp_adamw_scalars_make(h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, (long)h->step);
-    if (to_device(&g, h->grad, bytes_of(h->grad_format, h->n)) || to_device(&p, h->param, pb) ||
-        (h->master && to_device(&ma, h->master, 4 * (size_t)h->n)) || (h->comp && to_device(&c, h->comp, pb)) ||
-        to_device(&m, h->m, sb) || to_device(&v, h->v, sb) || to_device(&fi, h->found_inf, sizeof(int32_t)))
-        goto done;
-    d.grad = g;
-    d.param = p;
-    d.master = ma;
-    d.comp = c;
-    d.m = m;
-    d.v = v;
-    d.found_inf = (const int32_t *)fi;
-    gp_adamw_kernel<<<1024, 256>>>(d, s);
-    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(h->param, p, pb, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        (h->master && cudaMemcpy(h->master, ma, 4 * (size_t)h->n, cudaMemcpyDeviceToHost) != cudaSuccess) ||
-        (h->comp && cudaMemcpy(h->comp, c, pb, cudaMemcpyDeviceToHost) != cudaSuccess) ||
-        cudaMemcpy(h->m, m, sb, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(h->v, v, sb, cudaMemcpyDeviceToHost) != cudaSuccess)
-        goto done;
-    rc = 0;
-done:
-    cudaFree(g);
-    cudaFree(p);
-    cudaFree(ma);
-    cudaFree(c);
-    cudaFree(m);
-    cudaFree(v);
-    cudaFree(fi);
-    return rc;
-}
-
 /* The fixed tree of gp_clip.h run by one thread: the exact order, not a fast block
  * reduction (a block tree replaying it is described in gp_clip.h; not written yet). */
-__global__ void gp_sumsq_kernel(int32_t format, uint64_t n, const void *grad, float *out)
+__global__ void gp_sumsq_kernel(int32_t format, uint64_t n, const void *grad)
 {
     if (blockIdx.x == 0 && threadIdx.x == 0)
-        *out = gp_clip_sumsq((gp_format)format, grad, n);
+        gp_sumsq = gp_clip_sumsq((gp_format)format, grad, n);
 }
 
 __global__ void gp_scale_kernel(gp_plugin_scale_args a)
@@ -274,65 +238,122 @@ __global__ void gp_scaler_kernel(float *scale, int32_t *tracker, const int32_t *
     *tracker = s.tracker;
 }
 
-static int cuda_grad_sumsq(gp_plugin_sumsq_args *h)
+/* ---- the device-memory table: every pointer in the arguments is a device pointer ---- */
+
+#define GP_THREADS 256
+#define GP_MAX_BLOCKS 1024
+
+/* Blocks of GP_THREADS threads for `work` items of one thread each, at most
+ * GP_MAX_BLOCKS (the kernels loop with a grid stride), at least 1. */
+static unsigned blocks_for(uint64_t work)
 {
-    void *g = NULL, *out = NULL;
+    uint64_t b = (work + GP_THREADS - 1) / GP_THREADS;
+    return b < 1 ? 1u : b > GP_MAX_BLOCKS ? (unsigned)GP_MAX_BLOCKS : (unsigned)b;
+}
+
+/* 0 when the launch just made was accepted, else -1. */
+static int launched(void)
+{
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+static int dev_accumulate(const gp_plugin_accumulate_args *a)
+{
+    gp_accum_kernel<<<blocks_for(groups_of(a->n)), GP_THREADS>>>(*a, vec_ok(a));
+    return launched();
+}
+
+/* The segments in one launch: the table goes to gp_many, then gp_accum_many_kernel. */
+static int dev_accumulate_many(const gp_plugin_accumulate_args *a, uint32_t count)
+{
+    if (count == 0 || count > GP_PLUGIN_MANY_MAX)
+        return count == 0 ? 0 : -1;
     int rc = -1;
-    if (to_device(&g, h->grad, bytes_of(h->format, h->n)) || to_device(&out, NULL, sizeof(float)))
-        goto done;
-    gp_sumsq_kernel<<<1, 1>>>(h->format, h->n, g, (float *)out);
-    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(&h->sumsq, out, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
-        goto done;
-    rc = 0;
-done:
-    cudaFree(g);
-    cudaFree(out);
+    pthread_mutex_lock(&g_mu);
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < count; s++) {
+        h_many.seg[s] = a[s];
+        h_many.vec[s] = vec_ok(&a[s]);
+        h_many.begin[s] = total;
+        total += groups_of(a[s].n);
+    }
+    h_many.begin[count] = total;
+    h_many.count = count;
+    if (cudaMemcpyToSymbol(gp_many, &h_many, sizeof h_many) == cudaSuccess) {
+        gp_accum_many_kernel<<<blocks_for(total), GP_THREADS>>>();
+        rc = launched();
+    }
+    pthread_mutex_unlock(&g_mu);
     return rc;
 }
 
-static int cuda_grad_scale(const gp_plugin_scale_args *h)
+static int dev_unscale(gp_plugin_unscale_args *a)
 {
-    gp_plugin_scale_args d = *h;
-    void *g = NULL;
-    size_t b = bytes_of(h->format, h->n);
-    int rc = -1;
-    if (to_device(&g, h->grad, b))
-        goto done;
-    d.grad = g;
-    gp_scale_kernel<<<1024, 256>>>(d);
-    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(h->grad, g, b, cudaMemcpyDeviceToHost) != cudaSuccess)
-        goto done;
-    rc = 0;
-done:
-    cudaFree(g);
+    int zero = 0, found = 0, rc = -1;
+    pthread_mutex_lock(&g_mu);
+    if (cudaMemcpyToSymbol(gp_found, &zero, sizeof zero) == cudaSuccess) {
+        gp_unscale_kernel<<<blocks_for(a->n), GP_THREADS>>>(*a);
+        if (launched() == 0 && cudaMemcpyFromSymbol(&found, gp_found, sizeof found) == cudaSuccess)
+            rc = 0;
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (found)
+        a->found_inf = 1;
     return rc;
 }
 
-static int cuda_scaler_update(const gp_plugin_scaler_args *h)
+static int dev_adamw(const gp_plugin_adamw_args *a)
 {
-    void *sc = NULL, *tr = NULL, *fi = NULL;
+    /* the scalars are host binary64 arithmetic (CPython's), as in torch */
+    gp_adamw_scalars s = gp_adamw_scalars_make(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, (long)a->step);
+    gp_adamw_kernel<<<blocks_for(a->n), GP_THREADS>>>(*a, s);
+    return launched();
+}
+
+static int dev_grad_sumsq(gp_plugin_sumsq_args *a)
+{
     int rc = -1;
-    if (to_device(&sc, h->scale, sizeof(float)) || to_device(&tr, h->tracker, sizeof(int32_t)) ||
-        to_device(&fi, h->found_inf, sizeof(int32_t)))
-        goto done;
-    gp_scaler_kernel<<<1, 1>>>((float *)sc, (int32_t *)tr, (const int32_t *)fi, h->growth, h->backoff, h->interval);
-    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(h->scale, sc, sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(h->tracker, tr, sizeof(int32_t), cudaMemcpyDeviceToHost) != cudaSuccess)
-        goto done;
-    rc = 0;
-done:
-    cudaFree(sc);
-    cudaFree(tr);
-    cudaFree(fi);
+    pthread_mutex_lock(&g_mu);
+    gp_sumsq_kernel<<<1, 1>>>(a->format, a->n, a->grad);
+    if (launched() == 0 && cudaMemcpyFromSymbol(&a->sumsq, gp_sumsq, sizeof a->sumsq) == cudaSuccess)
+        rc = 0;
+    pthread_mutex_unlock(&g_mu);
     return rc;
 }
 
-static const gp_plugin cuda_plugin = {
-    GP_PLUGIN_ABI_VERSION, "cuda", GP_PLUGIN_HOST, cuda_accumulate, cuda_unscale, cuda_adamw,
-    cuda_grad_sumsq, cuda_grad_scale, cuda_scaler_update,
+static int dev_grad_scale(const gp_plugin_scale_args *a)
+{
+    gp_scale_kernel<<<blocks_for(a->n), GP_THREADS>>>(*a);
+    return launched();
+}
+
+static int dev_scaler_update(const gp_plugin_scaler_args *a)
+{
+    gp_scaler_kernel<<<1, 1>>>(a->scale, a->tracker, a->found_inf, a->growth, a->backoff, a->interval);
+    return launched();
+}
+
+static const gp_plugin cuda_device_plugin = {
+    GP_PLUGIN_ABI_VERSION, "cuda", GP_PLUGIN_DEVICE, dev_accumulate, dev_unscale, dev_adamw,
+    dev_grad_sumsq, dev_grad_scale, dev_scaler_update, dev_accumulate_many,
 };
+
+extern "C" const gp_plugin *gp_cuda_device_plugin(void)
+{
+    return gp_cuda_device_count() > 0 ? &cuda_device_plugin : NULL;
+}
+
+static const gp_plugin *g_backend; /* set once by open_backend */
+
+static void open_backend(void)
+{
+    const gp_plugin *dev = gp_cuda_device_plugin();
+    g_backend = dev ? gp_cuda_stage_open(dev, NULL) : NULL;
+}
 
 extern "C" const gp_plugin *gp_cuda_backend(void)
 {
-    return gp_cuda_device_count() > 0 ? &cuda_plugin : NULL;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, open_backend);
+    return g_backend;
 }

@@ -1,0 +1,125 @@
+/* test_cuda_example_plugin.c — the example CUDA device-memory plugin
+ * (examples/plugins/gp_example_cuda_plugin.cu), served host memory by the staging
+ * adapter, compared bit for bit with the CPU emulation (gp_run_scenario's --compare):
+ * every preset of the default suite, and two-tensor scenarios (one accumulate_many call
+ * per micro-batch) with rounding toward zero and Kahan accumulation over fp32, bf16 and
+ * fp16, must show no mismatching element and no write in a skipped step; stochastic
+ * rounding, which the plugin does not implement, must be refused as unsupported (-2).
+ * Without a device: the plugin (where it was built) must be refused with one line naming
+ * device memory, then exit 77 (skipped). Argument: the folder of the example plugins. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/gp_backend.h"
+#include "harness/gp_presets.h"
+#include "harness/gp_runner.h"
+#include "kernels/cuda/gp_cuda.h"
+
+/* Scenario `name` (YAML text) on b compared with cpu. Returns gp_run_scenario's code
+ * (-3 when the YAML does not load); *bad gets the disagreements: mismatching elements
+ * of accumulation and AdamW, and writes in skipped steps. */
+static int run(const char *name, const char *yaml, const gp_backend *b, const gp_backend *cpu,
+               unsigned long long *bad)
+{
+    gp_scenario sc;
+    gp_result r;
+    gp_error e = {""};
+    *bad = 0;
+    if (gp_scenario_load_string(yaml, strlen(yaml), name, &sc, &e) != 0) {
+        fprintf(stderr, "%s: %s\n", name, e.msg);
+        return -3;
+    }
+    int rc = gp_run_scenario(&sc, b, cpu, &r, &e);
+    gp_scenario_free(&sc);
+    if (rc != 0) {
+        printf("%-32s not run: %s\n", name, e.msg);
+        return rc;
+    }
+    *bad = r.st.mismatches + r.st.opt.mismatches + r.st.opt.skip_writes;
+    printf("%-32s %llu accumulation, %llu AdamW mismatches, %llu writes in skipped steps\n", name,
+           (unsigned long long)r.st.mismatches, (unsigned long long)r.st.opt.mismatches,
+           (unsigned long long)r.st.opt.skip_writes);
+    gp_result_free(&r);
+    return 0;
+}
+
+/* Two tensors (4099 and 100 elements: sizes not multiple of 8), 16 micro-batches, two
+ * optimizer steps, in the given gradient and accumulator formats and rounding. */
+static const char *two_tensors(const char *grad, const char *acc, const char *rounding)
+{
+    static char y[1024];
+    snprintf(y, sizeof y,
+             "seed: 29\n"
+             "tensors:\n"
+             "  - name: a\n"
+             "    size: 4099\n"
+             "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 0.5, sign: 0.1}\n"
+             "  - name: b\n"
+             "    size: 100\n"
+             "    grad: {dist: normal, scale: 1.0e-2}\n"
+             "batch: {microbatches: 16, tokens: 64}\n"
+             "reduction: sum\n"
+             "fullbatch: sum\n"
+             "precision: {grad: %s, accumulator: %s, rounding: %s}\n"
+             "steps: 2\n",
+             grad, acc, rounding);
+    return y;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_cuda_example_plugin PLUGIN_DIR\n");
+        return 1;
+    }
+    char path[600], spec[620];
+    snprintf(path, sizeof path, "%s/libgp_example_cuda_plugin.so", argv[1]);
+    snprintf(spec, sizeof spec, "plugin:%s", path);
+    gp_backend b, cpu;
+    gp_error e = {""};
+    if (gp_cuda_device_count() == 0) {
+        if (access(path, R_OK) == 0) {
+            if (gp_backend_open(spec, &b, &e) == 0 || !strstr(e.msg, path) ||
+                !strstr(e.msg, "asks for device memory (GP_PLUGIN_DEVICE)") || strchr(e.msg, '\n')) {
+                fprintf(stderr, "expected a one-line refusal naming device memory, got: '%s'\n", e.msg);
+                return 1;
+            }
+            printf("refused as it should be: %s\n", e.msg);
+        }
+        printf("no CUDA device (or CUDA not built): skipped\n");
+        return 77;
+    }
+    if (gp_backend_open(spec, &b, &e) != 0 || gp_backend_open("cpu", &cpu, &e) != 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 1;
+    }
+    if (b.ops->memory != GP_PLUGIN_HOST || b.ops->grad_sumsq || !b.ops->accumulate_many) {
+        fprintf(stderr, "the staged table should be host memory, without grad_sumsq, with accumulate_many\n");
+        return 1;
+    }
+    unsigned long long bad = 0, n;
+    int failed = 0;
+    for (const gp_preset *p = gp_presets(); p->name; p++) {
+        failed |= run(p->name, p->yaml, &b, &cpu, &n) != 0;
+        bad += n;
+    }
+    static const char *const fmt[] = {"fp32", "bf16", "fp16"};
+    static const char *const rounding[] = {"rtz", "kahan", "rne"};
+    for (int r = 0; r < 3; r++)
+        for (int g = 0; g < 3; g++)
+            for (int a = 0; a < 3; a++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s-%s-into-%s", rounding[r], fmt[g], fmt[a]);
+                failed |= run(name, two_tensors(fmt[g], fmt[a], rounding[r]), &b, &cpu, &n) != 0;
+                bad += n;
+            }
+    if (run("stochastic-bf16 (unsupported)", two_tensors("fp32", "bf16", "stochastic"), &b, &cpu, &n) != -2) {
+        fprintf(stderr, "stochastic rounding should be refused as not supported\n");
+        failed = 1;
+    }
+    gp_backend_close(&b);
+    gp_backend_close(&cpu);
+    printf("example CUDA plugin against the CPU: %llu disagreements%s\n", bad, failed ? ", and failures" : "");
+    return bad || failed ? 1 : 0;
+}
