@@ -20,22 +20,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "gp_example_formats.h" /* bf16/fp16 <-> fp32, rne (shared with the C example) */
 #include "gp_plugin_abi.h"
-
-/* bf16 <-> fp32 */
-static __device__ float bf16_to_f32(uint16_t h)
-{
-    return __uint_as_float((uint32_t)h << 16);
-}
-
-static __device__ uint16_t f32_to_bf16(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u); /* NaN stays NaN, quiet */
-    u += 0x7fffu + ((u >> 16) & 1u);          /* round to nearest, ties to even */
-    return (uint16_t)(u >> 16);
-}
 
 static __device__ uint16_t f32_to_bf16_rtz(float f)
 {
@@ -43,35 +29,6 @@ static __device__ uint16_t f32_to_bf16_rtz(float f)
     if ((u & 0x7fffffffu) > 0x7f800000u)
         return (uint16_t)((u >> 16) | 0x40u); /* NaN */
     return (uint16_t)(u >> 16);                /* truncation: never above max finite */
-}
-
-/* fp16 <-> fp32 */
-static __device__ float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 31)
-        return __uint_as_float(sign | 0x7f800000u | (m << 13));       /* inf, NaN */
-    if (e == 0) {
-        float v = (float)m * __uint_as_float(0x33800000u);            /* subnormal: m * 2^-24, exact */
-        return sign ? -v : v;
-    }
-    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-static __device__ uint16_t f32_to_f16(float f)
-{
-    uint32_t u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u)
-        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));     /* NaN, quiet */
-    if (a >= 0x477ff000u)
-        return (uint16_t)(sign | 0x7c00u);                              /* >= 65520: inf */
-    if (a >= 0x38800000u) {                                             /* normal: >= 2^-14 */
-        uint32_t r = a - 0x38000000u;                                   /* rebias 127 -> 15 */
-        return (uint16_t)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
-    }
-    /* subnormal: adding 0.5 makes the hardware round |f| to a multiple of 2^-24 (RNE) */
-    float t = __uint_as_float(a) + 0.5f;
-    return (uint16_t)(sign | (__float_as_uint(t) - 0x3f000000u));
 }
 
 static __device__ uint16_t f32_to_f16_rtz(float f)
