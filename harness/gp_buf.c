@@ -27,6 +27,11 @@ void gp_buf_put(gp_buf *b, const char *s, size_t n)
     b->s[b->n] = '\0';
 }
 
+void gp_buf_putc(gp_buf *b, char c)
+{
+    gp_buf_put(b, &c, 1);
+}
+
 void gp_buf_puts(gp_buf *b, const char *s)
 {
     gp_buf_put(b, s, strlen(s));

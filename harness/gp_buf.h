@@ -18,6 +18,9 @@ typedef struct {
 /* Append n bytes of s. */
 void gp_buf_put(gp_buf *b, const char *s, size_t n);
 
+/* Append one character. */
+void gp_buf_putc(gp_buf *b, char c);
+
 /* Append a NUL-terminated string. */
 void gp_buf_puts(gp_buf *b, const char *s);
 

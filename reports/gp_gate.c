@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../harness/gp_buf.h"
 #include "../harness/gp_file.h"
 
 /* ---- metric kinds and tolerances ---- */
@@ -508,72 +509,72 @@ static const char *num(double v, char *buf)
 }
 
 /* "scenario" or "scenario [tensor T]" */
-static void put_where(FILE *f, const gp_gate_item *it)
+static void put_where(gp_buf *f, const gp_gate_item *it)
 {
-    fputs(it->scenario, f);
+    gp_buf_puts(f, it->scenario);
     if (it->tensor)
-        fprintf(f, " [tensor %s]", it->tensor);
+        gp_buf_printf(f, " [tensor %s]", it->tensor);
 }
 
-static void tolerance_text(FILE *f, const gp_gate_item *it)
+static void tolerance_text(gp_buf *f, const gp_gate_item *it)
 {
     char a[32], b[32];
     int away = metric_direction(it->metric) == DIR_AWAY_FROM_ONE;
     double d = fabs(badness(metric_direction(it->metric), it->new_value) -
                     badness(metric_direction(it->metric), it->old_value));
-    fprintf(f, " (%s%s by %s, ", away ? "|v-1| " : "", it->status == GP_GATE_REGRESSED ? "worse" : "better",
+    gp_buf_printf(f, " (%s%s by %s, ", away ? "|v-1| " : "", it->status == GP_GATE_REGRESSED ? "worse" : "better",
             num(d, a));
     if (isinf(it->limit))
-        fprintf(f, "beyond any tolerance)");
+        gp_buf_printf(f, "beyond any tolerance)");
     else
-        fprintf(f, "tolerance %s = max(abs %g, rel %g x %s))", num(it->limit, b), it->tol.abs, it->tol.rel,
+        gp_buf_printf(f, "tolerance %s = max(abs %g, rel %g x %s))", num(it->limit, b), it->tol.abs, it->tol.rel,
                 away ? "|old-1|" : "|old|");
 }
 
-static void item_line(FILE *f, const gp_gate_item *it)
+static void item_line(gp_buf *f, const gp_gate_item *it)
 {
     char a[32], b[32];
     switch (it->status) {
     case GP_GATE_REGRESSED:
     case GP_GATE_IMPROVED:
-        fputs(it->status == GP_GATE_REGRESSED ? "REGRESSED     " : "improved      ", f);
+        gp_buf_puts(f, it->status == GP_GATE_REGRESSED ? "REGRESSED     " : "improved      ");
         put_where(f, it);
         if (it->is_verdict) {
-            fprintf(f, ": verdict %s -> %s\n", it->old_text, it->new_text);
+            gp_buf_printf(f, ": verdict %s -> %s\n", it->old_text, it->new_text);
         } else if (it->old_text) {
-            fprintf(f, ": %s %s -> %s (a number again)\n", it->metric, it->old_text, num(it->new_value, a));
+            gp_buf_printf(f, ": %s %s -> %s (a number again)\n", it->metric, it->old_text, num(it->new_value, a));
         } else {
-            fprintf(f, ": %s %s -> %s", it->metric, num(it->old_value, a), num(it->new_value, b));
+            gp_buf_printf(f, ": %s %s -> %s", it->metric, num(it->old_value, a), num(it->new_value, b));
             tolerance_text(f, it);
-            fputc('\n', f);
+            gp_buf_putc(f, (char)('\n'));
         }
         break;
     case GP_GATE_MISSING:
-        fputs("MISSING       ", f);
+        gp_buf_puts(f, "MISSING       ");
         put_where(f, it);
         if (it->metric)
-            fprintf(f, ": metric %s (baseline %s) is not in the current run (report.json leaves out NaN metrics)\n",
+            gp_buf_printf(f, ": metric %s (baseline %s) is not in the current run (report.json leaves out NaN metrics)\n",
                     it->metric, it->old_text ? it->old_text : num(it->old_value, a));
         else
-            fprintf(f, ": %s is in the baseline but not in the current run\n", it->tensor ? "tensor" : "scenario");
+            gp_buf_printf(f, ": %s is in the baseline but not in the current run\n", it->tensor ? "tensor" : "scenario");
         break;
     case GP_GATE_NOT_NUMBER:
-        fputs("NOT-A-NUMBER  ", f);
+        gp_buf_puts(f, "NOT-A-NUMBER  ");
         put_where(f, it);
-        fprintf(f, it->new_quoted ? ": metric %s is \"%s\" in the current run where the baseline had %s\n"
+        gp_buf_printf(f, it->new_quoted ? ": metric %s is \"%s\" in the current run where the baseline had %s\n"
                                   : ": metric %s is %s in the current run where the baseline had %s\n",
                 it->metric, it->new_text, num(it->old_value, a));
         break;
     case GP_GATE_NEW:
-        fputs("new           ", f);
+        gp_buf_puts(f, "new           ");
         put_where(f, it);
         if (it->metric)
-            fprintf(f, ": metric %s = %s only in the current run (not gated)\n", it->metric,
+            gp_buf_printf(f, ": metric %s = %s only in the current run (not gated)\n", it->metric,
                     it->new_text ? it->new_text : num(it->new_value, a));
         else if (it->tensor)
-            fprintf(f, ": tensor only in the current run (not gated)\n");
+            gp_buf_printf(f, ": tensor only in the current run (not gated)\n");
         else
-            fprintf(f, ": scenario only in the current run, verdict %s (not gated)\n", it->new_text);
+            gp_buf_printf(f, ": scenario only in the current run, verdict %s (not gated)\n", it->new_text);
         break;
     default:
         break;
@@ -582,21 +583,13 @@ static void item_line(FILE *f, const gp_gate_item *it)
 
 char *gp_gate_lines(const gp_gate_result *res)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
+    gp_buf b = GP_BUF_INIT, *f = &b;
     for (size_t i = 0; i < res->nitems; i++)
         item_line(f, &res->items[i]);
     if (res->base_backend && res->cur_backend && strcmp(res->base_backend, res->cur_backend) != 0)
-        fprintf(f, "note          the baseline ran on backend %s, the current run on %s\n", res->base_backend,
+        gp_buf_printf(f, "note          the baseline ran on backend %s, the current run on %s\n", res->base_backend,
                 res->cur_backend);
-    if (fclose(f) != 0) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
+    return gp_buf_take(f);
 }
 
 void gp_gate_summary(const gp_gate_result *res, char *buf, size_t n)
@@ -609,41 +602,41 @@ void gp_gate_summary(const gp_gate_result *res, char *buf, size_t n)
 /* ---- Markdown ---- */
 
 /* Text safe inside a Markdown table cell: no line breaks, no pipes, no markup, no HTML. */
-static void md(FILE *f, const char *s)
+static void md(gp_buf *f, const char *s)
 {
     if (!s) {
-        fputs("—", f);
+        gp_buf_puts(f, "—");
         return;
     }
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         switch (ch) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '|': fputs("&#124;", f); break;
+        case '&': gp_buf_puts(f, "&amp;"); break;
+        case '<': gp_buf_puts(f, "&lt;"); break;
+        case '>': gp_buf_puts(f, "&gt;"); break;
+        case '"': gp_buf_puts(f, "&quot;"); break;
+        case '|': gp_buf_puts(f, "&#124;"); break;
         case '\\': case '`': case '*': case '_': case '[': case ']': case '#': case '~': case '!':
-            fputc('\\', f);
-            fputc(ch, f);
+            gp_buf_putc(f, (char)('\\'));
+            gp_buf_putc(f, (char)(ch));
             break;
         default:
-            fputc(ch < 0x20 || ch == 0x7f ? ' ' : ch, f);
+            gp_buf_putc(f, (char)(ch < 0x20 || ch == 0x7f ? ' ' : ch));
         }
     }
 }
 
 /* Text safe inside HTML (the <summary> of a <details>, where Markdown is not parsed). */
-static void html(FILE *f, const char *s)
+static void html(gp_buf *f, const char *s)
 {
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         switch (ch) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(ch < 0x20 || ch == 0x7f ? ' ' : ch, f);
+        case '&': gp_buf_puts(f, "&amp;"); break;
+        case '<': gp_buf_puts(f, "&lt;"); break;
+        case '>': gp_buf_puts(f, "&gt;"); break;
+        case '"': gp_buf_puts(f, "&quot;"); break;
+        default: gp_buf_putc(f, (char)(ch < 0x20 || ch == 0x7f ? ' ' : ch));
         }
     }
 }
@@ -675,23 +668,23 @@ static int is_metric_change(const gp_gate_item *it)
 }
 
 /* One row: | [tensor |] metric | baseline | current | delta | arrow | */
-static void change_row(FILE *f, const gp_gate_item *it, int with_tensor, int with_scenario)
+static void change_row(gp_buf *f, const gp_gate_item *it, int with_tensor, int with_scenario)
 {
     char a[32], b[32], d[64];
-    fputs("| ", f);
+    gp_buf_puts(f, "| ");
     if (with_scenario) {
         md(f, it->scenario);
-        fputs(" | ", f);
+        gp_buf_puts(f, " | ");
     }
     if (with_tensor) {
         md(f, it->tensor);
-        fputs(" | ", f);
+        gp_buf_puts(f, " | ");
     }
     md(f, it->metric);
     if (it->old_text) {
-        fprintf(f, " | ");
+        gp_buf_printf(f, " | ");
         md(f, it->old_text);
-        fprintf(f, " | %s | — | ▼ better |\n", num(it->new_value, b));
+        gp_buf_printf(f, " | %s | — | ▼ better |\n", num(it->new_value, b));
         return;
     }
     double delta = it->new_value - it->old_value;
@@ -699,32 +692,32 @@ static void change_row(FILE *f, const gp_gate_item *it, int with_tensor, int wit
         snprintf(d, sizeof d, "%+.3g (%+.1f%%)", delta, 100 * delta / fabs(it->old_value));
     else
         snprintf(d, sizeof d, "%+.3g", delta);
-    fprintf(f, " | %s | %s | %s | %s |\n", num(it->old_value, a), num(it->new_value, b), d,
+    gp_buf_printf(f, " | %s | %s | %s | %s |\n", num(it->old_value, a), num(it->new_value, b), d,
             it->status == GP_GATE_REGRESSED ? "▲ worse" : "▼ better");
 }
 
-static void problem_line(FILE *f, const gp_gate_item *it)
+static void problem_line(gp_buf *f, const gp_gate_item *it)
 {
     char a[32];
-    fputs("- ", f);
+    gp_buf_puts(f, "- ");
     md(f, it->scenario);
     if (it->tensor) {
-        fputs(", tensor ", f);
+        gp_buf_puts(f, ", tensor ");
         md(f, it->tensor);
     }
     if (it->status == GP_GATE_MISSING && !it->metric) {
-        fprintf(f, ": %s missing from the current run\n", it->tensor ? "tensor" : "scenario");
+        gp_buf_printf(f, ": %s missing from the current run\n", it->tensor ? "tensor" : "scenario");
     } else if (it->status == GP_GATE_MISSING) {
-        fputs(": metric ", f);
+        gp_buf_puts(f, ": metric ");
         md(f, it->metric);
-        fprintf(f, " (baseline %s) missing from the current run\n",
+        gp_buf_printf(f, " (baseline %s) missing from the current run\n",
                 it->old_text ? it->old_text : num(it->old_value, a));
     } else {
-        fputs(": metric ", f);
+        gp_buf_puts(f, ": metric ");
         md(f, it->metric);
-        fputs(" is ", f);
+        gp_buf_puts(f, " is ");
         md(f, it->new_text);
-        fprintf(f, " where the baseline had %s\n", num(it->old_value, a));
+        gp_buf_printf(f, " where the baseline had %s\n", num(it->old_value, a));
     }
 }
 
@@ -733,31 +726,27 @@ static void problem_line(FILE *f, const gp_gate_item *it)
  * more there are; the command's output has them all. */
 enum { MD_MAX_ROWS = 100, MD_MAX_NAMES = 20 };
 
-static void more(FILE *f, size_t n)
+static void more(gp_buf *f, size_t n)
 {
     if (n)
-        fprintf(f, "\n… and %zu more (the gate's output lists them all).\n", n);
+        gp_buf_printf(f, "\n… and %zu more (the gate's output lists them all).\n", n);
 }
 
 char *gp_gate_markdown(const gp_gate_result *res)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
+    gp_buf b = GP_BUF_INIT, *f = &b;
     int pass = gp_gate_passed(res);
-    fprintf(f, "## gradprec gate: %s\n\n", pass ? "✅ pass" : "❌ fail");
-    fprintf(f, "%zu regressed, %zu improved, %zu unchanged, %zu new, %zu failed closed (scenarios",
+    gp_buf_printf(f, "## gradprec gate: %s\n\n", pass ? "✅ pass" : "❌ fail");
+    gp_buf_printf(f, "%zu regressed, %zu improved, %zu unchanged, %zu new, %zu failed closed (scenarios",
             res->regressed, res->improved, res->unchanged, res->added, res->failed_closed);
     if (res->base_backend && res->cur_backend) {
-        fputs("; baseline backend `", f);
+        gp_buf_puts(f, "; baseline backend `");
         md(f, res->base_backend);
-        fputs("`, current `", f);
+        gp_buf_puts(f, "`, current `");
         md(f, res->cur_backend);
-        fputs("`", f);
+        gp_buf_puts(f, "`");
     }
-    fputs(").\n", f);
+    gp_buf_puts(f, ").\n");
 
     size_t nproblems = 0, nchanged = 0;
     for (size_t i = 0; i < res->nitems; i++) {
@@ -766,7 +755,7 @@ char *gp_gate_markdown(const gp_gate_result *res)
         nchanged += is_metric_change(it) && !it->tensor;
     }
     if (nproblems) {
-        fputs("\n### Failed closed\n\n", f);
+        gp_buf_puts(f, "\n### Failed closed\n\n");
         size_t shown = 0;
         for (size_t i = 0; i < res->nitems && shown < MD_MAX_ROWS; i++)
             if (res->items[i].status == GP_GATE_MISSING || res->items[i].status == GP_GATE_NOT_NUMBER) {
@@ -776,8 +765,8 @@ char *gp_gate_markdown(const gp_gate_result *res)
         more(f, nproblems - shown);
     }
 
-    fputs("\n### Scenarios\n\n| scenario | verdict (baseline → current) | dominant mechanism | gate |\n"
-          "|---|---|---|---|\n", f);
+    gp_buf_puts(f, "\n### Scenarios\n\n| scenario | verdict (baseline → current) | dominant mechanism | gate |\n"
+          "|---|---|---|---|\n");
     /* all of them when they fit, else those that did not stay unchanged */
     int all = res->nscenarios <= MD_MAX_ROWS;
     size_t shown = 0, listable = all ? res->nscenarios : res->nscenarios - res->unchanged;
@@ -787,31 +776,31 @@ char *gp_gate_markdown(const gp_gate_result *res)
             continue;
         shown++;
         const char *vb = verdict(s->base), *vc = verdict(s->cur), *mb = mech(s->base), *mc = mech(s->cur);
-        fputs("| ", f);
+        gp_buf_puts(f, "| ");
         md(f, s->name);
-        fputs(" | ", f);
+        gp_buf_puts(f, " | ");
         md(f, vb);
-        fputs(" → ", f);
+        gp_buf_puts(f, " → ");
         md(f, vc);
-        fputs(" | ", f);
+        gp_buf_puts(f, " | ");
         if (mb && mc && strcmp(mb, mc) == 0) {
             md(f, mc);
         } else {
             md(f, mb);
-            fputs(" → ", f);
+            gp_buf_puts(f, " → ");
             md(f, mc);
         }
-        fprintf(f, " | %s |\n", status_cell(s->status));
+        gp_buf_printf(f, " | %s |\n", status_cell(s->status));
     }
     if (!all && res->unchanged)
-        fprintf(f, "\n%zu unchanged scenarios are not listed.\n", res->unchanged);
+        gp_buf_printf(f, "\n%zu unchanged scenarios are not listed.\n", res->unchanged);
     more(f, listable - shown);
 
-    fputs("\n### Metrics that changed beyond tolerance\n\n", f);
+    gp_buf_puts(f, "\n### Metrics that changed beyond tolerance\n\n");
     if (!nchanged) {
-        fputs("None.\n", f);
+        gp_buf_puts(f, "None.\n");
     } else {
-        fputs("| scenario | metric | baseline | current | delta | |\n|---|---|---|---|---|---|\n", f);
+        gp_buf_puts(f, "| scenario | metric | baseline | current | delta | |\n|---|---|---|---|---|---|\n");
         shown = 0;
         for (size_t i = 0; i < res->nitems && shown < MD_MAX_ROWS; i++)
             if (is_metric_change(&res->items[i]) && !res->items[i].tensor) {
@@ -822,7 +811,7 @@ char *gp_gate_markdown(const gp_gate_result *res)
     }
 
     /* the dominant mechanisms of the current run, grouped in order of appearance */
-    fputs("\n### Mechanisms that fired (dominant, current run)\n\n", f);
+    gp_buf_puts(f, "\n### Mechanisms that fired (dominant, current run)\n\n");
     int any = 0;
     size_t nmech = 0, extra_mech = 0;
     json_t *seen = json_object();
@@ -837,11 +826,11 @@ char *gp_gate_markdown(const gp_gate_result *res)
             continue;
         }
         if (!any)
-            fputs("| mechanism | scenarios |\n|---|---|\n", f);
+            gp_buf_puts(f, "| mechanism | scenarios |\n|---|---|\n");
         any = 1;
-        fputs("| ", f);
+        gp_buf_puts(f, "| ");
         md(f, m);
-        fputs(" |", f);
+        gp_buf_puts(f, " |");
         const char *sep = " ";
         size_t named = 0, extra = 0;
         for (j = i; j < res->nscenarios; j++) {
@@ -851,23 +840,23 @@ char *gp_gate_markdown(const gp_gate_result *res)
                     extra++;
                     continue;
                 }
-                fputs(sep, f);
+                gp_buf_puts(f, sep);
                 md(f, res->scenarios[j].name);
                 sep = ", ";
                 named++;
             }
         }
         if (extra)
-            fprintf(f, " and %zu more", extra);
-        fputs(" |\n", f);
+            gp_buf_printf(f, " and %zu more", extra);
+        gp_buf_puts(f, " |\n");
     }
     json_decref(seen);
     if (extra_mech)
-        fprintf(f, "\n… and %zu more mechanisms.\n", extra_mech);
+        gp_buf_printf(f, "\n… and %zu more mechanisms.\n", extra_mech);
     if (!any)
-        fputs("None recorded.\n", f);
+        gp_buf_puts(f, "None recorded.\n");
 
-    fputs("\n### Per tensor\n\n", f);
+    gp_buf_puts(f, "\n### Per tensor\n\n");
     int anyt = 0;
     size_t budget = MD_MAX_ROWS / 2, skipped = 0; /* rows for the whole section */
     for (size_t i = 0; i < res->nscenarios; i++) {
@@ -889,12 +878,12 @@ char *gp_gate_markdown(const gp_gate_result *res)
             continue;
         }
         anyt = 1;
-        fputs("<details><summary>", f);
+        gp_buf_puts(f, "<details><summary>");
         html(f, s->name);
-        fprintf(f, ": %zu tensor metric%s changed, %zu problem%s, %zu new tensor%s</summary>\n\n", nt,
+        gp_buf_printf(f, ": %zu tensor metric%s changed, %zu problem%s, %zu new tensor%s</summary>\n\n", nt,
                 nt == 1 ? "" : "s", nmiss, nmiss == 1 ? "" : "s", nnew, nnew == 1 ? "" : "s");
         if (nt) {
-            fputs("| tensor | metric | baseline | current | delta | |\n|---|---|---|---|---|---|\n", f);
+            gp_buf_puts(f, "| tensor | metric | baseline | current | delta | |\n|---|---|---|---|---|---|\n");
             for (size_t k = 0; k < s->nitems; k++)
                 if (its[k].tensor && is_metric_change(&its[k])) {
                     if (!budget) {
@@ -905,7 +894,7 @@ char *gp_gate_markdown(const gp_gate_result *res)
                     budget--;
                 }
             if (nmiss || nnew)
-                fputs("\n", f);
+                gp_buf_puts(f, "\n");
         }
         for (size_t k = 0; k < s->nitems; k++) {
             const gp_gate_item *it = &its[k];
@@ -920,22 +909,18 @@ char *gp_gate_markdown(const gp_gate_result *res)
             if (it->status != GP_GATE_NEW)
                 problem_line(f, it);
             else if (it->status == GP_GATE_NEW) {
-                fputs("- tensor ", f);
+                gp_buf_puts(f, "- tensor ");
                 md(f, it->tensor);
-                fputs(": only in the current run (not gated)\n", f);
+                gp_buf_puts(f, ": only in the current run (not gated)\n");
             }
         }
-        fputs("\n</details>\n\n", f);
+        gp_buf_puts(f, "\n</details>\n\n");
     }
     if (!anyt)
-        fputs("No per-tensor metric changed beyond its tolerance.\n\n", f);
+        gp_buf_puts(f, "No per-tensor metric changed beyond its tolerance.\n\n");
     if (skipped)
-        fprintf(f, "… and %zu more per-tensor findings (the gate's output lists them all).\n\n", skipped);
-    fputs("<sub>▲ worse, ▼ better, beyond max(abs, rel × |baseline|); "
-          "grad_norm_ratio compares |v − 1|, min_loss_scale: smaller is worse.</sub>\n", f);
-    if (fclose(f) != 0) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
+        gp_buf_printf(f, "… and %zu more per-tensor findings (the gate's output lists them all).\n\n", skipped);
+    gp_buf_puts(f, "<sub>▲ worse, ▼ better, beyond max(abs, rel × |baseline|); "
+          "grad_norm_ratio compares |v − 1|, min_loss_scale: smaller is worse.</sub>\n");
+    return gp_buf_take(f);
 }

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../harness/gp_buf.h"
+
 /* Length of the valid UTF-8 sequence at s (1..4) and its code point, or 0. */
 static int utf8_seq(const unsigned char *s, unsigned *cp)
 {
@@ -54,33 +56,33 @@ static int utf8_seq(const unsigned char *s, unsigned *cp)
 }
 
 /* Escaped text; attr: inside a double-quoted attribute. */
-static void xml(FILE *f, const char *str, int attr)
+static void xml(gp_buf *f, const char *str, int attr)
 {
     const unsigned char *s = (const unsigned char *)str;
     while (*s) {
         unsigned cp;
         int n = utf8_seq(s, &cp);
         if (n == 0) {
-            fprintf(f, "\\x%02X", *s);
+            gp_buf_printf(f, "\\x%02X", *s);
             s++;
             continue;
         }
         switch (cp) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        case '\t': fputs(attr ? "&#9;" : "\t", f); break;
-        case '\n': fputs(attr ? "&#10;" : "\n", f); break;
-        case '\r': fputs("&#13;", f); break;
+        case '&': gp_buf_puts(f, "&amp;"); break;
+        case '<': gp_buf_puts(f, "&lt;"); break;
+        case '>': gp_buf_puts(f, "&gt;"); break;
+        case '"': gp_buf_puts(f, "&quot;"); break;
+        case '\'': gp_buf_puts(f, "&apos;"); break;
+        case '\t': gp_buf_puts(f, attr ? "&#9;" : "\t"); break;
+        case '\n': gp_buf_puts(f, attr ? "&#10;" : "\n"); break;
+        case '\r': gp_buf_puts(f, "&#13;"); break;
         default:
             if (cp < 0x20)
-                fprintf(f, "\\x%02X", cp);
+                gp_buf_printf(f, "\\x%02X", cp);
             else if (cp == 0xfffe || cp == 0xffff)
-                fprintf(f, "\\u%04X", cp);
+                gp_buf_printf(f, "\\u%04X", cp);
             else
-                fwrite(s, 1, (size_t)n, f);
+                gp_buf_put(f, (const char *)s, (size_t)n);
         }
         s += n;
     }
@@ -106,40 +108,40 @@ static double num_at(const json_t *obj, const char *key)
 /* "underflow (3 of 1000 roundings), absorption (...)": what made a scenario warn
  * (the runner's rule: underflow, absorption, overflow, non-finite events, a
  * normalization loss, a skipped step). Empty when nothing did. */
-static void fired(FILE *f, const json_t *sc)
+static void fired(gp_buf *f, const json_t *sc)
 {
     const json_t *ev = json_object_get(sc, "events"), *loss = json_object_get(sc, "loss_by_mechanism");
     const char *sep = "";
     double v;
     if ((v = num_at(ev, "underflow")) > 0) {
-        fprintf(f, "%sunderflow (%.0f of %.0f roundings)", sep, v, num_at(ev, "roundings_nonzero"));
+        gp_buf_printf(f, "%sunderflow (%.0f of %.0f roundings)", sep, v, num_at(ev, "roundings_nonzero"));
         sep = ", ";
     }
     if ((v = num_at(ev, "absorbed")) > 0) {
-        fprintf(f, "%sabsorption (%.0f of %.0f additions)", sep, v, num_at(ev, "additions_nonzero"));
+        gp_buf_printf(f, "%sabsorption (%.0f of %.0f additions)", sep, v, num_at(ev, "additions_nonzero"));
         sep = ", ";
     }
     if ((v = num_at(ev, "overflow")) > 0) {
-        fprintf(f, "%soverflow (%.0f events)", sep, v);
+        gp_buf_printf(f, "%soverflow (%.0f events)", sep, v);
         sep = ", ";
     }
     if ((v = num_at(ev, "nonfinite")) > 0) {
-        fprintf(f, "%snon-finite (%.0f final gradients)", sep, v);
+        gp_buf_printf(f, "%snon-finite (%.0f final gradients)", sep, v);
         sep = ", ";
     }
     if ((v = num_at(loss, "normalization")) > 0) {
-        fprintf(f, "%snormalization (loss %.6g)", sep, v);
+        gp_buf_printf(f, "%snormalization (loss %.6g)", sep, v);
         sep = ", ";
     }
     if ((v = num_at(json_object_get(sc, "metrics"), "skipped_steps")) > 0)
-        fprintf(f, "%sskipped steps (%.0f)", sep, v);
+        gp_buf_printf(f, "%sskipped steps (%.0f)", sep, v);
 }
 
 /* The failure message: dominant mechanism, each failed metric with value and max. */
-static void failure_message(FILE *f, const json_t *sc, const char *dominant, int attr)
+static void failure_message(gp_buf *f, const json_t *sc, const char *dominant, int attr)
 {
     char a[64], b[64];
-    fputs("dominant mechanism ", f);
+    gp_buf_puts(f, "dominant mechanism ");
     xml(f, dominant, attr);
     size_t i;
     const json_t *fm;
@@ -147,16 +149,16 @@ static void failure_message(FILE *f, const json_t *sc, const char *dominant, int
         const char *metric = json_string_value(json_object_get(fm, "metric"));
         value_text(json_object_get(fm, "value"), a, sizeof a);
         value_text(json_object_get(fm, "max"), b, sizeof b);
-        fputs(attr ? "; " : "\n", f);
+        gp_buf_puts(f, attr ? "; " : "\n");
         xml(f, metric ? metric : "?", attr);
-        fprintf(f, " = ");
+        gp_buf_printf(f, " = ");
         xml(f, a, attr);
-        fprintf(f, " exceeds max ");
+        gp_buf_printf(f, " exceeds max ");
         xml(f, b, attr);
     }
     double mism = num_at(json_object_get(sc, "events"), "backend_mismatches");
     if (mism > 0)
-        fprintf(f, "%s%.0f element results differ between the compared backends", attr ? "; " : "\n", mism);
+        gp_buf_printf(f, "%s%.0f element results differ between the compared backends", attr ? "; " : "\n", mism);
 }
 
 char *gp_report_junit(const json_t *report, gp_error *err)
@@ -183,89 +185,74 @@ char *gp_report_junit(const json_t *report, gp_error *err)
     if (!backend)
         backend = "unknown";
 
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) {
-        gp_error_set(err, "out of memory");
-        return NULL;
-    }
+    gp_buf b = GP_BUF_INIT, *f = &b;
     size_t n = json_array_size(scs);
-    fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
-    fprintf(f, "<testsuites name=\"gradprec\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", n, nfail);
-    fprintf(f, "  <testsuite name=\"gradprec\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", n,
+    gp_buf_puts(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    gp_buf_printf(f, "<testsuites name=\"gradprec\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", n, nfail);
+    gp_buf_printf(f, "  <testsuite name=\"gradprec\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", n,
             nfail);
-    fputs("    <properties>\n", f);
+    gp_buf_puts(f, "    <properties>\n");
     if (schema) {
-        fputs("      <property name=\"schema\" value=\"", f);
+        gp_buf_puts(f, "      <property name=\"schema\" value=\"");
         xml(f, schema, 1);
-        fputs("\"/>\n", f);
+        gp_buf_puts(f, "\"/>\n");
     }
-    fputs("      <property name=\"backend\" value=\"", f);
+    gp_buf_puts(f, "      <property name=\"backend\" value=\"");
     xml(f, backend, 1);
-    fputs("\"/>\n", f);
+    gp_buf_puts(f, "\"/>\n");
     if (cmp) {
-        fputs("      <property name=\"compare_backend\" value=\"", f);
+        gp_buf_puts(f, "      <property name=\"compare_backend\" value=\"");
         xml(f, cmp, 1);
-        fputs("\"/>\n", f);
+        gp_buf_puts(f, "\"/>\n");
     }
-    fputs("    </properties>\n", f);
+    gp_buf_puts(f, "    </properties>\n");
     json_array_foreach(scs, i, sc) {
         const char *name = json_string_value(json_object_get(sc, "name"));
         const char *v = json_string_value(json_object_get(sc, "verdict"));
         const char *dominant = json_string_value(json_object_get(sc, "dominant_mechanism"));
         if (!dominant)
             dominant = "none";
-        fputs("    <testcase classname=\"gradprec.", f);
+        gp_buf_puts(f, "    <testcase classname=\"gradprec.");
         xml(f, backend, 1);
-        fputs("\" name=\"", f);
+        gp_buf_puts(f, "\" name=\"");
         xml(f, name, 1);
-        fputs("\"", f);
+        gp_buf_puts(f, "\"");
         if (strcmp(v, "pass") == 0) {
-            fputs("/>\n", f);
+            gp_buf_puts(f, "/>\n");
             continue;
         }
-        fputs(">\n", f);
+        gp_buf_puts(f, ">\n");
         if (strcmp(v, "fail") == 0) {
             int mismatch = json_array_size(json_object_get(sc, "failed")) == 0 &&
                            num_at(json_object_get(sc, "events"), "backend_mismatches") > 0;
-            fputs("      <failure message=\"", f);
+            gp_buf_puts(f, "      <failure message=\"");
             failure_message(f, sc, dominant, 1);
-            fprintf(f, "\" type=\"%s\">", mismatch ? "mismatch" : "threshold");
-            fputs("scenario ", f);
+            gp_buf_printf(f, "\" type=\"%s\">", mismatch ? "mismatch" : "threshold");
+            gp_buf_puts(f, "scenario ");
             xml(f, name, 0);
-            fputs(" failed\n", f);
+            gp_buf_puts(f, " failed\n");
             failure_message(f, sc, dominant, 0);
-            fputs("</failure>\n", f);
+            gp_buf_puts(f, "</failure>\n");
         } else {
-            fputs("      <system-out>warn: ", f);
-            char *what = NULL;
-            size_t wlen = 0;
-            FILE *w = open_memstream(&what, &wlen);
-            if (w) {
-                fired(w, sc);
-                if (fclose(w) != 0) {
-                    free(what);
-                    what = NULL;
-                }
-            }
+            gp_buf_puts(f, "      <system-out>warn: ");
+            gp_buf wb = GP_BUF_INIT;
+            fired(&wb, sc);
+            char *what = gp_buf_take(&wb);
             if (what && *what) {
                 xml(f, what, 0);
-                fputs(" fired; dominant mechanism ", f);
+                gp_buf_puts(f, " fired; dominant mechanism ");
             } else {
-                fputs("a mechanism fired; dominant mechanism ", f);
+                gp_buf_puts(f, "a mechanism fired; dominant mechanism ");
             }
             free(what);
             xml(f, dominant, 0);
-            fputs("</system-out>\n", f);
+            gp_buf_puts(f, "</system-out>\n");
         }
-        fputs("    </testcase>\n", f);
+        gp_buf_puts(f, "    </testcase>\n");
     }
-    fputs("  </testsuite>\n</testsuites>\n", f);
-    if (fclose(f) != 0) {
-        free(buf);
+    gp_buf_puts(f, "  </testsuite>\n</testsuites>\n");
+    char *out = gp_buf_take(f);
+    if (!out)
         gp_error_set(err, "out of memory");
-        return NULL;
-    }
-    return buf;
+    return out;
 }

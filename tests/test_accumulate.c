@@ -15,24 +15,31 @@
 
 static const char *g_plugin_dir = ".";
 
-/* Load YAML text and run it on backend `spec` (optionally compared with `cmp`). */
-static void run_yaml(const char *yaml, const char *spec, const char *cmp, gp_result *res)
+/* Load YAML text and run it on the open backend b (optionally compared with c). */
+static void run_yaml_on(const char *yaml, const gp_backend *b, const gp_backend *c, gp_result *res)
 {
     gp_scenario sc;
     gp_error e = {""};
-    gp_backend b, c;
     if (gp_scenario_load_string(yaml, strlen(yaml), "test", &sc, &e) != 0)
         fail_msg("scenario: %s", e.msg);
+    if (gp_run_scenario(&sc, b, c, res, &e) != 0)
+        fail_msg("run: %s", e.msg);
+    gp_scenario_free(&sc);
+}
+
+/* The same on backend `spec` (optionally compared with `cmp`). */
+static void run_yaml(const char *yaml, const char *spec, const char *cmp, gp_result *res)
+{
+    gp_error e = {""};
+    gp_backend b, c;
     if (gp_backend_open(spec, &b, &e) != 0)
         fail_msg("backend: %s", e.msg);
     if (cmp && gp_backend_open(cmp, &c, &e) != 0)
         fail_msg("backend: %s", e.msg);
-    if (gp_run_scenario(&sc, &b, cmp ? &c : NULL, res, &e) != 0)
-        fail_msg("run: %s", e.msg);
+    run_yaml_on(yaml, &b, cmp ? &c : NULL, res);
     gp_backend_close(&b);
     if (cmp)
         gp_backend_close(&c);
-    gp_scenario_free(&sc);
 }
 
 static char *plugin_spec(const char *name)
@@ -257,8 +264,6 @@ static int counting_accumulate_many(const gp_plugin_accumulate_args *a, uint32_t
 
 static void run_counted(const char *yaml, int with_many, gp_result *res)
 {
-    gp_scenario sc;
-    gp_error e = {""};
     gp_backend b;
     memset(&b, 0, sizeof b);
     b.table = *gp_cpu_backend();
@@ -267,11 +272,7 @@ static void run_counted(const char *yaml, int with_many, gp_result *res)
     b.ops = &b.table;
     snprintf(b.label, sizeof b.label, "counted cpu");
     g_single_calls = g_many_calls = 0;
-    if (gp_scenario_load_string(yaml, strlen(yaml), "test", &sc, &e) != 0)
-        fail_msg("scenario: %s", e.msg);
-    if (gp_run_scenario(&sc, &b, NULL, res, &e) != 0)
-        fail_msg("run: %s", e.msg);
-    gp_scenario_free(&sc);
+    run_yaml_on(yaml, &b, NULL, res);
 }
 
 /* Tensors of 7, 100, 513, 1000, 16385, 20000 and 3 elements; windows hold chunks (of
