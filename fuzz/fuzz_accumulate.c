@@ -19,9 +19,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "gp_decode.h"
+#include "harness/gp_decode.h"
 #include "gp_fuzz_check.h"
-#include "harness/gp_names.h"
+#include "kernels/gp_names.h"
 #include "reference/gp_exact.h"
 
 /* ==== the a-priori error bound ====

@@ -5,7 +5,7 @@
 #define GP_BACKEND_H
 
 #include "../kernels/gp_plugin_abi.h"
-#include "gp_error.h"
+#include "../base/gp_error.h"
 
 typedef struct {
     const gp_plugin *ops; /* the table; owned by the backend / library, or &table, or (a

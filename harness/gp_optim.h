@@ -36,7 +36,7 @@
 #include "../kernels/arith/gp_adamw.h"
 #include "../reference/gp_adamw_dd.h"
 #include "gp_backend.h"
-#include "gp_error.h"
+#include "../base/gp_error.h"
 #include "gp_scenario.h"
 
 /* Elements the runner processes together (gp_optim_chunk's n never exceeds it); results

@@ -6,8 +6,8 @@
  * caller's scenario is left initialised, owning nothing. */
 #include "gp_scenario.h"
 
-#include "gp_buf.h"
-#include "gp_file.h"
+#include "../base/gp_buf.h"
+#include "../base/gp_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -19,7 +19,7 @@
 #include <yaml.h>
 
 #include "../kernels/arith/gp_philox.h"
-#include "gp_names.h"
+#include "../kernels/gp_names.h"
 
 #if defined(__GNUC__)
 #define GP_PRINTF(a, b) __attribute__((format(printf, a, b)))

@@ -10,7 +10,7 @@
 
 #include "../kernels/arith/gp_accum.h"
 #include "../kernels/arith/gp_format.h"
-#include "gp_error.h"
+#include "../base/gp_error.h"
 #include "gp_metrics.h"
 
 #define GP_NAME_MAX 128

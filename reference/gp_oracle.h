@@ -8,7 +8,7 @@
 
 #include <mpfr.h>
 
-#include "../harness/gp_error.h"
+#include "../base/gp_error.h"
 #include "../kernels/arith/gp_format.h"
 
 typedef struct {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_buf.h"
-#include "../harness/gp_file.h"
+#include "../base/gp_buf.h"
+#include "../base/gp_file.h"
 
 /* ---- metric kinds and tolerances ---- */
 

@@ -24,7 +24,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "../harness/gp_error.h"
+#include "../base/gp_error.h"
 #include "../harness/gp_metrics.h"
 
 typedef struct {

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_buf.h"
-#include "../harness/gp_names.h"
+#include "../base/gp_buf.h"
+#include "../kernels/gp_names.h"
 #include "../kernels/arith/gp_format.h"
 
 /* ======================================================================== */

@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "../harness/gp_error.h"
+#include "../base/gp_error.h"
 
 /* The page as malloc'ed text (caller frees), or NULL with err set when the report
  * lacks what the page needs. Same report -> byte-identical page. */

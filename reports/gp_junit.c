@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_buf.h"
+#include "../base/gp_buf.h"
 
 /* Length of the valid UTF-8 sequence at s (1..4) and its code point, or 0. */
 static int utf8_seq(const unsigned char *s, unsigned *cp)

@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "../harness/gp_error.h"
+#include "../base/gp_error.h"
 
 /* The XML document as malloc'ed text, or NULL with err set. Byte-identical for the
  * same report. */

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_buf.h"
-#include "../harness/gp_names.h"
+#include "../base/gp_buf.h"
+#include "../kernels/gp_names.h"
 
 static const char *const verdict_names[] = {"pass", "warn", "fail"};
 

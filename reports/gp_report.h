@@ -9,7 +9,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#include "../harness/gp_error.h"
+#include "../base/gp_error.h"
 #include "../harness/gp_runner.h"
 #include "../harness/gp_scenario.h"
 

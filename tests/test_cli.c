@@ -4,7 +4,7 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_cli.h"
+#include "cli/gp_cli.h"
 
 typedef struct {
     int rc;

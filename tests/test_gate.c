@@ -17,7 +17,7 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_cli.h"
+#include "cli/gp_cli.h"
 #include "reports/gp_gate.h"
 #include "reports/gp_junit.h"
 #include "reports/gp_report.h"

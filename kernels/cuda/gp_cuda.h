@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../harness/gp_error.h"
+#include "../../base/gp_error.h"
 #include "../arith/gp_format.h"
 #include "../gp_plugin_abi.h"
 

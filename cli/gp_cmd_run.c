@@ -15,10 +15,10 @@
 #include "../reports/gp_html.h"
 #include "../reports/gp_junit.h"
 #include "../reports/gp_report.h"
-#include "gp_backend.h"
+#include "../harness/gp_backend.h"
 #include "gp_cli.h"
-#include "gp_presets.h"
-#include "gp_runner.h"
+#include "../harness/gp_presets.h"
+#include "../harness/gp_runner.h"
 
 static const char run_usage[] =
     "usage: gradprec run [SCENARIO.yaml... | --suite default | --preset NAME...] [--backend B]\n"

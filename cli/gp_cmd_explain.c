@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "gp_cli.h"
-#include "gp_names.h"
+#include "../kernels/gp_names.h"
 
 static const char explain_usage[] =
     "usage: gradprec explain [FORMAT]\n"

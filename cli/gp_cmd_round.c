@@ -9,7 +9,7 @@
 #include "../kernels/arith/gp_philox.h"
 #include "../reference/gp_oracle.h"
 #include "gp_cli.h"
-#include "gp_names.h"
+#include "../kernels/gp_names.h"
 
 static const char round_usage[] =
     "usage: gradprec round --format FMT [--mode rne|rtz|stochastic] [--ftz] [--seed N] [--json] VALUE...\n"

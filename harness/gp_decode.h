@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../harness/gp_error.h"
+#include "../base/gp_error.h"
 #include "../harness/gp_scenario.h"
 #include "../kernels/arith/gp_accum.h"
 

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "../kernels/arith/gp_format.h"
+#include "arith/gp_format.h"
 
 /* "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2". */
 const char *gp_format_name(gp_format f);

@@ -1,13 +1,13 @@
 /* gp_cmd_repro.c — `gradprec repro`: the scenario YAML a fuzz input decodes to
- * (fuzz/gp_decode.h), so a crash or finding of a fuzz campaign becomes a scenario
+ * (harness/gp_decode.h), so a crash or finding of a fuzz campaign becomes a scenario
  * file that `gradprec run` accepts and a reviewer can read. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../fuzz/gp_decode.h"
+#include "../harness/gp_decode.h"
 #include "../reports/gp_report.h"
 #include "gp_cli.h"
-#include "gp_file.h"
+#include "../base/gp_file.h"
 
 static const char repro_usage[] =
     "usage: gradprec repro [--target NAME] [--out FILE.yaml] FUZZ_INPUT\n"

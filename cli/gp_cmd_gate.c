@@ -11,7 +11,7 @@
 #include "../reports/gp_gate.h"
 #include "../reports/gp_report.h"
 #include "gp_cli.h"
-#include "gp_file.h"
+#include "../base/gp_file.h"
 
 static const char gate_usage[] =
     "usage: gradprec gate --baseline BASE.json --current CUR.json [--tolerances TOL.json]\n"
