@@ -8,6 +8,7 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  run      run scenarios (default: the default suite) and write reports\n"
+    "  show     print a preset (or a scenario file) as complete YAML\n"
     "  gate     compare a report with a baseline (CI regression gate)\n"
     "  report   merge shard reports; render report.json as HTML\n"
     "  round    round numbers to a format, exactly, with the events that fire\n"
@@ -60,6 +61,8 @@ int gp_cli_main(int argc, char **argv, FILE *out, FILE *err)
         return gp_cmd_round(argc - 1, argv + 1, out, err);
     if (strcmp(cmd, "explain") == 0)
         return gp_cmd_explain(argc - 1, argv + 1, out, err);
+    if (strcmp(cmd, "show") == 0)
+        return gp_cmd_show(argc - 1, argv + 1, out, err);
     if (strcmp(cmd, "repro") == 0)
         return gp_cmd_repro(argc - 1, argv + 1, out, err);
     fprintf(err, "gradprec: unknown command '%s' (try gradprec --help)\n", cmd);

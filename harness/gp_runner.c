@@ -27,16 +27,36 @@ const char *gp_mechanism_name(gp_mechanism m)
     return (unsigned)m < GP_NMECH ? mech_names[m] : "none";
 }
 
-int gp_default_threshold(gp_metric m, double *max)
+double gp_unit_roundoff(gp_format f)
+{
+    return ldexp(1.0, -gp_fmt_get(f).p);
+}
+
+double gp_format_floor(gp_format grad, gp_format acc, double ss_x, double ss_same, double ss_full)
+{
+    if (!(ss_full > 0))
+        return 0;
+    double ug = gp_unit_roundoff(grad), ua = gp_unit_roundoff(acc);
+    return sqrt((ug * ug * ss_x + ua * ua * ss_same) / (3.0 * ss_full));
+}
+
+/* The format-aware part of the default thresholds: at least 1e-3 (the fp32 policy), and
+ * twice the floor: a configuration may lose what one more rounding of the floor's size
+ * costs (triangle inequality: two roundings, each of RMS at most the floor); beyond
+ * that, the arithmetic between the storage roundings loses information of its own. */
+#define GP_FLOOR_FACTOR 2.0
+#define GP_BASE_REL_ERR 1e-3
+
+int gp_default_threshold(const gp_result *r, gp_metric m, double *max)
 {
     switch (m) {
-    case GP_M_GRAD_REL_ERR_FULLBATCH: *max = 1e-3; return 0;
+    case GP_M_GRAD_REL_ERR_FULLBATCH: *max = fmax(GP_BASE_REL_ERR, GP_FLOOR_FACTOR * r->floor_grad); return 0;
     case GP_M_UNDERFLOW_FRAC: *max = 0.01; return 0;
     case GP_M_ABSORBED_FRAC: *max = 0.01; return 0;
     case GP_M_OVERFLOW_COUNT: *max = 0; return 0;
     case GP_M_NONFINITE_COUNT: *max = 0; return 0;
     case GP_M_STALE_UPDATE_FRAC: *max = 0.05; return 0;
-    case GP_M_WEIGHT_REL_ERR: *max = 1e-3; return 0;
+    case GP_M_WEIGHT_REL_ERR: *max = fmax(GP_BASE_REL_ERR, GP_FLOOR_FACTOR * r->floor_weight); return 0;
     default: return -1;
     }
 }
@@ -109,6 +129,8 @@ static void store_grads(chunk *c)
         uint32_t g = gp_fmt_from_f64(c->gf, c->xs[i], GP_RNE, 0, ftz, &ev);
         double x = c->xs[i] / c->s;
         c->partial[i] += x;
+        if (isfinite(x))
+            c->st->ss_x += x * x;
         if (x != 0 && isfinite(x)) {
             int e;
             frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
@@ -521,6 +543,8 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     for (int m = 0; m < GP_NMECH; m++)
         a->ss_mech[m] += b->ss_mech[m];
     a->ss_full_skipped += b->ss_full_skipped;
+    a->ss_x += b->ss_x;
+    a->overflow_skipped += b->overflow_skipped;
     if (b->max_ulp > a->max_ulp || b->max_ulp != b->max_ulp)
         a->max_ulp = b->max_ulp;
     a->rounded_nonzero += b->rounded_nonzero;
@@ -543,25 +567,56 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->opt_ss.state += b->opt_ss.state;
 }
 
+/* Metrics judged on the optimizer's result (the rest: on the accumulated gradient). */
+static int weight_metric(int m)
+{
+    return m == GP_M_WEIGHT_REL_ERR || m == GP_M_STALE_UPDATE_FRAC || m == GP_M_M_REL_ERR || m == GP_M_V_REL_ERR ||
+           m == GP_M_STATE_UNDERFLOW_FRAC;
+}
+
+/* The verdict and the dominant mechanism. A mechanism counts as a loss only beyond the
+ * floor of its level (gradient mechanisms: floor_grad; stale and state: floor_weight;
+ * normalization, scaling and non-finite: beyond 0), so a scenario that lost nothing
+ * beyond its formats names none. When only weight metrics failed, the dominant one is
+ * looked for among the mechanisms that act on the update (stale update, state
+ * precision, scaling: a skipped step, non-finite): a failing Kahan or bf16 weight update
+ * is attributed to its stale updates or its state, not to the gradient's rounding; a
+ * failed scenario always names one (the largest loss, floors ignored: among the weight
+ * mechanisms when only weight metrics failed, then among all). */
 static void judge(const gp_scenario *sc, gp_result *r)
 {
     r->verdict = GP_PASS;
+    int grad_failed = 0, weight_failed = 0;
     for (int i = 0; i < GP_NMETRICS; i++) {
         double max = 0;
-        r->has_threshold[i] = sc->thresholds.set[i] || gp_default_threshold((gp_metric)i, &max) == 0;
+        r->has_threshold[i] = sc->thresholds.set[i] || gp_default_threshold(r, (gp_metric)i, &max) == 0;
         r->threshold[i] = sc->thresholds.set[i] ? sc->thresholds.max[i] : max;
         double v = r->metric[i];
         r->failed[i] = r->has_threshold[i] && !(v <= r->threshold[i]); /* NaN fails closed */
-        if (r->failed[i])
+        if (r->failed[i]) {
             r->verdict = GP_FAIL;
+            if (weight_metric(i))
+                weight_failed = 1;
+            else
+                grad_failed = 1;
+        }
     }
+    int weights_only = weight_failed && !grad_failed;
     r->dominant = GP_NMECH;
     double best = 0;
-    for (int m = 0; m < GP_NMECH; m++)
-        if (r->loss[m] > best) {
+    for (int m = 0; m < GP_NMECH; m++) {
+        int weight_mech = m == GP_MECH_STALE || m == GP_MECH_STATE;
+        double floor = m == GP_MECH_UNDERFLOW || m == GP_MECH_ABSORPTION || m == GP_MECH_OVERFLOW ||
+                               m == GP_MECH_ROUNDING
+                           ? r->floor_grad
+                           : weight_mech ? r->floor_weight : 0;
+        if (weights_only && !weight_mech && m != GP_MECH_NONFINITE && m != GP_MECH_SCALING)
+            continue;
+        if (r->loss[m] > floor && r->loss[m] > best) {
             best = r->loss[m];
             r->dominant = (gp_mechanism)m;
         }
+    }
     const gp_stats *st = &r->st;
     if (st->mismatches || st->opt.mismatches || st->opt.skip_writes)
         r->verdict = GP_FAIL;
@@ -569,6 +624,20 @@ static void judge(const gp_scenario *sc, gp_result *r)
                 r->skipped_steps || st->opt.stale || st->opt.state_underflow || r->loss[GP_MECH_SCALING] > 0;
     if (r->verdict == GP_PASS && fired)
         r->verdict = GP_WARN;
+    if (r->verdict != GP_PASS && r->dominant == GP_NMECH) {
+        best = 0;
+        for (int m = 0; m < GP_NMECH; m++)
+            if (r->loss[m] > best &&
+                (!weights_only || m == GP_MECH_STALE || m == GP_MECH_STATE || m == GP_MECH_SCALING)) {
+                best = r->loss[m];
+                r->dominant = (gp_mechanism)m;
+            }
+        for (int m = 0; m < GP_NMECH && r->dominant == GP_NMECH; m++)
+            if (r->loss[m] > best) {
+                best = r->loss[m];
+                r->dominant = (gp_mechanism)m;
+            }
+    }
 }
 
 /* ---- the simulation ---- */
@@ -974,6 +1043,9 @@ static int simulate(sim *S, gp_error *err)
         }
         if (rc != 0)
             return rc;
+        if (found_inf) /* the step's statistics are dropped; where its overflows were is not */
+            for (size_t t = 0; t < sc->ntensors; t++)
+                res->tensors[t].st.overflow_skipped += S->step_st[t].overflow;
         if (!found_inf) {
             for (size_t t = 0; t < sc->ntensors; t++)
                 stats_add(&res->tensors[t].st, &S->step_st[t]);
@@ -1077,6 +1149,9 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
     derive(&res->st, res->metric, res->loss);
     res->metric[GP_M_SKIPPED_STEPS] = res->skipped_steps;
     res->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
+    res->floor_grad = gp_format_floor(sc->precision.grad, sc->precision.accumulator, res->st.ss_x, res->st.ss_same,
+                                      res->st.ss_full);
+    res->floor_weight = gp_unit_roundoff(sc->optimizer.master ? GP_FP32 : sc->optimizer.param) / sqrt(3.0);
     judge(sc, res);
     return 0;
 }

@@ -66,11 +66,15 @@ typedef struct {
     double ss_acc_full, ss_acc_same, ss_same_full;  /* ... of the differences */
     double ss_mech[GP_NMECH];                       /* ... of each mechanism's local errors */
     double ss_full_skipped;                         /* sum of squares of g_full in skipped steps */
+    double ss_x;                                    /* sum of squares of the exact (unscaled)
+                                                       backward outputs x_k (the format floor) */
     double max_ulp;                                 /* max |g_acc - g_same| / ulp32(g_same) */
     uint64_t rounded_nonzero, underflow;            /* roundings of non-zero exact values; losses */
     uint64_t adds_nonzero, absorbed;                /* additions of a non-zero addend; absorbed */
     uint64_t overflow, stored_nonzero, subnormal;   /* overflows; stored grads != 0; subnormal */
     uint64_t nonfinite;                             /* non-finite final gradients */
+    uint64_t overflow_skipped;                      /* overflows in skipped steps (their other
+                                                       statistics are dropped, not these) */
     uint64_t mismatches;                            /* elements where a compared backend differed */
     gp_optim_counts opt;                            /* optimizer-phase events */
     gp_optim_sums opt_ss;                           /* optimizer-phase sums of squares */
@@ -113,16 +117,35 @@ typedef struct {
     double *loss_scale_by_step;  /* [nopt] loss scale used by each iteration (1 without a scaler) */
     double *lr_by_step;          /* [nopt] the schedule's lr of each iteration */
     uint8_t *skipped_by_step;    /* [nopt] 1 where the step was skipped */
+    double floor_grad;           /* format floor of the gradient: the relative error norm one
+                                    RNE rounding per stored value implies (gp_format_floor) */
+    double floor_weight;         /* ... of the final weights (the stored weight's format) */
     gp_verdict verdict;
-    gp_mechanism dominant;       /* the largest loss; GP_NMECH when nothing was lost */
+    gp_mechanism dominant;       /* the mechanism that lost most beyond its floor (see
+                                    gp_runner.c, judge); GP_NMECH when nothing was lost */
     int failed[GP_NMETRICS];     /* 1 where the metric exceeded its threshold */
     double threshold[GP_NMETRICS]; /* threshold applied (scenario's, else the default) */
     int has_threshold[GP_NMETRICS];
 } gp_result;
 
-/* The default threshold of metric m (used where a scenario sets none); returns 0 and
- * sets *max, or -1 when m has no default. */
-int gp_default_threshold(gp_metric m, double *max);
+/* Unit roundoff u = 2^-p of format f (p significant bits): 2^-8 bf16, 2^-11 fp16, 2^-24 fp32. */
+double gp_unit_roundoff(gp_format f);
+
+/* The format floor of a gradient (docs/scenarios.md, "Verdicts"): the RMS relative error
+ * an ideal implementation with these storage formats cannot avoid: each backward output
+ * x_k rounded once to the grad dtype (unit roundoff ug), the exact sum rounded once to the
+ * accumulator dtype (ua); an RNE rounding's error is at most u|x| and, modelled as
+ * uniform, has RMS at most u|x|/sqrt(3):
+ *   floor = sqrt((ug^2 ss_x + ua^2 ss_same) / (3 ss_full)),
+ * ss_x = sum of x_k^2, ss_same, ss_full the squared norms of g_same and g_full. 0 when
+ * ss_full is 0. */
+double gp_format_floor(gp_format grad, gp_format acc, double ss_x, double ss_same, double ss_full);
+
+/* The default threshold of metric m for scenario sc with result r (used where the
+ * scenario sets none); returns 0 and sets *max, or -1 when m has no default. Format-aware:
+ * grad_rel_err_fullbatch <= max(1e-3, 2 r->floor_grad), weight_rel_err <= max(1e-3,
+ * 2 r->floor_weight); the rest are constants. */
+int gp_default_threshold(const gp_result *r, gp_metric m, double *max);
 
 /* Run scenario sc on backend b; when cmp is non-NULL, run it too on identical inputs
  * at every step and count elements whose results differ in any bit. Fills *res (free

@@ -137,6 +137,19 @@ static void fired(gp_buf *f, const json_t *sc)
         gp_buf_printf(f, "%sskipped steps (%.0f)", sep, v);
 }
 
+/* The scenario's notes (report.json "notes"), one "note: ..." line each. */
+static void put_notes(gp_buf *f, const json_t *sc)
+{
+    size_t i;
+    const json_t *x;
+    json_array_foreach(json_object_get(sc, "notes"), i, x) {
+        if (!json_is_string(x))
+            continue;
+        gp_buf_puts(f, "\nnote: ");
+        xml(f, json_string_value(x), 0);
+    }
+}
+
 /* The failure message: dominant mechanism, each failed metric with value and max. */
 static void failure_message(gp_buf *f, const json_t *sc, const char *dominant, int attr)
 {
@@ -232,6 +245,7 @@ char *gp_report_junit(const json_t *report, gp_error *err)
             xml(f, name, 0);
             gp_buf_puts(f, " failed\n");
             failure_message(f, sc, dominant, 0);
+            put_notes(f, sc);
             gp_buf_puts(f, "</failure>\n");
         } else {
             gp_buf_puts(f, "      <system-out>warn: ");
@@ -246,6 +260,7 @@ char *gp_report_junit(const json_t *report, gp_error *err)
             }
             free(what);
             xml(f, dominant, 0);
+            put_notes(f, sc);
             gp_buf_puts(f, "</system-out>\n");
         }
         gp_buf_puts(f, "    </testcase>\n");

@@ -28,6 +28,60 @@ static json_t *number(double v)
     return json_real(v);
 }
 
+/* ---- notes ---- */
+
+static void note(gp_notes *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(gp_notes *o, const char *fmt, ...)
+{
+    if (o->n >= GP_NOTES_MAX)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(o->text[o->n++], sizeof o->text[0], fmt, ap);
+    va_end(ap);
+}
+
+void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
+{
+    o->n = 0;
+    if (r->st.opt.skip_writes)
+        note(o, "the backend wrote optimizer state during a skipped step");
+    if (r->st.opt.mismatches)
+        note(o, "the compared backends' optimizer steps differ");
+    if (r->skipped_steps)
+        note(o, "%d of %d steps were skipped on a non-finite gradient: their gradients count as lost to scaling",
+             r->skipped_steps, r->nopt);
+    if (r->st.overflow_skipped)
+        note(o, "%llu overflows happened in the skipped steps (the scaler discarded those gradients); "
+             "overflow_count counts the applied steps only",
+             (unsigned long long)r->st.overflow_skipped);
+    if (sc->clip.max_norm > 0 && sc->loss_scale.mode != GP_LS_NONE && !sc->loss_scale.unscale_before_clip)
+        note(o, "gradients are clipped before unscaling: the clip compares max_norm with the scaled norm");
+    if (r->emulated_clip_scaler)
+        note(o, "the backend has no grad_sumsq / grad_scale / scaler_update: clipping and the loss-scale update ran "
+             "in gradprec's CPU emulation");
+    if (sc->loss_scale.mode == GP_LS_DYNAMIC && !sc->loss_scale.update)
+        note(o, "the loss scale is never updated");
+    if (r->metric[GP_M_SUBNORMAL_FRAC] > 0) {
+        gp_fmt_info fi = gp_fmt_get(sc->precision.grad);
+        note(o, "%.3g%% of the stored gradients are subnormal in %s (below 2^%d): they keep fewer than %d "
+             "significant bits; that loss counts as rounding, as underflow where more than half the bits are lost",
+             100.0 * r->metric[GP_M_SUBNORMAL_FRAC], gp_format_name(sc->precision.grad), fi.emin, fi.p);
+    }
+    double base = 0;
+    gp_default_threshold(&(gp_result){.floor_grad = 0, .floor_weight = 0}, GP_M_GRAD_REL_ERR_FULLBATCH, &base);
+    if (!sc->thresholds.set[GP_M_GRAD_REL_ERR_FULLBATCH] && r->threshold[GP_M_GRAD_REL_ERR_FULLBATCH] > base)
+        note(o, "grad_rel_err_fullbatch is judged against %.3g = 2 x the format floor %.3g of %s gradients in a %s "
+             "accumulator (the rounding those formats cannot avoid; docs/scenarios.md, Verdicts)",
+             r->threshold[GP_M_GRAD_REL_ERR_FULLBATCH], r->floor_grad, gp_format_name(sc->precision.grad),
+             gp_format_name(sc->precision.accumulator));
+    if (!sc->thresholds.set[GP_M_WEIGHT_REL_ERR] && r->threshold[GP_M_WEIGHT_REL_ERR] > base)
+        note(o, "weight_rel_err is judged against %.3g = 2 x the format floor %.3g of %s weights (one rounding of "
+             "the final weights; docs/scenarios.md, Verdicts)",
+             r->threshold[GP_M_WEIGHT_REL_ERR], r->floor_weight,
+             gp_format_name(sc->optimizer.master ? GP_FP32 : sc->optimizer.param));
+}
+
 /* ---- report.json ---- */
 
 static json_t *metrics_json(const double *metric)
@@ -55,6 +109,7 @@ static json_t *events_json(const gp_stats *st)
     json_object_set_new(o, "additions_nonzero", json_integer((json_int_t)st->adds_nonzero));
     json_object_set_new(o, "absorbed", json_integer((json_int_t)st->absorbed));
     json_object_set_new(o, "overflow", json_integer((json_int_t)st->overflow));
+    json_object_set_new(o, "overflow_in_skipped_steps", json_integer((json_int_t)st->overflow_skipped));
     json_object_set_new(o, "stored_nonzero", json_integer((json_int_t)st->stored_nonzero));
     json_object_set_new(o, "stored_subnormal", json_integer((json_int_t)st->subnormal));
     json_object_set_new(o, "nonfinite", json_integer((json_int_t)st->nonfinite));
@@ -150,6 +205,10 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
     json_object_set_new(o, "loss_by_mechanism", loss_json(r->loss));
     json_object_set_new(o, "events", events_json(&r->st));
     json_object_set_new(o, "optimizer_steps_taken", json_integer(r->adam_steps));
+    json_t *fl = json_object();
+    json_object_set_new(fl, "grad", number(r->floor_grad));
+    json_object_set_new(fl, "weight", number(r->floor_weight));
+    json_object_set_new(o, "format_floor", fl);
     json_t *ts = json_array();
     for (size_t t = 0; t < r->ntensors; t++) {
         const gp_tensor_result *tr = &r->tensors[t];
@@ -196,21 +255,10 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         json_object_set_new(o, "skipped_by_step", skipped);
     }
     json_t *notes = json_array();
-    if (r->st.opt.skip_writes)
-        json_array_append_new(notes, json_string("the backend wrote optimizer state during a skipped step"));
-    if (r->st.opt.mismatches)
-        json_array_append_new(notes, json_string("the compared backends' optimizer steps differ"));
-    if (r->skipped_steps)
-        json_array_append_new(notes, json_string("steps were skipped on a non-finite gradient: their "
-                                                 "gradients count as lost to scaling"));
-    if (sc->clip.max_norm > 0 && sc->loss_scale.mode != GP_LS_NONE && !sc->loss_scale.unscale_before_clip)
-        json_array_append_new(notes, json_string("gradients are clipped before unscaling: the clip compares "
-                                                 "max_norm with the scaled norm"));
-    if (r->emulated_clip_scaler)
-        json_array_append_new(notes, json_string("the backend has no grad_sumsq / grad_scale / scaler_update: "
-                                                 "clipping and the loss-scale update ran in gradprec's CPU emulation"));
-    if (sc->loss_scale.mode == GP_LS_DYNAMIC && !sc->loss_scale.update)
-        json_array_append_new(notes, json_string("the loss scale is never updated"));
+    gp_notes nt;
+    gp_report_notes(sc, r, &nt);
+    for (int k = 0; k < nt.n; k++)
+        json_array_append_new(notes, json_string(nt.text[k]));
     json_object_set_new(o, "notes", notes);
     return o;
 }
@@ -371,6 +419,10 @@ char *gp_report_markdown(const gp_run_report *r)
         if (res->st.mismatches)
             gp_buf_printf(&b, "- **%llu element results differ between the backends**\n",
                       (unsigned long long)res->st.mismatches);
+        gp_notes nt;
+        gp_report_notes(sc, res, &nt);
+        for (int k = 0; k < nt.n; k++)
+            gp_buf_printf(&b, "- note: %s\n", nt.text[k]);
         gp_buf_printf(&b, "\n<details><summary>per tensor</summary>\n\n| tensor | size | grad_rel_err_fullbatch | "
                       "absorbed_frac | underflow_frac |\n|---|---|---|---|---|\n");
         for (size_t t = 0; t < res->ntensors; t++) {
@@ -386,16 +438,30 @@ char *gp_report_markdown(const gp_run_report *r)
 
 void gp_report_table(FILE *out, const gp_run_report *r)
 {
-    fprintf(out, "%-4s  %-30s %-15s %9s %9s %9s %9s %9s %9s %7s\n", "", "scenario", "dominant", "err_full",
+    int w = 8; /* the name column fits the longest name: two rows never read the same */
+    for (size_t i = 0; i < r->n; i++) {
+        int len = (int)strlen(r->scenarios[i]->name);
+        if (len > w)
+            w = len;
+    }
+    fprintf(out, "%-4s  %-*s %-15s %9s %9s %9s %9s %9s %9s %7s\n", "", w, "scenario", "dominant", "err_full",
             "err_norm", "absorbed", "underflow", "stale", "w_err", "skipped");
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
-        fprintf(out, "%-4s  %-30.30s %-15s %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %7d\n", gp_verdict_name(res->verdict),
-                r->scenarios[i]->name, gp_mechanism_name(res->dominant), res->metric[GP_M_GRAD_REL_ERR_FULLBATCH],
-                res->metric[GP_M_NORMALIZATION_REL_ERR], res->metric[GP_M_ABSORBED_FRAC],
-                res->metric[GP_M_UNDERFLOW_FRAC], res->metric[GP_M_STALE_UPDATE_FRAC],
+        fprintf(out, "%-4s  %-*s %-15s %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %7d\n", gp_verdict_name(res->verdict), w,
+                r->scenarios[i]->name, res->dominant == GP_NMECH ? "-" : gp_mechanism_name(res->dominant),
+                res->metric[GP_M_GRAD_REL_ERR_FULLBATCH], res->metric[GP_M_NORMALIZATION_REL_ERR],
+                res->metric[GP_M_ABSORBED_FRAC], res->metric[GP_M_UNDERFLOW_FRAC], res->metric[GP_M_STALE_UPDATE_FRAC],
                 res->metric[GP_M_WEIGHT_REL_ERR], res->skipped_steps);
+        gp_notes nt;
+        gp_report_notes(r->scenarios[i], res, &nt);
+        for (int k = 0; k < nt.n; k++)
+            fprintf(out, "%-4s  note: %s\n", "", nt.text[k]);
     }
+    fprintf(out, "columns: dominant = mechanism that lost most beyond its format floor (- none); err_full = "
+                 "grad_rel_err_fullbatch; err_norm = normalization_rel_err; absorbed = absorbed_frac; underflow = "
+                 "underflow_frac; stale = stale_update_frac; w_err = weight_rel_err; skipped = skipped_steps "
+                 "(docs/scenarios.md)\n");
 }
 
 int gp_write_atomic(const char *path, const char *text, gp_error *err)

@@ -24,6 +24,16 @@ typedef struct {
                                     NULL for 0, 1, 2, ... */
 } gp_run_report;
 
+/* The notes that explain a verdict (a skipped step, the clip order, where overflows
+ * were, a threshold raised to the format floor, ...), one sentence each; the same in
+ * report.json ("notes"), report.md, the terminal table and JUnit. */
+#define GP_NOTES_MAX 12
+typedef struct {
+    int n;
+    char text[GP_NOTES_MAX][320];
+} gp_notes;
+void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *out);
+
 /* "pass", "warn", "fail". */
 const char *gp_verdict_name(gp_verdict v);
 
