@@ -185,10 +185,11 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
             goto done;
         }
     }
-    /* Load everything before running anything. */
-    sc = calloc(nfiles + npre, sizeof *sc);
-    res = calloc(nfiles + npre, sizeof *res);
-    if (!sc || !res) {
+    /* Load everything before running anything; a file with a `sweep:` expands into
+     * one scenario per point, in the file's place. */
+    size_t cap = nfiles + npre;
+    sc = calloc(cap ? cap : 1, sizeof *sc);
+    if (!sc) {
         fprintf(err, "gradprec run: out of memory\n");
         rc = GP_EXIT_INTERNAL;
         goto done;
@@ -196,21 +197,46 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     for (size_t i = 0; i < npre + nfiles; i++) {
         gp_error e = {""};
         char origin[160];
+        gp_scenario *got = NULL;
+        size_t ngot = 0;
         int lr;
         if (i < npre) {
             snprintf(origin, sizeof origin, "preset:%s", pre[i]->name);
-            lr = gp_scenario_load_string(pre[i]->yaml, strlen(pre[i]->yaml), origin, &sc[i], &e);
+            lr = gp_scenario_load_all_string(pre[i]->yaml, strlen(pre[i]->yaml), origin, &got, &ngot, &e);
         } else {
-            lr = gp_scenario_load_file(files[i - npre], &sc[i], &e);
+            lr = gp_scenario_load_all_file(files[i - npre], &got, &ngot, &e);
         }
         if (lr != 0) {
             fprintf(err, "gradprec run: %s\n", e.msg);
-            nsc = i + 1;
             goto done;
         }
-        if (seed_s)
-            sc[i].seed = seed;
-        nsc = i + 1;
+        if (nsc + ngot > cap) {
+            size_t ncap = nsc + ngot + (npre + nfiles - i);
+            gp_scenario *grown = realloc(sc, ncap * sizeof *sc);
+            if (!grown) {
+                for (size_t j = 0; j < ngot; j++)
+                    gp_scenario_free(&got[j]);
+                free(got);
+                fprintf(err, "gradprec run: out of memory\n");
+                rc = GP_EXIT_INTERNAL;
+                goto done;
+            }
+            sc = grown;
+            cap = ncap;
+        }
+        for (size_t j = 0; j < ngot; j++) {
+            sc[nsc] = got[j];
+            if (seed_s)
+                sc[nsc].seed = seed;
+            nsc++;
+        }
+        free(got);
+    }
+    res = calloc(nsc ? nsc : 1, sizeof *res);
+    if (!res) {
+        fprintf(err, "gradprec run: out of memory\n");
+        rc = GP_EXIT_INTERNAL;
+        goto done;
     }
     /* Sharding: keep positions p with p mod N = I, remembering p for the report. */
     index = malloc((nsc ? nsc : 1) * sizeof *index);
@@ -320,7 +346,8 @@ done:
         gp_backend_close(&cmpb);
     for (size_t i = 0; i < nsc; i++) {
         gp_scenario_free(&sc[i]);
-        gp_result_free(&res[i]);
+        if (res)
+            gp_result_free(&res[i]);
     }
     free(sc);
     free(res);

@@ -9,6 +9,7 @@
 #include "../base/gp_buf.h"
 #include "../base/gp_file.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -192,6 +193,7 @@ typedef struct {
     yaml_node_t **vnodes;              /* per tensor: its grad.values node, or NULL */
     yaml_node_t **name_nodes;          /* per tensor: its name node */
     int total_given;                   /* schedule.total was written */
+    int sweep_ok;                      /* a top-level `sweep:` is being expanded */
 } loader;
 
 static int fail(const loader *L, const yaml_node_t *n, const char *fmt, ...) GP_PRINTF(3, 4);
@@ -791,6 +793,9 @@ static int resolve_batch(loader *L, yaml_node_t *root, gp_scenario *s)
     } else if (first_v != SIZE_MAX) {
         K = s->tensors[first_v].grad.nmb;
         pathf(ksrc, "tensors[%zu].grad.values has %zu", first_v, K);
+    } else if (L->acc) { /* only the window is given: full windows of it */
+        K = (size_t)s->batch.accumulation_steps;
+        pathf(ksrc, "batch.accumulation_steps is %zu", K);
     } else {
         K = (size_t)s->batch.microbatches;
         pathf(ksrc, "batch.microbatches is %zu (the default)", K);
@@ -1052,10 +1057,10 @@ static int parse_thresholds(const loader *L, yaml_node_t *n, gp_scenario *s)
 /* ---- the whole document ---- */
 
 enum { K_NAME, K_SEED, K_TENSORS, K_BATCH, K_REDUCTION, K_FULLBATCH, K_PRECISION, K_LOSS_SCALE,
-       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_N };
+       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_SWEEP, K_N };
 static const char *const top_keys[K_N] = {"name", "seed", "tensors", "batch", "reduction",
                                           "fullbatch", "precision", "loss_scale", "clip",
-                                          "optimizer", "schedule", "steps", "thresholds"};
+                                          "optimizer", "schedule", "steps", "thresholds", "sweep"};
 
 static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
 {
@@ -1063,6 +1068,9 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
     int e = 0;
     if (fields(L, root, "", top_keys, K_N, v, k))
         return -1;
+    if (v[K_SWEEP] && !L->sweep_ok)
+        return fail(L, k[K_SWEEP], "sweep: this file declares a sweep (several scenarios); `gradprec run` "
+                    "expands it (gp_scenario_load_all_*)");
     if (v[K_NAME] && get_name(L, v[K_NAME], "name", s->name))
         return -1;
     if (v[K_SEED] && get_u64(L, v[K_SEED], "seed", &s->seed))
@@ -1137,33 +1145,22 @@ static int parser_error(const yaml_parser_t *p, const char *origin, const char *
     return gp_error_set(err, "%s:%lu:%lu: %s", origin, line, col, problem);
 }
 
-static int load(const char *text, size_t len, const char *origin, const char *default_name,
-                gp_scenario *s, gp_error *err)
+/* Parse text into *doc: exactly one document with something in it. Returns 0 (the caller
+ * deletes *doc), or -1 with err set. */
+static int read_doc(const char *text, size_t len, const char *origin, yaml_document_t *doc, gp_error *err)
 {
-    gp_scenario t;
     yaml_parser_t parser;
-    yaml_document_t doc, extra;
-    loader L;
+    yaml_document_t extra;
     int rc = -1;
-
-    gp_scenario_init(&t);
-    gp_scenario_init(s);
-    snprintf(t.name, sizeof t.name, "%s", default_name);
-    if (!text)
-        text = "";
     if (!yaml_parser_initialize(&parser))
         return gp_error_set(err, "%s: out of memory while reading YAML", origin);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
+    if (!yaml_parser_load(&parser, doc)) {
         parser_error(&parser, origin, text, len, err);
         yaml_parser_delete(&parser);
         return -1;
     }
-    memset(&L, 0, sizeof L);
-    L.origin = origin;
-    L.doc = &doc;
-    L.err = err;
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    yaml_node_t *root = yaml_document_get_root_node(doc);
     if (!root || (root->type == YAML_SCALAR_NODE && root->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
                   is_null(sval(root)))) {
         gp_error_set(err, "%s:1:1: the scenario is empty (expected a mapping of scenario keys)", origin);
@@ -1171,21 +1168,280 @@ static int load(const char *text, size_t len, const char *origin, const char *de
         parser_error(&parser, origin, text, len, err);
     } else {
         yaml_node_t *r2 = yaml_document_get_root_node(&extra);
+        loader L2 = {.origin = origin, .doc = &extra, .err = err};
         if (r2)
-            fail(&L, r2, "only one YAML document is allowed in a scenario");
+            fail(&L2, r2, "only one YAML document is allowed in a scenario");
         else
-            rc = parse_scenario(&L, root, &t);
+            rc = 0;
         yaml_document_delete(&extra);
     }
+    yaml_parser_delete(&parser);
+    if (rc)
+        yaml_document_delete(doc);
+    return rc;
+}
+
+/* The scenario of a parsed document (named default_name unless it says otherwise). */
+static int parse_doc(yaml_document_t *doc, const char *origin, const char *default_name, int sweep_ok,
+                     gp_scenario *s, gp_error *err)
+{
+    gp_scenario t;
+    loader L;
+    gp_scenario_init(&t);
+    snprintf(t.name, sizeof t.name, "%s", default_name);
+    memset(&L, 0, sizeof L);
+    L.origin = origin;
+    L.doc = doc;
+    L.err = err;
+    L.sweep_ok = sweep_ok;
+    int rc = parse_scenario(&L, yaml_document_get_root_node(doc), &t);
     free(L.vnodes);
     free(L.name_nodes);
-    yaml_document_delete(&doc);
-    yaml_parser_delete(&parser);
     if (rc) {
         gp_scenario_free(&t);
         return -1;
     }
     *s = t;
+    return 0;
+}
+
+static int load(const char *text, size_t len, const char *origin, const char *default_name,
+                gp_scenario *s, gp_error *err)
+{
+    yaml_document_t doc;
+    gp_scenario_init(s);
+    if (!text)
+        text = "";
+    if (read_doc(text, len, origin, &doc, err) != 0)
+        return -1;
+    int rc = parse_doc(&doc, origin, default_name, 0, s, err);
+    yaml_document_delete(&doc);
+    if (rc == 0 && err)
+        err->msg[0] = '\0';
+    return rc;
+}
+
+/* ---- sweeps ---- */
+
+typedef struct {
+    int keyn;                               /* node index of the key (for messages) */
+    char key[GP_SWEEP_TEXT];
+    int nv;
+    int value[GP_SWEEP_MAX_VALUES];         /* node indices of the values */
+    char text[GP_SWEEP_MAX_VALUES][GP_SWEEP_TEXT];
+} sweep_axis;
+
+static yaml_node_pair_t *find_pair(yaml_document_t *doc, yaml_node_t *map, const char *key)
+{
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        if (k->type == YAML_SCALAR_NODE && strcmp(sval(k), key) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+/* A swept key: NAME or NAME[INDEX] components joined by '.', names of [A-Za-z0-9_]. */
+static int sweep_key_ok(const char *k)
+{
+    int need_name = 1;
+    for (const char *p = k; *p; p++) {
+        if (isalnum((unsigned char)*p) || *p == '_') {
+            need_name = 0;
+        } else if (*p == '.' && !need_name) {
+            need_name = 1;
+        } else if (*p == '[' && !need_name && isdigit((unsigned char)p[1])) {
+            p++;
+            while (isdigit((unsigned char)*p))
+                p++;
+            if (*p != ']' || (p[1] && p[1] != '.'))
+                return 0;
+        } else {
+            return 0;
+        }
+    }
+    return !need_name;
+}
+
+/* The document's `sweep:` as axes (*na = 0 when it has none), and the number of points. */
+static int sweep_axes(yaml_document_t *doc, const char *origin, sweep_axis *ax, int *na, size_t *npoints,
+                      gp_error *err)
+{
+    loader L = {.origin = origin, .doc = doc, .err = err};
+    yaml_node_t *root = yaml_document_get_root_node(doc);
+    *na = 0;
+    *npoints = 1;
+    if (root->type != YAML_MAPPING_NODE)
+        return 0; /* parse_doc says what is wrong */
+    yaml_node_pair_t *sp = find_pair(doc, root, "sweep");
+    if (!sp)
+        return 0;
+    yaml_node_t *m = node(&L, sp->value);
+    if (m->type != YAML_MAPPING_NODE || m->data.mapping.pairs.top == m->data.mapping.pairs.start)
+        return fail(&L, m, "sweep: expected a mapping of keys to lists of values, e.g. "
+                    "{batch.accumulation_steps: [1, 2, 4], reduction: [mean, token_mean]}");
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node(&L, p->key), *v = node(&L, p->value);
+        if (*na == GP_SWEEP_MAX_AXES)
+            return fail(&L, k, "sweep: at most %d keys can be crossed", GP_SWEEP_MAX_AXES);
+        if (k->type != YAML_SCALAR_NODE || !sweep_key_ok(sval(k)) || strlen(sval(k)) >= GP_SWEEP_TEXT)
+            return fail(&L, k, "sweep: a key must be a dotted path such as batch.accumulation_steps or "
+                        "tensors[0].grad.scale (at most %d bytes)", GP_SWEEP_TEXT - 1);
+        if (strcmp(sval(k), "sweep") == 0 || strncmp(sval(k), "sweep.", 6) == 0 || strcmp(sval(k), "name") == 0)
+            return fail(&L, k, "sweep: '%s' cannot be swept", sval(k));
+        for (int a = 0; a < *na; a++)
+            if (strcmp(ax[a].key, sval(k)) == 0)
+                return fail(&L, k, "sweep: duplicate key '%s'", sval(k));
+        size_t nv = v->type == YAML_SEQUENCE_NODE ? seq_len(v) : 0;
+        if (nv == 0 || nv > GP_SWEEP_MAX_VALUES)
+            return fail(&L, v, "sweep: %s: expected a list of 1 to %d values", sval(k), GP_SWEEP_MAX_VALUES);
+        sweep_axis *A = &ax[(*na)++];
+        A->keyn = p->key;
+        snprintf(A->key, sizeof A->key, "%s", sval(k));
+        A->nv = (int)nv;
+        for (size_t i = 0; i < nv; i++) {
+            yaml_node_t *x = seq_item(&L, v, i);
+            if (x->type != YAML_SCALAR_NODE || strlen(sval(x)) >= GP_SWEEP_TEXT)
+                return fail(&L, x, "sweep: %s: each value must be a scalar of at most %d bytes", A->key,
+                            GP_SWEEP_TEXT - 1);
+            A->value[i] = v->data.sequence.items.start[i];
+            snprintf(A->text[i], sizeof A->text[i], "%s", sval(x));
+        }
+        *npoints *= nv;
+        if (*npoints > GP_SWEEP_MAX_POINTS)
+            return fail(&L, v, "sweep: %zu points or more (at most %d)", *npoints, GP_SWEEP_MAX_POINTS);
+    }
+    return 0;
+}
+
+/* Put value node `value` at the key path of axis A, creating mappings that are missing. */
+static int sweep_apply(yaml_document_t *doc, const char *origin, const sweep_axis *A, int value, gp_error *err)
+{
+    loader L = {.origin = origin, .doc = doc, .err = err};
+    yaml_mark_t mark = node(&L, A->keyn)->start_mark;
+    int cur = 1; /* the root */
+    const char *p = A->key;
+    while (*p) {
+        char comp[GP_SWEEP_TEXT];
+        size_t c = 0;
+        while (*p && *p != '.' && *p != '[')
+            comp[c++] = *p++;
+        comp[c] = '\0';
+        long idx = -1;
+        if (*p == '[') {
+            idx = strtol(p + 1, (char **)&p, 10);
+            p++; /* ']' */
+        }
+        int last = *p == '\0';
+        if (*p == '.')
+            p++;
+        yaml_node_t *m = node(&L, cur);
+        if (m->type != YAML_MAPPING_NODE)
+            return fail(&L, node(&L, A->keyn), "sweep: %s: '%s' is inside %s, not a mapping", A->key, comp, kind(m));
+        yaml_node_pair_t *pair = find_pair(doc, m, comp);
+        if (!pair) {
+            if (idx >= 0)
+                return fail(&L, node(&L, A->keyn), "sweep: %s: the file has no list '%s'", A->key, comp);
+            int kn = yaml_document_add_scalar(doc, NULL, (yaml_char_t *)comp, -1, YAML_PLAIN_SCALAR_STYLE);
+            int vn = last ? value : yaml_document_add_mapping(doc, NULL, YAML_FLOW_MAPPING_STYLE);
+            if (!kn || !vn || !yaml_document_append_mapping_pair(doc, cur, kn, vn))
+                return oom(&L, node(&L, A->keyn));
+            node(&L, kn)->start_mark = mark;
+            node(&L, vn)->start_mark = last ? node(&L, vn)->start_mark : mark;
+            cur = vn;
+        } else if (idx < 0) {
+            if (last)
+                pair->value = value;
+            cur = pair->value;
+        } else {
+            yaml_node_t *sq = node(&L, pair->value);
+            if (sq->type != YAML_SEQUENCE_NODE || (size_t)idx >= seq_len(sq))
+                return fail(&L, node(&L, A->keyn), "sweep: %s: '%s' has no item %ld", A->key, comp, idx);
+            if (last)
+                sq->data.sequence.items.start[idx] = value;
+            cur = sq->data.sequence.items.start[idx];
+        }
+    }
+    return 0;
+}
+
+static void free_all(gp_scenario *arr, size_t n)
+{
+    for (size_t i = 0; arr && i < n; i++)
+        gp_scenario_free(&arr[i]);
+    free(arr);
+}
+
+static int load_all(const char *text, size_t len, const char *origin, const char *default_name, gp_scenario **out,
+                    size_t *n, gp_error *err)
+{
+    yaml_document_t doc;
+    *out = NULL;
+    *n = 0;
+    if (!text)
+        text = "";
+    if (read_doc(text, len, origin, &doc, err) != 0)
+        return -1;
+    sweep_axis *ax = calloc(GP_SWEEP_MAX_AXES, sizeof *ax);
+    int na = 0;
+    size_t np = 1;
+    gp_scenario *arr = NULL;
+    int rc = -1;
+    if (!ax) {
+        gp_error_set(err, "%s: out of memory", origin);
+    } else if (sweep_axes(&doc, origin, ax, &na, &np, err) == 0 && (arr = calloc(np, sizeof *arr)) != NULL) {
+        if (na == 0) {
+            rc = parse_doc(&doc, origin, default_name, 0, &arr[0], err);
+        } else {
+            rc = 0;
+            for (size_t c = 0; c < np && rc == 0; c++) {
+                yaml_document_t d2;
+                size_t pick[GP_SWEEP_MAX_AXES], rest = c;
+                for (int a = na - 1; a >= 0; a--) { /* the last key varies fastest */
+                    pick[a] = rest % (size_t)ax[a].nv;
+                    rest /= (size_t)ax[a].nv;
+                }
+                if ((rc = read_doc(text, len, origin, &d2, err)) != 0)
+                    break;
+                for (int a = 0; a < na && rc == 0; a++)
+                    rc = sweep_apply(&d2, origin, &ax[a], ax[a].value[pick[a]], err);
+                if (rc == 0)
+                    rc = parse_doc(&d2, origin, default_name, 1, &arr[c], err);
+                if (rc == 0) {
+                    gp_scenario *s = &arr[c];
+                    char name[4 * GP_NAME_MAX];
+                    size_t off = (size_t)snprintf(name, sizeof name, "%s[", s->name);
+                    memcpy(s->sweep.group, s->name, sizeof s->sweep.group);
+                    s->sweep.naxes = na;
+                    for (int a = 0; a < na; a++) {
+                        memcpy(s->sweep.key[a], ax[a].key, GP_SWEEP_TEXT);
+                        memcpy(s->sweep.value[a], ax[a].text[pick[a]], GP_SWEEP_TEXT);
+                        off += (size_t)snprintf(name + off, sizeof name - off, "%s%s=%s", a ? ", " : "", ax[a].key,
+                                                ax[a].text[pick[a]]);
+                    }
+                    snprintf(name + off, sizeof name - off, "]");
+                    if (strlen(name) >= GP_NAME_MAX) {
+                        loader L = {.origin = origin, .doc = &d2, .err = err};
+                        rc = fail(&L, node(&L, ax[0].keyn), "sweep: the point's name '%.40s...' is longer than %d "
+                                  "bytes: shorten the scenario's name", name, GP_NAME_MAX - 1);
+                    } else {
+                        memcpy(s->name, name, strlen(name) + 1);
+                    }
+                }
+                yaml_document_delete(&d2);
+            }
+        }
+    } else if (!arr && ax && err && !err->msg[0]) {
+        gp_error_set(err, "%s: out of memory", origin);
+    }
+    free(ax);
+    yaml_document_delete(&doc);
+    if (rc != 0) {
+        free_all(arr, np);
+        return -1;
+    }
+    *out = arr;
+    *n = np;
     if (err)
         err->msg[0] = '\0';
     return 0;
@@ -1197,15 +1453,9 @@ int gp_scenario_load_string(const char *text, size_t len, const char *origin, gp
     return load(text, len, origin, "scenario", s, err);
 }
 
-int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
+/* The default name of a scenario file: its basename without .yaml / .yml. */
+static void file_default_name(const char *path, char *name)
 {
-    gp_scenario_init(s);
-    size_t len;
-    char *text = gp_file_read(path, (size_t)1 << 30, &len, err); /* a 1 GiB scenario is no scenario */
-    if (!text)
-        return -1;
-    /* Default name: the basename without .yaml / .yml. */
-    char name[GP_NAME_MAX];
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);
@@ -1217,7 +1467,41 @@ int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
         n = GP_NAME_MAX - 1;
     memcpy(name, base, n);
     name[n] = '\0';
-    int rc = load(text, len, path, n ? name : "scenario", s, err);
+    if (!n)
+        snprintf(name, GP_NAME_MAX, "scenario");
+}
+
+int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
+{
+    gp_scenario_init(s);
+    size_t len;
+    char *text = gp_file_read(path, (size_t)1 << 30, &len, err); /* a 1 GiB scenario is no scenario */
+    if (!text)
+        return -1;
+    char name[GP_NAME_MAX];
+    file_default_name(path, name);
+    int rc = load(text, len, path, name, s, err);
+    free(text);
+    return rc;
+}
+
+int gp_scenario_load_all_string(const char *text, size_t len, const char *origin, gp_scenario **out, size_t *n,
+                                gp_error *err)
+{
+    return load_all(text, len, origin, "scenario", out, n, err);
+}
+
+int gp_scenario_load_all_file(const char *path, gp_scenario **out, size_t *n, gp_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    size_t len;
+    char *text = gp_file_read(path, (size_t)1 << 30, &len, err);
+    if (!text)
+        return -1;
+    char name[GP_NAME_MAX];
+    file_default_name(path, name);
+    int rc = load_all(text, len, path, name, out, n, err);
     free(text);
     return rc;
 }

@@ -17,6 +17,10 @@
 #define GP_MAX_TENSOR_SIZE ((size_t)1 << 31) /* elements per tensor */
 #define GP_MAX_MICROBATCHES 65536
 #define GP_MAX_TOKENS 1000000000L            /* tokens per micro-batch */
+#define GP_SWEEP_MAX_AXES 4                  /* keys one sweep may cross */
+#define GP_SWEEP_MAX_VALUES 256              /* values of one swept key */
+#define GP_SWEEP_MAX_POINTS 4096             /* scenarios one sweep may expand to */
+#define GP_SWEEP_TEXT 64                     /* bytes of a swept key or value's text */
 
 typedef enum {
     GP_DIST_NORMAL = 0, /* N(0, scale^2) */
@@ -124,6 +128,13 @@ typedef struct {
         int set[GP_NMETRICS];     /* 1 when the metric has a threshold */
         double max[GP_NMETRICS];  /* the largest value that passes */
     } thresholds;
+
+    struct {                      /* one point of a `sweep:` (gp_scenario_load_all_*) */
+        char group[GP_NAME_MAX];  /* the file's scenario name; "" when not swept */
+        int naxes;                /* swept keys, in the order the file gives them */
+        char key[GP_SWEEP_MAX_AXES][GP_SWEEP_TEXT];   /* "batch.accumulation_steps" */
+        char value[GP_SWEEP_MAX_AXES][GP_SWEEP_TEXT]; /* this point's value, as written */
+    } sweep;
 } gp_scenario;
 
 /* The YAML names of the enumerations ("token_mean", "kahan", "dynamic", "cosine", ...),
@@ -150,6 +161,21 @@ int gp_scenario_load_string(const char *text, size_t len, const char *origin, gp
 
 /* Read and load a file (as above; an unreadable file is an error naming the path). */
 int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err);
+
+/* Load YAML text that may declare a sweep: `sweep: {KEY: [V1, V2, ...], ...}` where KEY
+ * is a dotted path to any key of the scenario (`batch.accumulation_steps`, `reduction`,
+ * `tensors[0].grad.scale`, `precision.accumulator`), created when the file does not
+ * write it. The keys are crossed, the last one varying fastest; each point is the file
+ * with those values put in place, loaded and checked as any scenario (errors point at
+ * the sweep's value), named "NAME[KEY=V, KEY=V]" with the sweep fields set. Without a
+ * sweep: one scenario, as gp_scenario_load_string. On success *out is a malloc'ed array
+ * of *n scenarios (free each, then the array); on error returns -1, err as above, and
+ * *out is NULL. gp_scenario_load_string refuses a sweep (it names this function). */
+int gp_scenario_load_all_string(const char *text, size_t len, const char *origin, gp_scenario **out, size_t *n,
+                                gp_error *err);
+
+/* The same for a file (the default name is the file's basename, as gp_scenario_load_file). */
+int gp_scenario_load_all_file(const char *path, gp_scenario **out, size_t *n, gp_error *err);
 
 /* Write s as YAML that gp_scenario_load_string reads back to an equal scenario.
  * Returns a malloc'ed string (caller frees) or NULL when out of memory. */

@@ -611,6 +611,173 @@ done:
     free(ys);
 }
 
+/* ---- sweeps: a metric against the first swept key ---- */
+
+static const char *sweep_param(const json_t *sc, size_t a, const char *what)
+{
+    return json_string_value(json_object_get(json_array_get(json_object_get(json_object_get(sc, "sweep"), "params"), a),
+                                             what));
+}
+
+/* "k=v, k=v" of the swept keys after the first ("all" when there are none). */
+static void sweep_others(const json_t *sc, char *out, size_t n)
+{
+    size_t np = json_array_size(json_object_get(json_object_get(sc, "sweep"), "params")), off = 0;
+    out[0] = '\0';
+    for (size_t a = 1; a < np && off < n; a++) {
+        const char *k = sweep_param(sc, a, "key"), *v = sweep_param(sc, a, "value");
+        off += (size_t)snprintf(out + off, n - off, "%s%s=%s", a > 1 ? ", " : "", k ? k : "?", v ? v : "?");
+    }
+    if (!out[0])
+        snprintf(out, n, "all");
+}
+
+static int sweep_is(const json_t *sc, const char *group)
+{
+    const char *g = json_string_value(json_object_get(json_object_get(sc, "sweep"), "group"));
+    return g && (!group || strcmp(g, group) == 0);
+}
+
+/* One chart per sweep: grad_rel_err_fullbatch against the first swept key (numeric keys
+ * on a numeric axis, log when all are positive and span a factor 8; other keys at
+ * positions 1, 2, ...), one line per combination of the other keys. */
+static void sweep_chart(gp_buf *b, const json_t *scs, size_t first)
+{
+    const json_t *g0 = json_array_get(scs, first);
+    const char *group = json_string_value(json_object_get(json_object_get(g0, "sweep"), "group"));
+    const char *xkey = sweep_param(g0, 0, "key");
+    size_t nsc = json_array_size(scs), nm = 0, ncols = 0, i;
+    size_t *mem = malloc(nsc * sizeof *mem), *col = malloc(nsc * sizeof *col);
+    char(*cols)[256] = malloc(nsc * sizeof *cols);
+    double *xv = malloc(nsc * sizeof *xv), *xs = malloc(nsc * sizeof *xs), *ys = malloc(nsc * sizeof *ys);
+    legend_item *leg = calloc(nsc, sizeof *leg);
+    if (!mem || !col || !cols || !xv || !xs || !ys || !leg || !group || !xkey) {
+        b->oom |= !group || !xkey ? 0 : 1;
+        goto done;
+    }
+    int numeric = 1;
+    double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+    const json_t *sc;
+    json_array_foreach(scs, i, sc) {
+        if (i < first || !sweep_is(sc, group))
+            continue;
+        char c[256], *end;
+        sweep_others(sc, c, sizeof c);
+        size_t k = 0;
+        while (k < ncols && strcmp(cols[k], c) != 0)
+            k++;
+        if (k == ncols)
+            memcpy(cols[ncols++], c, sizeof c);
+        const char *xt = sweep_param(sc, 0, "value");
+        xv[nm] = xt ? strtod(xt, &end) : NAN;
+        if (!xt || end == xt || *end || !isfinite(xv[nm]))
+            numeric = 0;
+        col[nm] = k;
+        mem[nm++] = i;
+        double y;
+        if (chart_num(json_object_get(json_object_get(sc, "metrics"), "grad_rel_err_fullbatch"), &y) && y > 0) {
+            ymin = fmin(ymin, y);
+            ymax = fmax(ymax, y);
+        }
+    }
+    if (!numeric) /* positions of the distinct values, in order of appearance */
+        for (size_t a = 0; a < nm; a++) {
+            const char *va = sweep_param(json_array_get(scs, mem[a]), 0, "value");
+            double pos = 0;
+            for (size_t q = 0; q <= a; q++) {
+                const char *vq = sweep_param(json_array_get(scs, mem[q]), 0, "value");
+                int seen = 0;
+                for (size_t r = 0; r < q && !seen; r++)
+                    seen = strcmp(sweep_param(json_array_get(scs, mem[r]), 0, "value"), vq) == 0;
+                if (!seen)
+                    pos++;
+                if (strcmp(vq, va) == 0)
+                    break;
+            }
+            xv[a] = pos;
+        }
+    for (size_t a = 0; a < nm; a++) {
+        xmin = fmin(xmin, xv[a]);
+        xmax = fmax(xmax, xv[a]);
+    }
+    const double PX = 84, PY = 44, PW = 640, PH = 300, LX = PX + PW + 24;
+    int H = (int)fmax(PY + PH + 52, PY + (double)ncols * LEGEND_ROW + 12);
+    plot p = {PX, PY, PW, PH, {.p0 = PX, .p1 = PX + PW, .gap = 56}, {.p0 = PY + PH, .p1 = PY, .gap = 26}};
+    if (numeric && xmin > 0 && xmax / xmin >= 8) {
+        p.xs.log = 1;
+        p.xs.lo = xmin;
+        p.xs.hi = xmax;
+    } else {
+        lin_domain(&p.xs, xmin, xmax > xmin ? xmax : xmin + 1);
+        p.xs.integer = !numeric;
+    }
+    int ylog = ymin < INFINITY;
+    if (ylog) {
+        log_domain(&p.ys, ymin, ymax);
+        p.ys.lo /= 10; /* room for exact zeros on the bottom edge */
+    } else
+        lin_domain(&p.ys, 0, 1);
+    char title[300], xlabel[200];
+    snprintf(title, sizeof title, "Sweep %s: grad_rel_err_fullbatch against %s", group, xkey);
+    snprintf(xlabel, sizeof xlabel, "%s%s", xkey, p.xs.log ? " (log scale)" : numeric ? "" : " (values in order)");
+    gp_buf_puts(b, "<figure class=\"chart wide\">\n");
+    svg_open(b, 1100, H, title);
+    svg_axes(b, &p, xlabel, TICK_NUM, ylog ? "grad_rel_err_fullbatch (log)" : "grad_rel_err_fullbatch",
+             ylog ? TICK_EXP : TICK_NUM);
+    for (size_t k = 0; k < ncols; k++) {
+        int m = 0;
+        for (size_t a = 0; a < nm; a++)
+            if (col[a] == k) {
+                double y;
+                xs[m] = xv[a];
+                ys[m] = chart_num(json_object_get(json_object_get(json_array_get(scs, mem[a]), "metrics"),
+                                                  "grad_rel_err_fullbatch"), &y) ? y : NAN;
+                if (ylog && ys[m] == 0)
+                    ys[m] = p.ys.lo;
+                m++;
+            }
+        leg[k].kind = LEG_LINE;
+        snprintf(leg[k].st.color, sizeof leg[k].st.color, "hsl(%d,70%%,40%%)", (int)((k * 137) % 360));
+        leg[k].st.dash = series_dash[k % (sizeof series_dash / sizeof series_dash[0])];
+        leg[k].st.width = 1.8;
+        snprintf(leg[k].label, sizeof leg[k].label, "%s", cols[k]);
+        svg_polyline(b, &p, xs, ys, m, &leg[k].st, cols[k]);
+    }
+    svg_legend(b, LX, PY, leg, (int)ncols, 44);
+    svg_close(b);
+    gp_buf_puts(b, "<figcaption>One line per combination of the other swept keys; an error of exactly 0 is drawn "
+                   "on the bottom edge.</figcaption>\n</figure>\n");
+done:
+    free(mem);
+    free(col);
+    free(cols);
+    free(xv);
+    free(xs);
+    free(ys);
+    free(leg);
+}
+
+static void sweep_charts(gp_buf *b, const json_t *scs)
+{
+    size_t i;
+    const json_t *sc;
+    int any = 0;
+    json_array_foreach(scs, i, sc) {
+        if (!sweep_is(sc, NULL))
+            continue;
+        const char *g = json_string_value(json_object_get(json_object_get(sc, "sweep"), "group"));
+        int first = 1;
+        for (size_t j = 0; j < i && first; j++)
+            first = !sweep_is(json_array_get(scs, j), g);
+        if (!first)
+            continue;
+        if (!any)
+            gp_buf_puts(b, "<h2>Sweeps</h2>\n");
+        any = 1;
+        sweep_chart(b, scs, i);
+    }
+}
+
 /* A labelled panel standing in for a chart whose data the report does not have. */
 static void placeholder(gp_buf *b, const char *title, const char *key)
 {
@@ -1196,6 +1363,7 @@ char *gp_report_html(const json_t *report, gp_error *err)
                                 "relative error of the accumulator", 1, 64, "accumulator"};
     line_chart(&b, &err_spec, s, nsc);
     free(s);
+    sweep_charts(&b, scs);
 
     gp_buf_puts(&b, "<h2>Gradient magnitudes against format thresholds</h2>\n<div class=\"grid-2\">\n");
     json_array_foreach(scs, i, sc) {

@@ -200,6 +200,18 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         if (r->has_threshold[i])
             json_object_set_new(th, gp_metric_name((gp_metric)i), number(r->threshold[i]));
     json_object_set_new(o, "thresholds", th);
+    if (sc->sweep.naxes) {
+        json_t *sw = json_object(), *params = json_array();
+        json_object_set_new(sw, "group", json_string(sc->sweep.group));
+        for (int a = 0; a < sc->sweep.naxes; a++) {
+            json_t *kv = json_object();
+            json_object_set_new(kv, "key", json_string(sc->sweep.key[a]));
+            json_object_set_new(kv, "value", json_string(sc->sweep.value[a]));
+            json_array_append_new(params, kv);
+        }
+        json_object_set_new(sw, "params", params);
+        json_object_set_new(o, "sweep", sw);
+    }
     json_object_set_new(o, "config", config_json(sc));
     json_object_set_new(o, "metrics", metrics_json(r->metric));
     json_object_set_new(o, "loss_by_mechanism", loss_json(r->loss));
@@ -375,6 +387,91 @@ static const char *g(double v, char *buf)
     return buf;
 }
 
+/* "k=v, k=v" of the sweep axes other than the first ("all" when there are none). */
+static void other_axes(const gp_scenario *sc, char *out, size_t n)
+{
+    size_t off = 0;
+    out[0] = '\0';
+    for (int a = 1; a < sc->sweep.naxes && off < n; a++)
+        off += (size_t)snprintf(out + off, n - off, "%s%s=%s", a > 1 ? ", " : "", sc->sweep.key[a],
+                                sc->sweep.value[a]);
+    if (!out[0])
+        snprintf(out, n, "all");
+}
+
+/* Each sweep as a table: grad_rel_err_fullbatch against the first swept key (rows, in
+ * the file's order), one column per combination of the other keys. */
+static void markdown_sweeps(gp_buf *b, const gp_run_report *r)
+{
+    char x1[32];
+    for (size_t i = 0; i < r->n; i++) {
+        const gp_scenario *g = r->scenarios[i];
+        if (!g->sweep.naxes)
+            continue;
+        int first = 1; /* the group's first scenario in the report */
+        for (size_t j = 0; j < i && first; j++)
+            first = !(r->scenarios[j]->sweep.naxes && strcmp(r->scenarios[j]->sweep.group, g->sweep.group) == 0);
+        if (!first)
+            continue;
+        size_t *mem = malloc(r->n * sizeof *mem), nm = 0;
+        char(*cols)[256] = malloc(r->n * sizeof *cols);
+        size_t ncols = 0;
+        if (!mem || !cols) {
+            b->oom = 1;
+            free(mem);
+            free(cols);
+            return;
+        }
+        for (size_t j = i; j < r->n; j++)
+            if (r->scenarios[j]->sweep.naxes && strcmp(r->scenarios[j]->sweep.group, g->sweep.group) == 0) {
+                mem[nm++] = j;
+                char c[256];
+                other_axes(r->scenarios[j], c, sizeof c);
+                size_t k = 0;
+                while (k < ncols && strcmp(cols[k], c) != 0)
+                    k++;
+                if (k == ncols)
+                    memcpy(cols[ncols++], c, sizeof c);
+            }
+        gp_buf_printf(b, "\n### sweep %s: grad_rel_err_fullbatch against %s\n\n| %s |", g->sweep.group,
+                      g->sweep.key[0], g->sweep.key[0]);
+        for (size_t k = 0; k < ncols; k++)
+            gp_buf_printf(b, " %s |", cols[k]);
+        gp_buf_puts(b, "\n|---|");
+        for (size_t k = 0; k < ncols; k++)
+            gp_buf_puts(b, "---|");
+        gp_buf_puts(b, "\n");
+        for (size_t a = 0; a < nm; a++) { /* one row per x value, at its first appearance */
+            const gp_scenario *sa = r->scenarios[mem[a]];
+            int seen = 0;
+            for (size_t q = 0; q < a && !seen; q++)
+                seen = strcmp(r->scenarios[mem[q]]->sweep.value[0], sa->sweep.value[0]) == 0;
+            if (seen)
+                continue;
+            gp_buf_printf(b, "| %s |", sa->sweep.value[0]);
+            for (size_t k = 0; k < ncols; k++) {
+                const char *cell = "";
+                for (size_t q = 0; q < nm; q++) {
+                    const gp_scenario *sq = r->scenarios[mem[q]];
+                    char c[256];
+                    other_axes(sq, c, sizeof c);
+                    if (strcmp(sq->sweep.value[0], sa->sweep.value[0]) == 0 && strcmp(c, cols[k]) == 0) {
+                        const gp_result *res = &r->results[mem[q]];
+                        snprintf(x1, sizeof x1, "%.3g%s", res->metric[GP_M_GRAD_REL_ERR_FULLBATCH],
+                                 res->verdict == GP_FAIL ? " (fail)" : "");
+                        cell = x1;
+                        break;
+                    }
+                }
+                gp_buf_printf(b, " %s |", cell);
+            }
+            gp_buf_puts(b, "\n");
+        }
+        free(mem);
+        free(cols);
+    }
+}
+
 char *gp_report_markdown(const gp_run_report *r)
 {
     gp_buf b = GP_BUF_INIT;
@@ -395,6 +492,7 @@ char *gp_report_markdown(const gp_run_report *r)
                   g(res->metric[GP_M_ABSORBED_FRAC], x3), g(res->metric[GP_M_UNDERFLOW_FRAC], x4),
                   g(res->metric[GP_M_SUBNORMAL_FRAC], x5));
     }
+    markdown_sweeps(&b, r);
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
         const gp_scenario *sc = r->scenarios[i];
