@@ -3,6 +3,7 @@
 
 #include <gsl/gsl_cdf.h>
 #include <math.h>
+#include <string.h>
 
 #include "../kernels/arith/gp_philox.h"
 
@@ -46,4 +47,18 @@ void gp_generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t i0, 
             v *= d->outlier_scale;
         out[j] = (float)v;
     }
+}
+
+void gp_generate_signal_noise(const gp_dist *d, uint64_t seed, uint64_t tensor, uint64_t step, uint64_t k, long nk,
+                              uint64_t i0, size_t n, float *out, float *noise)
+{
+    gp_dist z;
+    memset(&z, 0, sizeof z);
+    z.kind = GP_DIST_NORMAL;
+    z.scale = 1.0;
+    gp_generate(d, seed, gp_stream_id(GP_STREAM_GRAD, tensor, step, GP_SIGNAL_MICROBATCH), i0, n, out);
+    gp_generate(&z, seed, gp_stream_id(GP_STREAM_NOISE, tensor, step, k), i0, n, noise);
+    double sd = d->scale / d->token_snr / sqrt((double)nk);
+    for (size_t j = 0; j < n; j++)
+        out[j] = (float)((double)out[j] + sd * (double)noise[j]);
 }

@@ -12,7 +12,12 @@
 #include "gp_scenario.h"
 
 /* What a stream is for. */
-enum { GP_STREAM_GRAD = 0, GP_STREAM_WEIGHT = 1, GP_STREAM_ACCUM_SR = 2, GP_STREAM_PARAM_SR = 3 };
+enum { GP_STREAM_GRAD = 0, GP_STREAM_WEIGHT = 1, GP_STREAM_ACCUM_SR = 2, GP_STREAM_PARAM_SR = 3,
+       GP_STREAM_NOISE = 4 };
+
+/* The micro-batch index of the shared signal's stream (token_snr > 0): above every real
+ * micro-batch (GP_MAX_MICROBATCHES = 2^16), inside the stream's 17 bits. */
+#define GP_SIGNAL_MICROBATCH 0x1ffffu
 
 /* The stream of (purpose, tensor, optimizer step, micro-batch): 4 + 20 + 23 + 17 bits. */
 uint64_t gp_stream_id(unsigned purpose, uint64_t tensor, uint64_t step, uint64_t microbatch);
@@ -21,5 +26,17 @@ uint64_t gp_stream_id(unsigned purpose, uint64_t tensor, uint64_t step, uint64_t
  * Uses words 0-1 of Philox(seed, ctr = {element, stream}) for a uniform in (0,1) with
  * 53 bits, word 2 for sparsity, word 3 for the sign (16 bits) and outliers (16 bits). */
 void gp_generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t i0, size_t n, float *out);
+
+/* The per-token-mean gradients of micro-batch k (n_k tokens) of a gradient with
+ * token_snr > 0 (DESIGN: a shared signal plus per-micro-batch noise):
+ *   m_k[i] = fp32( s[i] + (scale / token_snr) / sqrt(n_k) * z_k[i] )
+ * with s[i] element i of the distribution d on the stream of (tensor, step,
+ * GP_SIGNAL_MICROBATCH) — the same for every micro-batch of the step — and z_k[i] a
+ * standard normal on the GP_STREAM_NOISE stream of (tensor, step, k): each token's
+ * gradient is s + noise of std scale/token_snr, and their mean over n_k tokens has
+ * noise std (scale/token_snr)/sqrt(n_k). `noise` is n floats of scratch. Binary64
+ * arithmetic, one rounding to fp32 at the end. */
+void gp_generate_signal_noise(const gp_dist *d, uint64_t seed, uint64_t tensor, uint64_t step, uint64_t k, long nk,
+                              uint64_t i0, size_t n, float *out, float *noise);
 
 #endif

@@ -79,7 +79,7 @@ typedef struct {
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
     /* generated tensors: [n] this micro-batch's per-token means m, the exact sums of m
      * and of n_k*m (binary64 + spill, reference/gp_exact.h), the final gradients */
-    float *m;
+    float *m, *noise;      /* noise: scratch of the signal + noise model */
     double *sum_m, *sum_nm, *gacc, *gsame;
     gp_fixacc *sp_m, *sp_nm;
     double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
@@ -381,8 +381,12 @@ static void generate_microbatch(chunk *c, double N, int k)
     const gp_scenario *sc = c->sc;
     long nk = sc->batch.tokens[k];
     double den = reduction_den(sc, nk, N);
-    gp_generate(&sc->tensors[c->t].grad, sc->seed, gp_stream_id(GP_STREAM_GRAD, c->t, (uint64_t)c->step, (uint64_t)k),
-                c->i0, c->n, c->m);
+    const gp_dist *gd = &sc->tensors[c->t].grad;
+    if (gd->token_snr > 0)
+        gp_generate_signal_noise(gd, sc->seed, c->t, (uint64_t)c->step, (uint64_t)k, nk, c->i0, c->n, c->m, c->noise);
+    else
+        gp_generate(gd, sc->seed, gp_stream_id(GP_STREAM_GRAD, c->t, (uint64_t)c->step, (uint64_t)k), c->i0, c->n,
+                    c->m);
     if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */
         for (size_t i = 0; i < c->n; i++)
             c->m[i] = (float)((double)c->m[i] * c->shrink);
@@ -717,6 +721,7 @@ static void chunk_begin(sim *S, chunk *c, size_t off, size_t t, uint64_t i0)
     }
     c->partial = p->partial + off;
     c->m = p->m + off;
+    c->noise = p->noise + off;
     c->sum_m = p->sum_m + off;
     c->sum_nm = p->sum_nm + off;
     c->gacc = p->gacc + off;
@@ -960,7 +965,7 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp)
     int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
              (c->grad = malloc(CHUNK * gb)) && (c->old = malloc(CHUNK * ab)) &&
              (!with_cmp || (c->acc2 = malloc(CHUNK * ab))) && (!(with_cmp && kahan) || (c->comp2 = malloc(CHUNK * ab))) &&
-             (c->m = malloc(CHUNK * sizeof *c->m)) && (c->sum_m = malloc(CHUNK * sizeof *c->sum_m)) &&
+             (c->m = malloc(CHUNK * sizeof *c->m)) && (c->noise = malloc(CHUNK * sizeof *c->noise)) && (c->sum_m = malloc(CHUNK * sizeof *c->sum_m)) &&
              (c->sum_nm = malloc(CHUNK * sizeof *c->sum_nm)) && (c->gacc = malloc(CHUNK * sizeof *c->gacc)) &&
              (c->gsame = malloc(CHUNK * sizeof *c->gsame)) && (c->sp_m = malloc(CHUNK * sizeof *c->sp_m)) &&
              (c->sp_nm = malloc(CHUNK * sizeof *c->sp_nm));
@@ -980,6 +985,7 @@ static void free_chunk(chunk *c)
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         free(c->err[m]);
     free(c->m);
+    free(c->noise);
     free(c->sum_m);
     free(c->sum_nm);
     free(c->gacc);

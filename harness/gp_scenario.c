@@ -189,6 +189,7 @@ typedef struct {
     yaml_node_t *mb, *acc, *tok;       /* batch.microbatches / accumulation_steps / tokens */
     enum { TOK_DEFAULT, TOK_INT, TOK_LIST, TOK_RANGE } tok_kind;
     long tok_int, tok_min, tok_max;    /* TOK_INT value; TOK_RANGE bounds */
+    long tok_seq;                      /* TOK_RANGE: sequences a micro-batch (0 read as 1) */
     size_t tok_len;                    /* TOK_LIST length (already in s->batch.tokens) */
     yaml_node_t **vnodes;              /* per tensor: its grad.values node, or NULL */
     yaml_node_t **name_nodes;          /* per tensor: its name node */
@@ -483,9 +484,9 @@ static int get_name(const loader *L, const yaml_node_t *n, const char *path, cha
 
 /* ---- distributions ---- */
 
-enum { D_DIST, D_SCALE, D_SIGMA, D_ALPHA, D_SIGN, D_SPARSITY, D_OUTLIERS, D_SHRINK, D_VALUES, D_N };
+enum { D_DIST, D_SCALE, D_SIGMA, D_ALPHA, D_SIGN, D_SPARSITY, D_OUTLIERS, D_SHRINK, D_TOKEN_SNR, D_VALUES, D_N };
 static const char *const dist_keys[D_N] = {"dist", "scale", "sigma", "alpha", "sign",
-                                           "sparsity", "outliers", "shrink", "values"};
+                                           "sparsity", "outliers", "shrink", "token_snr", "values"};
 enum { O_FRAC, O_SCALE, O_N };
 static const char *const outlier_keys[O_N] = {"frac", "scale"};
 
@@ -587,6 +588,9 @@ static int parse_dist(const loader *L, yaml_node_t *n, const char *path, int is_
     DIST_NUM(D_SIGN, neg_frac, 0.0, 0, 1.0, 0)
     DIST_NUM(D_SPARSITY, sparsity, 0.0, 0, 1.0, 1)
     DIST_NUM(D_SHRINK, shrink, 0.0, 1, INFINITY, 0)
+    if (v[D_TOKEN_SNR] && !is_grad)
+        return fail(L, k[D_TOKEN_SNR], "%s: token_snr describes a gradient, not initial weights", path);
+    DIST_NUM(D_TOKEN_SNR, token_snr, 0.0, 1, INFINITY, 0)
 #undef DIST_NUM
     if (v[D_OUTLIERS]) {
         yaml_node_t *ov[O_N], *ok[O_N];
@@ -707,8 +711,8 @@ static int parse_tensors(loader *L, yaml_node_t *n, gp_scenario *s)
 
 enum { B_ACC, B_MB, B_TOKENS, B_N };
 static const char *const batch_keys[B_N] = {"accumulation_steps", "microbatches", "tokens"};
-enum { R_MIN, R_MAX, R_N };
-static const char *const range_keys[R_N] = {"min", "max"};
+enum { R_MIN, R_MAX, R_SEQ, R_N };
+static const char *const range_keys[R_N] = {"min", "max", "sequences"};
 
 static int parse_batch(loader *L, yaml_node_t *n, gp_scenario *s)
 {
@@ -765,6 +769,13 @@ static int parse_batch(loader *L, yaml_node_t *n, gp_scenario *s)
             return -1;
         if (hi < lo)
             return fail(L, rv[R_MAX], "batch.tokens.max (%lld) must be at least min (%lld)", hi, lo);
+        long long seqs = 1;
+        if (rv[R_SEQ] && get_ll(L, rv[R_SEQ], "batch.tokens.sequences", 1, GP_MAX_MICROBATCHES, &seqs))
+            return -1;
+        if (seqs * hi > GP_MAX_TOKENS)
+            return fail(L, rv[R_SEQ], "batch.tokens: %lld sequences of up to %lld tokens exceed %ld tokens a "
+                        "micro-batch", seqs, hi, GP_MAX_TOKENS);
+        L->tok_seq = (long)seqs;
         L->tok_kind = TOK_RANGE;
         L->tok_min = (long)lo;
         L->tok_max = (long)hi;
@@ -822,10 +833,14 @@ static int resolve_batch(loader *L, yaml_node_t *root, gp_scenario *s)
         for (size_t k = 0; k < K; k++) {
             if (L->tok_kind == TOK_INT)
                 s->batch.tokens[k] = L->tok_int;
-            else if (L->tok_kind == TOK_RANGE)
-                s->batch.tokens[k] =
-                    L->tok_min + (long)(gp_rand_u32(s->seed, TOKENS_STREAM, k) %
-                                        (uint32_t)(L->tok_max - L->tok_min + 1));
+            else if (L->tok_kind == TOK_RANGE) { /* the sum of B sequence lengths, each uniform */
+                uint64_t B = L->tok_seq > 1 ? (uint64_t)L->tok_seq : 1;
+                s->batch.tokens[k] = 0;
+                for (uint64_t j = 0; j < B; j++)
+                    s->batch.tokens[k] +=
+                        L->tok_min + (long)(gp_rand_u32(s->seed, TOKENS_STREAM, B == 1 ? k : k * B + j) %
+                                            (uint32_t)(L->tok_max - L->tok_min + 1));
+            }
             else if (first_v != SIZE_MAX)
                 s->batch.tokens[k] = (long)s->tensors[first_v].grad.ntok[k];
             else
@@ -1225,10 +1240,11 @@ static int load(const char *text, size_t len, const char *origin, const char *de
 
 typedef struct {
     int keyn;                               /* node index of the key (for messages) */
-    char key[GP_SWEEP_TEXT];
+    int nkeys;                              /* keys swept together */
+    char key[GP_SWEEP_MAX_ZIP][GP_SWEEP_TEXT];
     int nv;
-    int value[GP_SWEEP_MAX_VALUES];         /* node indices of the values */
-    char text[GP_SWEEP_MAX_VALUES][GP_SWEEP_TEXT];
+    int value[GP_SWEEP_MAX_VALUES][GP_SWEEP_MAX_ZIP]; /* node indices of the values */
+    char text[GP_SWEEP_MAX_VALUES][GP_SWEEP_MAX_ZIP][GP_SWEEP_TEXT];
 } sweep_axis;
 
 static yaml_node_pair_t *find_pair(yaml_document_t *doc, yaml_node_t *map, const char *key)
@@ -1263,12 +1279,30 @@ static int sweep_key_ok(const char *k)
     return !need_name;
 }
 
+/* Check one key node of a sweep (a scalar path) against the keys seen so far. */
+static int sweep_key(const loader *L, const yaml_node_t *k, const sweep_axis *ax, int na, const sweep_axis *cur)
+{
+    if (k->type != YAML_SCALAR_NODE || !sweep_key_ok(sval(k)) || strlen(sval(k)) >= GP_SWEEP_TEXT)
+        return fail(L, k, "sweep: a key must be a dotted path such as batch.accumulation_steps or "
+                    "tensors[0].grad.scale (at most %d bytes), or a list of such keys", GP_SWEEP_TEXT - 1);
+    if (strcmp(sval(k), "sweep") == 0 || strncmp(sval(k), "sweep.", 6) == 0 || strcmp(sval(k), "name") == 0)
+        return fail(L, k, "sweep: '%s' cannot be swept", sval(k));
+    for (int a = 0; a <= na; a++) {
+        const sweep_axis *A = a < na ? &ax[a] : cur;
+        for (int j = 0; j < A->nkeys; j++)
+            if (strcmp(A->key[j], sval(k)) == 0)
+                return fail(L, k, "sweep: duplicate key '%s'", sval(k));
+    }
+    return 0;
+}
+
 /* The document's `sweep:` as axes (*na = 0 when it has none), and the number of points. */
 static int sweep_axes(yaml_document_t *doc, const char *origin, sweep_axis *ax, int *na, size_t *npoints,
                       gp_error *err)
 {
     loader L = {.origin = origin, .doc = doc, .err = err};
     yaml_node_t *root = yaml_document_get_root_node(doc);
+    int nkeys = 0;
     *na = 0;
     *npoints = 1;
     if (root->type != YAML_MAPPING_NODE)
@@ -1283,30 +1317,40 @@ static int sweep_axes(yaml_document_t *doc, const char *origin, sweep_axis *ax, 
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = node(&L, p->key), *v = node(&L, p->value);
         if (*na == GP_SWEEP_MAX_AXES)
-            return fail(&L, k, "sweep: at most %d keys can be crossed", GP_SWEEP_MAX_AXES);
-        if (k->type != YAML_SCALAR_NODE || !sweep_key_ok(sval(k)) || strlen(sval(k)) >= GP_SWEEP_TEXT)
-            return fail(&L, k, "sweep: a key must be a dotted path such as batch.accumulation_steps or "
-                        "tensors[0].grad.scale (at most %d bytes)", GP_SWEEP_TEXT - 1);
-        if (strcmp(sval(k), "sweep") == 0 || strncmp(sval(k), "sweep.", 6) == 0 || strcmp(sval(k), "name") == 0)
-            return fail(&L, k, "sweep: '%s' cannot be swept", sval(k));
-        for (int a = 0; a < *na; a++)
-            if (strcmp(ax[a].key, sval(k)) == 0)
-                return fail(&L, k, "sweep: duplicate key '%s'", sval(k));
+            return fail(&L, k, "sweep: at most %d axes can be crossed", GP_SWEEP_MAX_AXES);
+        sweep_axis *A = &ax[*na];
+        A->keyn = p->key;
+        A->nkeys = 0;
+        int zip = k->type == YAML_SEQUENCE_NODE;
+        size_t nk = zip ? seq_len(k) : 1;
+        if (nk == 0 || nk > GP_SWEEP_MAX_ZIP || nkeys + (int)nk > GP_SWEEP_MAX_KEYS)
+            return fail(&L, k, "sweep: 1 to %d keys an axis, %d in all", GP_SWEEP_MAX_ZIP, GP_SWEEP_MAX_KEYS);
+        for (size_t j = 0; j < nk; j++) {
+            yaml_node_t *kj = zip ? seq_item(&L, k, j) : k;
+            if (sweep_key(&L, kj, ax, *na, A))
+                return -1;
+            snprintf(A->key[A->nkeys++], GP_SWEEP_TEXT, "%s", sval(kj));
+        }
+        nkeys += A->nkeys;
         size_t nv = v->type == YAML_SEQUENCE_NODE ? seq_len(v) : 0;
         if (nv == 0 || nv > GP_SWEEP_MAX_VALUES)
-            return fail(&L, v, "sweep: %s: expected a list of 1 to %d values", sval(k), GP_SWEEP_MAX_VALUES);
-        sweep_axis *A = &ax[(*na)++];
-        A->keyn = p->key;
-        snprintf(A->key, sizeof A->key, "%s", sval(k));
+            return fail(&L, v, "sweep: %s: expected a list of 1 to %d values", A->key[0], GP_SWEEP_MAX_VALUES);
         A->nv = (int)nv;
         for (size_t i = 0; i < nv; i++) {
             yaml_node_t *x = seq_item(&L, v, i);
-            if (x->type != YAML_SCALAR_NODE || strlen(sval(x)) >= GP_SWEEP_TEXT)
-                return fail(&L, x, "sweep: %s: each value must be a scalar of at most %d bytes", A->key,
-                            GP_SWEEP_TEXT - 1);
-            A->value[i] = v->data.sequence.items.start[i];
-            snprintf(A->text[i], sizeof A->text[i], "%s", sval(x));
+            if (zip && (x->type != YAML_SEQUENCE_NODE || seq_len(x) != nk))
+                return fail(&L, x, "sweep: %s...: each value must be a list of %zu values, one for each key", A->key[0],
+                            nk);
+            for (size_t j = 0; j < nk; j++) {
+                yaml_node_t *xj = zip ? seq_item(&L, x, j) : x;
+                if (xj->type != YAML_SCALAR_NODE || strlen(sval(xj)) >= GP_SWEEP_TEXT)
+                    return fail(&L, xj, "sweep: %s: each value must be a scalar of at most %d bytes", A->key[j],
+                                GP_SWEEP_TEXT - 1);
+                A->value[i][j] = zip ? x->data.sequence.items.start[j] : v->data.sequence.items.start[i];
+                snprintf(A->text[i][j], GP_SWEEP_TEXT, "%s", sval(xj));
+            }
         }
+        (*na)++;
         *npoints *= nv;
         if (*npoints > GP_SWEEP_MAX_POINTS)
             return fail(&L, v, "sweep: %zu points or more (at most %d)", *npoints, GP_SWEEP_MAX_POINTS);
@@ -1314,13 +1358,14 @@ static int sweep_axes(yaml_document_t *doc, const char *origin, sweep_axis *ax, 
     return 0;
 }
 
-/* Put value node `value` at the key path of axis A, creating mappings that are missing. */
-static int sweep_apply(yaml_document_t *doc, const char *origin, const sweep_axis *A, int value, gp_error *err)
+/* Put value node `value` at key j of axis A, creating mappings that are missing. */
+static int sweep_apply(yaml_document_t *doc, const char *origin, const sweep_axis *A, int j, int value,
+                       gp_error *err)
 {
     loader L = {.origin = origin, .doc = doc, .err = err};
     yaml_mark_t mark = node(&L, A->keyn)->start_mark;
     int cur = 1; /* the root */
-    const char *p = A->key;
+    const char *key = A->key[j], *p = key;
     while (*p) {
         char comp[GP_SWEEP_TEXT];
         size_t c = 0;
@@ -1337,11 +1382,11 @@ static int sweep_apply(yaml_document_t *doc, const char *origin, const sweep_axi
             p++;
         yaml_node_t *m = node(&L, cur);
         if (m->type != YAML_MAPPING_NODE)
-            return fail(&L, node(&L, A->keyn), "sweep: %s: '%s' is inside %s, not a mapping", A->key, comp, kind(m));
+            return fail(&L, node(&L, A->keyn), "sweep: %s: '%s' is inside %s, not a mapping", key, comp, kind(m));
         yaml_node_pair_t *pair = find_pair(doc, m, comp);
         if (!pair) {
             if (idx >= 0)
-                return fail(&L, node(&L, A->keyn), "sweep: %s: the file has no list '%s'", A->key, comp);
+                return fail(&L, node(&L, A->keyn), "sweep: %s: the file has no list '%s'", key, comp);
             int kn = yaml_document_add_scalar(doc, NULL, (yaml_char_t *)comp, -1, YAML_PLAIN_SCALAR_STYLE);
             int vn = last ? value : yaml_document_add_mapping(doc, NULL, YAML_FLOW_MAPPING_STYLE);
             if (!kn || !vn || !yaml_document_append_mapping_pair(doc, cur, kn, vn))
@@ -1356,7 +1401,7 @@ static int sweep_apply(yaml_document_t *doc, const char *origin, const sweep_axi
         } else {
             yaml_node_t *sq = node(&L, pair->value);
             if (sq->type != YAML_SEQUENCE_NODE || (size_t)idx >= seq_len(sq))
-                return fail(&L, node(&L, A->keyn), "sweep: %s: '%s' has no item %ld", A->key, comp, idx);
+                return fail(&L, node(&L, A->keyn), "sweep: %s: '%s' has no item %ld", key, comp, idx);
             if (last)
                 sq->data.sequence.items.start[idx] = value;
             cur = sq->data.sequence.items.start[idx];
@@ -1404,7 +1449,8 @@ static int load_all(const char *text, size_t len, const char *origin, const char
                 if ((rc = read_doc(text, len, origin, &d2, err)) != 0)
                     break;
                 for (int a = 0; a < na && rc == 0; a++)
-                    rc = sweep_apply(&d2, origin, &ax[a], ax[a].value[pick[a]], err);
+                    for (int j = 0; j < ax[a].nkeys && rc == 0; j++)
+                        rc = sweep_apply(&d2, origin, &ax[a], j, ax[a].value[pick[a]][j], err);
                 if (rc == 0)
                     rc = parse_doc(&d2, origin, default_name, 1, &arr[c], err);
                 if (rc == 0) {
@@ -1413,12 +1459,15 @@ static int load_all(const char *text, size_t len, const char *origin, const char
                     size_t off = (size_t)snprintf(name, sizeof name, "%s[", s->name);
                     memcpy(s->sweep.group, s->name, sizeof s->sweep.group);
                     s->sweep.naxes = na;
-                    for (int a = 0; a < na; a++) {
-                        memcpy(s->sweep.key[a], ax[a].key, GP_SWEEP_TEXT);
-                        memcpy(s->sweep.value[a], ax[a].text[pick[a]], GP_SWEEP_TEXT);
-                        off += (size_t)snprintf(name + off, sizeof name - off, "%s%s=%s", a ? ", " : "", ax[a].key,
-                                                ax[a].text[pick[a]]);
-                    }
+                    for (int a = 0; a < na; a++)
+                        for (int j = 0; j < ax[a].nkeys; j++) {
+                            int q = s->sweep.nkeys++;
+                            s->sweep.axis[q] = a;
+                            memcpy(s->sweep.key[q], ax[a].key[j], GP_SWEEP_TEXT);
+                            memcpy(s->sweep.value[q], ax[a].text[pick[a]][j], GP_SWEEP_TEXT);
+                            off += (size_t)snprintf(name + off, sizeof name - off, "%s%s=%s", q ? ", " : "",
+                                                    ax[a].key[j], ax[a].text[pick[a]][j]);
+                        }
                     snprintf(name + off, sizeof name - off, "]");
                     if (strlen(name) >= GP_NAME_MAX) {
                         loader L = {.origin = origin, .doc = &d2, .err = err};
@@ -1571,6 +1620,8 @@ static void put_dist(gp_buf *b, const char *key, const gp_dist *d, int is_grad)
     put_key_double(b, "        ", "frac", d->outlier_frac);
     put_key_double(b, "        ", "scale", d->outlier_scale);
     put_key_double(b, "      ", "shrink", d->shrink);
+    if (d->token_snr > 0)
+        put_key_double(b, "      ", "token_snr", d->token_snr);
 }
 
 static const char *bool_name(int v)

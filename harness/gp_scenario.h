@@ -17,7 +17,9 @@
 #define GP_MAX_TENSOR_SIZE ((size_t)1 << 31) /* elements per tensor */
 #define GP_MAX_MICROBATCHES 65536
 #define GP_MAX_TOKENS 1000000000L            /* tokens per micro-batch */
-#define GP_SWEEP_MAX_AXES 4                  /* keys one sweep may cross */
+#define GP_SWEEP_MAX_AXES 4                  /* axes one sweep may cross */
+#define GP_SWEEP_MAX_ZIP 4                   /* keys one axis may sweep together */
+#define GP_SWEEP_MAX_KEYS 8                  /* keys of one sweep in all */
 #define GP_SWEEP_MAX_VALUES 256              /* values of one swept key */
 #define GP_SWEEP_MAX_POINTS 4096             /* scenarios one sweep may expand to */
 #define GP_SWEEP_TEXT 64                     /* bytes of a swept key or value's text */
@@ -44,6 +46,10 @@ typedef struct {
     double outlier_frac;  /* fraction of elements multiplied by outlier_scale, default 0 */
     double outlier_scale; /* default 1000 */
     double shrink;        /* per optimizer step factor on the magnitude, default 1.0 */
+    double token_snr;     /* grad only: 0 (default) = every micro-batch drawn independently;
+                             > 0 = a shared signal drawn once per step plus per-token noise
+                             of std scale/token_snr averaged over the micro-batch's n_k
+                             tokens (harness/gp_generate.h, docs/scenarios.md) */
     /* GP_DIST_VALUES: values[k][0..ntok[k]-1] are the per-token values of micro-batch k */
     size_t nmb;
     size_t *ntok;
@@ -131,9 +137,11 @@ typedef struct {
 
     struct {                      /* one point of a `sweep:` (gp_scenario_load_all_*) */
         char group[GP_NAME_MAX];  /* the file's scenario name; "" when not swept */
-        int naxes;                /* swept keys, in the order the file gives them */
-        char key[GP_SWEEP_MAX_AXES][GP_SWEEP_TEXT];   /* "batch.accumulation_steps" */
-        char value[GP_SWEEP_MAX_AXES][GP_SWEEP_TEXT]; /* this point's value, as written */
+        int naxes;                /* crossed axes (keys swept together count once) */
+        int nkeys;                /* swept keys in all, in the order the file gives them */
+        int axis[GP_SWEEP_MAX_KEYS];                 /* the axis of each key */
+        char key[GP_SWEEP_MAX_KEYS][GP_SWEEP_TEXT];   /* "batch.accumulation_steps" */
+        char value[GP_SWEEP_MAX_KEYS][GP_SWEEP_TEXT]; /* this point's value, as written */
     } sweep;
 } gp_scenario;
 
@@ -165,7 +173,8 @@ int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err);
 /* Load YAML text that may declare a sweep: `sweep: {KEY: [V1, V2, ...], ...}` where KEY
  * is a dotted path to any key of the scenario (`batch.accumulation_steps`, `reduction`,
  * `tensors[0].grad.scale`, `precision.accumulator`), created when the file does not
- * write it. The keys are crossed, the last one varying fastest; each point is the file
+ * write it; or a list of keys swept together, `[K1, K2]: [[V1, W1], [V2, W2]]`. The
+ * axes are crossed, the last one varying fastest; each point is the file
  * with those values put in place, loaded and checked as any scenario (errors point at
  * the sweep's value), named "NAME[KEY=V, KEY=V]" with the sweep fields set. Without a
  * sweep: one scenario, as gp_scenario_load_string. On success *out is a malloc'ed array

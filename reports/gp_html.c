@@ -619,14 +619,17 @@ static const char *sweep_param(const json_t *sc, size_t a, const char *what)
                                              what));
 }
 
-/* "k=v, k=v" of the swept keys after the first ("all" when there are none). */
+/* "k=v, k=v" of the swept keys of the axes after the first ("all" when there are none). */
 static void sweep_others(const json_t *sc, char *out, size_t n)
 {
-    size_t np = json_array_size(json_object_get(json_object_get(sc, "sweep"), "params")), off = 0;
+    const json_t *params = json_object_get(json_object_get(sc, "sweep"), "params");
+    size_t np = json_array_size(params), off = 0;
     out[0] = '\0';
     for (size_t a = 1; a < np && off < n; a++) {
         const char *k = sweep_param(sc, a, "key"), *v = sweep_param(sc, a, "value");
-        off += (size_t)snprintf(out + off, n - off, "%s%s=%s", a > 1 ? ", " : "", k ? k : "?", v ? v : "?");
+        if (json_integer_value(json_object_get(json_array_get(params, a), "axis")) == 0)
+            continue; /* swept together with the x key */
+        off += (size_t)snprintf(out + off, n - off, "%s%s=%s", off ? ", " : "", k ? k : "?", v ? v : "?");
     }
     if (!out[0])
         snprintf(out, n, "all");

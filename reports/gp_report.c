@@ -203,10 +203,11 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
     if (sc->sweep.naxes) {
         json_t *sw = json_object(), *params = json_array();
         json_object_set_new(sw, "group", json_string(sc->sweep.group));
-        for (int a = 0; a < sc->sweep.naxes; a++) {
+        for (int q = 0; q < sc->sweep.nkeys; q++) {
             json_t *kv = json_object();
-            json_object_set_new(kv, "key", json_string(sc->sweep.key[a]));
-            json_object_set_new(kv, "value", json_string(sc->sweep.value[a]));
+            json_object_set_new(kv, "key", json_string(sc->sweep.key[q]));
+            json_object_set_new(kv, "value", json_string(sc->sweep.value[q]));
+            json_object_set_new(kv, "axis", json_integer(sc->sweep.axis[q]));
             json_array_append_new(params, kv);
         }
         json_object_set_new(sw, "params", params);
@@ -387,14 +388,15 @@ static const char *g(double v, char *buf)
     return buf;
 }
 
-/* "k=v, k=v" of the sweep axes other than the first ("all" when there are none). */
+/* "k=v, k=v" of the keys of the sweep axes after the first ("all" when there are none). */
 static void other_axes(const gp_scenario *sc, char *out, size_t n)
 {
     size_t off = 0;
     out[0] = '\0';
-    for (int a = 1; a < sc->sweep.naxes && off < n; a++)
-        off += (size_t)snprintf(out + off, n - off, "%s%s=%s", a > 1 ? ", " : "", sc->sweep.key[a],
-                                sc->sweep.value[a]);
+    for (int q = 0; q < sc->sweep.nkeys && off < n; q++)
+        if (sc->sweep.axis[q] > 0)
+            off += (size_t)snprintf(out + off, n - off, "%s%s=%s", off ? ", " : "", sc->sweep.key[q],
+                                    sc->sweep.value[q]);
     if (!out[0])
         snprintf(out, n, "all");
 }
