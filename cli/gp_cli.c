@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "../base/gp_num.h"
+
 static const char usage[] =
     "usage: gradprec COMMAND [ARGS]\n"
     "\n"
@@ -40,10 +42,21 @@ int gp_cli_opt(int argc, char **argv, int *i, const char *name, const char **val
     return 1;
 }
 
+int gp_cli_u64(const char *cmd, const char *opt, const char *val, uint64_t lo, uint64_t hi, uint64_t *out,
+               FILE *err)
+{
+    int r = gp_parse_u64(val, lo, hi, out);
+    if (r == 0)
+        return 0;
+    fprintf(err, "gradprec %s: %s '%.60s' is not a decimal integer in %llu..%llu\n", cmd, opt, val,
+            (unsigned long long)lo, (unsigned long long)hi);
+    return -1;
+}
+
 int gp_cli_main(int argc, char **argv, FILE *out, FILE *err)
 {
     if (argc < 2) {
-        fputs(usage, err);
+        fputs("gradprec: no command given (try gradprec --help)\n", err);
         return GP_EXIT_USAGE;
     }
     const char *cmd = argv[1];

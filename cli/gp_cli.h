@@ -6,6 +6,7 @@
 #ifndef GP_CLI_H
 #define GP_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 enum { GP_EXIT_OK = 0, GP_EXIT_FAIL = 1, GP_EXIT_USAGE = 2, GP_EXIT_INTERNAL = 3 };
@@ -33,5 +34,10 @@ int gp_cmd_repro(int argc, char **argv, FILE *out, FILE *err);
  * when argv[*i] is not that option; return -1 (message on err) when VALUE is missing. */
 int gp_cli_opt(int argc, char **argv, int *i, const char *name, const char **val, FILE *err,
                const char *cmd);
+
+/* A strict decimal integer option value in [lo, hi] (base/gp_num.h): 0, or -1 after
+ * printing "gradprec CMD: OPT 'VAL' is not a decimal integer in LO..HI" on err. */
+int gp_cli_u64(const char *cmd, const char *opt, const char *val, uint64_t lo, uint64_t hi, uint64_t *out,
+               FILE *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include "../reports/gp_gate.h"
 #include "../reports/gp_report.h"
 #include "gp_cli.h"
+#include "../base/gp_out.h"
 #include "../base/gp_file.h"
 
 static const char gate_usage[] =
@@ -41,7 +42,7 @@ static const char gate_usage[] =
 static char *read_all(const char *path, gp_error *e)
 {
     size_t n;
-    char *buf = gp_file_read(path, (size_t)1 << 30, &n, e);
+    char *buf = gp_file_read(path, GP_FILE_MAX_REPORT, &n, e);
     if (buf && strlen(buf) != n) {
         gp_error_set(e, "%s: contains a NUL byte", path);
         free(buf);
@@ -87,6 +88,17 @@ int gp_cmd_gate(int argc, char **argv, FILE *out, FILE *err)
     }
 
     gp_error e = {""};
+    /* --markdown must not name an input (it would overwrite the baseline); the baseline
+     * is an output only with --update-baseline, which replaces it on purpose. */
+    const char *inputs[3] = {basepath, curpath, tolpath};
+    if (mdpath && gp_out_check_file("--markdown", mdpath, inputs, tolpath ? 3 : 2, &e) != 0) {
+        fprintf(err, "gradprec gate: %s\n", e.msg);
+        return GP_EXIT_USAGE;
+    }
+    if (update && gp_out_check_file("--baseline", basepath, inputs + 1, tolpath ? 2 : 1, &e) != 0) {
+        fprintf(err, "gradprec gate: %s\n", e.msg);
+        return GP_EXIT_USAGE;
+    }
     gp_gate_tolerances tol;
     memset(&tol, 0, sizeof tol);
     if (tolpath && gp_gate_load_tolerances(tolpath, &tol, &e) != 0) {

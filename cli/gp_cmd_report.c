@@ -7,6 +7,7 @@
 #include "../reports/gp_html.h"
 #include "../reports/gp_report.h"
 #include "gp_cli.h"
+#include "../base/gp_out.h"
 
 static const char report_usage[] =
     "usage: gradprec report merge --out MERGED.json SHARD.json...\n"
@@ -14,15 +15,63 @@ static const char report_usage[] =
     "\n"
     "merge: combine the reports of `gradprec run --shard I/N` (I = 0..N-1) into the\n"
     "report the unsharded run writes: same bytes. Fails (exit 2) on a missing or\n"
-    "duplicated scenario, different backends, or an unreadable report.\n"
+    "duplicated shard or scenario, different backends, or an unreadable report.\n"
     "html: the HTML page of a report (default: PAGE = REPORT with .html).\n";
 
-/* Merge shard roots: same backends, indices 0..n-1 each exactly once. */
+/* A shard's "shard" object: index, count, scenarios (all present, in range), or -1. */
+static int shard_info(json_t *root, const char *path, size_t *idx, size_t *count, size_t *total, gp_error *err)
+{
+    json_t *sh = json_object_get(root, "shard");
+    json_int_t i = json_integer_value(json_object_get(sh, "index"));
+    json_int_t n = json_integer_value(json_object_get(sh, "count"));
+    json_int_t m = json_integer_value(json_object_get(sh, "scenarios"));
+    if (!sh)
+        return gp_error_set(err, "%s: not a shard report (no \"shard\" key: run with --shard I/N, "
+                                 "or a report of an older gradprec)", path);
+    if (!json_is_integer(json_object_get(sh, "index")) || !json_is_integer(json_object_get(sh, "count")) ||
+        !json_is_integer(json_object_get(sh, "scenarios")) || n < 2 || n > 100000000 || i < 0 || i >= n ||
+        m < 0 || m > 100000000)
+        return gp_error_set(err, "%s: \"shard\" is not {index, count, scenarios} with 0 <= index < count", path);
+    *idx = (size_t)i;
+    *count = (size_t)n;
+    *total = (size_t)m;
+    return 0;
+}
+
+/* Merge shard roots: same backends, every shard index 0..N-1 once (one unsharded
+ * report merges to itself), scenario indices 0..total-1 each exactly once. */
 static json_t *merge(json_t **roots, int n, const char *const *paths, gp_error *err)
 {
     const char *backend = json_string_value(json_object_get(roots[0], "backend"));
     json_t *cmp0 = json_object_get(roots[0], "compare_backend");
-    size_t total = 0;
+    size_t total = 0, nshards = 1;
+    if (n > 1 || json_object_get(roots[0], "shard")) {
+        size_t idx, count, m;
+        if (shard_info(roots[0], paths[0], &idx, &nshards, &total, err) != 0)
+            return NULL;
+        unsigned char *seen = calloc(nshards, 1);
+        if (!seen) {
+            gp_error_set(err, "out of memory");
+            return NULL;
+        }
+        int bad = 0;
+        for (int i = 0; i < n && !bad; i++) {
+            if (shard_info(roots[i], paths[i], &idx, &count, &m, err) != 0)
+                bad = 1;
+            else if (count != nshards || m != total)
+                bad = gp_error_set(err, "%s: shard %zu/%zu of %zu scenarios does not belong with %s (shards of %zu, %zu scenarios)",
+                                   paths[i], idx, count, m, paths[0], nshards, total) != 0;
+            else if (seen[idx]++)
+                bad = gp_error_set(err, "%s: shard %zu/%zu is given twice", paths[i], idx, count) != 0;
+        }
+        for (size_t k = 0; k < nshards && !bad; k++)
+            if (!seen[k])
+                bad = gp_error_set(err, "shard %zu/%zu is missing (%d of %zu shard reports given)", k, nshards, n,
+                                   nshards) != 0;
+        free(seen);
+        if (bad)
+            return NULL;
+    }
     for (int i = 0; i < n; i++) {
         const char *b = json_string_value(json_object_get(roots[i], "backend"));
         if (!b || !backend || strcmp(b, backend) != 0 || !json_equal(json_object_get(roots[i], "compare_backend"), cmp0)) {
@@ -33,12 +82,13 @@ static json_t *merge(json_t **roots, int n, const char *const *paths, gp_error *
         json_t *sc;
         json_array_foreach(json_object_get(roots[i], "scenarios"), k, sc) {
             json_int_t idx = json_integer_value(json_object_get(sc, "index"));
-            if (idx < 0 || idx > 100000000) {
-                gp_error_set(err, "%s: scenario index %lld is out of range", paths[i], (long long)idx);
+            if (idx < 0 || idx > 100000000 || (nshards > 1 && (size_t)idx >= total) ||
+                (nshards > 1 && (size_t)idx % nshards != (size_t)json_integer_value(json_object_get(json_object_get(roots[i], "shard"), "index")))) {
+                gp_error_set(err, "%s: scenario index %lld does not belong to this shard", paths[i], (long long)idx);
                 return NULL;
             }
-            if ((size_t)idx + 1 > total)
-                total = (size_t)idx + 1; /* the run had at least this many scenarios */
+            if (nshards == 1 && (size_t)idx + 1 > total)
+                total = (size_t)idx + 1; /* one unsharded report: at least this many */
         }
     }
     json_t **slot = calloc(total ? total : 1, sizeof *slot);
@@ -101,9 +151,13 @@ static int cmd_merge(int argc, char **argv, FILE *err)
         return GP_EXIT_USAGE;
     }
     int n = argc - first;
+    gp_error e = {""};
+    if (gp_out_check_file("--out", outpath, (const char *const *)(argv + first), (size_t)n, &e) != 0) {
+        fprintf(err, "gradprec report merge: %s\n", e.msg);
+        return GP_EXIT_USAGE;
+    }
     json_t **roots = calloc((size_t)n, sizeof *roots);
     int rc = GP_EXIT_USAGE, loaded = 0;
-    gp_error e = {""};
     if (!roots)
         return GP_EXIT_INTERNAL;
     for (; loaded < n; loaded++)
@@ -154,10 +208,17 @@ static int cmd_html(int argc, char **argv, FILE *err)
         size_t n = strlen(in);
         if (n > 5 && strcmp(in + n - 5, ".json") == 0)
             n -= 5;
-        snprintf(buf, sizeof buf, "%.*s.html", (int)n, in);
+        if (snprintf(buf, sizeof buf, "%.*s.html", (int)n, in) >= (int)sizeof buf) {
+            fprintf(err, "gradprec report html: %s: path too long\n", in);
+            return GP_EXIT_USAGE;
+        }
         outpath = buf;
     }
     gp_error e = {""};
+    if (gp_out_check_file("--out", outpath, &in, 1, &e) != 0) {
+        fprintf(err, "gradprec report html: %s\n", e.msg);
+        return GP_EXIT_USAGE;
+    }
     json_t *root = gp_report_load(in, &e);
     if (!root) {
         fprintf(err, "gradprec report html: %s\n", e.msg);

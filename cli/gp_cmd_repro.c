@@ -7,7 +7,9 @@
 #include "../harness/gp_decode.h"
 #include "../reports/gp_report.h"
 #include "gp_cli.h"
+#include "../base/gp_buf.h"
 #include "../base/gp_file.h"
+#include "../base/gp_out.h"
 
 static const char repro_usage[] =
     "usage: gradprec repro [--target NAME] [--out FILE.yaml] FUZZ_INPUT\n"
@@ -22,7 +24,16 @@ static const char repro_usage[] =
     "exit: 0 done, 2 bad usage, unreadable input, or an input without a scenario form,\n"
     "      3 the output could not be written\n";
 
-#define REPRO_MAX_BYTES ((size_t)1 << 20) /* libFuzzer inputs are small (-max_len) */
+/* The path as printable ASCII for a YAML comment: other bytes (a newline would end the
+ * comment and inject YAML) and the backslash become \xNN. */
+static void put_escaped(gp_buf *b, const char *path)
+{
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+        if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+            gp_buf_printf(b, "\\x%02x", (unsigned)*p);
+        else
+            gp_buf_putc(b, (char)*p);
+}
 
 int gp_cmd_repro(int argc, char **argv, FILE *out, FILE *err)
 {
@@ -61,8 +72,12 @@ int gp_cmd_repro(int argc, char **argv, FILE *out, FILE *err)
     }
 
     gp_error e = {""};
+    if (outpath && gp_out_check_file("--out", outpath, &input, 1, &e) != 0) {
+        fprintf(err, "gradprec repro: %s\n", e.msg);
+        return GP_EXIT_USAGE;
+    }
     size_t len = 0;
-    char *bytes = gp_file_read(input, REPRO_MAX_BYTES, &len, &e);
+    char *bytes = gp_file_read(input, GP_FILE_MAX_FUZZ_INPUT, &len, &e);
     if (!bytes) {
         fprintf(err, "gradprec repro: %s\n", e.msg);
         return GP_EXIT_USAGE;
@@ -83,16 +98,19 @@ int gp_cmd_repro(int argc, char **argv, FILE *out, FILE *err)
     }
     char *yaml = gp_scenario_to_yaml(&s);
     gp_scenario_free(&s);
-    size_t hlen = strlen(input) + strlen(target) + 96;
-    char *text = yaml ? malloc(hlen + strlen(yaml)) : NULL;
+    gp_buf b = GP_BUF_INIT;
+    gp_buf_printf(&b, "# gradprec repro --target %s: ", target);
+    put_escaped(&b, input);
+    gp_buf_printf(&b, " (%zu bytes)\n", len);
+    if (yaml)
+        gp_buf_puts(&b, yaml);
+    char *text = yaml ? gp_buf_take(&b) : NULL;
+    free(yaml);
+    free(b.s);
     if (!text) {
-        free(yaml);
         fprintf(err, "gradprec repro: out of memory\n");
         return GP_EXIT_INTERNAL;
     }
-    snprintf(text, hlen, "# gradprec repro --target %s: %s (%zu bytes)\n", target, input, len);
-    strcat(text, yaml);
-    free(yaml);
     rc = GP_EXIT_OK;
     if (!outpath) {
         fputs(text, out);

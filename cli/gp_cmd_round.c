@@ -126,12 +126,9 @@ int gp_cmd_round(int argc, char **argv, FILE *out, FILE *err)
         fprintf(err, "gradprec round: unknown mode '%s' (rne, rtz, stochastic)\n", mode_s);
         return GP_EXIT_USAGE;
     }
-    char *end;
-    unsigned long long seed = strtoull(seed_s, &end, 0);
-    if (*seed_s == '\0' || *end != '\0' || *seed_s == '-') {
-        fprintf(err, "gradprec round: --seed '%s' is not a non-negative integer\n", seed_s);
+    uint64_t seed = 0;
+    if (gp_cli_u64("round", "--seed", seed_s, 0, UINT64_MAX, &seed, err) != 0)
         return GP_EXIT_USAGE;
-    }
     if (first_value == 0 || first_value >= argc) {
         fprintf(err, "gradprec round: no VALUE given\n");
         return GP_EXIT_USAGE;

@@ -19,19 +19,25 @@
 #include "gp_cli.h"
 #include "../harness/gp_presets.h"
 #include "../harness/gp_runner.h"
+#include "../base/gp_num.h"
+#include "../base/gp_out.h"
 
 static const char run_usage[] =
     "usage: gradprec run [SCENARIO.yaml... | --suite default | --preset NAME...] [--backend B]\n"
-    "                    [--compare B] [--out DIR] [--seed N] [--shard I/N] [-j N] [--quiet] [--list]\n"
+    "                    [--compare B] [--out DIR] [--seed N] [--shard I/N] [-j N] [--max-seconds S]\n"
+    "                    [--quiet] [--list]\n"
     "\n"
     "Runs scenarios (default: the default suite of presets) on a backend beside exact\n"
-    "references; writes DIR/report.json and DIR/report.md (DIR default ./gradprec-out).\n"
+    "references; writes DIR/report.json, report.md, report.xml, report.html and timing.json\n"
+    "(DIR default ./gradprec-out) as one set: DIR holds the old set or the new, never a mix;\n"
+    "DIR must be new, empty, or hold only such a set.\n"
     "  --backend B   cpu (default), cuda, auto, or plugin:PATH.so\n"
     "  --compare B   also run backend B on identical inputs and compare bit for bit\n"
-    "  --seed N      override every scenario's seed\n"
+    "  --seed N      override every scenario's seed (decimal, 0..18446744073709551615)\n"
     "  --shard I/N   run only scenarios whose position p has p mod N = I (0 <= I < N);\n"
     "                `gradprec report merge` combines the shards' report.json files\n"
     "  -j N          scenarios run in parallel (results do not depend on N)\n"
+    "  --max-seconds S  stop (exit 3) a scenario that runs longer than S seconds, naming it\n"
     "  --quiet       no progress on the terminal\n"
     "  --list        list the presets and exit\n"
     "exit: 0 pass/warn, 1 a scenario failed, 2 bad usage or input, 3 internal error\n";
@@ -41,6 +47,7 @@ typedef struct {
     gp_result *res;
     size_t n, next, done;
     const gp_backend *b, *cmp;
+    double max_seconds;            /* per scenario, 0: no limit */
     int progress, failed_internal; /* 0, or the first failing gp_run_scenario code */
     gp_error err;
     pthread_mutex_t mu;
@@ -56,11 +63,14 @@ static void *worker(void *arg)
         if (i >= w->n)
             return NULL;
         gp_error e = {""};
+        gp_deadline_set(w->max_seconds);
         int rc = gp_run_scenario(&w->sc[i], w->b, w->cmp, &w->res[i], &e);
+        gp_deadline_set(0);
         pthread_mutex_lock(&w->mu);
         if (rc != 0 && !w->failed_internal) {
             w->failed_internal = rc;
-            gp_error_set(&w->err, "%s: %s", w->sc[i].name, e.msg);
+            gp_error_set(&w->err, "scenario '%s': %s", w->sc[i].name, e.msg);
+            w->next = w->n; /* start nothing more */
         }
         w->done++;
         if (w->progress)
@@ -69,39 +79,61 @@ static void *worker(void *arg)
     }
 }
 
-static int mkdir_p(const char *dir, gp_error *err)
+/* The files of one run's report set, in the order they are written. */
+static const char *const set_names[] = {"report.json", "report.md", "report.xml", "report.html", "timing.json"};
+#define NSET (sizeof set_names / sizeof set_names[0])
+
+/* Two scenarios of one run may not share a name (reports and the gate key on it). */
+static int check_names(const gp_scenario *sc, const char *const *origin, const unsigned char *ispre, size_t n,
+                       FILE *err)
 {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
-        return gp_error_set(err, "--out: path too long");
-    for (char *p = buf + 1;; p++) {
-        char c = *p;
-        if (c == '/' || c == '\0') {
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return gp_error_set(err, "%s: cannot create directory: %s", buf, strerror(errno));
-            *p = c;
-        }
-        if (c == '\0')
-            return 0;
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(sc[i].name, sc[k].name) == 0) {
+                fprintf(err, "gradprec run: two scenarios are named '%s' (%s%s and %s%s): names identify "
+                             "scenarios in reports and the gate\n", sc[i].name, ispre[k] ? "preset " : "",
+                        origin[k], ispre[i] ? "preset " : "", origin[i]);
+                return -1;
+            }
+    return 0;
+}
+
+/* --shard I/N: both decimal, 0 <= I < N <= 2^20. */
+static int parse_shard(const char *val, uint64_t *si, uint64_t *sn, FILE *err)
+{
+    const char *slash = strchr(val, '/');
+    char ibuf[32];
+    size_t il = slash ? (size_t)(slash - val) : 0;
+    if (!slash || il >= sizeof ibuf || (memcpy(ibuf, val, il), ibuf[il] = '\0', 0) ||
+        gp_parse_u64(ibuf, 0, UINT64_MAX, si) != 0 || gp_parse_u64(slash + 1, 1, 1u << 20, sn) != 0 || *si >= *sn) {
+        fprintf(err, "gradprec run: --shard '%.60s' is not I/N with decimal 0 <= I < N <= 1048576\n", val);
+        return -1;
     }
+    return 0;
 }
 
 int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
 {
     const char *backend = "cpu", *compare = NULL, *outdir = "gradprec-out", *seed_s = NULL, *val;
-    long shard_i = 0, shard_n = 1;
-    int jobs = 1, quiet = 0;
+    uint64_t shard_i = 0, shard_n = 1, jobs = 1, max_seconds = 0;
+    int quiet = 0;
     const char **files = calloc((size_t)argc + 64, sizeof *files);
-    const gp_preset **pre = calloc((size_t)argc + 64, sizeof *pre);
+    size_t npresets = 0;
+    for (const gp_preset *p = gp_presets(); p->name; p++)
+        npresets++;
+    /* room for every argument being --suite default (each adds every preset) */
+    const gp_preset **pre = calloc(((size_t)argc + 1) * (npresets + 1), sizeof *pre);
     size_t nfiles = 0, npre = 0;
     int rc = GP_EXIT_USAGE;
     gp_scenario *sc = NULL;
     gp_result *res = NULL;
     size_t *index = NULL;
+    const char **origin = NULL;   /* per scenario: the file or preset it came from */
+    unsigned char *ispre = NULL;
     size_t nsc = 0;
     gp_backend b, cmpb;
-    int have_b = 0, have_cmp = 0;
+    int have_b = 0, have_cmp = 0, have_set = 0;
+    gp_out_set set;
     if (!files || !pre) {
         fprintf(err, "gradprec run: out of memory\n");
         free(files);
@@ -131,24 +163,14 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         } else if ((r = gp_cli_opt(argc, argv, &i, "--seed", &val, err, "run")) != 0) {
             seed_s = val;
         } else if ((r = gp_cli_opt(argc, argv, &i, "--shard", &val, err, "run")) != 0) {
-            char *end = NULL;
-            if (r > 0) {
-                shard_i = strtol(val, &end, 10);
-                if (*end == '/')
-                    shard_n = strtol(end + 1, &end, 10);
-                if (!end || *end || strchr(val, '/') == NULL || shard_n < 1 || shard_i < 0 || shard_i >= shard_n) {
-                    fprintf(err, "gradprec run: --shard '%s' is not I/N with 0 <= I < N\n", val);
-                    goto done;
-                }
-            }
-        } else if ((r = gp_cli_opt(argc, argv, &i, "-j", &val, err, "run")) != 0) {
-            char *end;
-            long j = strtol(val, &end, 10);
-            if (r > 0 && (*end || j < 1 || j > 256)) {
-                fprintf(err, "gradprec run: -j '%s' is not a number of jobs in 1..256\n", val);
+            if (r > 0 && parse_shard(val, &shard_i, &shard_n, err) != 0)
                 goto done;
-            }
-            jobs = (int)j;
+        } else if ((r = gp_cli_opt(argc, argv, &i, "-j", &val, err, "run")) != 0) {
+            if (r > 0 && gp_cli_u64("run", "-j", val, 1, 256, &jobs, err) != 0)
+                goto done;
+        } else if ((r = gp_cli_opt(argc, argv, &i, "--max-seconds", &val, err, "run")) != 0) {
+            if (r > 0 && gp_cli_u64("run", "--max-seconds", val, 1, 31536000, &max_seconds, err) != 0)
+                goto done;
         } else if ((r = gp_cli_opt(argc, argv, &i, "--preset", &val, err, "run")) != 0 ||
                    (r = gp_cli_opt(argc, argv, &i, "--suite", &val, err, "run")) != 0) {
             if (r < 0)
@@ -161,11 +183,11 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
                 for (const gp_preset *p = gp_presets(); p->name; p++)
                     pre[npre++] = p;
             } else if (!(pre[npre++] = gp_preset_find(val))) {
-                fprintf(err, "gradprec run: unknown preset '%s' (gradprec run --list)\n", val);
+                fprintf(err, "gradprec run: unknown preset '%.60s' (gradprec run --list)\n", val);
                 goto done;
             }
         } else if (a[0] == '-') {
-            fprintf(err, "gradprec run: unknown option '%s'\n", a);
+            fprintf(err, "gradprec run: unknown option '%.60s' (try gradprec run --help)\n", a);
             goto done;
         } else {
             files[nfiles++] = a;
@@ -173,36 +195,36 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         if (r < 0)
             goto done;
     }
+    if (!*outdir) {
+        fprintf(err, "gradprec run: --out: empty path\n");
+        goto done;
+    }
     if (nfiles == 0 && npre == 0)
         for (const gp_preset *p = gp_presets(); p->name; p++)
             pre[npre++] = p;
     uint64_t seed = 0;
-    if (seed_s) {
-        char *end;
-        seed = strtoull(seed_s, &end, 0);
-        if (!*seed_s || *end || *seed_s == '-') {
-            fprintf(err, "gradprec run: --seed '%s' is not a non-negative integer\n", seed_s);
-            goto done;
-        }
-    }
+    if (seed_s && gp_cli_u64("run", "--seed", seed_s, 0, UINT64_MAX, &seed, err) != 0)
+        goto done;
     /* Load everything before running anything; a file with a `sweep:` expands into
      * one scenario per point, in the file's place. */
     size_t cap = nfiles + npre;
     sc = calloc(cap ? cap : 1, sizeof *sc);
-    if (!sc) {
+    origin = calloc(cap ? cap : 1, sizeof *origin);
+    ispre = calloc(cap ? cap : 1, 1);
+    if (!sc || !origin || !ispre) {
         fprintf(err, "gradprec run: out of memory\n");
         rc = GP_EXIT_INTERNAL;
         goto done;
     }
     for (size_t i = 0; i < npre + nfiles; i++) {
         gp_error e = {""};
-        char origin[160];
+        char pname[160];
         gp_scenario *got = NULL;
         size_t ngot = 0;
         int lr;
         if (i < npre) {
-            snprintf(origin, sizeof origin, "preset:%s", pre[i]->name);
-            lr = gp_scenario_load_all_string(pre[i]->yaml, strlen(pre[i]->yaml), origin, &got, &ngot, &e);
+            snprintf(pname, sizeof pname, "preset:%s", pre[i]->name);
+            lr = gp_scenario_load_all_string(pre[i]->yaml, strlen(pre[i]->yaml), pname, &got, &ngot, &e);
         } else {
             lr = gp_scenario_load_all_file(files[i - npre], &got, &ngot, &e);
         }
@@ -222,9 +244,23 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
                 goto done;
             }
             sc = grown;
-            cap = ncap;
+            const char **go = realloc(origin, ncap * sizeof *origin);
+            unsigned char *gi = go ? realloc(ispre, ncap) : NULL;
+            origin = go ? go : origin;
+            ispre = gi ? gi : ispre;
+            cap = go && gi ? ncap : cap;
+            if (!go || !gi) {
+                for (size_t j = 0; j < ngot; j++)
+                    gp_scenario_free(&got[j]);
+                free(got);
+                fprintf(err, "gradprec run: out of memory\n");
+                rc = GP_EXIT_INTERNAL;
+                goto done;
+            }
         }
         for (size_t j = 0; j < ngot; j++) {
+            origin[nsc] = i < npre ? pre[i]->name : files[i - npre];
+            ispre[nsc] = i < npre;
             sc[nsc] = got[j];
             if (seed_s)
                 sc[nsc].seed = seed;
@@ -238,7 +274,10 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         rc = GP_EXIT_INTERNAL;
         goto done;
     }
+    if (check_names(sc, origin, ispre, nsc, err) != 0)
+        goto done;
     /* Sharding: keep positions p with p mod N = I, remembering p for the report. */
+    size_t total = nsc;
     index = malloc((nsc ? nsc : 1) * sizeof *index);
     if (!index) {
         rc = GP_EXIT_INTERNAL;
@@ -246,7 +285,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     }
     size_t kept = 0;
     for (size_t p = 0; p < nsc; p++) {
-        if ((long)(p % (size_t)shard_n) == shard_i) {
+        if (p % shard_n == shard_i) {
             gp_scenario tmp = sc[p];
             sc[p] = sc[kept];
             sc[kept] = tmp;
@@ -257,22 +296,27 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         gp_scenario_free(&sc[p]);
     nsc = kept;
     gp_error e = {""};
-    if (gp_backend_open(backend, &b, &e) != 0) {
+    int orc = gp_backend_open(backend, &b, &e);
+    if (orc != 0) {
         fprintf(err, "gradprec run: %s\n", e.msg);
+        rc = orc == -3 ? GP_EXIT_INTERNAL : GP_EXIT_USAGE;
         goto done;
     }
     have_b = 1;
     if (compare) {
-        if (gp_backend_open(compare, &cmpb, &e) != 0) {
+        if ((orc = gp_backend_open(compare, &cmpb, &e)) != 0) {
             fprintf(err, "gradprec run: --compare: %s\n", e.msg);
+            rc = orc == -3 ? GP_EXIT_INTERNAL : GP_EXIT_USAGE;
             goto done;
         }
         have_cmp = 1;
     }
-    if (mkdir_p(outdir, &e) != 0) {
+    /* The output folder is checked and its new sibling made before anything runs. */
+    if (gp_out_set_begin(&set, "--out", outdir, set_names, NSET, files, nfiles, &e) != 0) {
         fprintf(err, "gradprec run: %s\n", e.msg);
         goto done;
     }
+    have_set = 1;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     work w;
@@ -282,49 +326,65 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     w.n = nsc;
     w.b = &b;
     w.cmp = have_cmp ? &cmpb : NULL;
+    w.max_seconds = (double)max_seconds;
     w.progress = !quiet && isatty(fileno(stderr));
     pthread_mutex_init(&w.mu, NULL);
     pthread_t th[256];
-    int nth = jobs < (int)nsc ? jobs : (int)nsc;
-    for (int t = 0; t < nth; t++)
-        pthread_create(&th[t], NULL, worker, &w);
-    for (int t = 0; t < nth; t++)
+    int nth = (int)jobs < (int)nsc ? (int)jobs : (int)nsc, started = 0, terr = 0;
+    for (int t = 0; t < nth && !terr; t++)
+        if ((terr = pthread_create(&th[t], NULL, worker, &w)) == 0)
+            started++;
+    if (terr) { /* let the started threads finish what they took, start nothing more */
+        pthread_mutex_lock(&w.mu);
+        w.next = w.n;
+        pthread_mutex_unlock(&w.mu);
+    }
+    for (int t = 0; t < started; t++)
         pthread_join(th[t], NULL);
     pthread_mutex_destroy(&w.mu);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (w.progress)
         fprintf(stderr, "\r%-60s\r", "");
+    rc = GP_EXIT_INTERNAL;
+    if (terr) {
+        fprintf(err, "gradprec run: cannot start worker thread %d of %d: %s\n", started + 1, nth, strerror(terr));
+        goto done;
+    }
     if (w.failed_internal) {
-        int unsupported = w.failed_internal == -2;
-        fprintf(err, "gradprec run: %s%s\n", unsupported ? "" : "internal error: ", w.err.msg);
+        int unsupported = w.failed_internal == -2, timeout = w.failed_internal == -3;
+        fprintf(err, "gradprec run: %s%s\n", unsupported || timeout ? "" : "internal error: ", w.err.msg);
         rc = unsupported ? GP_EXIT_USAGE : GP_EXIT_INTERNAL;
         goto done;
     }
-    const gp_scenario **ptrs = malloc(nsc * sizeof *ptrs);
-    if (!ptrs) {
-        rc = GP_EXIT_INTERNAL;
+    const gp_scenario **ptrs = malloc((nsc ? nsc : 1) * sizeof *ptrs);
+    if (!ptrs)
         goto done;
-    }
     for (size_t i = 0; i < nsc; i++)
         ptrs[i] = &sc[i];
-    gp_run_report rep = {ptrs, res, nsc, b.label, have_cmp ? cmpb.label : NULL, index};
+    gp_run_report rep = {ptrs, res, nsc, b.label, have_cmp ? cmpb.label : NULL, index,
+                         (size_t)shard_i, (size_t)shard_n, total};
     char *json = gp_report_json(&rep), *md = gp_report_markdown(&rep), *xml = NULL, *html = NULL;
     json_t *root = json ? json_loads(json, 0, NULL) : NULL; /* the other views read the JSON */
     if (root && (xml = gp_report_junit(root, &e)) != NULL)
         html = gp_report_html(root, &e);
-    char path[4096], timing[128];
+    char timing[128];
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    snprintf(timing, sizeof timing, "{\"seconds\": %.3f, \"jobs\": %d}\n", secs, jobs);
-    rc = GP_EXIT_INTERNAL;
-    if (!json || !md || !root || !xml || !html)
+    snprintf(timing, sizeof timing, "{\"seconds\": %.3f, \"jobs\": %d}\n", secs, (int)jobs);
+    const char *text[NSET] = {json, md, xml, html, timing};
+    int bad = !json || !md || !root || !xml || !html;
+    if (bad)
         fprintf(err, "gradprec run: %s\n", root ? e.msg : "out of memory");
-    else if (snprintf(path, sizeof path, "%s/report.json", outdir), gp_write_atomic(path, json, &e) != 0 ||
-             (snprintf(path, sizeof path, "%s/report.md", outdir), gp_write_atomic(path, md, &e) != 0) ||
-             (snprintf(path, sizeof path, "%s/report.xml", outdir), gp_write_atomic(path, xml, &e) != 0) ||
-             (snprintf(path, sizeof path, "%s/report.html", outdir), gp_write_atomic(path, html, &e) != 0) ||
-             (snprintf(path, sizeof path, "%s/timing.json", outdir), gp_write_atomic(path, timing, &e) != 0))
+    for (size_t k = 0; k < NSET && !bad; k++)
+        if (gp_out_set_add(&set, set_names[k], text[k], strlen(text[k]), &e) != 0) {
+            fprintf(err, "gradprec run: %s\n", e.msg);
+            bad = 1;
+        }
+    if (!bad && gp_out_set_commit(&set, &e) != 0) {
         fprintf(err, "gradprec run: %s\n", e.msg);
-    else {
+        bad = 1;
+    }
+    if (!bad) {
+        have_set = 0;
         gp_report_table(out, &rep);
         int nfail = 0;
         for (size_t i = 0; i < nsc; i++)
@@ -340,6 +400,8 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     json_decref(root);
     free(ptrs);
 done:
+    if (have_set)
+        gp_out_set_abort(&set);
     if (have_b)
         gp_backend_close(&b);
     if (have_cmp)
@@ -352,6 +414,8 @@ done:
     free(sc);
     free(res);
     free(index);
+    free(origin);
+    free(ispre);
     free(files);
     free(pre);
     return rc;

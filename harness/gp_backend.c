@@ -1,61 +1,70 @@
 /* gp_backend.c — see gp_backend.h. */
 #include "gp_backend.h"
 
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "../base/gp_file.h"
 #include "../kernels/cpu/gp_cpu_backend.h"
 #include "../kernels/cuda/gp_cuda.h"
+#include "gp_plugin_worker.h"
 
+/* ---- per-thread time limits ---- */
+
+static _Thread_local double g_deadline, g_limit; /* CLOCK_MONOTONIC seconds; 0: none */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void gp_deadline_set(double seconds)
+{
+    g_limit = seconds > 0 ? seconds : 0;
+    g_deadline = seconds > 0 ? now_s() + seconds : 0;
+}
+
+int gp_deadline_passed(void)
+{
+    return g_deadline > 0 && now_s() > g_deadline;
+}
+
+double gp_deadline_left(void)
+{
+    return g_deadline > 0 ? g_deadline - now_s() : 1e30;
+}
+
+double gp_deadline_limit(void)
+{
+    return g_limit;
+}
+
+/* A user's plugin: checked as an input file when it names one, then loaded and served
+ * by a forked worker (gp_plugin_worker.h). */
 static int open_plugin(const char *path, gp_backend *b, gp_error *err)
 {
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!dl)
-        return gp_error_set(err, "plugin %s: cannot load: %s", path, dlerror());
-    gp_plugin_entry_fn entry;
-    void *sym = dlsym(dl, GP_PLUGIN_ENTRY_SYMBOL);
-    memcpy(&entry, &sym, sizeof entry); /* object -> function pointer, POSIX-sanctioned */
-    const gp_plugin *p = sym ? entry() : NULL;
-    const char *why = NULL;
-    char buf[160];
-    if (!sym)
-        why = "does not export the symbol " GP_PLUGIN_ENTRY_SYMBOL;
-    else if (!p)
-        why = GP_PLUGIN_ENTRY_SYMBOL "() returned NULL";
-    else if (p->abi_version != GP_PLUGIN_ABI_VERSION && p->abi_version != 2) {
-        snprintf(buf, sizeof buf, "ABI version %u, but this gradprec speaks versions 2 and %u",
-                 (unsigned)p->abi_version, (unsigned)GP_PLUGIN_ABI_VERSION);
-        why = buf;
-    } else if (!p->accumulate || !p->unscale || !p->adamw)
-        why = "leaves accumulate, unscale or adamw NULL";
-    else if (p->memory != GP_PLUGIN_HOST && p->memory != GP_PLUGIN_DEVICE) {
-        snprintf(buf, sizeof buf, "asks for memory %u, neither GP_PLUGIN_HOST nor GP_PLUGIN_DEVICE",
-                 (unsigned)p->memory);
-        why = buf;
-    } else if (p->memory == GP_PLUGIN_DEVICE && gp_cuda_device_count() == 0)
-        why = "asks for device memory (GP_PLUGIN_DEVICE), which needs a CUDA build and a CUDA device";
-    if (why) {
-        dlclose(dl);
-        return gp_error_set(err, "plugin %s: %s", path, why);
-    }
-    /* A version 2 table ends before accumulate_many: copy only what it has. */
-    memset(&b->table, 0, sizeof b->table);
-    memcpy(&b->table, p, p->abi_version == 2 ? offsetof(gp_plugin, accumulate_many) : sizeof b->table);
-    b->ops = &b->table;
-    if (p->memory == GP_PLUGIN_DEVICE) { /* the staging adapter serves it host memory */
-        gp_error e = {""};
-        b->ops = gp_cuda_stage_open(&b->table, &e);
-        if (!b->ops) {
-            dlclose(dl);
-            memset(b, 0, sizeof *b);
-            return gp_error_set(err, "plugin %s: %s", path, e.msg);
-        }
-    }
-    b->dl = dl;
-    snprintf(b->label, sizeof b->label, "plugin:%s (%s)", path, p->name ? p->name : "unnamed");
+    gp_error e = {""};
+    if (strchr(path, '/') && gp_file_check_input(path, GP_FILE_MAX_PLUGIN, &e) != 0)
+        return gp_error_set(err, "plugin %s", e.msg);
+    gp_worker *w = NULL;
+    const gp_plugin *ops = NULL;
+    char name[128];
+    int rc = gp_worker_open(path, &w, &ops, name, sizeof name, err);
+    if (rc != 0)
+        return rc;
+    b->ops = ops;
+    b->worker = w;
+    snprintf(b->label, sizeof b->label, "plugin:%s (%s)", path, name);
     return 0;
+}
+
+const char *gp_backend_fault(const gp_backend *b)
+{
+    return b ? gp_worker_fault(b->worker) : NULL;
 }
 
 int gp_backend_open(const char *spec, gp_backend *b, gp_error *err)
@@ -81,9 +90,6 @@ int gp_backend_open(const char *spec, gp_backend *b, gp_error *err)
 
 void gp_backend_close(gp_backend *b)
 {
-    if (b->dl && b->table.memory == GP_PLUGIN_DEVICE)
-        gp_cuda_stage_close(b->ops);
-    if (b->dl)
-        dlclose(b->dl);
+    gp_worker_close(b->worker);
     memset(b, 0, sizeof *b);
 }

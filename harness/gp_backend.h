@@ -7,21 +7,40 @@
 #include "../kernels/gp_plugin_abi.h"
 #include "../base/gp_error.h"
 
+struct gp_worker;
+
 typedef struct {
-    const gp_plugin *ops; /* the table; owned by the backend / library, or &table, or (a
-                           * device-memory plugin) the staging adapter's table wrapping &table */
-    gp_plugin table;      /* a plugin's table, widened to this ABI version (do not copy a gp_backend) */
-    void *dl;             /* dlopen handle of a plugin, else NULL */
-    char label[300];      /* "cpu", "cuda", "plugin:PATH (NAME)" */
+    const gp_plugin *ops;      /* the table: the built-in one (in process), or a plugin
+                                * worker's proxy table (gp_plugin_worker.h) */
+    gp_plugin table;           /* room for a table the caller fills itself (tests) */
+    struct gp_worker *worker;  /* the forked worker serving a plugin, else NULL */
+    char label[300];           /* "cpu", "cuda", "plugin:PATH (NAME)" */
 } gp_backend;
 
-/* Open the backend named by spec. A plugin asking for device memory (GP_PLUGIN_DEVICE)
- * is served through the staging adapter (gp_cuda_stage_open). Errors (exit code 2
- * material): unknown spec, cuda requested without a CUDA build or device, a plugin that
- * cannot be loaded, lacks the gp_plugin_entry symbol, returns NULL, has an ABI version
- * other than 2 or 3, misses a function, or asks for device memory without a CUDA build
- * and device. Returns 0, or -1 with err set. */
+/* Open the backend named by spec. cpu and cuda run in this process; a plugin runs in
+ * a forked worker process (gp_plugin_worker.h), where a plugin asking for device memory
+ * (GP_PLUGIN_DEVICE) is served through the staging adapter (gp_cuda_stage_open).
+ * Errors (exit code 2 material, -1): unknown spec, cuda requested without a CUDA build
+ * or device, a plugin path that is not a regular file, a plugin that cannot be loaded,
+ * lacks the gp_plugin_entry symbol, returns NULL, has an ABI version other than 2 or 3,
+ * misses a function, or asks for device memory without a CUDA build and device.
+ * Faults (exit code 3 material, -3): the worker crashed or hung while loading the
+ * plugin, or could not be started. Returns 0, or -1 / -3 with err set. */
 int gp_backend_open(const char *spec, gp_backend *b, gp_error *err);
+
+/* How backend b's plugin worker failed ("plugin PATH: ENTRY: crashed (...)"), or NULL:
+ * the runner reports this instead of a return code when a call fails. */
+const char *gp_backend_fault(const gp_backend *b);
+
+/* The time limit of the scenario this thread runs: gp_deadline_set(s) starts a limit of
+ * s seconds from now (s <= 0: no limit). The runner stops a scenario whose limit has
+ * passed (gp_deadline_passed), and a plugin worker waits for a call no longer than
+ * the limit. Per thread: -j workers each have their own. */
+void gp_deadline_set(double seconds);
+int gp_deadline_passed(void);
+/* Seconds left (a huge value without a limit), and the limit itself (0: none). */
+double gp_deadline_left(void);
+double gp_deadline_limit(void);
 
 /* Release a backend (the staging adapter's table, then dlclose, for plugins). */
 void gp_backend_close(gp_backend *b);

@@ -160,6 +160,11 @@ static void store_grads(chunk *c)
  * bad usage), anything else a failure (-1). */
 static int backend_failure(const gp_backend *b, const char *what, int rc, gp_error *err)
 {
+    const char *fault = gp_backend_fault(b);
+    if (fault) { /* its worker crashed, exited or hung: -3, like a time limit */
+        gp_error_set(err, "%s", fault);
+        return -3;
+    }
     gp_error_set(err, rc == 1 ? "backend %s: %s: this configuration is not supported by the backend"
                               : "backend %s: %s failed (returned %d)", b->label, what, rc);
     return rc == 1 ? -2 : -1;
@@ -198,7 +203,7 @@ static int accumulate_on(const gp_backend *b, int cmp, chunk *G, size_t ng, int 
     else
         for (size_t j = 0; j < ng && rc == 0; j++)
             rc = b->ops->accumulate(&a[j]);
-    return rc ? backend_failure(b, "accumulate", rc, err) : 0;
+    return rc ? backend_failure(b, ng > 1 && b->ops->accumulate_many ? "accumulate_many" : "accumulate", rc, err) : 0;
 }
 
 /* Before a backend accumulates chunk c: keep the old accumulator (and give the
@@ -759,6 +764,14 @@ static int run_group(sim *S, chunk *G, size_t ng, int *found_inf, gp_error *err)
     return rc;
 }
 
+/* The scenario's time limit (gp_deadline_set) has passed: -3. */
+static int time_up(const sim *S, gp_error *err)
+{
+    gp_error_set(err, "ran longer than its time limit of %g s (--max-seconds), stopped in step %ld of %d",
+                 gp_deadline_limit(), (long)S->step.iter, S->sc->steps);
+    return -3;
+}
+
 /* Accumulate every tensor for the current step, in windows of consecutive chunks: up to
  * GP_PLUGIN_MANY_MAX chunks of generated tensors whose sizes add up to at most CHUNK
  * (small tensors share a window, so a backend sees them in one accumulate_many call),
@@ -772,6 +785,8 @@ static int accumulate_step(sim *S, int *found_inf, gp_error *err)
     uint64_t i0 = 0;
     int rc = 0;
     while (rc == 0 && (t < sc->ntensors || ng > 0)) {
+        if (gp_deadline_passed())
+            return time_up(S, err);
         while (t < sc->ntensors && i0 >= sc->tensors[t].size) { /* next tensor (skips empty ones) */
             t++;
             i0 = 0;
@@ -1018,6 +1033,9 @@ static int simulate(sim *S, gp_error *err)
     res->min_loss_scale = scaled ? (double)scaler.scale : 1.0;
     long t_backend = 0;
     for (int it = 1; it <= sc->steps; it++) {
+        S->step.iter = it;
+        if (gp_deadline_passed())
+            return time_up(S, err);
         float scale = scaled ? scaler.scale : 1.0f;
         gp_optim_counts before = {0};
         for (size_t t = 0; t < sc->ntensors; t++)

@@ -8,6 +8,7 @@
 
 #include "../base/gp_buf.h"
 #include "../base/gp_file.h"
+#include "../base/gp_num.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -393,14 +394,11 @@ static int get_u64(const loader *L, const yaml_node_t *n, const char *path, uint
     const char *t = sval(n);
     if (*t == '-')
         return fail(L, n, "%s must be a non-negative integer (got %.40s)", path, t);
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(t, &end, 10);
-    if (end == t || *end)
+    int r = gp_parse_u64(t, 0, UINT64_MAX, out);
+    if (r == -1)
         return fail(L, n, "%s: expected an integer, got '%.40s'", path, t);
-    if (errno == ERANGE)
+    if (r == -2)
         return fail(L, n, "%s is too large: %.40s (at most %llu)", path, t, (unsigned long long)UINT64_MAX);
-    *out = (uint64_t)v;
     return 0;
 }
 
@@ -1524,7 +1522,7 @@ int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
 {
     gp_scenario_init(s);
     size_t len;
-    char *text = gp_file_read(path, (size_t)1 << 30, &len, err); /* a 1 GiB scenario is no scenario */
+    char *text = gp_file_read(path, GP_FILE_MAX_SCENARIO, &len, err);
     if (!text)
         return -1;
     char name[GP_NAME_MAX];
@@ -1545,7 +1543,7 @@ int gp_scenario_load_all_file(const char *path, gp_scenario **out, size_t *n, gp
     *out = NULL;
     *n = 0;
     size_t len;
-    char *text = gp_file_read(path, (size_t)1 << 30, &len, err);
+    char *text = gp_file_read(path, GP_FILE_MAX_SCENARIO, &len, err);
     if (!text)
         return -1;
     char name[GP_NAME_MAX];

@@ -8,6 +8,7 @@
 
 #include "../base/gp_buf.h"
 #include "../base/gp_file.h"
+#include "gp_json_in.h"
 
 /* ---- metric kinds and tolerances ---- */
 
@@ -91,10 +92,9 @@ int gp_gate_parse_tolerances(const char *text, size_t len, const char *name, gp_
                              gp_error *err)
 {
     memset(t, 0, sizeof *t);
-    json_error_t je;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = gp_json_parse(text, len, JSON_REJECT_DUPLICATES, name, err);
     if (!root)
-        return gp_error_set(err, "%s:%d:%d: %s", name, je.line, je.column, je.text);
+        return -1;
     int rc = 0;
     const char *key;
     json_t *v;
@@ -138,7 +138,7 @@ int gp_gate_load_tolerances(const char *path, gp_gate_tolerances *t, gp_error *e
 {
     memset(t, 0, sizeof *t);
     size_t n;
-    char *buf = gp_file_read(path, (size_t)1 << 24, &n, err); /* 16 MiB: far beyond any tolerances file */
+    char *buf = gp_file_read(path, GP_FILE_MAX_TOLERANCES, &n, err);
     if (!buf)
         return -1;
     int rc = gp_gate_parse_tolerances(buf, n, path, t, err);

@@ -1,6 +1,10 @@
 /* gp_report.c — see gp_report.h. */
 #include "gp_report.h"
 
+#include "../base/gp_file.h"
+#include "../base/gp_out.h"
+#include "gp_json_in.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <jansson.h>
@@ -126,7 +130,15 @@ static json_t *events_json(const gp_stats *st)
 static json_t *config_json(const gp_scenario *sc)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "seed", json_integer((json_int_t)sc->seed));
+    /* JSON readers (jansson included) hold integers as int64: a seed of 2^63 or more is
+     * written as its decimal string so that it reads back exactly. */
+    if (sc->seed <= (uint64_t)INT64_MAX)
+        json_object_set_new(o, "seed", json_integer((json_int_t)sc->seed));
+    else {
+        char digits[24];
+        snprintf(digits, sizeof digits, "%llu", (unsigned long long)sc->seed);
+        json_object_set_new(o, "seed", json_string(digits));
+    }
     json_object_set_new(o, "reduction", json_string(gp_reduction_name(sc->reduction)));
     json_object_set_new(o, "fullbatch", json_string(sc->fullbatch == GP_FB_MEAN ? "mean" : "sum"));
     json_t *p = json_object();
@@ -328,18 +340,23 @@ char *gp_report_json(const gp_run_report *r)
     for (size_t i = 0; i < r->n; i++)
         json_array_append_new(arr, scenario_json(r->scenarios[i], &r->results[i], r->index ? r->index[i] : i));
     json_t *root = gp_report_root(r->backend, r->compare_backend, arr);
+    if (r->shard_count > 1) { /* what `report merge` needs to know the shards cover the run */
+        json_t *sh = json_object();
+        json_object_set_new(sh, "index", json_integer((json_int_t)r->shard_index));
+        json_object_set_new(sh, "count", json_integer((json_int_t)r->shard_count));
+        json_object_set_new(sh, "scenarios", json_integer((json_int_t)r->total));
+        json_object_set_new(root, "shard", sh);
+    }
     char *text = gp_report_dump(root);
     json_decref(root);
     return text;
 }
 
-/* The checks of gp_report_load on a parsed root (NULL: a syntax error in je). */
-static json_t *report_check(json_t *root, const json_error_t *je, const char *path, gp_error *err)
+/* The checks of gp_report_load on a parsed root (NULL: err already says why). */
+static json_t *report_check(json_t *root, const char *path, gp_error *err)
 {
-    if (!root) {
-        gp_error_set(err, "%s:%d:%d: %s", path, je->line, je->column, je->text);
+    if (!root)
         return NULL;
-    }
     const char *schema = json_string_value(json_object_get(root, "schema"));
     json_t *scs = json_object_get(root, "scenarios");
     const char *why = NULL;
@@ -370,14 +387,18 @@ static json_t *report_check(json_t *root, const json_error_t *je, const char *pa
 
 json_t *gp_report_load(const char *path, gp_error *err)
 {
-    json_error_t je;
-    return report_check(json_load_file(path, 0, &je), &je, path, err);
+    size_t len = 0;
+    char *text = gp_file_read(path, GP_FILE_MAX_REPORT, &len, err);
+    if (!text)
+        return NULL;
+    json_t *root = gp_report_parse(text, len, path, err);
+    free(text);
+    return root;
 }
 
 json_t *gp_report_parse(const char *text, size_t len, const char *name, gp_error *err)
 {
-    json_error_t je;
-    return report_check(json_loadb(text, len, 0, &je), &je, name, err);
+    return report_check(gp_json_parse(text, len, 0, name, err), name, err);
 }
 
 /* ---- Markdown ---- */
@@ -566,18 +587,5 @@ void gp_report_table(FILE *out, const gp_run_report *r)
 
 int gp_write_atomic(const char *path, const char *text, gp_error *err)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return gp_error_set(err, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return gp_error_set(err, "%s: cannot write: %s", tmp, strerror(errno));
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        return gp_error_set(err, "%s: cannot write: %s", path, strerror(errno));
-    }
-    return 0;
+    return gp_out_write_file(path, text, strlen(text), err);
 }

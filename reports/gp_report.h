@@ -1,8 +1,8 @@
 /* gp_report.h — report writers. report.json (schema "gradprec-report/1") is the
  * source of truth; report.md is the pull-request view; the terminal table is one line
  * a scenario. Same inputs and seed give byte-identical JSON and Markdown (no times or
- * paths inside; timing goes to timing.json). Files are written to a temporary name
- * and renamed, so a reader never sees half a report. */
+ * paths inside; timing goes to timing.json). Files are written through base/gp_out.h,
+ * so a reader never sees half a report. */
 #ifndef GP_REPORT_H
 #define GP_REPORT_H
 
@@ -22,6 +22,9 @@ typedef struct {
     const char *compare_backend; /* label of the compared backend, or NULL */
     const size_t *index;         /* position of each scenario in the unsharded run, or
                                     NULL for 0, 1, 2, ... */
+    size_t shard_index, shard_count; /* --shard I/N; count 0 or 1: not sharded (no "shard"
+                                        key in report.json) */
+    size_t total;                /* scenarios in the unsharded run (sharded reports) */
 } gp_run_report;
 
 /* The notes that explain a verdict (a skipped step, the clip order, where overflows
@@ -64,7 +67,8 @@ char *gp_report_markdown(const gp_run_report *r);
 /* Print the summary table, a line a scenario. */
 void gp_report_table(FILE *out, const gp_run_report *r);
 
-/* Write text to path atomically (path.tmp then rename). Returns 0 or -1 with err. */
+/* Write text to path atomically (base/gp_out.h: an exclusive temporary beside it, then
+ * rename). Returns 0 or -1 with err. */
 int gp_write_atomic(const char *path, const char *text, gp_error *err);
 
 #endif

@@ -229,8 +229,11 @@ static void test_plugin_errors(void **state)
     assert_non_null(strstr(e.msg, "does not export the symbol gp_plugin_entry"));
     assert_int_equal(gp_backend_open(plugin_spec("gp_test_plugin_abi99"), &b, &e), -1);
     assert_non_null(strstr(e.msg, "ABI version 99"));
-    assert_int_equal(gp_backend_open("plugin:/nonexistent/x.so", &b, &e), -1);
+    assert_int_equal(gp_backend_open("plugin:/nonexistent/x.so", &b, &e), -1); /* the input-file check */
+    assert_string_equal(e.msg, "plugin /nonexistent/x.so: cannot open: No such file or directory");
+    assert_int_equal(gp_backend_open("plugin:libgp_no_such_plugin.so", &b, &e), -1); /* dlopen's search */
     assert_non_null(strstr(e.msg, "cannot load"));
+    assert_non_null(strstr(e.msg, "write plugin:./libgp_no_such_plugin.so"));
     assert_int_equal(gp_backend_open("gpu", &b, &e), -1);
     assert_non_null(strstr(e.msg, "unknown backend"));
     /* A version 2 plugin loads; its table is read only up to the version 2 fields (the

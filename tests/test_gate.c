@@ -634,7 +634,7 @@ static void test_markdown(void **state)
              tmp("no-such-dir/gate.md"));
     assert_int_equal(r.rc, 3);
     assert_int_equal(count_lines(r.err), 1);
-    assert_contains(r.err, "no-such-dir/gate.md.tmp: cannot write");
+    assert_contains(r.err, "no-such-dir/gate.md: cannot write");
     gate_free(&r);
     json_decref(cur);
 }

@@ -1,0 +1,503 @@
+/* gp_plugin_worker.c — see gp_plugin_worker.h.
+ *
+ * Protocol on a stream socket pair. Request: {fn, count}, then count argument structs
+ * as the caller passed them, then every array the call reads (described by `describe`,
+ * in its order). The worker points the structs' array fields at its own copies (each
+ * 64-byte aligned), calls the plugin, and answers {rc}, the structs (for unscale's
+ * found_inf and grad_sumsq's sumsq), then every array the call may write. The proxy
+ * copies only the out fields and the written arrays back into the caller's memory. */
+#define _GNU_SOURCE /* strsignal */
+#include "gp_plugin_worker.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../kernels/arith/gp_format.h"
+#include "../kernels/cuda/gp_cuda.h"
+#include "gp_backend.h"
+
+enum { FN_ACC, FN_MANY, FN_UNSCALE, FN_ADAMW, FN_SUMSQ, FN_SCALE, FN_SCALER, FN_N };
+static const char *const fn_names[FN_N] = {"accumulate", "accumulate_many", "unscale", "adamw",
+                                           "grad_sumsq", "grad_scale", "scaler_update"};
+#define LOAD_TIMEOUT_S 60.0 /* a plugin's gp_plugin_entry gets this long without a limit */
+#define MAX_ARRAYS (3 * GP_PLUGIN_MANY_MAX)
+
+/* ---- what each call reads and writes ---- */
+
+typedef struct {
+    void **slot;  /* the array field inside an argument struct */
+    size_t bytes; /* its length */
+    int out;      /* the call may write it */
+} array_ref;
+
+static size_t args_size(int fn)
+{
+    switch (fn) {
+    case FN_ACC:
+    case FN_MANY: return sizeof(gp_plugin_accumulate_args);
+    case FN_UNSCALE: return sizeof(gp_plugin_unscale_args);
+    case FN_ADAMW: return sizeof(gp_plugin_adamw_args);
+    case FN_SUMSQ: return sizeof(gp_plugin_sumsq_args);
+    case FN_SCALE: return sizeof(gp_plugin_scale_args);
+    default: return sizeof(gp_plugin_scaler_args);
+    }
+}
+
+/* Bytes of n elements of a plugin format; 0 for a format that does not exist. */
+static size_t bytes_of(int32_t f, uint64_t n)
+{
+    if (f < 0 || f >= GP_NFORMATS || n > ((uint64_t)1 << 40))
+        return 0;
+    return (size_t)n * (size_t)(gp_fmt_get((gp_format)f).width / 8);
+}
+
+#define REF(field, len, w) (r[k++] = (array_ref){(void **)&(field), (len), (w)})
+
+/* The arrays of one call (args: count structs of fn's type), in protocol order. */
+static size_t describe(int fn, void *args, uint32_t count, array_ref *r)
+{
+    size_t k = 0;
+    if (fn == FN_ACC || fn == FN_MANY) {
+        gp_plugin_accumulate_args *a = args;
+        for (uint32_t j = 0; j < count; j++) {
+            size_t ab = bytes_of(a[j].acc_format, a[j].n);
+            REF(a[j].grad, bytes_of(a[j].grad_format, a[j].n), 0);
+            REF(a[j].acc, ab, 1);
+            REF(a[j].comp, ab, 1);
+        }
+    } else if (fn == FN_UNSCALE) {
+        gp_plugin_unscale_args *a = args;
+        REF(a->acc, bytes_of(a->acc_format, a->n), 1);
+    } else if (fn == FN_ADAMW) {
+        gp_plugin_adamw_args *a = args;
+        size_t pb = bytes_of(a->param_format, a->n), sb = bytes_of(a->state_format, a->n);
+        REF(a->grad, bytes_of(a->grad_format, a->n), 0);
+        REF(a->found_inf, sizeof(int32_t), 0);
+        REF(a->param, pb, 1);
+        REF(a->master, bytes_of(GP_PLUGIN_FP32, a->n), 1);
+        REF(a->comp, pb, 1);
+        REF(a->m, sb, 1);
+        REF(a->v, sb, 1);
+    } else if (fn == FN_SUMSQ) {
+        gp_plugin_sumsq_args *a = args;
+        REF(a->grad, bytes_of(a->format, a->n), 0);
+    } else if (fn == FN_SCALE) {
+        gp_plugin_scale_args *a = args;
+        REF(a->grad, bytes_of(a->format, a->n), 1);
+    } else {
+        gp_plugin_scaler_args *a = args;
+        REF(a->found_inf, sizeof(int32_t), 0);
+        REF(a->scale, sizeof(float), 1);
+        REF(a->tracker, sizeof(int32_t), 1);
+    }
+    return k;
+}
+
+typedef struct {
+    uint32_t fn, count;
+} request;
+
+typedef struct {
+    int32_t ok;                  /* 1: loaded; 0: refused (why says why) */
+    uint32_t abi;                /* the plugin's abi_version */
+    uint32_t has[FN_N];          /* which entries the plugin has */
+    char name[128];
+    char why[512];
+} hello;
+
+/* ---- I/O ---- */
+
+/* Move len bytes over fd (writing when wr), waiting no longer than until `until`
+ * (CLOCK_MONOTONIC seconds; 0: forever). 0; -1 end of file or error; -2 timeout. */
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int io(int fd, void *buf, size_t len, int wr, double until)
+{
+    char *p = buf;
+    while (len > 0) {
+        if (until > 0) {
+            double left = until - mono();
+            if (left <= 0)
+                return -2;
+            struct pollfd pf = {fd, (short)(wr ? POLLOUT : POLLIN), 0};
+            int ms = left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
+            int pr = poll(&pf, 1, ms);
+            if (pr < 0 && errno == EINTR)
+                continue;
+            if (pr < 0)
+                return -1;
+            if (pr == 0)
+                continue; /* re-check the clock */
+        }
+        ssize_t k = wr ? send(fd, p, len, MSG_NOSIGNAL | (until > 0 ? MSG_DONTWAIT : 0))
+                       : recv(fd, p, len, until > 0 ? MSG_DONTWAIT : 0);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+/* ---- the worker process ---- */
+
+/* dlopen, entry point and ABI checks (the messages gp_backend_open documents). */
+static const gp_plugin *load(const char *path, gp_plugin *table, char *why, size_t whylen)
+{
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *hint = strchr(path, '/') ? "" : "; a name without '/' is searched in the library path: "
+                                                    "for a file in the current folder write plugin:./";
+        snprintf(why, whylen, "cannot load: %s%s%s", dlerror(), hint, *hint ? path : "");
+        return NULL;
+    }
+    gp_plugin_entry_fn entry;
+    void *sym = dlsym(dl, GP_PLUGIN_ENTRY_SYMBOL);
+    memcpy(&entry, &sym, sizeof entry); /* object -> function pointer, POSIX-sanctioned */
+    const gp_plugin *p = sym ? entry() : NULL;
+    if (!sym)
+        snprintf(why, whylen, "does not export the symbol " GP_PLUGIN_ENTRY_SYMBOL);
+    else if (!p)
+        snprintf(why, whylen, GP_PLUGIN_ENTRY_SYMBOL "() returned NULL");
+    else if (p->abi_version != GP_PLUGIN_ABI_VERSION && p->abi_version != 2)
+        snprintf(why, whylen, "ABI version %u, but this gradprec speaks versions 2 and %u",
+                 (unsigned)p->abi_version, (unsigned)GP_PLUGIN_ABI_VERSION);
+    else if (!p->accumulate || !p->unscale || !p->adamw)
+        snprintf(why, whylen, "leaves accumulate, unscale or adamw NULL");
+    else if (p->memory != GP_PLUGIN_HOST && p->memory != GP_PLUGIN_DEVICE)
+        snprintf(why, whylen, "asks for memory %u, neither GP_PLUGIN_HOST nor GP_PLUGIN_DEVICE",
+                 (unsigned)p->memory);
+    else if (p->memory == GP_PLUGIN_DEVICE && gp_cuda_device_count() == 0)
+        snprintf(why, whylen, "asks for device memory (GP_PLUGIN_DEVICE), which needs a CUDA build and a CUDA device");
+    else {
+        /* A version 2 table ends before accumulate_many: copy only what it has. */
+        memset(table, 0, sizeof *table);
+        memcpy(table, p, p->abi_version == 2 ? offsetof(gp_plugin, accumulate_many) : sizeof *table);
+        if (p->memory != GP_PLUGIN_DEVICE)
+            return table;
+        gp_error e = {""};
+        const gp_plugin *staged = gp_cuda_stage_open(table, &e); /* serves it host memory */
+        if (staged)
+            return staged;
+        snprintf(why, whylen, "%s", e.msg);
+    }
+    dlclose(dl);
+    return NULL;
+}
+
+static int serve_call(const gp_plugin *p, int fn, void *args, uint32_t count)
+{
+    switch (fn) {
+    case FN_ACC: return p->accumulate(args);
+    case FN_MANY: return p->accumulate_many(args, count);
+    case FN_UNSCALE: return p->unscale(args);
+    case FN_ADAMW: return p->adamw(args);
+    case FN_SUMSQ: return p->grad_sumsq(args);
+    case FN_SCALE: return p->grad_scale(args);
+    default: return p->scaler_update(args);
+    }
+}
+
+static void worker_main(int fd, const char *path)
+{
+    hello h;
+    gp_plugin table;
+    memset(&h, 0, sizeof h);
+    const gp_plugin *p = load(path, &table, h.why, sizeof h.why);
+    if (p) {
+        h.ok = 1;
+        h.abi = table.abi_version;
+        snprintf(h.name, sizeof h.name, "%s", table.name ? table.name : "unnamed");
+        const void *fns[FN_N] = {(void *)p->accumulate, (void *)p->accumulate_many, (void *)p->unscale,
+                                 (void *)p->adamw, (void *)p->grad_sumsq, (void *)p->grad_scale,
+                                 (void *)p->scaler_update};
+        for (int k = 0; k < FN_N; k++)
+            h.has[k] = fns[k] != NULL;
+    }
+    if (io(fd, &h, sizeof h, 1, 0) != 0 || !p)
+        _exit(0);
+    char *buf = NULL;
+    size_t cap = 0;
+    array_ref *r = malloc(MAX_ARRAYS * sizeof *r);
+    for (;;) {
+        request q;
+        if (!r || io(fd, &q, sizeof q, 0, 0) != 0 || q.fn >= FN_N || !h.has[q.fn] || q.count < 1 ||
+            q.count > GP_PLUGIN_MANY_MAX || (q.fn != FN_MANY && q.count != 1))
+            _exit(0);
+        size_t as = args_size((int)q.fn) * q.count, need = as;
+        _Alignas(16) char args[GP_PLUGIN_MANY_MAX * sizeof(gp_plugin_accumulate_args)];
+        if (io(fd, args, as, 0, 0) != 0)
+            _exit(0);
+        size_t nr = describe((int)q.fn, args, q.count, r);
+        for (size_t k = 0; k < nr; k++)
+            if (*r[k].slot)
+                need += r[k].bytes + 64;
+        if (need > cap) {
+            free(buf);
+            cap = need + need / 2;
+            if (!(buf = aligned_alloc(64, (cap + 63) / 64 * 64)))
+                _exit(0);
+        }
+        size_t off = 0;
+        for (size_t k = 0; k < nr; k++) {
+            if (!*r[k].slot)
+                continue;
+            *r[k].slot = buf + off;
+            if (io(fd, buf + off, r[k].bytes, 0, 0) != 0)
+                _exit(0);
+            off += (r[k].bytes + 63) / 64 * 64;
+        }
+        int32_t rc = serve_call(p, (int)q.fn, args, q.count);
+        if (io(fd, &rc, sizeof rc, 1, 0) != 0 || io(fd, args, as, 1, 0) != 0)
+            _exit(0);
+        for (size_t k = 0; k < nr; k++)
+            if (*r[k].slot && r[k].out && io(fd, *r[k].slot, r[k].bytes, 1, 0) != 0)
+                _exit(0);
+    }
+}
+
+/* ---- the parent's side ---- */
+
+struct gp_worker {
+    pid_t pid;
+    int fd;
+    int slot;
+    char path[4096];
+    char fault[512];   /* "" while healthy */
+    pthread_mutex_t mu;
+    gp_plugin table;   /* the proxy table */
+};
+
+#define SLOTS 16
+static gp_worker *g_slot[SLOTS];
+static pthread_mutex_t g_slots_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Wait up to `grace` seconds for the worker to end, then kill it; its wait status. */
+static pid_t reap(pid_t pid, double grace, int *st)
+{
+    double until = mono() + grace;
+    pid_t r;
+    while ((r = waitpid(pid, st, WNOHANG)) == 0 && mono() < until) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        r = waitpid(pid, st, 0);
+    }
+    return r;
+}
+
+/* The worker is gone or stuck: reap it and say how, naming the entry point. */
+static void set_fault(gp_worker *w, const char *fn, int timed_out)
+{
+    int st = 0;
+    pid_t r = reap(w->pid, timed_out ? 0.0 : 2.0, &st);
+    w->pid = 0;
+    char how[200];
+    if (timed_out)
+        snprintf(how, sizeof how, "did not return within the time limit of %g s (--max-seconds); the worker was killed",
+                 gp_deadline_limit() > 0 ? gp_deadline_limit() : LOAD_TIMEOUT_S);
+    else if (r > 0 && WIFSIGNALED(st))
+        snprintf(how, sizeof how, "crashed (signal %d, %s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else if (r > 0 && WIFEXITED(st))
+        snprintf(how, sizeof how, "ended the process (exit status %d) instead of returning", WEXITSTATUS(st));
+    else
+        snprintf(how, sizeof how, "lost its worker process");
+    snprintf(w->fault, sizeof w->fault, "plugin %.200s: %.40s: %.200s", w->path, fn, how);
+}
+
+static double until_of_call(void)
+{
+    double left = gp_deadline_left();
+    return left > 1e20 ? 0 : mono() + (left > 0 ? left : 0);
+}
+
+static int call(gp_worker *w, int fn, void *args, uint32_t count)
+{
+    array_ref r[MAX_ARRAYS];
+    void *orig[MAX_ARRAYS];
+    if (count < 1 || count > GP_PLUGIN_MANY_MAX)
+        return -1;
+    pthread_mutex_lock(&w->mu);
+    if (w->fault[0]) {
+        pthread_mutex_unlock(&w->mu);
+        return GP_WORKER_FAULT;
+    }
+    double until = until_of_call();
+    size_t as = args_size(fn) * count;
+    _Alignas(16) char back[GP_PLUGIN_MANY_MAX * sizeof(gp_plugin_accumulate_args)];
+    memcpy(back, args, as);
+    size_t nr = describe(fn, back, count, r);
+    request q = {(uint32_t)fn, count};
+    int e = io(w->fd, &q, sizeof q, 1, until);
+    if (e == 0)
+        e = io(w->fd, args, as, 1, until);
+    for (size_t k = 0; k < nr && e == 0; k++)
+        if (*r[k].slot)
+            e = io(w->fd, *r[k].slot, r[k].bytes, 1, until);
+    int32_t rc = 0;
+    for (size_t k = 0; k < nr; k++)
+        orig[k] = *r[k].slot;
+    if (e == 0)
+        e = io(w->fd, &rc, sizeof rc, 0, until);
+    if (e == 0)
+        e = io(w->fd, back, as, 0, until);
+    for (size_t k = 0; k < nr && e == 0; k++)
+        if (orig[k] && r[k].out)
+            e = io(w->fd, orig[k], r[k].bytes, 0, until);
+    if (e != 0) {
+        set_fault(w, fn_names[fn], e == -2);
+        pthread_mutex_unlock(&w->mu);
+        return GP_WORKER_FAULT;
+    }
+    if (fn == FN_UNSCALE)
+        ((gp_plugin_unscale_args *)args)->found_inf = ((gp_plugin_unscale_args *)back)->found_inf;
+    else if (fn == FN_SUMSQ)
+        ((gp_plugin_sumsq_args *)args)->sumsq = ((gp_plugin_sumsq_args *)back)->sumsq;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* The proxy entry points of slot K (the ABI passes no context pointer). */
+#define SLOT_FNS(K)                                                                                               \
+    static int acc_##K(const gp_plugin_accumulate_args *a) { return call(g_slot[K], FN_ACC, (void *)a, 1); }        \
+    static int many_##K(const gp_plugin_accumulate_args *a, uint32_t c)                                            \
+    {                                                                                                              \
+        return call(g_slot[K], FN_MANY, (void *)a, c);                                                             \
+    }                                                                                                              \
+    static int uns_##K(gp_plugin_unscale_args *a) { return call(g_slot[K], FN_UNSCALE, a, 1); }                     \
+    static int adam_##K(const gp_plugin_adamw_args *a) { return call(g_slot[K], FN_ADAMW, (void *)a, 1); }         \
+    static int ssq_##K(gp_plugin_sumsq_args *a) { return call(g_slot[K], FN_SUMSQ, a, 1); }                         \
+    static int gsc_##K(const gp_plugin_scale_args *a) { return call(g_slot[K], FN_SCALE, (void *)a, 1); }          \
+    static int upd_##K(const gp_plugin_scaler_args *a) { return call(g_slot[K], FN_SCALER, (void *)a, 1); }
+SLOT_FNS(0) SLOT_FNS(1) SLOT_FNS(2) SLOT_FNS(3) SLOT_FNS(4) SLOT_FNS(5) SLOT_FNS(6) SLOT_FNS(7)
+SLOT_FNS(8) SLOT_FNS(9) SLOT_FNS(10) SLOT_FNS(11) SLOT_FNS(12) SLOT_FNS(13) SLOT_FNS(14) SLOT_FNS(15)
+#define SLOT_TABLE(K) {0, NULL, GP_PLUGIN_HOST, acc_##K, uns_##K, adam_##K, ssq_##K, gsc_##K, upd_##K, many_##K}
+static const gp_plugin g_proxy[SLOTS] = {SLOT_TABLE(0),  SLOT_TABLE(1),  SLOT_TABLE(2),  SLOT_TABLE(3),
+                                         SLOT_TABLE(4),  SLOT_TABLE(5),  SLOT_TABLE(6),  SLOT_TABLE(7),
+                                         SLOT_TABLE(8),  SLOT_TABLE(9),  SLOT_TABLE(10), SLOT_TABLE(11),
+                                         SLOT_TABLE(12), SLOT_TABLE(13), SLOT_TABLE(14), SLOT_TABLE(15)};
+
+int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char *name, size_t namelen,
+                   gp_error *err)
+{
+    *wp = NULL;
+    gp_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return gp_error_set(err, "plugin %s: out of memory", path);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->slot = -1;
+    w->fd = -1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_lock(&g_slots_mu);
+    for (int k = 0; k < SLOTS && w->slot < 0; k++)
+        if (!g_slot[k]) {
+            g_slot[k] = w;
+            w->slot = k;
+        }
+    pthread_mutex_unlock(&g_slots_mu);
+    if (w->slot < 0) {
+        free(w);
+        gp_error_set(err, "plugin %s: more than %d plugins open at once", path, SLOTS);
+        return -3;
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        gp_error_set(err, "plugin %s: cannot start its worker process: %s", path, strerror(errno));
+        gp_worker_close(w);
+        return -3;
+    }
+    fflush(NULL); /* nothing buffered is written twice */
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        worker_main(sv[1], path);
+        _exit(0);
+    }
+    close(sv[1]);
+    w->fd = sv[0];
+    if (pid < 0) {
+        gp_error_set(err, "plugin %s: cannot start its worker process: %s", path, strerror(errno));
+        close(w->fd);
+        w->fd = -1;
+        gp_worker_close(w);
+        return -3;
+    }
+    w->pid = pid;
+    hello h;
+    double left = gp_deadline_left();
+    int e = io(w->fd, &h, sizeof h, 0, mono() + (left < LOAD_TIMEOUT_S ? (left > 0 ? left : 0) : LOAD_TIMEOUT_S));
+    if (e != 0) {
+        set_fault(w, GP_PLUGIN_ENTRY_SYMBOL, e == -2);
+        gp_error_set(err, "%s", w->fault);
+        gp_worker_close(w);
+        return -3;
+    }
+    if (!h.ok) {
+        h.why[sizeof h.why - 1] = '\0';
+        gp_error_set(err, "plugin %s: %s", path, h.why);
+        gp_worker_close(w);
+        return -1;
+    }
+    h.name[sizeof h.name - 1] = '\0';
+    snprintf(name, namelen, "%s", h.name);
+    w->table = g_proxy[w->slot];
+    w->table.abi_version = h.abi;
+    w->table.name = NULL;
+    if (!h.has[FN_MANY])
+        w->table.accumulate_many = NULL;
+    if (!h.has[FN_SUMSQ])
+        w->table.grad_sumsq = NULL;
+    if (!h.has[FN_SCALE])
+        w->table.grad_scale = NULL;
+    if (!h.has[FN_SCALER])
+        w->table.scaler_update = NULL;
+    *ops = &w->table;
+    *wp = w;
+    return 0;
+}
+
+const char *gp_worker_fault(const gp_worker *w)
+{
+    return w && w->fault[0] ? w->fault : NULL;
+}
+
+void gp_worker_close(gp_worker *w)
+{
+    if (!w)
+        return;
+    if (w->fd >= 0)
+        close(w->fd); /* the worker reads end of file and exits */
+    if (w->pid > 0) {
+        int st;
+        reap(w->pid, 5.0, &st);
+    }
+    pthread_mutex_destroy(&w->mu);
+    if (w->slot >= 0) {
+        pthread_mutex_lock(&g_slots_mu);
+        g_slot[w->slot] = NULL;
+        pthread_mutex_unlock(&g_slots_mu);
+    }
+    free(w);
+}

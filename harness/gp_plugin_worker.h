@@ -1,0 +1,38 @@
+/* gp_plugin_worker.h — a user's plugin runs in a forked worker process, so that its
+ * crash, abort, exit() or hang is reported as what it is (exit 3, one line naming the
+ * plugin, the entry point and the scenario) instead of killing gradprec or passing for
+ * a result. The parent holds a proxy table (host memory, the plugin's optional entries
+ * only) whose calls ship the arguments and arrays over a socket and wait for the
+ * answer no longer than the thread's time limit (gp_deadline_set). */
+#ifndef GP_PLUGIN_WORKER_H
+#define GP_PLUGIN_WORKER_H
+
+#include <stddef.h>
+
+#include "../base/gp_error.h"
+#include "../kernels/gp_plugin_abi.h"
+
+/* What a proxy call returns when the worker failed (crashed, exited, hung, or the
+ * connection broke); gp_worker_fault says how. No plugin returns it (its codes are
+ * 0, 1 and its own failures, all passed through). */
+#define GP_WORKER_FAULT (-1000000)
+
+typedef struct gp_worker gp_worker;
+
+/* Fork a worker that loads the plugin at path (dlopen, gp_plugin_entry and the ABI
+ * checks; a device-memory plugin behind the CUDA staging adapter, in the worker) and
+ * serves its table. Returns 0 with *w and *ops (the proxy table; valid until
+ * gp_worker_close) and the plugin's name in name[namelen]; -1 with err when the plugin
+ * was refused (bad usage: "plugin PATH: why"); -3 with err when the worker failed
+ * while loading it (crashed in gp_plugin_entry, hung, could not be started). */
+int gp_worker_open(const char *path, gp_worker **w, const gp_plugin **ops, char *name, size_t namelen,
+                   gp_error *err);
+
+/* How the worker failed ("plugin PATH: ENTRY: crashed (signal 11, Segmentation fault)"),
+ * or NULL while it is healthy. */
+const char *gp_worker_fault(const gp_worker *w);
+
+/* Stop the worker (it exits when its socket closes; killed if it does not) and free w. */
+void gp_worker_close(gp_worker *w);
+
+#endif
