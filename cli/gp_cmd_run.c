@@ -361,9 +361,9 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         goto done;
     for (size_t i = 0; i < nsc; i++)
         ptrs[i] = &sc[i];
-    gp_run_report rep = {ptrs, res, nsc, b.label, have_cmp ? cmpb.label : NULL, index,
-                         (size_t)shard_i, (size_t)shard_n, total};
-    char *json = gp_report_json(&rep), *md = gp_report_markdown(&rep), *xml = NULL, *html = NULL;
+    gp_run_report rep = {ptrs, res, nsc, b.label, have_cmp ? cmpb.label : NULL, index};
+    char *json = gp_report_json_shard(&rep, (size_t)shard_i, (size_t)shard_n, total);
+    char *md = gp_report_markdown(&rep), *xml = NULL, *html = NULL;
     json_t *root = json ? json_loads(json, 0, NULL) : NULL; /* the other views read the JSON */
     if (root && (xml = gp_report_junit(root, &e)) != NULL)
         html = gp_report_html(root, &e);

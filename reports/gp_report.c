@@ -336,15 +336,20 @@ char *gp_report_dump(const json_t *root)
 
 char *gp_report_json(const gp_run_report *r)
 {
+    return gp_report_json_shard(r, 0, 1, r->n);
+}
+
+char *gp_report_json_shard(const gp_run_report *r, size_t shard_index, size_t shard_count, size_t total)
+{
     json_t *arr = json_array();
     for (size_t i = 0; i < r->n; i++)
         json_array_append_new(arr, scenario_json(r->scenarios[i], &r->results[i], r->index ? r->index[i] : i));
     json_t *root = gp_report_root(r->backend, r->compare_backend, arr);
-    if (r->shard_count > 1) { /* what `report merge` needs to know the shards cover the run */
+    if (shard_count > 1) { /* what `report merge` needs to know the shards cover the run */
         json_t *sh = json_object();
-        json_object_set_new(sh, "index", json_integer((json_int_t)r->shard_index));
-        json_object_set_new(sh, "count", json_integer((json_int_t)r->shard_count));
-        json_object_set_new(sh, "scenarios", json_integer((json_int_t)r->total));
+        json_object_set_new(sh, "index", json_integer((json_int_t)shard_index));
+        json_object_set_new(sh, "count", json_integer((json_int_t)shard_count));
+        json_object_set_new(sh, "scenarios", json_integer((json_int_t)total));
         json_object_set_new(root, "shard", sh);
     }
     char *text = gp_report_dump(root);

@@ -22,9 +22,6 @@ typedef struct {
     const char *compare_backend; /* label of the compared backend, or NULL */
     const size_t *index;         /* position of each scenario in the unsharded run, or
                                     NULL for 0, 1, 2, ... */
-    size_t shard_index, shard_count; /* --shard I/N; count 0 or 1: not sharded (no "shard"
-                                        key in report.json) */
-    size_t total;                /* scenarios in the unsharded run (sharded reports) */
 } gp_run_report;
 
 /* The notes that explain a verdict (a skipped step, the clip order, where overflows
@@ -42,6 +39,11 @@ const char *gp_verdict_name(gp_verdict v);
 
 /* The whole report as JSON text (malloc'ed, caller frees), or NULL on out of memory. */
 char *gp_report_json(const gp_run_report *r);
+
+/* The report of shard I of N (`gradprec run --shard I/N`, N > 1) of a run of `total`
+ * scenarios: gp_report_json plus "shard": {"index", "count", "scenarios"}, which
+ * `gradprec report merge` checks to know the shards cover the whole run. */
+char *gp_report_json_shard(const gp_run_report *r, size_t shard_index, size_t shard_count, size_t total);
 
 /* The report root from its parts (steals `scenarios`, a JSON array of scenario
  * objects in index order): schema, backends, the summary recomputed from the
