@@ -24,8 +24,8 @@
 
 static const char run_usage[] =
     "usage: gradprec run [SCENARIO.yaml... | --suite default | --preset NAME...] [--backend B]\n"
-    "                    [--compare B] [--out DIR] [--seed N] [--shard I/N] [-j N] [--max-seconds S]\n"
-    "                    [--quiet] [--list]\n"
+    "                    [--compare B] [--out DIR] [--seed N] [--seeds N] [--shard I/N] [-j N]\n"
+    "                    [--max-seconds S] [--quiet] [--list]\n"
     "\n"
     "Runs scenarios (default: the default suite of presets) on a backend beside exact\n"
     "references; writes DIR/report.json, report.md, report.xml, report.html and timing.json\n"
@@ -34,6 +34,8 @@ static const char run_usage[] =
     "  --backend B   cpu (default), cuda, auto, or plugin:PATH.so\n"
     "  --compare B   also run backend B on identical inputs and compare bit for bit\n"
     "  --seed N      override every scenario's seed (decimal, 0..18446744073709551615)\n"
+    "  --seeds N     run each scenario with N seeds (seed, seed+1, ...): metrics are the\n"
+    "                means, report.json adds their spread, which `gradprec gate` uses\n"
     "  --shard I/N   run only scenarios whose position p has p mod N = I (0 <= I < N);\n"
     "                `gradprec report merge` combines the shards' report.json files\n"
     "  -j N          scenarios run in parallel (results do not depend on N)\n"
@@ -46,6 +48,7 @@ typedef struct {
     gp_scenario *sc;
     gp_result *res;
     size_t n, next, done;
+    int nseeds;
     const gp_backend *b, *cmp;
     double max_seconds;            /* per scenario, 0: no limit */
     int progress, failed_internal; /* 0, or the first failing gp_run_scenario code */
@@ -64,7 +67,7 @@ static void *worker(void *arg)
             return NULL;
         gp_error e = {""};
         gp_deadline_set(w->max_seconds);
-        int rc = gp_run_scenario(&w->sc[i], w->b, w->cmp, &w->res[i], &e);
+        int rc = gp_run_scenario_seeds(&w->sc[i], w->nseeds, w->b, w->cmp, &w->res[i], &e);
         gp_deadline_set(0);
         pthread_mutex_lock(&w->mu);
         if (rc != 0 && !w->failed_internal) {
@@ -116,7 +119,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
 {
     const char *backend = "cpu", *compare = NULL, *outdir = "gradprec-out", *seed_s = NULL, *val;
     uint64_t shard_i = 0, shard_n = 1, jobs = 1, max_seconds = 0;
-    int quiet = 0;
+    int quiet = 0, nseeds = 1;
     const char **files = calloc((size_t)argc + 64, sizeof *files);
     size_t npresets = 0;
     for (const gp_preset *p = gp_presets(); p->name; p++)
@@ -160,6 +163,11 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
             compare = val;
         } else if ((r = gp_cli_opt(argc, argv, &i, "--out", &val, err, "run")) != 0) {
             outdir = val;
+        } else if ((r = gp_cli_opt(argc, argv, &i, "--seeds", &val, err, "run")) != 0) {
+            uint64_t ns = 1;
+            if (r > 0 && gp_cli_u64("run", "--seeds", val, 1, 1000, &ns, err) != 0)
+                goto done;
+            nseeds = (int)ns;
         } else if ((r = gp_cli_opt(argc, argv, &i, "--seed", &val, err, "run")) != 0) {
             seed_s = val;
         } else if ((r = gp_cli_opt(argc, argv, &i, "--shard", &val, err, "run")) != 0) {
@@ -325,6 +333,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     w.res = res;
     w.n = nsc;
     w.b = &b;
+    w.nseeds = nseeds;
     w.cmp = have_cmp ? &cmpb : NULL;
     w.max_seconds = (double)max_seconds;
     w.progress = !quiet && isatty(fileno(stderr));

@@ -1180,6 +1180,91 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
     return 0;
 }
 
+/* Mean and sample standard deviation of x[0..n) (two passes; n >= 2). */
+static void mean_sd(const double *x, int n, double *mean, double *sd)
+{
+    double m = 0, ss = 0;
+    for (int j = 0; j < n; j++)
+        m += x[j];
+    m /= n;
+    for (int j = 0; j < n; j++)
+        ss += (x[j] - m) * (x[j] - m);
+    *mean = m;
+    *sd = isfinite(m) ? sqrt(ss / (n - 1)) : 0;
+}
+
+int gp_run_scenario_seeds(const gp_scenario *sc, int nseeds, const gp_backend *b, const gp_backend *cmp,
+                          gp_result *res, gp_error *err)
+{
+    int rc = gp_run_scenario(sc, b, cmp, res, err);
+    res->nseeds = 1;
+    if (rc != 0 || nseeds <= 1)
+        return rc;
+    size_t nt = res->ntensors, per = (size_t)GP_NMETRICS * (1 + nt) + GP_NMECH + 2;
+    double *v = malloc(per * (size_t)nseeds * sizeof *v); /* [seed][values], values as below */
+    if (!v) {
+        gp_result_free(res);
+        return gp_error_set(err, "out of memory");
+    }
+    for (int j = 0; j < nseeds && rc == 0; j++) {
+        gp_result rj, *r = res;
+        if (j > 0) {
+            gp_scenario t = *sc; /* shares sc's arrays, read only */
+            t.seed = sc->seed + (uint64_t)j;
+            if ((rc = gp_run_scenario(&t, b, cmp, &rj, err)) != 0)
+                break;
+            r = &rj;
+            stats_add(&res->st, &rj.st);
+            for (size_t q = 0; q < nt; q++)
+                stats_add(&res->tensors[q].st, &rj.tensors[q].st);
+        }
+        double *o = v + per * (size_t)j;
+        memcpy(o, r->metric, GP_NMETRICS * sizeof *o);
+        for (size_t q = 0; q < nt; q++)
+            memcpy(o + GP_NMETRICS * (1 + q), r->tensors[q].metric, GP_NMETRICS * sizeof *o);
+        memcpy(o + GP_NMETRICS * (1 + nt), r->loss, GP_NMECH * sizeof *o);
+        o[per - 2] = r->floor_grad;
+        o[per - 1] = r->floor_weight;
+        if (j > 0)
+            gp_result_free(&rj);
+    }
+    if (rc != 0) {
+        free(v);
+        gp_result_free(res);
+        return rc;
+    }
+    double *col = malloc((size_t)nseeds * sizeof *col), mean, sd;
+    if (!col) {
+        free(v);
+        gp_result_free(res);
+        return gp_error_set(err, "out of memory");
+    }
+    for (size_t i = 0; i < per; i++) {
+        for (int j = 0; j < nseeds; j++)
+            col[j] = v[per * (size_t)j + i];
+        mean_sd(col, nseeds, &mean, &sd);
+        if (i < GP_NMETRICS) {
+            res->metric[i] = mean;
+            res->metric_sd[i] = sd;
+        } else if (i < (size_t)GP_NMETRICS * (1 + nt)) {
+            size_t q = i / GP_NMETRICS - 1, m = i % GP_NMETRICS;
+            res->tensors[q].metric[m] = mean;
+            res->tensors[q].metric_sd[m] = sd;
+        } else if (i < per - 2) {
+            res->loss[i - (size_t)GP_NMETRICS * (1 + nt)] = mean;
+        } else if (i == per - 2) {
+            res->floor_grad = mean;
+        } else {
+            res->floor_weight = mean;
+        }
+    }
+    free(col);
+    free(v);
+    res->nseeds = nseeds;
+    judge(sc, res);
+    return 0;
+}
+
 void gp_result_free(gp_result *res)
 {
     free(res->tensors);

@@ -93,6 +93,7 @@ typedef struct {
     uint64_t size;
     gp_stats st;
     double metric[GP_NMETRICS];
+    double metric_sd[GP_NMETRICS]; /* over the seeds (gp_run_scenario_seeds), else 0 */
     double loss[GP_NMECH]; /* each mechanism's error norm / ||g_full|| */
 } gp_tensor_result;
 
@@ -104,6 +105,8 @@ typedef struct {
                                     partial sum after step k, binary64 running sum) */
     uint64_t hist[GP_HIST_BINS]; /* magnitudes of the exact backward outputs */
     double metric[GP_NMETRICS];  /* scenario-level metrics (global norms) */
+    int nseeds;                  /* seeds the metrics are the mean over (1: one run) */
+    double metric_sd[GP_NMETRICS]; /* their sample standard deviation over the seeds */
     double loss[GP_NMECH];
     gp_tensor_result *tensors;
     size_t ntensors;
@@ -154,6 +157,15 @@ int gp_default_threshold(const gp_result *r, gp_metric m, double *max);
  * (gp_deadline_set); -1 when a backend call failed otherwise. */
 int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend *cmp, gp_result *res,
                     gp_error *err);
+
+/* Run sc with seeds sc->seed, sc->seed + 1, ..., sc->seed + nseeds - 1 (nseeds >= 1;
+ * token counts drawn from a range stay those of the loaded scenario) and aggregate into
+ * *res: metrics, losses and format floors are the means over the seeds (per tensor too),
+ * metric_sd their sample standard deviations (n - 1), events the totals, charts and
+ * per-step arrays those of the first seed; the verdict and dominant mechanism are judged
+ * on the means. nseeds = 1 is gp_run_scenario. Returns as gp_run_scenario. */
+int gp_run_scenario_seeds(const gp_scenario *sc, int nseeds, const gp_backend *b, const gp_backend *cmp,
+                          gp_result *res, gp_error *err);
 
 void gp_result_free(gp_result *res);
 

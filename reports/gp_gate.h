@@ -83,8 +83,19 @@ typedef struct {
     const char *old_text, *new_text; /* verdicts; a value that is not a number ("nan", "null") */
     int new_quoted;         /* new_text was a JSON string */
     gp_gate_tol tol;        /* the tolerance applied */
-    double limit;           /* max(tol.abs, tol.rel * |old|) (|old - 1| for grad_norm_ratio) */
+    double limit;           /* max(tol.abs, tol.rel * |old|, noise) (|old - 1| for grad_norm_ratio) */
+    double noise;           /* the seed-noise part of limit: t * standard error of the difference
+                               of the means (reports run with --seeds), else 0 */
 } gp_gate_item;
+
+/* The seed-noise allowance for a metric whose baseline is the mean of nb seeds with
+ * sample standard deviation sb and whose current value the mean of nc seeds with sc
+ * (n = 1: a single run, no spread): t * se, se = sqrt(sb^2/nb + sc^2/nc) the standard
+ * error of the difference of two independent means, t the one-sided Student-t quantile
+ * of probability GP_GATE_NOISE_ALPHA at the Welch-Satterthwaite degrees of freedom.
+ * 0 when neither side has a spread. */
+#define GP_GATE_NOISE_ALPHA 1e-4
+double gp_gate_noise(double sb, int nb, double sc, int nc);
 
 typedef struct {
     const char *name;

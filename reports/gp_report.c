@@ -227,6 +227,13 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
     }
     json_object_set_new(o, "config", config_json(sc));
     json_object_set_new(o, "metrics", metrics_json(r->metric));
+    if (r->nseeds > 1) { /* the metrics are means over the seeds; the gate reads the spread */
+        json_t *seeds = json_object();
+        json_object_set_new(seeds, "n", json_integer(r->nseeds));
+        json_object_set_new(seeds, "first", json_integer((json_int_t)sc->seed));
+        json_object_set_new(o, "seeds", seeds);
+        json_object_set_new(o, "metrics_sd", metrics_json(r->metric_sd));
+    }
     json_object_set_new(o, "loss_by_mechanism", loss_json(r->loss));
     json_object_set_new(o, "events", events_json(&r->st));
     json_object_set_new(o, "optimizer_steps_taken", json_integer(r->adam_steps));
@@ -241,6 +248,8 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         json_object_set_new(to, "name", json_string(tr->name));
         json_object_set_new(to, "size", json_integer((json_int_t)tr->size));
         json_object_set_new(to, "metrics", metrics_json(tr->metric));
+        if (r->nseeds > 1)
+            json_object_set_new(to, "metrics_sd", metrics_json(tr->metric_sd));
         json_object_set_new(to, "loss_by_mechanism", loss_json(tr->loss));
         json_object_set_new(to, "events", events_json(&tr->st));
         json_array_append_new(ts, to);

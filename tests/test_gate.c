@@ -202,6 +202,19 @@ static const char *fmt6(double v)
 
 /* ---- the comparison ---- */
 
+/* The seed-noise allowance by hand: sb = sc = 1 over 8 seeds each: se = sqrt(1/8 + 1/8) =
+ * 0.5, Welch dof = 0.25^2 / (2 (1/8)^2 / 7) = 14, t(1e-4 one-sided, 14) = 4.985 (computed
+ * independently by integrating the t density), so 2.4925; one side only (sb = 1 over 8,
+ * current a single run): se = sqrt(1/8), dof 7, t = 7.063; no spread: 0. */
+static void test_seed_noise_by_hand(void **state)
+{
+    (void)state;
+    assert_true(fabs(gp_gate_noise(1, 8, 1, 8) - 0.5 * 4.98501) < 1e-4);
+    assert_true(fabs(gp_gate_noise(1, 8, 0, 1) - sqrt(0.125) * 7.06343) < 1e-4);
+    assert_true(gp_gate_noise(0, 1, 0, 1) == 0);
+    assert_true(gp_gate_noise(0, 8, 0, 8) == 0);
+}
+
 static void test_self_passes(void **state)
 {
     (void)state;
@@ -843,6 +856,7 @@ int main(int argc, char **argv)
     if (!g_have_xmllint)
         printf("# xmllint not found (apt-get install libxml2-utils): JUnit schema validation is skipped\n");
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_seed_noise_by_hand),
         cmocka_unit_test(test_self_passes),
         cmocka_unit_test(test_worse_beyond_tolerance_regresses),
         cmocka_unit_test(test_within_tolerance_passes),
