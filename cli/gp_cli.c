@@ -11,6 +11,7 @@ static const char usage[] =
     "commands:\n"
     "  run      run scenarios (default: the default suite) and write reports\n"
     "  show     print a preset (or a scenario file) as complete YAML\n"
+    "  advise   price the alternatives to a configuration: errors and memory\n"
     "  gate     compare a report with a baseline (CI regression gate)\n"
     "  report   merge shard reports; render report.json as HTML\n"
     "  round    round numbers to a format, exactly, with the events that fire\n"
@@ -74,6 +75,8 @@ int gp_cli_main(int argc, char **argv, FILE *out, FILE *err)
         return gp_cmd_round(argc - 1, argv + 1, out, err);
     if (strcmp(cmd, "explain") == 0)
         return gp_cmd_explain(argc - 1, argv + 1, out, err);
+    if (strcmp(cmd, "advise") == 0)
+        return gp_cmd_advise(argc - 1, argv + 1, out, err);
     if (strcmp(cmd, "show") == 0)
         return gp_cmd_show(argc - 1, argv + 1, out, err);
     if (strcmp(cmd, "repro") == 0)

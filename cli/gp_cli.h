@@ -24,6 +24,8 @@ int gp_cmd_report(int argc, char **argv, FILE *out, FILE *err);
 int gp_cmd_round(int argc, char **argv, FILE *out, FILE *err);
 /* `gradprec explain [FORMAT]`: argv[0] is "explain". */
 int gp_cmd_explain(int argc, char **argv, FILE *out, FILE *err);
+/* `gradprec advise PRESET|FILE.yaml [...]`: argv[0] is "advise". */
+int gp_cmd_advise(int argc, char **argv, FILE *out, FILE *err);
 /* `gradprec show PRESET|FILE.yaml`: argv[0] is "show". */
 int gp_cmd_show(int argc, char **argv, FILE *out, FILE *err);
 /* `gradprec repro [--target NAME] [--out FILE] FUZZ_INPUT`: argv[0] is "repro". */

@@ -1319,6 +1319,51 @@ static void put_details(gp_buf *b, const json_t *sc, size_t i)
     gp_buf_puts(b, "\n</details>\n");
 }
 
+/* `gradprec advise`'s table, when the report carries one ("advice" at the root). */
+static void put_advice(gp_buf *b, const json_t *advice)
+{
+    static const char *const mech[] = {"normalization", "underflow", "absorption", "rounding", "scaling",
+                                       "stale update", "state precision"};
+    const json_t *alts = json_object_get(advice, "alternatives"), *a;
+    int model = json_is_number(json_object_get(advice, "params"));
+    size_t i;
+    char buf[32];
+    if (!json_is_array(alts))
+        return;
+    gp_buf_puts(b, "<h2>Advice: alternatives and their cost</h2>\n<table class=\"summary\"><thead><tr>"
+                   "<th>alternative</th><th>change</th><th>verdict</th><th>grad_rel_err_fullbatch</th>");
+    for (size_t m = 0; m < sizeof mech / sizeof mech[0]; m++)
+        gp_buf_printf(b, "<th>%s</th>", mech[m]);
+    gp_buf_puts(b, "<th>+bytes / param</th><th>+bytes, scenario</th>");
+    if (model)
+        gp_buf_puts(b, "<th>+bytes, trainable</th><th>+bytes, all params</th>");
+    gp_buf_puts(b, "</tr></thead><tbody>\n");
+    json_array_foreach(alts, i, a) {
+        gp_buf_puts(b, "<tr><td>");
+        sb_esc(b, str_at(a, "label", "?"));
+        gp_buf_puts(b, "</td><td><code>");
+        sb_esc(b, str_at(a, "change", ""));
+        gp_buf_puts(b, "</code></td><td>");
+        put_badge(b, str_at(a, "verdict", "?"));
+        gp_buf_printf(b, "</td><td>%s</td>", fmt_g(json_number_value(json_object_get(a, "grad_rel_err_fullbatch")), buf));
+        for (size_t m = 0; m < sizeof mech / sizeof mech[0]; m++) {
+            gp_buf_puts(b, "<td>");
+            put_value(b, json_object_get(json_object_get(a, "loss_by_mechanism"), mech[m]));
+            gp_buf_puts(b, "</td>");
+        }
+        static const char *const costs[] = {"bytes_per_param", "extra_bytes_scenario", "extra_bytes_trainable",
+                                            "extra_bytes_all_params"};
+        for (int k = 0; k < (model ? 4 : 2); k++) {
+            gp_buf_puts(b, "<td>");
+            put_value(b, json_object_get(a, costs[k]));
+            gp_buf_puts(b, "</td>");
+        }
+        gp_buf_puts(b, "</tr>\n");
+    }
+    gp_buf_puts(b, "</tbody></table>\n<p class=\"note\">Errors: loss by mechanism relative to the full-batch "
+                   "gradient; memory: extra bytes per trainable parameter and in all (docs/advise.md).</p>\n");
+}
+
 #define MAX_HISTOGRAMS 12
 
 char *gp_report_html(const json_t *report, gp_error *err)
@@ -1349,6 +1394,8 @@ char *gp_report_html(const json_t *report, gp_error *err)
     gp_buf_puts(&b, "</style>\n</head>\n<body>\n");
     put_header(&b, report, scs);
     put_summary_table(&b, scs);
+    if (json_object_get(report, "advice"))
+        put_advice(&b, json_object_get(report, "advice"));
 
     gp_buf_puts(&b, "<h2>Accumulation error</h2>\n");
     series *s = calloc(nsc ? nsc : 1, sizeof *s);

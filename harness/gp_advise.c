@@ -1,0 +1,96 @@
+/* gp_advise.c — see gp_advise.h. */
+#include "gp_advise.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double width(gp_format f)
+{
+    return gp_fmt_get(f).width / 8.0;
+}
+
+double gp_advise_state_bytes(const gp_scenario *sc)
+{
+    double b = width(sc->precision.accumulator) + 2 * width(sc->optimizer.state);
+    if (sc->optimizer.master)
+        b += 4;
+    if (sc->optimizer.kahan)
+        b += width(sc->optimizer.param);
+    if (sc->precision.rounding == GP_ACC_KAHAN)
+        b += width(sc->precision.accumulator);
+    return b;
+}
+
+int gp_advise_alternatives(const gp_scenario *sc, gp_alternative *alt)
+{
+    int n = 0;
+    gp_format acc = sc->precision.accumulator, par = sc->optimizer.param, g = sc->precision.grad;
+    int narrow_acc = acc != GP_FP32, narrow_par = par != GP_FP32 && !sc->optimizer.master;
+    if (narrow_acc)
+        alt[n++] = (gp_alternative){GP_ALT_FP32_ACCUMULATOR, "fp32 accumulator", "precision.accumulator: fp32",
+                                    4 - width(acc) - (sc->precision.rounding == GP_ACC_KAHAN ? width(acc) : 0)};
+    if (narrow_acc && sc->precision.rounding != GP_ACC_KAHAN)
+        alt[n++] = (gp_alternative){GP_ALT_KAHAN_ACCUMULATOR, "Kahan accumulator", "precision.rounding: kahan",
+                                    width(acc)};
+    if (narrow_acc && sc->precision.rounding != GP_ACC_STOCHASTIC)
+        alt[n++] = (gp_alternative){GP_ALT_SR_ACCUMULATOR, "stochastic-rounding accumulator",
+                                    "precision.rounding: stochastic",
+                                    sc->precision.rounding == GP_ACC_KAHAN ? -width(acc) : 0};
+    if (narrow_par)
+        alt[n++] = (gp_alternative){GP_ALT_MASTER_WEIGHTS, "fp32 master weights", "optimizer.master: fp32",
+                                    4 - (sc->optimizer.kahan ? width(par) : 0)};
+    if (narrow_par && !sc->optimizer.kahan)
+        alt[n++] = (gp_alternative){GP_ALT_KAHAN_WEIGHTS, "Kahan weights", "optimizer.kahan: true", width(par)};
+    if (narrow_par && !sc->optimizer.stochastic)
+        alt[n++] = (gp_alternative){GP_ALT_SR_WEIGHTS, "stochastic-rounding weights", "optimizer.stochastic: true",
+                                    sc->optimizer.kahan ? -width(par) : 0};
+    if ((g == GP_FP16 || g == GP_FP8_E4M3 || g == GP_FP8_E5M2) && sc->loss_scale.mode == GP_LS_NONE)
+        alt[n++] = (gp_alternative){GP_ALT_LOSS_SCALING, "loss scaling", "loss_scale: {mode: dynamic}", 0};
+    if (sc->reduction == GP_RED_MEAN || sc->reduction == GP_RED_MEAN_NO_DIV)
+        alt[n++] = (gp_alternative){GP_ALT_TOKEN_MEAN, "token-normalised loss", "reduction: token_mean", 0};
+    return n;
+}
+
+int gp_advise_scenario(const gp_scenario *sc, const gp_alternative *a, gp_scenario *out, gp_error *err)
+{
+    char *yaml = gp_scenario_to_yaml(sc); /* a deep copy through the loader */
+    if (!yaml)
+        return gp_error_set(err, "out of memory");
+    int rc = gp_scenario_load_string(yaml, strlen(yaml), sc->name, out, err);
+    free(yaml);
+    if (rc != 0)
+        return -1;
+    switch (a->kind) {
+    case GP_ALT_FP32_ACCUMULATOR:
+        out->precision.accumulator = GP_FP32;
+        if (out->precision.rounding == GP_ACC_KAHAN)
+            out->precision.rounding = GP_ACC_RNE;
+        break;
+    case GP_ALT_KAHAN_ACCUMULATOR: out->precision.rounding = GP_ACC_KAHAN; break;
+    case GP_ALT_SR_ACCUMULATOR: out->precision.rounding = GP_ACC_STOCHASTIC; break;
+    case GP_ALT_MASTER_WEIGHTS:
+        out->optimizer.master = 1;
+        out->optimizer.kahan = out->optimizer.stochastic = 0;
+        break;
+    case GP_ALT_KAHAN_WEIGHTS:
+        out->optimizer.kahan = 1;
+        out->optimizer.stochastic = 0;
+        break;
+    case GP_ALT_SR_WEIGHTS:
+        out->optimizer.stochastic = 1;
+        out->optimizer.kahan = 0;
+        break;
+    case GP_ALT_LOSS_SCALING: out->loss_scale.mode = GP_LS_DYNAMIC; break;
+    case GP_ALT_TOKEN_MEAN: out->reduction = GP_RED_TOKEN_MEAN; break;
+    default: break;
+    }
+    char name[2 * GP_NAME_MAX];
+    snprintf(name, sizeof name, "%s + %s", sc->name, a->label);
+    if (strlen(name) >= GP_NAME_MAX) {
+        gp_scenario_free(out);
+        return gp_error_set(err, "%s: the name is too long for the alternatives' names", sc->name);
+    }
+    memcpy(out->name, name, strlen(name) + 1);
+    return 0;
+}
