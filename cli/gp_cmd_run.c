@@ -4,23 +4,17 @@
  * failed, 1 when a scenario failed its thresholds, 2 bad usage or input, 3 internal.
  * Besides report.json: report.md, report.xml (JUnit) and report.html, all made from the
  * JSON, and timing.json. */
-#include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "../reports/gp_html.h"
-#include "../reports/gp_junit.h"
-#include "../reports/gp_report.h"
+#include "../reports/gp_report_set.h"
 #include "../harness/gp_backend.h"
 #include "gp_cli.h"
 #include "../harness/gp_presets.h"
-#include "../harness/gp_runner.h"
+#include "../harness/gp_run_all.h"
 #include "../base/gp_num.h"
-#include "../base/gp_out.h"
 
 static const char run_usage[] =
     "usage: gradprec run [SCENARIO.yaml... | --suite default | --preset NAME...] [--backend B]\n"
@@ -43,48 +37,6 @@ static const char run_usage[] =
     "  --quiet       no progress on the terminal\n"
     "  --list        list the presets and exit\n"
     "exit: 0 pass/warn, 1 a scenario failed, 2 bad usage or input, 3 internal error\n";
-
-typedef struct {
-    gp_scenario *sc;
-    gp_result *res;
-    size_t n, next, done;
-    int nseeds;
-    const gp_backend *b, *cmp;
-    double max_seconds;            /* per scenario, 0: no limit */
-    int progress, failed_internal; /* 0, or the first failing gp_run_scenario code */
-    gp_error err;
-    pthread_mutex_t mu;
-} work;
-
-static void *worker(void *arg)
-{
-    work *w = arg;
-    for (;;) {
-        pthread_mutex_lock(&w->mu);
-        size_t i = w->next++;
-        pthread_mutex_unlock(&w->mu);
-        if (i >= w->n)
-            return NULL;
-        gp_error e = {""};
-        gp_deadline_set(w->max_seconds);
-        int rc = gp_run_scenario_seeds(&w->sc[i], w->nseeds, w->b, w->cmp, &w->res[i], &e);
-        gp_deadline_set(0);
-        pthread_mutex_lock(&w->mu);
-        if (rc != 0 && !w->failed_internal) {
-            w->failed_internal = rc;
-            gp_error_set(&w->err, "scenario '%s': %s", w->sc[i].name, e.msg);
-            w->next = w->n; /* start nothing more */
-        }
-        w->done++;
-        if (w->progress)
-            fprintf(stderr, "\r[%zu/%zu] %-50.50s", w->done, w->n, w->sc[i].name);
-        pthread_mutex_unlock(&w->mu);
-    }
-}
-
-/* The files of one run's report set, in the order they are written. */
-static const char *const set_names[] = {"report.json", "report.md", "report.xml", "report.html", "timing.json"};
-#define NSET (sizeof set_names / sizeof set_names[0])
 
 /* Two scenarios of one run may not share a name (reports and the gate key on it). */
 static int check_names(const gp_scenario *sc, const char *const *origin, const unsigned char *ispre, size_t n,
@@ -135,6 +87,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     unsigned char *ispre = NULL;
     size_t nsc = 0;
     gp_backend b, cmpb;
+    const gp_scenario **ptrs = NULL;
     int have_b = 0, have_cmp = 0, have_set = 0;
     gp_out_set set;
     if (!files || !pre) {
@@ -320,79 +273,35 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         have_cmp = 1;
     }
     /* The output folder is checked and its new sibling made before anything runs. */
-    if (gp_out_set_begin(&set, "--out", outdir, set_names, NSET, files, nfiles, &e) != 0) {
+    if (gp_report_files_begin(&set, "--out", outdir, files, nfiles, &e) != 0) {
         fprintf(err, "gradprec run: %s\n", e.msg);
         goto done;
     }
     have_set = 1;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    work w;
-    memset(&w, 0, sizeof w);
-    w.sc = sc;
-    w.res = res;
-    w.n = nsc;
-    w.b = &b;
-    w.nseeds = nseeds;
-    w.cmp = have_cmp ? &cmpb : NULL;
-    w.max_seconds = (double)max_seconds;
-    w.progress = !quiet && isatty(fileno(stderr));
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_t th[256];
-    int nth = (int)jobs < (int)nsc ? (int)jobs : (int)nsc, started = 0, terr = 0;
-    for (int t = 0; t < nth && !terr; t++)
-        if ((terr = pthread_create(&th[t], NULL, worker, &w)) == 0)
-            started++;
-    if (terr) { /* let the started threads finish what they took, start nothing more */
-        pthread_mutex_lock(&w.mu);
-        w.next = w.n;
-        pthread_mutex_unlock(&w.mu);
-    }
-    for (int t = 0; t < started; t++)
-        pthread_join(th[t], NULL);
-    pthread_mutex_destroy(&w.mu);
+    gp_run_opts ro = {(int)jobs, nseeds, (double)max_seconds, !quiet && isatty(fileno(stderr)) ? stderr : NULL};
+    int frc = gp_run_all(sc, nsc, &b, have_cmp ? &cmpb : NULL, &ro, res, &e);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (w.progress)
-        fprintf(stderr, "\r%-60s\r", "");
     rc = GP_EXIT_INTERNAL;
-    if (terr) {
-        fprintf(err, "gradprec run: cannot start worker thread %d of %d: %s\n", started + 1, nth, strerror(terr));
-        goto done;
-    }
-    if (w.failed_internal) {
-        int unsupported = w.failed_internal == -2, timeout = w.failed_internal == -3;
-        fprintf(err, "gradprec run: %s%s\n", unsupported || timeout ? "" : "internal error: ", w.err.msg);
+    if (frc != 0) {
+        int unsupported = frc == -2, timeout = frc == -3;
+        fprintf(err, "gradprec run: %s%s\n", unsupported || timeout ? "" : "internal error: ", e.msg);
         rc = unsupported ? GP_EXIT_USAGE : GP_EXIT_INTERNAL;
         goto done;
     }
-    const gp_scenario **ptrs = malloc((nsc ? nsc : 1) * sizeof *ptrs);
+    ptrs = malloc((nsc ? nsc : 1) * sizeof *ptrs);
     if (!ptrs)
         goto done;
     for (size_t i = 0; i < nsc; i++)
         ptrs[i] = &sc[i];
     gp_run_report rep = {ptrs, res, nsc, b.label, have_cmp ? cmpb.label : NULL, index};
-    char *json = gp_report_json_shard(&rep, (size_t)shard_i, (size_t)shard_n, total);
-    char *md = gp_report_markdown(&rep), *xml = NULL, *html = NULL;
-    json_t *root = json ? json_loads(json, 0, NULL) : NULL; /* the other views read the JSON */
-    if (root && (xml = gp_report_junit(root, &e)) != NULL)
-        html = gp_report_html(root, &e);
-    char timing[128];
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    snprintf(timing, sizeof timing, "{\"seconds\": %.3f, \"jobs\": %d}\n", secs, (int)jobs);
-    const char *text[NSET] = {json, md, xml, html, timing};
-    int bad = !json || !md || !root || !xml || !html;
-    if (bad)
-        fprintf(err, "gradprec run: %s\n", root ? e.msg : "out of memory");
-    for (size_t k = 0; k < NSET && !bad; k++)
-        if (gp_out_set_add(&set, set_names[k], text[k], strlen(text[k]), &e) != 0) {
-            fprintf(err, "gradprec run: %s\n", e.msg);
-            bad = 1;
-        }
-    if (!bad && gp_out_set_commit(&set, &e) != 0) {
+    gp_report_files rf;
+    if (gp_report_files_render(&rep, (size_t)shard_i, (size_t)shard_n, total, secs, (int)jobs, &rf, &e) != 0 ||
+        gp_report_files_commit(&rf, &set, &e) != 0)
         fprintf(err, "gradprec run: %s\n", e.msg);
-        bad = 1;
-    }
-    if (!bad) {
+    else {
         have_set = 0;
         gp_report_table(out, &rep);
         int nfail = 0;
@@ -402,13 +311,9 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
                 nsc, nfail, outdir, secs);
         rc = nfail ? GP_EXIT_FAIL : GP_EXIT_OK;
     }
-    free(json);
-    free(md);
-    free(xml);
-    free(html);
-    json_decref(root);
-    free(ptrs);
+    gp_report_files_free(&rf);
 done:
+    free(ptrs);
     if (have_set)
         gp_out_set_abort(&set);
     if (have_b)

@@ -4,6 +4,8 @@
 #ifndef GP_BACKEND_H
 #define GP_BACKEND_H
 
+#include <stddef.h>
+
 #include "../kernels/gp_plugin_abi.h"
 #include "../base/gp_error.h"
 
@@ -14,6 +16,7 @@ typedef struct {
                                 * worker's proxy table (gp_plugin_worker.h) */
     gp_plugin table;           /* room for a table the caller fills itself (tests) */
     struct gp_worker *worker;  /* the forked worker serving a plugin, else NULL */
+    int staged;                /* ops is the CUDA staging adapter over table (gp_backend_from_table) */
     char label[300];           /* "cpu", "cuda", "plugin:PATH (NAME)" */
 } gp_backend;
 
@@ -41,6 +44,19 @@ int gp_deadline_passed(void);
 /* Seconds left (a huge value without a limit), and the limit itself (0: none). */
 double gp_deadline_left(void);
 double gp_deadline_limit(void);
+
+/* Check a plugin's table p (ABI version 2 or 3, accumulate/unscale/adamw present, memory
+ * kind, device memory only with a CUDA build and device) and copy it into *table (a
+ * version 2 table widened, later entries NULL). Returns the table to call: table itself
+ * for host memory, the CUDA staging adapter over it for device memory; NULL with why
+ * filled ("ABI version 9, but ...", "leaves accumulate, unscale or adamw NULL", ...). */
+const gp_plugin *gp_plugin_table_adopt(const gp_plugin *p, gp_plugin *table, char *why, size_t whylen);
+
+/* Serve a caller's table p, filled at run time (the public API's gradprec_run), in this
+ * process: checked and copied by gp_plugin_table_adopt, its functions called as they
+ * are (no worker: a crash in it is the caller's). The label is "table (NAME)". Returns
+ * 0, or -1 with err = "plugin table: why". */
+int gp_backend_from_table(const gp_plugin *p, gp_backend *b, gp_error *err);
 
 /* Release a backend (the staging adapter's table, then dlclose, for plugins). */
 void gp_backend_close(gp_backend *b);

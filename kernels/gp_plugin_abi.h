@@ -131,7 +131,7 @@ typedef struct {
     int32_t interval;
 } gp_plugin_scaler_args;
 
-typedef struct {
+typedef struct gp_plugin { /* tagged: include/gradprec.h declares struct gp_plugin */
     uint32_t abi_version; /* GP_PLUGIN_ABI_VERSION */
     const char *name;     /* shown in reports */
     uint32_t memory;      /* GP_PLUGIN_HOST or GP_PLUGIN_DEVICE: then every array pointer,

@@ -1,0 +1,279 @@
+/* gp_api.c — include/gradprec.h over the core: a set holds loaded scenarios, a result
+ * holds one run's gp_results and its report.json. Running and writing go through
+ * gp_run_all and gp_report_files, as `gradprec run` does. */
+#include "../include/gradprec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../harness/gp_backend.h"
+#include "../harness/gp_run_all.h"
+#include "../harness/gp_scenario.h"
+#include "../reports/gp_report_set.h"
+
+struct gradprec_set {
+    int refs;        /* the caller's handle plus one per result */
+    gp_scenario *sc;
+    size_t n;
+};
+
+struct gradprec_result {
+    gradprec_set *set;
+    gp_result *res;
+    size_t n;
+    char backend[300], compare[300]; /* labels; compare "" when none */
+    int jobs;
+    double seconds;
+    char *json;
+};
+
+static void copy_err(char *err, size_t errlen, const char *msg)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s", msg);
+}
+
+int gradprec_api_version(void)
+{
+    return GRADPREC_API_VERSION;
+}
+
+const char *gradprec_version(void)
+{
+    return GP_VERSION_STRING;
+}
+
+static gradprec_set *make_set(int rc, gp_scenario *sc, size_t n, const gp_error *e, char *err, size_t errlen)
+{
+    gradprec_set *s = rc == 0 ? malloc(sizeof *s) : NULL;
+    if (!s) {
+        copy_err(err, errlen, rc == 0 ? "out of memory" : e->msg);
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            gp_scenario_free(&sc[i]);
+        free(sc);
+        return NULL;
+    }
+    s->refs = 1;
+    s->sc = sc;
+    s->n = n;
+    return s;
+}
+
+gradprec_set *gradprec_load_file(const char *path, char *err, size_t errlen)
+{
+    gp_error e = {""};
+    gp_scenario *sc = NULL;
+    size_t n = 0;
+    int rc = path ? gp_scenario_load_all_file(path, &sc, &n, &e) : gp_error_set(&e, "scenario path is NULL");
+    return make_set(rc, sc, n, &e, err, errlen);
+}
+
+gradprec_set *gradprec_load_yaml(const char *text, size_t len, const char *origin, char *err, size_t errlen)
+{
+    gp_error e = {""};
+    gp_scenario *sc = NULL;
+    size_t n = 0;
+    int rc = text ? gp_scenario_load_all_string(text, len, origin ? origin : "scenario", &sc, &n, &e)
+                  : gp_error_set(&e, "scenario text is NULL");
+    return make_set(rc, sc, n, &e, err, errlen);
+}
+
+size_t gradprec_set_count(const gradprec_set *s)
+{
+    return s ? s->n : 0;
+}
+
+const char *gradprec_set_name(const gradprec_set *s, size_t i)
+{
+    return s && i < s->n ? s->sc[i].name : NULL;
+}
+
+void gradprec_set_seed(gradprec_set *s, uint64_t seed)
+{
+    for (size_t i = 0; s && i < s->n; i++)
+        s->sc[i].seed = seed;
+}
+
+void gradprec_set_free(gradprec_set *s)
+{
+    if (!s || --s->refs > 0)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        gp_scenario_free(&s->sc[i]);
+    free(s->sc);
+    free(s);
+}
+
+/* The run's report, as gp_run_report wants it; ptrs has r->n entries. */
+static gp_run_report run_report(const gradprec_result *r, const gp_scenario **ptrs)
+{
+    for (size_t i = 0; i < r->n; i++)
+        ptrs[i] = &r->set->sc[i];
+    gp_run_report rep = {ptrs, r->res, r->n, r->backend, r->compare[0] ? r->compare : NULL, NULL};
+    return rep;
+}
+
+int gradprec_run(const gradprec_set *s, const char *backend, const struct gp_plugin *table, const char *compare,
+                 int jobs, gradprec_result **out, char *err, size_t errlen)
+{
+    gp_error e = {""};
+    gp_backend b, cb;
+    int have_cb = 0, rc = GRADPREC_BAD_INPUT;
+    gradprec_result *r = NULL;
+    const gp_scenario **ptrs = NULL;
+    if (out)
+        *out = NULL;
+    if (!s || !out) {
+        copy_err(err, errlen, "gradprec_run: the set or the result pointer is NULL");
+        return GRADPREC_BAD_INPUT;
+    }
+    if ((table ? gp_backend_from_table(table, &b, &e) : gp_backend_open(backend ? backend : "cpu", &b, &e)) != 0) {
+        copy_err(err, errlen, e.msg);
+        return GRADPREC_BAD_INPUT;
+    }
+    if (compare) {
+        gp_error ce = {""};
+        if (gp_backend_open(compare, &cb, &ce) != 0) {
+            gp_error_set(&e, "compare: %s", ce.msg);
+            goto done;
+        }
+        have_cb = 1;
+    }
+    rc = GRADPREC_INTERNAL;
+    r = calloc(1, sizeof *r);
+    if (!r || !(r->res = calloc(s->n ? s->n : 1, sizeof *r->res)) || !(ptrs = malloc((s->n ? s->n : 1) * sizeof *ptrs))) {
+        gp_error_set(&e, "out of memory");
+        goto done;
+    }
+    r->set = (gradprec_set *)s;
+    r->n = s->n;
+    r->jobs = jobs < 1 ? 1 : jobs;
+    snprintf(r->backend, sizeof r->backend, "%s", b.label);
+    snprintf(r->compare, sizeof r->compare, "%s", have_cb ? cb.label : "");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    gp_run_opts ro = {r->jobs, 1, 0.0, NULL};
+    int frc = gp_run_all(s->sc, s->n, &b, have_cb ? &cb : NULL, &ro, r->res, &e);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (frc != 0) {
+        rc = frc == -2 ? GRADPREC_BAD_INPUT : GRADPREC_INTERNAL; /* -3 (time limit) cannot happen: none set */
+        goto done;
+    }
+    gp_run_report rep = run_report(r, ptrs);
+    if (!(r->json = gp_report_json(&rep))) {
+        gp_error_set(&e, "out of memory");
+        goto done;
+    }
+    r->set->refs++;
+    *out = r;
+    r = NULL;
+    rc = GRADPREC_OK;
+done:
+    if (rc != GRADPREC_OK)
+        copy_err(err, errlen, e.msg);
+    if (r) {
+        for (size_t i = 0; r->res && i < r->n; i++)
+            gp_result_free(&r->res[i]);
+        free(r->res);
+        free(r);
+    }
+    free(ptrs);
+    gp_backend_close(&b);
+    if (have_cb)
+        gp_backend_close(&cb);
+    return rc;
+}
+
+size_t gradprec_result_count(const gradprec_result *r)
+{
+    return r ? r->n : 0;
+}
+
+size_t gradprec_result_failed(const gradprec_result *r)
+{
+    size_t k = 0;
+    for (size_t i = 0; r && i < r->n; i++)
+        k += r->res[i].verdict == GP_FAIL;
+    return k;
+}
+
+const char *gradprec_result_name(const gradprec_result *r, size_t i)
+{
+    return r && i < r->n ? r->set->sc[i].name : NULL;
+}
+
+const char *gradprec_result_verdict(const gradprec_result *r, size_t i)
+{
+    return r && i < r->n ? gp_verdict_name(r->res[i].verdict) : NULL;
+}
+
+const char *gradprec_result_dominant(const gradprec_result *r, size_t i)
+{
+    return r && i < r->n ? gp_mechanism_name(r->res[i].dominant) : NULL;
+}
+
+static double metric_of(const double *metric, const char *name)
+{
+    gp_metric m;
+    return name && gp_metric_parse(name, &m) == 0 ? metric[m] : NAN;
+}
+
+double gradprec_result_metric(const gradprec_result *r, size_t i, const char *metric)
+{
+    return r && i < r->n ? metric_of(r->res[i].metric, metric) : NAN;
+}
+
+size_t gradprec_result_tensor_count(const gradprec_result *r, size_t i)
+{
+    return r && i < r->n ? r->res[i].ntensors : 0;
+}
+
+const char *gradprec_result_tensor_name(const gradprec_result *r, size_t i, size_t t)
+{
+    return r && i < r->n && t < r->res[i].ntensors ? r->res[i].tensors[t].name : NULL;
+}
+
+double gradprec_result_tensor_metric(const gradprec_result *r, size_t i, size_t t, const char *metric)
+{
+    return r && i < r->n && t < r->res[i].ntensors ? metric_of(r->res[i].tensors[t].metric, metric) : NAN;
+}
+
+const char *gradprec_result_json(const gradprec_result *r)
+{
+    return r ? r->json : NULL;
+}
+
+int gradprec_result_write(const gradprec_result *r, const char *dir, char *err, size_t errlen)
+{
+    gp_error e = {""};
+    gp_report_files f;
+    const gp_scenario **ptrs = r ? malloc((r->n ? r->n : 1) * sizeof *ptrs) : NULL;
+    if (!ptrs) {
+        copy_err(err, errlen, r ? "out of memory" : "gradprec_result_write: the result is NULL");
+        return GRADPREC_INTERNAL;
+    }
+    gp_run_report rep = run_report(r, ptrs);
+    int rc = gp_report_files_render(&rep, 0, 1, r->n, r->seconds, r->jobs, &f, &e) != 0 || gp_report_files_write(&f, dir, &e) != 0;
+    gp_report_files_free(&f);
+    free(ptrs);
+    if (rc) {
+        copy_err(err, errlen, e.msg);
+        return GRADPREC_INTERNAL;
+    }
+    return GRADPREC_OK;
+}
+
+void gradprec_result_free(gradprec_result *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n; i++)
+        gp_result_free(&r->res[i]);
+    free(r->res);
+    free(r->json);
+    gradprec_set_free(r->set);
+    free(r);
+}

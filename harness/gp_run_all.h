@@ -1,0 +1,27 @@
+/* gp_run_all.h — runs a list of scenarios on a backend with a pool of threads (the
+ * `gradprec run` command and the public API's gradprec_run share it). Results do not
+ * depend on the number of threads: each scenario is a pure function of its inputs. */
+#ifndef GP_RUN_ALL_H
+#define GP_RUN_ALL_H
+
+#include <stdio.h>
+
+#include "gp_runner.h"
+
+typedef struct {
+    int jobs;           /* threads (clamped to 1..256 and to the number of scenarios) */
+    int nseeds;         /* seeds per scenario (gp_run_scenario_seeds), >= 1 */
+    double max_seconds; /* time limit of each scenario (gp_deadline_set), 0: none */
+    FILE *progress;     /* "[done/n] name" redrawn here after each scenario, or NULL */
+} gp_run_opts;
+
+/* Run sc[0..n) on backend b (and compared backend cmp, or NULL), filling res[0..n) (the
+ * caller frees each with gp_result_free). Returns 0; or, after every started scenario
+ * finished and no new one was started, the first failing code of gp_run_scenario_seeds
+ * (-2 unsupported configuration or bad input, -3 time limit, -1 a backend failure) with
+ * err = "scenario 'NAME': what", or -1 with err when no thread could be started. On
+ * failure every res entry is freed. */
+int gp_run_all(const gp_scenario *sc, size_t n, const gp_backend *b, const gp_backend *cmp, const gp_run_opts *o,
+               gp_result *res, gp_error *err);
+
+#endif

@@ -1,0 +1,125 @@
+/* gradprec.h — the public C API of libgradprec (docs/api.md): load scenarios (a file or
+ * YAML text), run them on a backend (the built-in cpu/cuda, a plugin .so, or a gp_plugin
+ * table the caller fills at run time), read verdicts and metrics, write the reports.
+ * The `gradprec` command goes through these same calls. Plain C, no structs to lay out:
+ * easy to bind from ctypes/cffi. Version GRADPREC_API_VERSION; link with -lgradprec. */
+#ifndef GRADPREC_H
+#define GRADPREC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Raised on any incompatible change of this header; additions keep it. */
+#define GRADPREC_API_VERSION 1
+
+#if defined(__GNUC__)
+#define GRADPREC_API __attribute__((visibility("default")))
+#else
+#define GRADPREC_API
+#endif
+
+/* Status codes; they equal the `gradprec` exit codes. */
+enum {
+    GRADPREC_OK = 0,
+    GRADPREC_BAD_INPUT = 2, /* bad scenario, dump, backend spec, unsupported configuration */
+    GRADPREC_INTERNAL = 3   /* a backend call failed, out of memory, a file not written */
+};
+
+/* The plugin ABI table (kernels/gp_plugin_abi.h: include it to fill one). */
+struct gp_plugin;
+
+typedef struct gradprec_set gradprec_set;       /* loaded scenarios (opaque) */
+typedef struct gradprec_result gradprec_result; /* one run's results (opaque) */
+
+/* GRADPREC_API_VERSION of the library actually loaded (compare with the header's). */
+GRADPREC_API int gradprec_api_version(void);
+
+/* The library's version, "MAJOR.MINOR.PATCH" (static string). */
+GRADPREC_API const char *gradprec_version(void);
+
+/* ---- scenarios ---- */
+
+/* Load the scenario file at path (a `sweep:` expands into one scenario per point;
+ * relative replay paths resolve against the file's folder). Returns a new set, or NULL
+ * with a one-line message "file:line:column: what" copied into err[0..errlen) (err may
+ * be NULL). Never exits or prints. */
+GRADPREC_API gradprec_set *gradprec_load_file(const char *path, char *err, size_t errlen);
+
+/* The same from YAML text of len bytes; `origin` names it in messages and gives the
+ * default scenario name ("scenario" when NULL). Relative replay paths resolve against
+ * the current directory. */
+GRADPREC_API gradprec_set *gradprec_load_yaml(const char *text, size_t len, const char *origin, char *err,
+                                              size_t errlen);
+
+/* Number of scenarios in s. */
+GRADPREC_API size_t gradprec_set_count(const gradprec_set *s);
+
+/* Name of scenario i (owned by s), NULL when i is out of range. */
+GRADPREC_API const char *gradprec_set_name(const gradprec_set *s, size_t i);
+
+/* Give every scenario of s this seed (as `gradprec run --seed`). */
+GRADPREC_API void gradprec_set_seed(gradprec_set *s, uint64_t seed);
+
+/* Free s. Results made from it stay valid (they hold their own reference). NULL is fine. */
+GRADPREC_API void gradprec_set_free(gradprec_set *s);
+
+/* ---- running ---- */
+
+/* Run every scenario of s on one backend:
+ *   table != NULL: the caller's table (abi_version 2 or 3, host memory or, with a CUDA
+ *                  build, device memory), used in place: it must stay valid during the
+ *                  call, and its functions may be called from `jobs` threads at once;
+ *   else backend:  "cpu" (also when NULL), "cuda", "auto" or "plugin:PATH.so".
+ * compare (NULL: none) names a second backend run on identical inputs and compared bit
+ * for bit, as `gradprec run --compare`. jobs: scenarios run in parallel (<= 0: 1);
+ * results do not depend on it. On GRADPREC_OK *out is a new result; otherwise *out is
+ * NULL and err holds one line: GRADPREC_BAD_INPUT for a bad backend spec or table, a
+ * configuration the backend does not support (its function returned 1), an unreadable or
+ * malformed replay dump; GRADPREC_INTERNAL when a backend call failed or memory ran out. */
+GRADPREC_API int gradprec_run(const gradprec_set *s, const char *backend, const struct gp_plugin *table,
+                              const char *compare, int jobs, gradprec_result **out, char *err, size_t errlen);
+
+/* ---- results ---- */
+
+/* Number of scenarios, and how many failed their thresholds. */
+GRADPREC_API size_t gradprec_result_count(const gradprec_result *r);
+GRADPREC_API size_t gradprec_result_failed(const gradprec_result *r);
+
+/* Scenario i's name, verdict ("pass", "warn", "fail") and dominant mechanism
+ * ("absorption", "underflow", ..., "none"); static or owned by r; NULL out of range. */
+GRADPREC_API const char *gradprec_result_name(const gradprec_result *r, size_t i);
+GRADPREC_API const char *gradprec_result_verdict(const gradprec_result *r, size_t i);
+GRADPREC_API const char *gradprec_result_dominant(const gradprec_result *r, size_t i);
+
+/* Scenario i's metric by its report name ("grad_rel_err_fullbatch", "absorbed_frac",
+ * ... docs/scenarios.md); NaN for an unknown name or index (a metric may also be NaN or
+ * infinite by itself: report.json writes those as strings). */
+GRADPREC_API double gradprec_result_metric(const gradprec_result *r, size_t i, const char *metric);
+
+/* Scenario i's tensors: how many, each one's name, and its metrics (as above). */
+GRADPREC_API size_t gradprec_result_tensor_count(const gradprec_result *r, size_t i);
+GRADPREC_API const char *gradprec_result_tensor_name(const gradprec_result *r, size_t i, size_t t);
+GRADPREC_API double gradprec_result_tensor_metric(const gradprec_result *r, size_t i, size_t t, const char *metric);
+
+/* The whole report as report.json text (schema gradprec-report/1: every scenario's
+ * configuration, verdict, metrics, per-tensor metrics, sampling estimates); owned by r.
+ * The same bytes `gradprec run` writes for the same scenarios, seed and backend. */
+GRADPREC_API const char *gradprec_result_json(const gradprec_result *r);
+
+/* Write report.json, report.md, report.xml, report.html and timing.json into folder dir
+ * (created with its parents), each file atomically, by the code `gradprec run` uses.
+ * Returns GRADPREC_OK, or GRADPREC_INTERNAL with err set. */
+GRADPREC_API int gradprec_result_write(const gradprec_result *r, const char *dir, char *err, size_t errlen);
+
+/* Free r (and its reference to the set). NULL is fine. */
+GRADPREC_API void gradprec_result_free(gradprec_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
