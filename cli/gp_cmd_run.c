@@ -193,24 +193,15 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
             fprintf(err, "gradprec run: %s\n", e.msg);
             goto done;
         }
-        if (nsc + ngot > cap) {
+        if (nsc + ngot > cap) { /* a sweep: grow the three arrays together */
             size_t ncap = nsc + ngot + (npre + nfiles - i);
             gp_scenario *grown = realloc(sc, ncap * sizeof *sc);
-            if (!grown) {
-                for (size_t j = 0; j < ngot; j++)
-                    gp_scenario_free(&got[j]);
-                free(got);
-                fprintf(err, "gradprec run: out of memory\n");
-                rc = GP_EXIT_INTERNAL;
-                goto done;
-            }
-            sc = grown;
-            const char **go = realloc(origin, ncap * sizeof *origin);
+            const char **go = grown ? realloc(origin, ncap * sizeof *origin) : NULL;
             unsigned char *gi = go ? realloc(ispre, ncap) : NULL;
+            sc = grown ? grown : sc;
             origin = go ? go : origin;
             ispre = gi ? gi : ispre;
-            cap = go && gi ? ncap : cap;
-            if (!go || !gi) {
+            if (!gi) {
                 for (size_t j = 0; j < ngot; j++)
                     gp_scenario_free(&got[j]);
                 free(got);
@@ -218,6 +209,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
                 rc = GP_EXIT_INTERNAL;
                 goto done;
             }
+            cap = ncap;
         }
         for (size_t j = 0; j < ngot; j++) {
             origin[nsc] = i < npre ? pre[i]->name : files[i - npre];

@@ -1518,15 +1518,23 @@ static void file_default_name(const char *path, char *name)
         snprintf(name, GP_NAME_MAX, "scenario");
 }
 
+/* Read a scenario file and its default name (NULL with err when unreadable). */
+static char *read_scenario_file(const char *path, size_t *len, char *name, gp_error *err)
+{
+    char *text = gp_file_read(path, GP_FILE_MAX_SCENARIO, len, err);
+    if (text)
+        file_default_name(path, name);
+    return text;
+}
+
 int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
 {
     gp_scenario_init(s);
     size_t len;
-    char *text = gp_file_read(path, GP_FILE_MAX_SCENARIO, &len, err);
+    char name[GP_NAME_MAX];
+    char *text = read_scenario_file(path, &len, name, err);
     if (!text)
         return -1;
-    char name[GP_NAME_MAX];
-    file_default_name(path, name);
     int rc = load(text, len, path, name, s, err);
     free(text);
     return rc;
@@ -1543,11 +1551,10 @@ int gp_scenario_load_all_file(const char *path, gp_scenario **out, size_t *n, gp
     *out = NULL;
     *n = 0;
     size_t len;
-    char *text = gp_file_read(path, GP_FILE_MAX_SCENARIO, &len, err);
+    char name[GP_NAME_MAX];
+    char *text = read_scenario_file(path, &len, name, err);
     if (!text)
         return -1;
-    char name[GP_NAME_MAX];
-    file_default_name(path, name);
     int rc = load_all(text, len, path, name, out, n, err);
     free(text);
     return rc;
