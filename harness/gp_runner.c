@@ -576,6 +576,27 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->opt_ss.state += b->opt_ss.state;
 }
 
+/* The mechanism a metric counts by itself (underflow_frac: underflow, ...); GP_NMECH for
+ * the metrics that sum several (the error norms, the norm ratio). */
+static gp_mechanism metric_mechanism(gp_metric m)
+{
+    switch (m) {
+    case GP_M_NORMALIZATION_REL_ERR: return GP_MECH_NORMALIZATION;
+    case GP_M_UNDERFLOW_FRAC: return GP_MECH_UNDERFLOW;
+    case GP_M_ABSORBED_FRAC: return GP_MECH_ABSORPTION;
+    case GP_M_OVERFLOW_COUNT: return GP_MECH_OVERFLOW;
+    case GP_M_NONFINITE_COUNT: return GP_MECH_NONFINITE;
+    case GP_M_SKIPPED_STEPS:
+    case GP_M_MIN_LOSS_SCALE:
+    case GP_M_SCALING_REL_ERR: return GP_MECH_SCALING;
+    case GP_M_STALE_UPDATE_FRAC: return GP_MECH_STALE;
+    case GP_M_STATE_UNDERFLOW_FRAC:
+    case GP_M_M_REL_ERR:
+    case GP_M_V_REL_ERR: return GP_MECH_STATE;
+    default: return GP_NMECH;
+    }
+}
+
 /* Metrics judged on the optimizer's result (the rest: on the accumulated gradient). */
 static int weight_metric(int m)
 {
@@ -583,7 +604,9 @@ static int weight_metric(int m)
            m == GP_M_STATE_UNDERFLOW_FRAC;
 }
 
-/* The verdict and the dominant mechanism. A mechanism counts as a loss only beyond the
+/* The verdict and the dominant mechanism. A failed metric that counts one mechanism
+ * (underflow_frac, absorbed_frac, stale_update_frac, scaling_rel_err, ...) names it;
+ * several: the one with the largest loss. Otherwise a mechanism counts as a loss only beyond the
  * floor of its level (gradient mechanisms: floor_grad; stale and state: floor_weight;
  * normalization, scaling and non-finite: beyond 0), so a scenario that lost nothing
  * beyond its formats names none. When only weight metrics failed, the dominant one is
@@ -613,7 +636,15 @@ static void judge(const gp_scenario *sc, gp_result *r)
     int weights_only = weight_failed && !grad_failed;
     r->dominant = GP_NMECH;
     double best = 0;
-    for (int m = 0; m < GP_NMECH; m++) {
+    /* A failed metric that counts one mechanism names it (the largest loss among those) */
+    for (int i = 0; i < GP_NMETRICS; i++) {
+        gp_mechanism m = metric_mechanism((gp_metric)i);
+        if (r->failed[i] && m != GP_NMECH && (r->dominant == GP_NMECH || r->loss[m] > best)) {
+            best = r->loss[m];
+            r->dominant = m;
+        }
+    }
+    for (int m = 0; m < GP_NMECH && r->dominant == GP_NMECH; m++) {
         int weight_mech = m == GP_MECH_STALE || m == GP_MECH_STATE;
         double floor = m == GP_MECH_UNDERFLOW || m == GP_MECH_ABSORPTION || m == GP_MECH_OVERFLOW ||
                                m == GP_MECH_ROUNDING

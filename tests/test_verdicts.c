@@ -86,7 +86,9 @@ static void test_floor_in_a_run(void **state)
 
 /* The decisions of the default suite: the LoRA bf16 accumulator passes (its 4.05e-3 is
  * below 2 x its floor), the fp32 accumulator passes naming nothing (its loss, bf16 storage
- * of the gradients, is within the floor), the bf16 accumulator over 1024 micro-batches
+ * of the gradients, is within the floor), fp16 LoRA gradients fail on underflow_frac and
+ * name underflow though plain rounding of the subnormals is the larger loss, the bf16
+ * accumulator over 1024 micro-batches
  * fails naming absorption, and the bf16 weights without a master copy fail naming stale
  * updates. */
 static void test_suite_decisions(void **state)
@@ -103,6 +105,12 @@ static void test_suite_decisions(void **state)
     run_preset("lora-fp32-accum", &r);
     assert_int_equal(r.verdict, GP_PASS);
     assert_int_equal(r.dominant, GP_NMECH);
+    gp_result_free(&r);
+    run_preset("lora-fp16-accum", &r); /* underflow_frac fails: it names underflow */
+    assert_int_equal(r.verdict, GP_FAIL);
+    assert_true(r.failed[GP_M_UNDERFLOW_FRAC]);
+    assert_true(r.loss[GP_MECH_ROUNDING] > r.loss[GP_MECH_UNDERFLOW]);
+    assert_int_equal(r.dominant, GP_MECH_UNDERFLOW);
     gp_result_free(&r);
     run_preset("long-accum-bf16-k1024", &r);
     assert_int_equal(r.verdict, GP_FAIL);
