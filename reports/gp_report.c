@@ -48,6 +48,12 @@ static void note(gp_notes *o, const char *fmt, ...)
 void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
 {
     o->n = 0;
+    if (r->nseeds > 1)
+        note(o, "metrics are means over %d seeds (%llu..%llu): grad_rel_err_fullbatch %.3g +- %.2g, weight_rel_err "
+             "%.3g +- %.2g (sample standard deviations; report.json: metrics_sd)",
+             r->nseeds, (unsigned long long)sc->seed, (unsigned long long)(sc->seed + (uint64_t)r->nseeds - 1),
+             r->metric[GP_M_GRAD_REL_ERR_FULLBATCH], r->metric_sd[GP_M_GRAD_REL_ERR_FULLBATCH],
+             r->metric[GP_M_WEIGHT_REL_ERR], r->metric_sd[GP_M_WEIGHT_REL_ERR]);
     if (r->st.opt.skip_writes)
         note(o, "the backend wrote optimizer state during a skipped step");
     if (r->st.opt.mismatches)
