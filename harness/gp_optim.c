@@ -56,13 +56,17 @@ void gp_optim_state_free(gp_optim_state *o)
     memset(o, 0, sizeof *o);
 }
 
-void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t i0, size_t n, size_t off)
+void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t i0, size_t n, size_t off,
+                   const float *winit)
 {
     gp_format pf = o->cfg.param, sf = o->cfg.state;
     float w[256];
     for (size_t j0 = 0; j0 < n; j0 += 256) {
         size_t nn = n - j0 < 256 ? n - j0 : 256;
-        gp_generate(&sc->tensors[t].weight, sc->seed, gp_stream_id(GP_STREAM_WEIGHT, t, 0, 0), i0 + j0, nn, w);
+        if (winit)
+            memcpy(w, winit + j0, nn * sizeof *w);
+        else
+            gp_generate(&sc->tensors[t].weight, sc->seed, gp_stream_id(GP_STREAM_WEIGHT, t, 0, 0), i0 + j0, nn, w);
         for (size_t j = 0; j < nn; j++) {
             size_t e = off + j0 + j;
             uint32_t pbits = gp_fmt_from_f32_bits(pf, gp_f32_bits(w[j]), GP_RNE, 0, 0, (unsigned *)0);

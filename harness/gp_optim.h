@@ -91,8 +91,10 @@ gp_adamw_config gp_optim_config(const gp_scenario *sc);
 int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with_cmp, gp_error *err);
 void gp_optim_state_free(gp_optim_state *o);
 
-/* Set the initial state of elements i0 .. i0+n-1 of tensor t, stored at off. */
-void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t i0, size_t n, size_t off);
+/* Set the initial state of elements i0 .. i0+n-1 of tensor t, stored at off: weights
+ * winit[0..n) (replayed) or, when winit is NULL, the tensor's weight distribution. */
+void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t i0, size_t n, size_t off,
+                   const float *winit);
 
 /* One step on elements i0 .. i0+n-1 of tensor t (state at off): grad[] (n values of format
  * gf) is what the backend's optimizer gets; gfull[] (n binary64) the exact full-batch

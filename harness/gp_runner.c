@@ -15,6 +15,7 @@
 #include "../kernels/cpu/gp_cpu_backend.h"
 #include "../reference/gp_exact.h"
 #include "gp_generate.h"
+#include "gp_replay.h"
 
 #define CHUNK GP_OPTIM_CHUNK /* elements processed together; results do not depend on it */
 
@@ -86,7 +87,21 @@ typedef struct {
     gp_stats *st;          /* this step's statistics of the tensor */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
     gp_result *res;        /* the histogram goes here */
+    gp_replay *dump;       /* replayed gradients: the tensor's dump, else NULL */
+    const uint64_t *idx;   /* sampled tensor: its chosen elements (element j of the run is
+                              idx[j] of the dump), else NULL */
+    uint32_t *cnt[4];      /* runs with sampling: per element absorbed additions, additions
+                              of a non-zero addend, underflows, roundings of a non-zero
+                              value (the units of the fraction estimates); else NULL */
 } chunk;
+
+/* Count an event of element i in the per-element counters (runs with sampling). */
+enum { CNT_ABS, CNT_ADD, CNT_UND, CNT_RND };
+#define CNT_EL(c, k, i)                 \
+    do {                                \
+        if ((c)->cnt[0])                \
+            (c)->cnt[k][i]++;           \
+    } while (0)
 
 static size_t width_bytes(gp_format f)
 {
@@ -139,8 +154,10 @@ static void store_grads(chunk *c)
         }
         gp_pack_set(c->gf, c->grad, i, g);
         double v = widen(c->gf, g);
-        if (c->xs[i] != 0)
+        if (c->xs[i] != 0) {
             c->st->rounded_nonzero++;
+            CNT_EL(c, CNT_RND, i);
+        }
         if (v != 0) {
             c->st->stored_nonzero++;
             uint32_t mag = g & ((1u << (gp_fmt_get(c->gf).width - 1)) - 1u);
@@ -148,8 +165,10 @@ static void store_grads(chunk *c)
                 c->st->subnormal++;
         }
         gp_mechanism m = classify(c->gf, c->xs[i], g, ev);
-        if (m == GP_MECH_UNDERFLOW)
+        if (m == GP_MECH_UNDERFLOW) {
             c->st->underflow++;
+            CNT_EL(c, CNT_UND, i);
+        }
         if (m == GP_MECH_OVERFLOW)
             c->st->overflow++;
         note_error(c, i, m, (v - c->xs[i]) / c->s);
@@ -236,20 +255,26 @@ static void accumulate_after(chunk *c, int k)
         if (!isfinite(s))
             e = 0;
         double exact = gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0);
-        if (s != 0 || e != 0)
+        if (s != 0 || e != 0) {
             c->st->rounded_nonzero++;
+            CNT_EL(c, CNT_RND, i);
+        }
         double delta = ((nv - s) - e) / c->s;
         if (g != 0) {
             c->st->adds_nonzero++;
+            CNT_EL(c, CNT_ADD, i);
             if (nb == ob) {
                 c->st->absorbed++;
+                CNT_EL(c, CNT_ABS, i);
                 note_error(c, i, GP_MECH_ABSORPTION, delta);
                 continue;
             }
         }
         gp_mechanism m = classify(c->af, exact, nb, isinf(nv) && isfinite(s) ? GP_EV_OVERFLOW : 0);
-        if (m == GP_MECH_UNDERFLOW)
+        if (m == GP_MECH_UNDERFLOW) {
             c->st->underflow++;
+            CNT_EL(c, CNT_UND, i);
+        }
         if (m == GP_MECH_OVERFLOW)
             c->st->overflow++;
         note_error(c, i, m, delta);
@@ -312,11 +337,15 @@ static int unscale(chunk *c, int *found_inf, gp_error *err)
     for (size_t i = 0; i < c->n; i++) {
         double exact = widen(c->af, gp_pack_get(c->af, c->old, i)) * (double)inv; /* exact */
         uint32_t nb = gp_pack_get(c->af, c->acc, i);
-        if (exact != 0)
+        if (exact != 0) {
             c->st->rounded_nonzero++;
+            CNT_EL(c, CNT_RND, i);
+        }
         gp_mechanism m = classify(c->af, exact, nb, 0);
-        if (m == GP_MECH_UNDERFLOW)
+        if (m == GP_MECH_UNDERFLOW) {
             c->st->underflow++;
+            CNT_EL(c, CNT_UND, i);
+        }
         note_error(c, i, m, widen(c->af, nb) - exact);
     }
     return 0;
@@ -374,6 +403,14 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
             st->max_ulp = u;
         for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
             st->ss_mech[m] += c->err[m][i] * c->err[m][i];
+        if (c->cnt[0]) { /* one unit of each ratio estimate: this element */
+            gp_ratio_add(&st->est[GP_EST_FULL], (a - f) * (a - f), f * f);
+            gp_ratio_add(&st->est[GP_EST_ROUND], (a - s) * (a - s), s * s);
+            gp_ratio_add(&st->est[GP_EST_NORM], (s - f) * (s - f), f * f);
+            gp_ratio_add(&st->est[GP_EST_RATIO], a * a, f * f);
+            gp_ratio_add(&st->est[GP_EST_ABSORBED], c->cnt[CNT_ABS][i], c->cnt[CNT_ADD][i]);
+            gp_ratio_add(&st->est[GP_EST_UNDERFLOW], c->cnt[CNT_UND][i], c->cnt[CNT_RND][i]);
+        }
     }
 }
 
@@ -381,10 +418,14 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
 
 /* Generated tensor, micro-batch k: per-token-mean gradients m from the distribution,
  * the exact scaled outputs, the exact sums of m and n_k*m, the stored gradients. */
-static void generate_microbatch(chunk *c, double N, int k)
+static int replay_microbatch(chunk *c, double N, int k, gp_error *err);
+
+static int generate_microbatch(chunk *c, double N, int k, gp_error *err)
 {
     const gp_scenario *sc = c->sc;
     long nk = sc->batch.tokens[k];
+    if (c->dump)
+        return replay_microbatch(c, N, k, err);
     double den = reduction_den(sc, nk, N);
     const gp_dist *gd = &sc->tensors[c->t].grad;
     if (gd->token_snr > 0)
@@ -400,6 +441,54 @@ static void generate_microbatch(chunk *c, double N, int k)
     gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
     gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, (uint32_t)nk, c->n);
     store_grads(c);
+    return 0;
+}
+
+/* The integer w_k with S_k = w_k x_k: how the reduction made the entry x_k from micro-batch
+ * k's per-token gradient sum S_k (docs/replay.md); below 2^31 (the loader checks). */
+static uint32_t replay_weight(const gp_scenario *sc, long nk, double N)
+{
+    switch (sc->reduction) {
+    case GP_RED_TOKEN_MEAN: return (uint32_t)N;
+    case GP_RED_MEAN: return (uint32_t)(nk * sc->batch.accumulation_steps);
+    case GP_RED_MEAN_NO_DIV: return (uint32_t)nk;
+    default: return 1;
+    }
+}
+
+/* Replayed tensor, micro-batch k: the dump's entry x_k (already in the grad dtype, as the
+ * backward wrote it), times the loss scale; the exact sums of x_k and of w_k x_k = S_k. */
+static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
+{
+    const gp_scenario *sc = c->sc;
+    const gp_tensor_spec *ts = &sc->tensors[c->t];
+    char name[GP_NAME_MAX * 4];
+    gp_replay_entry e;
+    gp_error re = {""};
+    snprintf(name, sizeof name, "%s/step%d/mb%d", ts->grad.replay_key, c->step, k);
+    if (gp_replay_entry_get(c->dump, name, &e, &re) != 0) {
+        gp_error_set(err, "tensor '%s': %s", ts->name, re.msg);
+        return -2; /* bad input */
+    }
+    if (e.fmt != c->gf || (c->idx ? ts->size > e.n : c->i0 + c->n > e.n)) {
+        gp_replay_entry_release(&e);
+        gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", ts->name,
+                     gp_replay_path(c->dump), name);
+        return -2;
+    }
+    if (c->idx)
+        gp_replay_read_idx(&e, c->idx + c->i0, c->n, c->m);
+    else {
+        gp_replay_read(&e, c->i0, c->n, c->m);
+        gp_replay_drop(&e, c->i0, c->n); /* streamed: a dump larger than memory stays out of it */
+    }
+    gp_replay_entry_release(&e);
+    for (size_t i = 0; i < c->n; i++)
+        c->xs[i] = (double)c->m[i] * c->s; /* exact: s is a power of two */
+    gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
+    gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, sc->batch.tokens[k], N), c->n);
+    store_grads(c);
+    return 0;
 }
 
 /* Generated tensor, after the window: unscale, then the final gradients (accumulated,
@@ -415,6 +504,10 @@ static int generated_final(chunk *c, double N, int *found_inf, gp_error *err)
         uint64_t Nn = (uint64_t)N, A = (uint64_t)sc->batch.accumulation_steps;
         c->gacc[i] = widen(c->af, gp_pack_get(c->af, c->acc, i));
         c->gfull[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], sc->fullbatch == GP_FB_MEAN ? Nn : 1, &sticky);
+        if (c->dump) { /* the configuration's own formula: the entries' sum */
+            c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], 1, &sticky);
+            continue;
+        }
         switch (sc->reduction) {
         case GP_RED_TOKEN_MEAN: c->gsame[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], Nn, &sticky); break;
         case GP_RED_MEAN: c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], A, &sticky); break;
@@ -432,9 +525,10 @@ static int run_generated(chunk *G, size_t ng, double N, int *found_inf, gp_error
 {
     int rc = 0;
     for (int k = 0; k < G[0].sc->batch.microbatches && rc == 0; k++) {
-        for (size_t j = 0; j < ng; j++)
-            generate_microbatch(&G[j], N, k);
-        rc = accumulate(G, ng, k, err);
+        for (size_t j = 0; j < ng && rc == 0; j++)
+            rc = generate_microbatch(&G[j], N, k, err);
+        if (rc == 0)
+            rc = accumulate(G, ng, k, err);
     }
     for (size_t j = 0; j < ng && rc == 0; j++)
         rc = generated_final(&G[j], N, found_inf, err);
@@ -541,8 +635,38 @@ static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
     a->mismatches += b->mismatches;
 }
 
+static void stats_add(gp_stats *a, const gp_stats *b);
+
+/* a += b with b's sums and counts multiplied by num/den (the expansion weight M/n of a
+ * sampled tensor: den = n, num = M; 1/1 adds exactly). Counts are rounded to integers. */
+static void stats_add_w(gp_stats *a, const gp_stats *b, double den, double num)
+{
+    if (num == den) {
+        stats_add(a, b);
+        return;
+    }
+    gp_stats w = *b;
+    double f = num / den;
+#define W(x) w.x *= f
+#define WC(x) w.x = (uint64_t)llround((double)w.x * f)
+    W(ss_full); W(ss_same); W(ss_acc); W(ss_acc_full); W(ss_acc_same); W(ss_same_full); W(ss_full_skipped); W(ss_x);
+    for (int m = 0; m < GP_NMECH; m++)
+        W(ss_mech[m]);
+    WC(rounded_nonzero); WC(underflow); WC(adds_nonzero); WC(absorbed); WC(overflow); WC(stored_nonzero);
+    WC(subnormal); WC(nonfinite); WC(overflow_skipped); WC(mismatches);
+    WC(opt.nonzero); WC(opt.stale); WC(opt.state_nonzero); WC(opt.state_underflow); WC(opt.skip_writes);
+    WC(opt.mismatches);
+    W(opt_ss.w_err); W(opt_ss.w_ref); W(opt_ss.m_err); W(opt_ss.m_ref); W(opt_ss.v_err); W(opt_ss.v_ref);
+    W(opt_ss.lost); W(opt_ss.state);
+#undef W
+#undef WC
+    stats_add(a, &w);
+}
+
 static void stats_add(gp_stats *a, const gp_stats *b)
 {
+    for (int e = 0; e < GP_NEST; e++)
+        gp_ratio_merge(&a->est[e], &b->est[e]);
     a->ss_full += b->ss_full;
     a->ss_same += b->ss_same;
     a->ss_acc += b->ss_acc;
@@ -706,6 +830,9 @@ typedef struct {
     gp_stats *step_st; /* [ntensors] gradient statistics of the current step: kept only
                           when the step is not skipped (a skipped step's gradient was
                           discarded by design; its loss counts as scaling) */
+    gp_replay **dump, **wdump; /* [ntensors] replayed gradients / weights, else NULL */
+    uint64_t **idx;    /* [ntensors] a sampled tensor's chosen elements, else NULL */
+    float *wbuf;       /* [CHUNK] replayed initial weights of one chunk */
 } sim;
 
 static size_t min_size(uint64_t a, size_t b)
@@ -720,8 +847,33 @@ static int optimize_chunk(sim *S, size_t t, uint64_t i0, size_t n, size_t acc_of
     size_t off = S->persist ? (size_t)i0 : 0;
     gp_format af = S->sc->precision.accumulator;
     gp_stats *st = &S->res->tensors[t].st;
-    if (S->step.iter == 1)
-        gp_optim_init(&ts->opt, S->sc, t, i0, n, off);
+    if (S->step.iter == 1) {
+        const float *w0 = NULL;
+        if (S->wdump[t]) { /* replayed initial weights */
+            const gp_tensor_spec *spec = &S->sc->tensors[t];
+            char name[GP_NAME_MAX * 4];
+            gp_replay_entry e;
+            gp_error re = {""};
+            snprintf(name, sizeof name, "%s/weight", spec->weight.replay_key);
+            if (gp_replay_entry_get(S->wdump[t], name, &e, &re) != 0) {
+                gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
+                return -2;
+            }
+            if (S->idx[t])
+                gp_replay_read_idx(&e, S->idx[t] + i0, n, S->wbuf);
+            else if (i0 + n <= e.n)
+                gp_replay_read(&e, i0, n, S->wbuf);
+            else {
+                gp_replay_entry_release(&e);
+                gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", spec->name,
+                             gp_replay_path(S->wdump[t]), name);
+                return -2;
+            }
+            gp_replay_entry_release(&e);
+            w0 = S->wbuf;
+        }
+        gp_optim_init(&ts->opt, S->sc, t, i0, n, off, w0);
+    }
     int rc = gp_optim_chunk(S->sc, &S->step, S->b, S->cmp, &ts->opt, t, i0, n, off, af,
                             (char *)ts->acc + acc_off * width_bytes(af), ts->gfull + acc_off, &st->opt, err);
     if (rc == 0 && !S->persist)
@@ -764,6 +916,12 @@ static void chunk_begin(sim *S, chunk *c, size_t off, size_t t, uint64_t i0)
     c->gsame = p->gsame + off;
     c->sp_m = p->sp_m + off;
     c->sp_nm = p->sp_nm + off;
+    c->dump = S->dump[t];
+    c->idx = S->idx[t];
+    for (int k = 0; k < 4 && p->cnt[0]; k++) {
+        c->cnt[k] = p->cnt[k] + off;
+        memset(c->cnt[k], 0, c->n * sizeof(uint32_t));
+    }
     memset(c->acc, 0, c->n * ab); /* +0 in every format */
     if (c->comp)
         memset(c->comp, 0, c->n * ab);
@@ -1005,8 +1163,11 @@ static void free_tensors(sim *S)
     free(S->ts);
 }
 
-static int alloc_chunk(chunk *c, int kahan, int with_cmp)
+static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
 {
+    for (int k = 0; k < 4 && counters; k++)
+        if (!(c->cnt[k] = malloc(CHUNK * sizeof(uint32_t))))
+            return -1;
     size_t ab = width_bytes(c->af), gb = width_bytes(c->gf);
     int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
              (c->grad = malloc(CHUNK * gb)) && (c->old = malloc(CHUNK * ab)) &&
@@ -1022,6 +1183,8 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp)
 
 static void free_chunk(chunk *c)
 {
+    for (int k = 0; k < 4; k++)
+        free(c->cnt[k]);
     free(c->xs);
     free(c->partial);
     free(c->grad);
@@ -1133,8 +1296,137 @@ static int simulate(sim *S, gp_error *err)
     return 0;
 }
 
+/* ---- replayed and sampled tensors ---- */
+
+/* What one run needs for its replayed tensors: the dumps (opened once), the elements a
+ * `sample:` chose, and the scenario as the runner sees it: a shallow copy whose sampled
+ * tensors have their sample's size (element j of the run is element idx[j] of the dump). */
+typedef struct {
+    gp_scenario view;
+    gp_replay **dump, **wdump; /* [ntensors] */
+    uint64_t **idx;            /* [ntensors] */
+    int sampled;
+} replay_run;
+
+static void replay_end(replay_run *R, size_t nt)
+{
+    for (size_t t = 0; t < nt; t++) {
+        if (R->dump)
+            gp_replay_close(R->dump[t]);
+        if (R->wdump)
+            gp_replay_close(R->wdump[t]);
+        if (R->idx)
+            free(R->idx[t]);
+    }
+    free(R->dump);
+    free(R->wdump);
+    free(R->idx);
+    free(R->view.tensors);
+}
+
+/* Open the dumps and choose the samples of scenario sc (bad input: -2). */
+static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
+{
+    size_t nt = sc->ntensors;
+    memset(R, 0, sizeof *R);
+    R->view = *sc;
+    R->view.tensors = malloc((nt ? nt : 1) * sizeof *R->view.tensors);
+    R->dump = calloc(nt ? nt : 1, sizeof *R->dump);
+    R->wdump = calloc(nt ? nt : 1, sizeof *R->wdump);
+    R->idx = calloc(nt ? nt : 1, sizeof *R->idx);
+    if (!R->view.tensors || !R->dump || !R->wdump || !R->idx) {
+        replay_end(R, 0);
+        return gp_error_set(err, "out of memory");
+    }
+    memcpy(R->view.tensors, sc->tensors, nt * sizeof *sc->tensors);
+    for (size_t t = 0; t < nt; t++) {
+        const gp_tensor_spec *ts = &sc->tensors[t];
+        gp_error e = {""};
+        if (ts->grad.kind == GP_DIST_REPLAY && gp_replay_open(ts->grad.replay, &R->dump[t], &e) != 0) {
+            replay_end(R, nt);
+            gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
+            return -2;
+        }
+        if (ts->weight.kind == GP_DIST_REPLAY && gp_replay_open(ts->weight.replay, &R->wdump[t], &e) != 0) {
+            replay_end(R, nt);
+            gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
+            return -2;
+        }
+        if (ts->sample && ts->sample < ts->size) {
+            R->sampled = 1;
+            if (!(R->idx[t] = malloc(ts->sample * sizeof(uint64_t))) ||
+                gp_sample_indices(sc->seed, gp_stream_id(GP_STREAM_SAMPLE, t, 0, 0), ts->size, ts->sample, R->idx[t],
+                                  &e) != 0) {
+                replay_end(R, nt);
+                return gp_error_set(err, "tensor '%s': out of memory choosing its sample", ts->name);
+            }
+            R->view.tensors[t].size = ts->sample;
+        }
+    }
+    return 0;
+}
+
+/* The metric each ratio estimate gives (its square root for the norm ratios). */
+static const struct { gp_metric m; int root; } est_metric[GP_NEST] = {
+    {GP_M_GRAD_REL_ERR_FULLBATCH, 1}, {GP_M_GRAD_REL_ERR_ROUNDING, 1}, {GP_M_NORMALIZATION_REL_ERR, 1},
+    {GP_M_GRAD_NORM_RATIO, 1},        {GP_M_ABSORBED_FRAC, 0},         {GP_M_UNDERFLOW_FRAC, 0}};
+
+/* Intervals of a sampled run (one optimizer step: with more, an element's steps are not
+ * independent draws and the interval would be too narrow; docs/replay.md). Per tensor
+ * from its own sums, per scenario stratified over the tensors. */
+static void sampled_intervals(const gp_scenario *sc, const replay_run *R, gp_result *res)
+{
+    size_t nt = res->ntensors;
+    res->sampled = 1;
+    for (size_t t = 0; t < nt; t++)
+        res->tensors[t].population = R->idx[t] ? sc->tensors[t].size : 0;
+    if (sc->steps != 1)
+        return;
+    gp_ratio_sums *strata = malloc((nt ? nt : 1) * sizeof *strata);
+    double *pop = malloc((nt ? nt : 1) * sizeof *pop);
+    for (int e = 0; e < GP_NEST && strata && pop; e++) {
+        gp_metric m = est_metric[e].m;
+        double est, lo, hi;
+        for (size_t t = 0; t < nt; t++) {
+            gp_tensor_result *tr = &res->tensors[t];
+            strata[t] = tr->st.est[e];
+            pop[t] = R->idx[t] ? (double)sc->tensors[t].size : strata[t].n;
+            if (R->idx[t] && gp_ratio_interval(&strata[t], &pop[t], 1, &est, &lo, &hi) == 0) {
+                tr->has_ci[m] = 1;
+                tr->ci_lo[m] = est_metric[e].root ? sqrt(lo) : lo;
+                tr->ci_hi[m] = est_metric[e].root ? sqrt(hi) : hi;
+            }
+        }
+        if (gp_ratio_interval(strata, pop, nt, &est, &lo, &hi) == 0) {
+            res->has_ci[m] = 1;
+            res->ci_lo[m] = est_metric[e].root ? sqrt(lo) : lo;
+            res->ci_hi[m] = est_metric[e].root ? sqrt(hi) : hi;
+        }
+    }
+    free(strata);
+    free(pop);
+}
+
+static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_backend *b, const gp_backend *cmp,
+                        gp_result *res, gp_error *err);
+
 int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend *cmp, gp_result *res,
                     gp_error *err)
+{
+    replay_run R;
+    memset(res, 0, sizeof *res);
+    int rc = replay_begin(sc, &R, err);
+    if (rc != 0)
+        return rc;
+    rc = run_scenario(&R.view, &R, b, cmp, res, err);
+    if (rc == 0 && R.sampled)
+        sampled_intervals(sc, &R, res);
+    replay_end(&R, sc->ntensors);
+    return rc;
+}
+
+static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_backend *b, const gp_backend *cmp,
+                        gp_result *res, gp_error *err)
 {
     memset(res, 0, sizeof *res);
     res->ntensors = sc->ntensors;
@@ -1161,6 +1453,10 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
     S.grp = calloc(GP_PLUGIN_MANY_MAX, sizeof *S.grp);
     S.c.traj_err = calloc((size_t)res->nsteps, sizeof(double));
     S.c.traj_ref = calloc((size_t)res->nsteps, sizeof(double));
+    S.dump = R->dump;
+    S.wdump = R->wdump;
+    S.idx = R->idx;
+    S.wbuf = malloc(CHUNK * sizeof *S.wbuf);
     S.c.sc = sc;
     S.c.b = b;
     S.c.cmp = cmp;
@@ -1172,7 +1468,7 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
     int rc = 0;
     if (!res->tensors || !res->traj_err_ss || !res->traj_ref_ss || !res->stale_by_step || !res->loss_scale_by_step ||
         !res->lr_by_step || !res->skipped_by_step || !S.ts || !S.step_st || !S.grp || !S.c.traj_err || !S.c.traj_ref ||
-        alloc_chunk(&S.c, sc->precision.rounding == GP_ACC_KAHAN, cmp != NULL) != 0)
+        !S.wbuf || alloc_chunk(&S.c, sc->precision.rounding == GP_ACC_KAHAN, cmp != NULL, R->sampled) != 0)
         rc = gp_error_set(err, "out of memory");
     if (rc == 0)
         rc = alloc_tensors(&S, err);
@@ -1190,6 +1486,7 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
     free(S.grp);
     free(S.c.traj_err);
     free(S.c.traj_ref);
+    free(S.wbuf);
     if (rc != 0) {
         gp_result_free(res);
         return rc;
@@ -1197,7 +1494,9 @@ int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend
     for (size_t t = 0; t < res->ntensors; t++) {
         gp_tensor_result *tr = &res->tensors[t];
         derive(&tr->st, tr->metric, tr->loss);
-        stats_add(&res->st, &tr->st);
+        /* a sampled tensor stands for all its elements: its sums count M/n times */
+        stats_add_w(&res->st, &tr->st, R->idx[t] ? (double)R->view.tensors[t].size : 1.0,
+                    R->idx[t] ? (double)sc->tensors[t].size : 1.0);
         tr->metric[GP_M_SKIPPED_STEPS] = res->skipped_steps;
         tr->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     }

@@ -40,6 +40,7 @@
 #include "gp_metrics.h"
 #include "gp_optim.h"
 #include "gp_scenario.h"
+#include "gp_sample.h"
 
 typedef enum {
     GP_MECH_NORMALIZATION = 0,
@@ -60,6 +61,18 @@ typedef enum {
 /* "normalization", "underflow", ... */
 const char *gp_mechanism_name(gp_mechanism m);
 
+/* The ratios a sampled run estimates with an interval (harness/gp_sample.h): units are
+ * elements; y / x per element. */
+enum {
+    GP_EST_FULL = 0, /* grad_rel_err_fullbatch^2: (g_acc - g_full)^2 / g_full^2 */
+    GP_EST_ROUND,    /* grad_rel_err_rounding^2: (g_acc - g_same)^2 / g_same^2 */
+    GP_EST_NORM,     /* normalization_rel_err^2: (g_same - g_full)^2 / g_full^2 */
+    GP_EST_RATIO,    /* grad_norm_ratio^2: g_acc^2 / g_full^2 */
+    GP_EST_ABSORBED, /* absorbed_frac: absorbed additions / additions of a non-zero addend */
+    GP_EST_UNDERFLOW,/* underflow_frac: underflows / roundings of a non-zero exact value */
+    GP_NEST
+};
+
 /* Raw sums from which every metric follows; add two to merge tensors. */
 typedef struct {
     double ss_full, ss_same, ss_acc;                /* sum of squares of g_full, g_same, g_acc */
@@ -78,6 +91,7 @@ typedef struct {
     uint64_t mismatches;                            /* elements where a compared backend differed */
     gp_optim_counts opt;                            /* optimizer-phase events */
     gp_optim_sums opt_ss;                           /* optimizer-phase sums of squares */
+    gp_ratio_sums est[GP_NEST];                     /* per-element ratio sums (sampled runs) */
 } gp_stats;
 
 typedef enum { GP_PASS = 0, GP_WARN = 1, GP_FAIL = 2 } gp_verdict;
@@ -95,6 +109,9 @@ typedef struct {
     double metric[GP_NMETRICS];
     double metric_sd[GP_NMETRICS]; /* over the seeds (gp_run_scenario_seeds), else 0 */
     double loss[GP_NMECH]; /* each mechanism's error norm / ||g_full|| */
+    uint64_t population;   /* sampled: the tensor's elements M (size is the sample n); else 0 */
+    uint8_t has_ci[GP_NMETRICS];              /* 1: the metric is an estimate with an interval */
+    double ci_lo[GP_NMETRICS], ci_hi[GP_NMETRICS]; /* at GP_SAMPLE_COVERAGE */
 } gp_tensor_result;
 
 typedef struct {
@@ -110,6 +127,9 @@ typedef struct {
     double loss[GP_NMECH];
     gp_tensor_result *tensors;
     size_t ntensors;
+    int sampled;                 /* some tensor was sampled: metrics are estimates */
+    uint8_t has_ci[GP_NMETRICS]; /* scenario-level intervals (stratified over tensors) */
+    double ci_lo[GP_NMETRICS], ci_hi[GP_NMETRICS];
     int skipped_steps;
     double min_loss_scale;
     int nopt;                    /* optimizer iterations simulated (the scenario's steps) */

@@ -5,6 +5,7 @@
  * scratch scenario is handed over only on success. On any error it is freed and the
  * caller's scenario is left initialised, owning nothing. */
 #include "gp_scenario.h"
+#include "gp_replay.h"
 
 #include "../base/gp_buf.h"
 #include "../base/gp_file.h"
@@ -58,6 +59,9 @@ static void dist_free(gp_dist *d)
             free(d->values[k]);
     free(d->values);
     free(d->ntok);
+    free(d->replay);
+    free(d->replay_key);
+    d->replay = d->replay_key = NULL;
     d->values = NULL;
     d->ntok = NULL;
     d->nmb = 0;
@@ -194,6 +198,9 @@ typedef struct {
     size_t tok_len;                    /* TOK_LIST length (already in s->batch.tokens) */
     yaml_node_t **vnodes;              /* per tensor: its grad.values node, or NULL */
     yaml_node_t **name_nodes;          /* per tensor: its name node */
+    struct tensor_nodes { yaml_node_t *grad, *weight, *size, *sample; } *tn; /* per tensor: the
+                                          replay nodes of grad and weight, size, sample */
+    const char *dir;                   /* the scenario file's folder ("" for text: the current one) */
     int total_given;                   /* schedule.total was written */
     int sweep_ok;                      /* a top-level `sweep:` is being expanded */
 } loader;
@@ -482,9 +489,10 @@ static int get_name(const loader *L, const yaml_node_t *n, const char *path, cha
 
 /* ---- distributions ---- */
 
-enum { D_DIST, D_SCALE, D_SIGMA, D_ALPHA, D_SIGN, D_SPARSITY, D_OUTLIERS, D_SHRINK, D_TOKEN_SNR, D_VALUES, D_N };
-static const char *const dist_keys[D_N] = {"dist", "scale", "sigma", "alpha", "sign",
-                                           "sparsity", "outliers", "shrink", "token_snr", "values"};
+enum { D_DIST, D_SCALE, D_SIGMA, D_ALPHA, D_SIGN, D_SPARSITY, D_OUTLIERS, D_SHRINK, D_TOKEN_SNR, D_REPLAY, D_KEY,
+       D_VALUES, D_N };
+static const char *const dist_keys[D_N] = {"dist", "scale", "sigma", "alpha", "sign", "sparsity", "outliers",
+                                           "shrink", "token_snr", "replay", "key", "values"};
 enum { O_FRAC, O_SCALE, O_N };
 static const char *const outlier_keys[O_N] = {"frac", "scale"};
 
@@ -552,12 +560,38 @@ static int parse_values(const loader *L, yaml_node_t *n, const char *path, gp_di
 /* A grad or weight distribution. Only grad may hold `values`, and then nothing else.
  * Weights may have scale 0 (zero-initialised, like a LoRA B matrix). */
 static int parse_dist(const loader *L, yaml_node_t *n, const char *path, int is_grad, gp_dist *d,
-                      yaml_node_t **values_node)
+                      yaml_node_t **values_node, yaml_node_t **replay_node)
 {
     yaml_node_t *v[D_N] = {0}, *k[D_N] = {0}; /* v[D_VALUES] stays NULL for weights */
     char p[PATHLEN];
     if (fields(L, n, path, dist_keys, is_grad ? D_N : D_N - 1, v, k))
         return -1;
+    if (v[D_REPLAY] || v[D_KEY]) { /* {replay: FILE, key: KEY} and nothing else */
+        for (int i = 0; i < D_N; i++)
+            if (v[i] && i != D_REPLAY && i != D_KEY)
+                return fail(L, k[i], "%s: '%s' cannot be combined with replay", path, dist_keys[i]);
+        if (!v[D_REPLAY] || !v[D_KEY])
+            return fail(L, n, "%s: replay needs both 'replay' (the dump) and 'key' (the tensor's name in it)", path);
+        const char *file = NULL, *key = NULL;
+        pathf(p, "%s.replay", path);
+        if (get_string(L, v[D_REPLAY], p, &file))
+            return -1;
+        pathf(p, "%s.key", path);
+        if (get_string(L, v[D_KEY], p, &key))
+            return -1;
+        if (!*file || !*key)
+            return fail(L, !*file ? v[D_REPLAY] : v[D_KEY], "%s: empty %s", path, !*file ? "replay path" : "key");
+        size_t need = strlen(L->dir) + strlen(file) + 2;
+        if (!(d->replay = malloc(need)) || !(d->replay_key = strdup(key)))
+            return oom(L, n);
+        if (file[0] == '/' || !L->dir[0])
+            snprintf(d->replay, need, "%s", file);
+        else
+            snprintf(d->replay, need, "%s/%s", L->dir, file);
+        d->kind = GP_DIST_REPLAY;
+        *replay_node = v[D_REPLAY];
+        return 0;
+    }
     if (v[D_VALUES]) {
         for (int i = 0; i < D_VALUES; i++)
             if (v[i])
@@ -608,8 +642,8 @@ static int parse_dist(const loader *L, yaml_node_t *n, const char *path, int is_
 
 /* ---- tensors ---- */
 
-enum { T_NAME, T_SIZE, T_GRAD, T_WEIGHT, T_N };
-static const char *const tensor_keys[T_N] = {"name", "size", "grad", "weight"};
+enum { T_NAME, T_SIZE, T_GRAD, T_WEIGHT, T_SAMPLE, T_N };
+static const char *const tensor_keys[T_N] = {"name", "size", "grad", "weight", "sample"};
 
 static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
 {
@@ -625,11 +659,22 @@ static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
         return -1;
     L->name_nodes[i] = v[T_NAME];
     pathf(p, "%s.grad", path);
-    if (v[T_GRAD] && parse_dist(L, v[T_GRAD], p, 1, &t->grad, &L->vnodes[i]))
+    if (v[T_GRAD] && parse_dist(L, v[T_GRAD], p, 1, &t->grad, &L->vnodes[i], &L->tn[i].grad))
         return -1;
     pathf(p, "%s.weight", path);
-    if (v[T_WEIGHT] && parse_dist(L, v[T_WEIGHT], p, 0, &t->weight, NULL))
+    if (v[T_WEIGHT] && parse_dist(L, v[T_WEIGHT], p, 0, &t->weight, NULL, &L->tn[i].weight))
         return -1;
+    if (t->weight.kind == GP_DIST_REPLAY && t->grad.kind != GP_DIST_REPLAY)
+        return fail(L, v[T_WEIGHT], "%s.weight: replayed weights need a replayed grad", path);
+    L->tn[i].size = v[T_SIZE];
+    L->tn[i].sample = v[T_SAMPLE];
+    pathf(p, "%s.sample", path);
+    long long sample = 0;
+    if (v[T_SAMPLE] && get_ll(L, v[T_SAMPLE], p, 1, (long long)GP_MAX_TENSOR_SIZE, &sample))
+        return -1;
+    if (v[T_SAMPLE] && t->grad.kind != GP_DIST_REPLAY)
+        return fail(L, v[T_SAMPLE], "%s: sample applies to replayed tensors (grad: {replay: ..., key: ...})", p);
+    t->sample = (size_t)sample;
     pathf(p, "%s.size", path);
     long long size = t->grad.kind == GP_DIST_VALUES ? 1 : DEFAULT_SIZE;
     if (v[T_SIZE] && get_ll(L, v[T_SIZE], p, 1, (long long)GP_MAX_TENSOR_SIZE, &size))
@@ -694,7 +739,8 @@ static int parse_tensors(loader *L, yaml_node_t *n, gp_scenario *s)
     s->tensors = calloc(count, sizeof *s->tensors);
     L->vnodes = calloc(count, sizeof *L->vnodes);
     L->name_nodes = calloc(count, sizeof *L->name_nodes);
-    if (!s->tensors || !L->vnodes || !L->name_nodes)
+    L->tn = calloc(count, sizeof *L->tn);
+    if (!s->tensors || !L->vnodes || !L->name_nodes || !L->tn)
         return oom(L, n);
     for (size_t i = 0; i < count; i++)
         tensor_init(&s->tensors[i], "");
@@ -1075,6 +1121,86 @@ static const char *const top_keys[K_N] = {"name", "seed", "tensors", "batch", "r
                                           "fullbatch", "precision", "loss_scale", "clip",
                                           "optimizer", "schedule", "steps", "thresholds", "sweep"};
 
+/* Replayed tensors: open each dump and check every entry the run will read
+ * (KEY/step<S>/mb<K> for every optimizer step and micro-batch, KEY/weight when the
+ * weights are replayed): present, one element count, the grad dtype of
+ * precision.grad; the tensor's size is the entries' (a written size must agree);
+ * sample at most the size. The exact references multiply each entry by an integer
+ * (docs/replay.md) that must stay below 2^31. Errors point at the replay key and name
+ * the dump, the tensor and the entry. */
+static int resolve_replay(loader *L, gp_scenario *s)
+{
+    for (size_t i = 0; i < s->ntensors; i++) {
+        gp_tensor_spec *t = &s->tensors[i];
+        if (t->grad.kind != GP_DIST_REPLAY)
+            continue;
+        gp_replay *r = NULL;
+        gp_error e = {""};
+        yaml_node_t *at = L->tn[i].grad;
+        if (gp_replay_open(t->grad.replay, &r, &e) != 0)
+            return fail(L, at, "tensors[%zu] '%s': grad.replay: %s", i, t->name, e.msg);
+        uint64_t n = 0;
+        int rc = 0;
+        char name[GP_NAME_MAX * 4];
+        for (int st = 0; st < s->steps && rc == 0; st++)
+            for (int k = 0; k < s->batch.microbatches && rc == 0; k++) {
+                gp_replay_entry en;
+                snprintf(name, sizeof name, "%s/step%d/mb%d", t->grad.replay_key, st, k);
+                if (gp_replay_entry_get(r, name, &en, &e) != 0) {
+                    rc = fail(L, at, "tensors[%zu] '%s': %s", i, t->name, e.msg);
+                    break;
+                }
+                if (en.fmt != s->precision.grad)
+                    rc = fail(L, at, "tensors[%zu] '%s': %s: entry '%s' is %s but precision.grad is %s (the dump "
+                              "holds what the backward wrote: say its dtype)", i, t->name, t->grad.replay, name,
+                              gp_format_name(en.fmt), gp_format_name(s->precision.grad));
+                else if (st == 0 && k == 0)
+                    n = en.n;
+                else if (en.n != n)
+                    rc = fail(L, at, "tensors[%zu] '%s': %s: entry '%s' has %llu elements, '%s/step0/mb0' has %llu",
+                              i, t->name, t->grad.replay, name, (unsigned long long)en.n, t->grad.replay_key,
+                              (unsigned long long)n);
+                gp_replay_entry_release(&en);
+            }
+        gp_replay_close(r);
+        if (rc)
+            return -1;
+        if (n == 0 || n > GP_MAX_TENSOR_SIZE)
+            return fail(L, at, "tensors[%zu] '%s': %s: entries of %llu elements (1 to %zu replayed)", i, t->name,
+                        t->grad.replay, (unsigned long long)n, GP_MAX_TENSOR_SIZE);
+        if (L->tn[i].size && t->size != n)
+            return fail(L, L->tn[i].size, "tensors[%zu].size is %zu but the dump's entries have %llu elements", i,
+                        t->size, (unsigned long long)n);
+        t->size = (size_t)n;
+        if (t->sample > t->size)
+            return fail(L, L->tn[i].sample, "tensors[%zu].sample is %zu, more than the tensor's %zu elements", i,
+                        t->sample, t->size);
+        if (t->weight.kind == GP_DIST_REPLAY) {
+            at = L->tn[i].weight;
+            gp_replay_entry en;
+            if (gp_replay_open(t->weight.replay, &r, &e) != 0)
+                return fail(L, at, "tensors[%zu] '%s': weight.replay: %s", i, t->name, e.msg);
+            snprintf(name, sizeof name, "%s/weight", t->weight.replay_key);
+            if (gp_replay_entry_get(r, name, &en, &e) != 0)
+                rc = fail(L, at, "tensors[%zu] '%s': %s", i, t->name, e.msg);
+            else if (en.n != n)
+                rc = fail(L, at, "tensors[%zu] '%s': %s: entry '%s' has %llu elements, the gradients %llu", i,
+                          t->name, t->weight.replay, name, (unsigned long long)en.n, (unsigned long long)n);
+            if (rc == 0)
+                gp_replay_entry_release(&en);
+            gp_replay_close(r);
+            if (rc)
+                return -1;
+        }
+        if (s->reduction == GP_RED_MEAN)
+            for (int k = 0; k < s->batch.microbatches; k++)
+                if ((uint64_t)s->batch.tokens[k] * (uint64_t)s->batch.accumulation_steps > INT32_MAX)
+                    return fail(L, at, "tensors[%zu]: replaying a `mean` reduction needs batch.tokens[%d] x "
+                                "accumulation_steps below 2^31", i, k);
+    }
+    return 0;
+}
+
 static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
 {
     yaml_node_t *v[K_N], *k[K_N];
@@ -1127,7 +1253,9 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
         s->schedule.total = s->steps;
     if (v[K_THRESHOLDS] && parse_thresholds(L, v[K_THRESHOLDS], s))
         return -1;
-    return resolve_batch(L, root, s);
+    if (resolve_batch(L, root, s))
+        return -1;
+    return resolve_replay(L, s);
 }
 
 /* libyaml's own diagnosis, with its mark (reader errors carry a byte offset). */
@@ -1195,8 +1323,8 @@ static int read_doc(const char *text, size_t len, const char *origin, yaml_docum
 }
 
 /* The scenario of a parsed document (named default_name unless it says otherwise). */
-static int parse_doc(yaml_document_t *doc, const char *origin, const char *default_name, int sweep_ok,
-                     gp_scenario *s, gp_error *err)
+static int parse_doc(yaml_document_t *doc, const char *origin, const char *dir, const char *default_name,
+                     int sweep_ok, gp_scenario *s, gp_error *err)
 {
     gp_scenario t;
     loader L;
@@ -1204,12 +1332,14 @@ static int parse_doc(yaml_document_t *doc, const char *origin, const char *defau
     snprintf(t.name, sizeof t.name, "%s", default_name);
     memset(&L, 0, sizeof L);
     L.origin = origin;
+    L.dir = dir;
     L.doc = doc;
     L.err = err;
     L.sweep_ok = sweep_ok;
     int rc = parse_scenario(&L, yaml_document_get_root_node(doc), &t);
     free(L.vnodes);
     free(L.name_nodes);
+    free(L.tn);
     if (rc) {
         gp_scenario_free(&t);
         return -1;
@@ -1218,7 +1348,7 @@ static int parse_doc(yaml_document_t *doc, const char *origin, const char *defau
     return 0;
 }
 
-static int load(const char *text, size_t len, const char *origin, const char *default_name,
+static int load(const char *text, size_t len, const char *origin, const char *dir, const char *default_name,
                 gp_scenario *s, gp_error *err)
 {
     yaml_document_t doc;
@@ -1227,7 +1357,7 @@ static int load(const char *text, size_t len, const char *origin, const char *de
         text = "";
     if (read_doc(text, len, origin, &doc, err) != 0)
         return -1;
-    int rc = parse_doc(&doc, origin, default_name, 0, s, err);
+    int rc = parse_doc(&doc, origin, dir, default_name, 0, s, err);
     yaml_document_delete(&doc);
     if (rc == 0 && err)
         err->msg[0] = '\0';
@@ -1415,7 +1545,8 @@ static void free_all(gp_scenario *arr, size_t n)
     free(arr);
 }
 
-static int load_all(const char *text, size_t len, const char *origin, const char *default_name, gp_scenario **out,
+static int load_all(const char *text, size_t len, const char *origin, const char *dir, const char *default_name,
+                    gp_scenario **out,
                     size_t *n, gp_error *err)
 {
     yaml_document_t doc;
@@ -1434,7 +1565,7 @@ static int load_all(const char *text, size_t len, const char *origin, const char
         gp_error_set(err, "%s: out of memory", origin);
     } else if (sweep_axes(&doc, origin, ax, &na, &np, err) == 0 && (arr = calloc(np, sizeof *arr)) != NULL) {
         if (na == 0) {
-            rc = parse_doc(&doc, origin, default_name, 0, &arr[0], err);
+            rc = parse_doc(&doc, origin, dir, default_name, 0, &arr[0], err);
         } else {
             rc = 0;
             for (size_t c = 0; c < np && rc == 0; c++) {
@@ -1450,7 +1581,7 @@ static int load_all(const char *text, size_t len, const char *origin, const char
                     for (int j = 0; j < ax[a].nkeys && rc == 0; j++)
                         rc = sweep_apply(&d2, origin, &ax[a], j, ax[a].value[pick[a]][j], err);
                 if (rc == 0)
-                    rc = parse_doc(&d2, origin, default_name, 1, &arr[c], err);
+                    rc = parse_doc(&d2, origin, dir, default_name, 1, &arr[c], err);
                 if (rc == 0) {
                     gp_scenario *s = &arr[c];
                     char name[4 * GP_NAME_MAX];
@@ -1497,7 +1628,7 @@ static int load_all(const char *text, size_t len, const char *origin, const char
 int gp_scenario_load_string(const char *text, size_t len, const char *origin, gp_scenario *s,
                             gp_error *err)
 {
-    return load(text, len, origin, "scenario", s, err);
+    return load(text, len, origin, "", "scenario", s, err);
 }
 
 /* The default name of a scenario file: its basename without .yaml / .yml. */
@@ -1527,6 +1658,20 @@ static char *read_scenario_file(const char *path, size_t *len, char *name, gp_er
     return text;
 }
 
+/* The folder of a scenario file, against which replay paths resolve ("" for a bare name:
+ * the current folder; "/" for a file in the root). */
+static void file_dir(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    if (slash && n == 0)
+        n = 1;
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+}
+
 int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
 {
     gp_scenario_init(s);
@@ -1535,7 +1680,9 @@ int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
     char *text = read_scenario_file(path, &len, name, err);
     if (!text)
         return -1;
-    int rc = load(text, len, path, name, s, err);
+    char dir[4096];
+    file_dir(path, dir, sizeof dir);
+    int rc = load(text, len, path, dir, name, s, err);
     free(text);
     return rc;
 }
@@ -1543,7 +1690,7 @@ int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
 int gp_scenario_load_all_string(const char *text, size_t len, const char *origin, gp_scenario **out, size_t *n,
                                 gp_error *err)
 {
-    return load_all(text, len, origin, "scenario", out, n, err);
+    return load_all(text, len, origin, "", "scenario", out, n, err);
 }
 
 int gp_scenario_load_all_file(const char *path, gp_scenario **out, size_t *n, gp_error *err)
@@ -1555,7 +1702,9 @@ int gp_scenario_load_all_file(const char *path, gp_scenario **out, size_t *n, gp
     char *text = read_scenario_file(path, &len, name, err);
     if (!text)
         return -1;
-    int rc = load_all(text, len, path, name, out, n, err);
+    char dir[4096];
+    file_dir(path, dir, sizeof dir);
+    int rc = load_all(text, len, path, dir, name, out, n, err);
     free(text);
     return rc;
 }
@@ -1615,6 +1764,14 @@ static void put_dist(gp_buf *b, const char *key, const gp_dist *d, int is_grad)
         }
         return;
     }
+    if (d->kind == GP_DIST_REPLAY) {
+        gp_buf_printf(b, "      replay: ");
+        put_string(b, d->replay);
+        gp_buf_printf(b, "\n      key: ");
+        put_string(b, d->replay_key);
+        gp_buf_printf(b, "\n");
+        return;
+    }
     gp_buf_printf(b, "      dist: %s\n", enum_name(dist_names, COUNT(dist_names), (int)d->kind));
     put_key_double(b, "      ", "scale", d->scale);
     put_key_double(b, "      ", "sigma", d->sigma);
@@ -1647,6 +1804,8 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
             gp_buf_printf(&b, "  - name: ");
             put_string(&b, t->name);
             gp_buf_printf(&b, "\n    size: %zu\n", t->size);
+            if (t->sample)
+                gp_buf_printf(&b, "    sample: %zu\n", t->sample);
             put_dist(&b, "grad", &t->grad, 1);
             put_dist(&b, "weight", &t->weight, 0);
         }

@@ -30,7 +30,8 @@ typedef enum {
     GP_DIST_LAPLACE,    /* Laplace(0, scale) */
     GP_DIST_PARETO,     /* scale * Pareto(alpha) (>= scale, heavy tail), random sign */
     GP_DIST_CONSTANT,   /* every element = scale, random sign */
-    GP_DIST_VALUES      /* explicit per-token values per micro-batch (size must be 1) */
+    GP_DIST_VALUES,     /* explicit per-token values per micro-batch (size must be 1) */
+    GP_DIST_REPLAY      /* real tensors from a dump (harness/gp_replay.h, docs/replay.md) */
 } gp_dist_kind;
 
 /* A per-element distribution. Generated values are the per-token-mean gradient of
@@ -54,11 +55,18 @@ typedef struct {
     size_t nmb;
     size_t *ntok;
     double **values;
+    /* GP_DIST_REPLAY: the dump (the path as resolved against the scenario file's folder:
+       absolute) and the tensor's key in it; both malloc'ed */
+    char *replay;
+    char *replay_key;
 } gp_dist;
 
 typedef struct {
     char name[GP_NAME_MAX];
-    size_t size;    /* elements, default 1024 (1 for explicit values) */
+    size_t size;    /* elements, default 1024 (1 for explicit values; a replayed
+                       gradient's size comes from its dump) */
+    size_t sample;  /* `sample: N`: metrics estimated on N elements chosen from the seed
+                       (harness/gp_sample.h); 0 = every element */
     gp_dist grad;
     gp_dist weight; /* initial weights, default normal scale 0.02 */
 } gp_tensor_spec;

@@ -47,6 +47,12 @@ static void note(gp_notes *o, const char *fmt, ...)
 
 void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
 {
+    for (size_t t = 0; t < r->ntensors; t++)
+        if (r->tensors[t].population)
+            note(o, "tensor %s: metrics are estimates over %llu of %llu elements (%s; docs/replay.md)",
+                 r->tensors[t].name, (unsigned long long)r->tensors[t].size,
+                 (unsigned long long)r->tensors[t].population,
+                 sc->steps == 1 ? "95% intervals in report.json" : "no interval: more than one optimizer step");
     o->n = 0;
     if (r->nseeds > 1)
         note(o, "metrics are means over %d seeds (%llu..%llu): grad_rel_err_fullbatch %.3g +- %.2g, weight_rel_err "
@@ -100,6 +106,27 @@ static json_t *metrics_json(const double *metric)
     for (int i = 0; i < GP_NMETRICS; i++)
         if (metric[i] == metric[i] || i == GP_M_MAX_ULP_ERR)
             json_object_set_new(o, gp_metric_name((gp_metric)i), number(metric[i]));
+    return o;
+}
+
+/* A sampled run's estimate block: elements (n of M, per tensor), the coverage, and the
+ * interval [lo, hi] of every metric that has one (harness/gp_sample.h). */
+static json_t *sampling_json(uint64_t n, uint64_t of, const uint8_t *has, const double *lo, const double *hi)
+{
+    json_t *o = json_object(), *iv = json_object();
+    if (of) {
+        json_object_set_new(o, "elements", json_integer((json_int_t)n));
+        json_object_set_new(o, "of", json_integer((json_int_t)of));
+    }
+    json_object_set_new(o, "coverage", json_real(GP_SAMPLE_COVERAGE));
+    for (int i = 0; i < GP_NMETRICS; i++)
+        if (has[i]) {
+            json_t *a = json_array();
+            json_array_append_new(a, number(lo[i]));
+            json_array_append_new(a, number(hi[i]));
+            json_object_set_new(iv, gp_metric_name((gp_metric)i), a);
+        }
+    json_object_set_new(o, "intervals", iv);
     return o;
 }
 
@@ -240,6 +267,8 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         json_object_set_new(o, "seeds", seeds);
         json_object_set_new(o, "metrics_sd", metrics_json(r->metric_sd));
     }
+    if (r->sampled) /* the metrics are estimates over sampled elements */
+        json_object_set_new(o, "sampling", sampling_json(0, 0, r->has_ci, r->ci_lo, r->ci_hi));
     json_object_set_new(o, "loss_by_mechanism", loss_json(r->loss));
     json_object_set_new(o, "events", events_json(&r->st));
     json_object_set_new(o, "optimizer_steps_taken", json_integer(r->adam_steps));
@@ -256,6 +285,9 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         json_object_set_new(to, "metrics", metrics_json(tr->metric));
         if (r->nseeds > 1)
             json_object_set_new(to, "metrics_sd", metrics_json(tr->metric_sd));
+        if (tr->population)
+            json_object_set_new(to, "sampling", sampling_json(tr->size, tr->population, tr->has_ci, tr->ci_lo,
+                                                              tr->ci_hi));
         json_object_set_new(to, "loss_by_mechanism", loss_json(tr->loss));
         json_object_set_new(to, "events", events_json(&tr->st));
         json_array_append_new(ts, to);

@@ -1,0 +1,495 @@
+/* test_replay.c — replayed gradients (harness/gp_replay.h): dumps written here by hand
+ * (safetensors and .npy), a run whose references are computed by hand, every malformed
+ * dump refused at load naming the dump and the tensor, the CLI's exit 2 with nothing
+ * written, and the sampling estimator (harness/gp_sample.h): seeded choice and the
+ * coverage of its intervals against the exact value of the whole tensor.
+ * Arguments: a scratch folder, the gradprec binary. */
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gsl/gsl_cdf.h>
+
+#include "gp_test.h"
+#include "../harness/gp_backend.h"
+#include "../harness/gp_replay.h"
+#include "../harness/gp_runner.h"
+#include "../harness/gp_sample.h"
+#include "../harness/gp_scenario.h"
+
+static const char *scratch, *gp_bin;
+
+/* ---- writing dumps ---- */
+
+typedef struct {
+    const char *name, *dtype; /* dtype as written in the header */
+    uint64_t n;               /* elements (shape [n]) */
+    const void *data;
+    size_t bytes;             /* bytes of data */
+} st_entry;
+
+/* A safetensors file of the entries, laid out in order, header padded with spaces. */
+static void write_safetensors(const char *path, const st_entry *e, size_t ne)
+{
+    char hdr[8192];
+    size_t off = 0, h = 0;
+    h += (size_t)snprintf(hdr + h, sizeof hdr - h, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (size_t i = 0; i < ne; i++) {
+        h += (size_t)snprintf(hdr + h, sizeof hdr - h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu],\"data_offsets\":[%zu,%zu]}",
+                              e[i].name, e[i].dtype, (unsigned long long)e[i].n, off, off + e[i].bytes);
+        off += e[i].bytes;
+    }
+    h += (size_t)snprintf(hdr + h, sizeof hdr - h, "}");
+    while (h % 8)
+        hdr[h++] = ' ';
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t hl = h;
+    fwrite(&hl, 8, 1, f);
+    fwrite(hdr, 1, h, f);
+    for (size_t i = 0; i < ne; i++)
+        fwrite(e[i].data, 1, e[i].bytes, f);
+    fclose(f);
+}
+
+/* A safetensors file with a header given verbatim and `data` bytes of zeros after it. */
+static void write_raw_safetensors(const char *path, uint64_t hlen_field, const char *hdr, size_t data)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(&hlen_field, 8, 1, f);
+    fwrite(hdr, 1, strlen(hdr), f);
+    for (size_t i = 0; i < data; i++)
+        fputc(0, f);
+    fclose(f);
+}
+
+/* An .npy file: version 1 header with the dict text given, then `bytes` of data. */
+static void write_npy(const char *path, const char *dict, const void *data, size_t bytes)
+{
+    char hdr[512];
+    int n = snprintf(hdr, sizeof hdr, "%s", dict);
+    while ((10 + n + 1) % 64)
+        hdr[n++] = ' ';
+    hdr[n++] = '\n';
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    uint16_t hl = (uint16_t)n;
+    fwrite(&hl, 2, 1, f);
+    fwrite(hdr, 1, (size_t)n, f);
+    if (bytes)
+        fwrite(data, 1, bytes, f);
+    fclose(f);
+}
+
+static void mkdirs(const char *path)
+{
+    char cmd[4600];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", path);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* ---- the hand-computed case ----
+ * Tensor w, 4 elements, K = 2 micro-batches with n = [1, 3] tokens, reduction mean
+ * (A = 2): entry x_k = S_k / (n_k A), so S_0 = 2 x_0, S_1 = 6 x_1.
+ *   x_0 = [1, 2, 0.5, -1], x_1 = [0.25, 1, 1, 1]
+ *   g_same = x_0 + x_1 = [1.25, 3, 1.5, 0]
+ *   g_full = (S_0 + S_1) / N = (2 x_0 + 6 x_1) / 4 = [0.875, 2.5, 1.75, 1]
+ *   g_same - g_full = [0.375, 0.5, -0.25, -1]: ||.||^2 = 1.453125, ||g_full||^2 = 11.078125
+ * An fp32 (or bf16: every value has at most 3 significant bits) accumulator adds them
+ * exactly: grad_rel_err_rounding = 0, grad_rel_err_fullbatch = normalization_rel_err =
+ * sqrt(1.453125 / 11.078125). */
+static const float X0[4] = {1.0f, 2.0f, 0.5f, -1.0f}, X1[4] = {0.25f, 1.0f, 1.0f, 1.0f};
+static const float W0[4] = {0.5f, -0.25f, 1.0f, 2.0f};
+
+static const char *scenario_text =
+    "name: replay-hand\n"
+    "tensors:\n"
+    "  - name: w\n"
+    "    grad: {replay: %s, key: w}\n"
+    "%s"
+    "batch: {microbatches: 2, tokens: [1, 3]}\n"
+    "reduction: mean\n"
+    "precision: {grad: %s, accumulator: %s}\n"
+    "optimizer: {lr: 0.0, weight_decay: 0.0}\n";
+
+static int load_scenario(const char *name, const char *dump, const char *weight, const char *grad, const char *acc,
+                         gp_scenario *sc, gp_error *e)
+{
+    char path[4200], text[2048];
+    snprintf(path, sizeof path, "%s/%s", scratch, name);
+    snprintf(text, sizeof text, scenario_text, dump, weight, grad, acc);
+    write_text(path, text);
+    return gp_scenario_load_file(path, sc, e);
+}
+
+static void check_hand(const gp_scenario *sc)
+{
+    gp_backend b;
+    gp_error e = {""};
+    gp_result r;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    assert_int_equal(gp_run_scenario(sc, &b, NULL, &r, &e), 0);
+    double want = sqrt(1.453125 / 11.078125);
+    assert_true(fabs(r.metric[GP_M_NORMALIZATION_REL_ERR] - want) <= 0x1p-51 * want);
+    assert_true(fabs(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH] - want) <= 0x1p-51 * want);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_ROUNDING] == 0.0);
+    assert_int_equal(r.tensors[0].size, 4);
+    gp_result_free(&r);
+    gp_backend_close(&b);
+}
+
+static void test_safetensors_by_hand(void **state)
+{
+    (void)state;
+    char dump[4200];
+    snprintf(dump, sizeof dump, "%s/hand.safetensors", scratch);
+    st_entry en[] = {{"w/step0/mb0", "F32", 4, X0, 16}, {"w/step0/mb1", "F32", 4, X1, 16},
+                     {"w/weight", "F32", 4, W0, 16}};
+    write_safetensors(dump, en, 3);
+    gp_scenario sc;
+    gp_error e = {""};
+    /* relative to the scenario's folder */
+    assert_int_equal(load_scenario("hand.yaml", "hand.safetensors", "    weight: {replay: hand.safetensors, key: w}\n",
+                                   "fp32", "fp32", &sc, &e), 0);
+    assert_int_equal(sc.tensors[0].size, 4); /* from the dump */
+    check_hand(&sc);
+    gp_scenario_free(&sc);
+}
+
+/* The same numbers from a folder of .npy files, the gradients as bf16 bits ('<u2'). */
+static void test_npy_bf16_by_hand(void **state)
+{
+    (void)state;
+    char dir[4200], path[4400];
+    snprintf(dir, sizeof dir, "%s/npydump/w/step0", scratch);
+    mkdirs(dir);
+    const float *xs[2] = {X0, X1};
+    for (int k = 0; k < 2; k++) {
+        uint16_t bits[4];
+        for (int i = 0; i < 4; i++) {
+            uint32_t u;
+            memcpy(&u, &xs[k][i], 4);
+            bits[i] = (uint16_t)(u >> 16); /* exact: 3 significant bits at most */
+        }
+        snprintf(path, sizeof path, "%s/mb%d.npy", dir, k);
+        write_npy(path, "{'descr': '<u2', 'fortran_order': False, 'shape': (4,), }", bits, 8);
+    }
+    gp_scenario sc;
+    gp_error e = {""};
+    assert_int_equal(load_scenario("npy.yaml", "npydump", "", "bf16", "bf16", &sc, &e), 0);
+    check_hand(&sc);
+    gp_scenario_free(&sc);
+}
+
+/* ---- malformed dumps: refused at load, naming the dump and the tensor ---- */
+
+static void expect_refused(const char *dump, const char *grad, const char *size_line, const char *want)
+{
+    char path[4200], text[2048];
+    snprintf(path, sizeof path, "%s/bad.yaml", scratch);
+    snprintf(text, sizeof text,
+             "name: bad\ntensors:\n  - name: layer.w\n%s    grad: {replay: %s, key: w}\n"
+             "batch: {microbatches: 2, tokens: [1, 3]}\nprecision: {grad: %s}\n",
+             size_line, dump, grad);
+    write_text(path, text);
+    gp_scenario sc;
+    gp_error e = {""};
+    int rc = gp_scenario_load_file(path, &sc, &e);
+    if (rc == 0)
+        gp_scenario_free(&sc);
+    assert_int_equal(rc, -1);
+    if (!strstr(e.msg, want) || !strstr(e.msg, dump) || !strstr(e.msg, "bad.yaml:4:"))
+        fail_msg("message '%s' lacks '%s' or the dump '%s' or the position", e.msg, want, dump);
+}
+
+static void test_malformed_safetensors(void **state)
+{
+    (void)state;
+    char p[4200];
+    float z[8] = {0};
+#define BAD(file) (snprintf(p, sizeof p, "%s/%s", scratch, file), p)
+    /* header length past the end of the file */
+    write_raw_safetensors(BAD("trunc_header.safetensors"), 4096, "{}", 0);
+    expect_refused(p, "fp32", "", "truncated");
+    /* header length beyond the 100 MB limit */
+    write_raw_safetensors(BAD("huge_header.safetensors"), (uint64_t)1 << 40, "{}", 0);
+    expect_refused(p, "fp32", "", "more than the limit");
+    /* not JSON */
+    write_raw_safetensors(BAD("not_json.safetensors"), 8, "{\"w/st  ", 0);
+    expect_refused(p, "fp32", "", "not valid JSON");
+    /* data_offsets past the end (file truncated after the header) */
+    const char *h1 = "{\"w/step0/mb0\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                     "\"w/step0/mb1\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}";
+    write_raw_safetensors(BAD("trunc_data.safetensors"), strlen(h1), h1, 20);
+    expect_refused(p, "fp32", "", "entry 'w/step0/mb1': data_offsets [16, 32] end past the data (20 bytes");
+    /* a shape that does not match the byte count */
+    const char *h2 = "{\"w/step0/mb0\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[0,16]},"
+                     "\"w/step0/mb1\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}";
+    write_raw_safetensors(BAD("lying_shape.safetensors"), strlen(h2), h2, 32);
+    expect_refused(p, "fp32", "", "entry 'w/step0/mb0': shape has 5 elements = 20 bytes of F32, but data_offsets span 16");
+    /* a dtype gradprec does not replay */
+    const char *h3 = "{\"w/step0/mb0\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}";
+    write_raw_safetensors(BAD("i64.safetensors"), strlen(h3), h3, 16);
+    expect_refused(p, "fp32", "", "dtype 'I64'");
+    /* overlapping entries */
+    const char *h4 = "{\"w/step0/mb0\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                     "\"w/step0/mb1\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}";
+    write_raw_safetensors(BAD("overlap.safetensors"), strlen(h4), h4, 24);
+    expect_refused(p, "fp32", "", "overlap");
+    /* a missing micro-batch */
+    st_entry one[] = {{"w/step0/mb0", "F32", 4, z, 16}};
+    write_safetensors(BAD("missing.safetensors"), one, 1);
+    expect_refused(p, "fp32", "", "tensors[0] 'layer.w'");
+    expect_refused(p, "fp32", "", "entry 'w/step0/mb1': missing");
+    /* the dump's dtype is not precision.grad */
+    st_entry two[] = {{"w/step0/mb0", "F32", 4, z, 16}, {"w/step0/mb1", "F32", 4, z + 4, 16}};
+    write_safetensors(BAD("two.safetensors"), two, 2);
+    expect_refused(p, "bf16", "", "is fp32 but precision.grad is bf16");
+    /* micro-batches of different sizes */
+    st_entry uneven[] = {{"w/step0/mb0", "F32", 4, z, 16}, {"w/step0/mb1", "F32", 3, z + 4, 12}};
+    write_safetensors(BAD("uneven.safetensors"), uneven, 2);
+    expect_refused(p, "fp32", "", "entry 'w/step0/mb1' has 3 elements, 'w/step0/mb0' has 4");
+    /* a written size that disagrees with the dump (the message points at size) */
+    char text[1024], path[4200];
+    snprintf(path, sizeof path, "%s/badsize.yaml", scratch);
+    snprintf(text, sizeof text, "tensors:\n  - name: w\n    size: 5\n    grad: {replay: two.safetensors, key: w}\n"
+                                "batch: {microbatches: 2, tokens: [1, 3]}\n");
+    write_text(path, text);
+    gp_scenario sc;
+    gp_error e = {""};
+    assert_int_equal(gp_scenario_load_file(path, &sc, &e), -1);
+    assert_non_null(strstr(e.msg, "badsize.yaml:3:11: tensors[0].size is 5 but the dump's entries have 4 elements"));
+    /* no such file */
+    expect_refused(BAD("absent.safetensors"), "fp32", "", "cannot open");
+#undef BAD
+}
+
+static void test_malformed_npy(void **state)
+{
+    (void)state;
+    char dir[4200], f0[4400], f1[4400];
+    float z[4] = {0};
+    const char *good = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
+    struct {
+        const char *name, *dict;
+        size_t bytes;
+        const char *want;
+    } cases[] = {
+        {"big_endian", "{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", 16, "dtype '>f4'"},
+        {"int_dtype", "{'descr': '<i4', 'fortran_order': False, 'shape': (4,), }", 16, "dtype '<i4'"},
+        {"fortran", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16, "fortran_order True"},
+        {"truncated", good, 12, "only 12 bytes of data follow (truncated)"},
+        {"trailing", good, 16 + 4, "but 20 bytes of data follow"},
+        {"shape_lies", "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", 16, "shape has 5 elements"},
+        {"garbage", "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'x': 1}", 16, "key other than"},
+        {"no_dict", "[1, 2, 3]", 16, "does not start with '{'"},
+    };
+    float data[5] = {0};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        snprintf(dir, sizeof dir, "%s/npybad_%s", scratch, cases[c].name);
+        char sub[4300];
+        snprintf(sub, sizeof sub, "%s/w/step0", dir);
+        mkdirs(sub);
+        snprintf(f0, sizeof f0, "%s/mb0.npy", sub);
+        snprintf(f1, sizeof f1, "%s/mb1.npy", sub);
+        write_npy(f0, good, z, 16);
+        write_npy(f1, cases[c].dict, data, cases[c].bytes);
+        expect_refused(dir, "fp32", "", cases[c].want);
+        expect_refused(dir, "fp32", "", "mb1.npy");
+    }
+    /* bad magic */
+    snprintf(dir, sizeof dir, "%s/npybad_magic/w/step0", scratch);
+    mkdirs(dir);
+    snprintf(f0, sizeof f0, "%s/mb0.npy", dir);
+    write_text(f0, "PK\x03\x04 this is a zip, not an npy file");
+    snprintf(dir, sizeof dir, "%s/npybad_magic", scratch);
+    expect_refused(dir, "fp32", "", "no \\x93NUMPY magic");
+    /* a missing file */
+    snprintf(dir, sizeof dir, "%s/npybad_missing/w/step0", scratch);
+    mkdirs(dir);
+    snprintf(f0, sizeof f0, "%s/mb0.npy", dir);
+    write_npy(f0, good, z, 16);
+    snprintf(dir, sizeof dir, "%s/npybad_missing", scratch);
+    expect_refused(dir, "fp32", "", "entry 'w/step0/mb1': missing");
+}
+
+/* The command line: exit 2, one line naming the dump and the tensor, nothing written. */
+static void test_cli_exit2_nothing_written(void **state)
+{
+    (void)state;
+    char cmd[9000];
+    const char *dumps[] = {"trunc_data.safetensors", "lying_shape.safetensors", "missing.safetensors"};
+    for (size_t i = 0; i < 3; i++) {
+        char yaml[4200], text[1024];
+        snprintf(yaml, sizeof yaml, "%s/cli%zu.yaml", scratch, i);
+        snprintf(text, sizeof text, "name: cli\ntensors:\n  - name: layer.w\n    grad: {replay: %s, key: w}\n"
+                                    "batch: {microbatches: 2, tokens: [1, 3]}\n", dumps[i]);
+        write_text(yaml, text);
+        snprintf(cmd, sizeof cmd, "rm -rf %s/cli-out; %s run %s --out %s/cli-out > %s/cli.out 2> %s/cli.err; "
+                 "test $? -eq 2 && test ! -e %s/cli-out && test ! -s %s/cli.out && test $(wc -l < %s/cli.err) -eq 1 && "
+                 "grep -q \"%s\" %s/cli.err && grep -q \"layer.w\" %s/cli.err",
+                 scratch, gp_bin, yaml, scratch, scratch, scratch, scratch, scratch, scratch, dumps[i], scratch, scratch);
+        if (system(cmd) != 0) {
+            char show[4400];
+            snprintf(show, sizeof show, "cat %s/cli.err", scratch);
+            (void)system(show);
+            fail_msg("gradprec run on %s: not exit 2 with one line naming the dump and the tensor", dumps[i]);
+        }
+    }
+}
+
+/* ---- sampling ---- */
+
+static void test_sample_indices(void **state)
+{
+    (void)state;
+    uint64_t a[1000], b[1000];
+    gp_error e = {""};
+    assert_int_equal(gp_sample_indices(42, 7, 100000, 1000, a, &e), 0);
+    assert_int_equal(gp_sample_indices(42, 7, 100000, 1000, b, &e), 0);
+    assert_memory_equal(a, b, sizeof a);
+    for (int i = 1; i < 1000; i++)
+        assert_true(a[i - 1] < a[i] && a[i] < 100000); /* distinct, sorted, in range */
+    assert_int_equal(gp_sample_indices(43, 7, 100000, 1000, b, &e), 0);
+    assert_memory_not_equal(a, b, sizeof a);
+    /* every element equally likely: over 2000 draws of 5 of 10, each element is chosen
+     * Binomial(2000, 1/2) times (not independent across elements, but each count is):
+     * mean 1000, sd 22.4; 5.5 sd (3.8e-8 two-sided per element) = 123 */
+    int hits[10] = {0};
+    for (uint64_t s = 0; s < 2000; s++) {
+        uint64_t c[5];
+        assert_int_equal(gp_sample_indices(s, 1, 10, 5, c, &e), 0);
+        for (int i = 0; i < 5; i++)
+            hits[c[i]]++;
+    }
+    for (int i = 0; i < 10; i++)
+        assert_true(abs(hits[i] - 1000) <= 123);
+}
+
+/* Coverage: a dump of M = 6000 elements (K = 16 bf16 gradients of magnitudes spread over
+ * 12 binades, summed in bf16: every element has rounding error, 15% of the additions are
+ * absorbed) is run whole once (the exact value of every metric), then with `sample: 600`
+ * under T = 300 seeds. Each interval claims 95% coverage, so the count C of intervals
+ * holding the exact value is Binomial(T, p) with p >= 0.95 if the claim holds. We accept
+ * C >= c_min, the smallest c with P(C <= c - 1 | p = 0.95) <= 1e-4 (GSL's binomial CDF):
+ * a true claim fails once in 10^4 runs. (The intervals are delta-method intervals: they
+ * rely on no handful of elements dominating the sums; docs/replay.md shows the case
+ * where they do and the coverage collapses.) */
+static void test_sample_coverage(void **state)
+{
+    (void)state;
+    enum { M = 6000, K = 16, T = 300 };
+    float *x = malloc((size_t)M * K * sizeof *x);
+    assert_non_null(x);
+    uint64_t seed = gp_test_seed(20261123);
+    for (size_t i = 0; i < (size_t)M * K; i++) { /* heavy-ish tails: magnitudes over 4 binades */
+        uint64_t h = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+        h ^= h >> 29;
+        h *= 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 32;
+        float mag = ldexpf(1.0f + (float)(h & 0xff) / 256.0f, -(int)((h >> 8) % 12));
+        uint32_t u;
+        memcpy(&u, &mag, 4);
+        u &= 0xffff0000u; /* a bf16 value */
+        memcpy(&x[i], &u, 4);
+        if ((h >> 16) & 1)
+            x[i] = -x[i];
+    }
+    char dump[4200];
+    snprintf(dump, sizeof dump, "%s/cov.safetensors", scratch);
+    st_entry en[K];
+    char names[K][32];
+    uint16_t *bits = malloc((size_t)M * K * 2);
+    assert_non_null(bits);
+    for (size_t i = 0; i < (size_t)M * K; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        bits[i] = (uint16_t)(u >> 16);
+    }
+    for (int k = 0; k < K; k++) {
+        snprintf(names[k], sizeof names[k], "g/step0/mb%d", k);
+        en[k] = (st_entry){names[k], "BF16", M, bits + (size_t)k * M, (size_t)M * 2};
+    }
+    write_safetensors(dump, en, K);
+    free(x);
+    free(bits);
+    char text[1024];
+    const char *fmt = "name: cov\nseed: %d\ntensors:\n  - name: g\n    grad: {replay: cov.safetensors, key: g}\n%s"
+                      "batch: {microbatches: 16, tokens: 100}\nreduction: sum\nfullbatch: sum\n"
+                      "precision: {grad: bf16, accumulator: bf16}\n";
+    snprintf(text, sizeof text, fmt, 0, "");
+    gp_scenario full, smp;
+    gp_error e = {""};
+    assert_int_equal(gp_scenario_load_string(text, strlen(text), scratch, &full, &e), 0);
+    gp_backend b;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    gp_result rf, rs;
+    /* the scenario text resolves the dump against the current folder: run from scratch */
+    assert_int_equal(gp_run_scenario(&full, &b, NULL, &rf, &e), 0);
+    const gp_metric ms[] = {GP_M_GRAD_REL_ERR_FULLBATCH, GP_M_GRAD_REL_ERR_ROUNDING, GP_M_GRAD_NORM_RATIO,
+                            GP_M_ABSORBED_FRAC};
+    int covered[4] = {0};
+    printf("# whole tensor: grad_rel_err_fullbatch %g, absorbed_frac %g\n", rf.metric[GP_M_GRAD_REL_ERR_FULLBATCH],
+           rf.metric[GP_M_ABSORBED_FRAC]);
+    assert_true(rf.metric[GP_M_ABSORBED_FRAC] > 0.001 && rf.metric[GP_M_GRAD_REL_ERR_FULLBATCH] > 1e-3);
+    for (int s = 1; s <= T; s++) {
+        snprintf(text, sizeof text, fmt, s, "    sample: 600\n");
+        assert_int_equal(gp_scenario_load_string(text, strlen(text), scratch, &smp, &e), 0);
+        assert_int_equal(gp_run_scenario(&smp, &b, NULL, &rs, &e), 0);
+        assert_int_equal(rs.tensors[0].population, M);
+        assert_int_equal(rs.tensors[0].size, 600);
+        for (int j = 0; j < 4; j++) {
+            assert_true(rs.tensors[0].has_ci[ms[j]] && rs.has_ci[ms[j]]);
+            double v = rf.metric[ms[j]];
+            covered[j] += rs.tensors[0].ci_lo[ms[j]] <= v && v <= rs.tensors[0].ci_hi[ms[j]];
+        }
+        gp_result_free(&rs);
+        gp_scenario_free(&smp);
+    }
+    int cmin = 0;
+    while (gsl_cdf_binomial_P((unsigned)cmin, 0.95, T) <= 1e-4) /* P(C <= cmin) */
+        cmin++;
+    /* now P(C <= cmin - 1) <= 1e-4 < P(C <= cmin): accept C >= cmin */
+    for (int j = 0; j < 4; j++) {
+        printf("# %s: %d of %d intervals hold the exact value %a (accept >= %d)\n", gp_metric_name(ms[j]),
+               covered[j], T, rf.metric[ms[j]], cmin);
+        assert_true(covered[j] >= cmin);
+    }
+    gp_result_free(&rf);
+    gp_scenario_free(&full);
+    gp_backend_close(&b);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_replay SCRATCH_DIR GRADPREC_BIN\n");
+        return 2;
+    }
+    scratch = argv[1];
+    gp_bin = argv[2];
+    mkdirs(scratch);
+    if (chdir(scratch) != 0)
+        return 2;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_safetensors_by_hand),
+        cmocka_unit_test(test_npy_bf16_by_hand),
+        cmocka_unit_test(test_malformed_safetensors),
+        cmocka_unit_test(test_malformed_npy),
+        cmocka_unit_test(test_cli_exit2_nothing_written),
+        cmocka_unit_test(test_sample_indices),
+        cmocka_unit_test(test_sample_coverage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
