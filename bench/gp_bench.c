@@ -289,19 +289,27 @@ static double run_yaml(const char *yaml, const char *origin)
     return t;
 }
 
+int gp_bench_replay(int json, double gib); /* gp_bench_replay.c */
+
 int main(int argc, char **argv)
 {
-    int json = 0, big = 0, adamw_only = 0, big_opt = 0;
+    int json = 0, big = 0, adamw_only = 0, big_opt = 0, replay = 0;
+    double replay_gib = 1.0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--replay") == 0) replay = 1;
+        else if (strcmp(argv[i], "--replay-gib") == 0 && i + 1 < argc && atof(argv[i + 1]) > 0)
+            replay = 1, replay_gib = atof(argv[++i]);
         else if (strcmp(argv[i], "--big") == 0) big = 1;
         else if (strcmp(argv[i], "--adamw-only") == 0) adamw_only = 1;
         else if (strcmp(argv[i], "--big-optimizer") == 0) big_opt = 1;
         else {
-            fprintf(stderr, "usage: gp_bench [--json] [--big] [--adamw-only | --big-optimizer]\n");
+            fprintf(stderr, "usage: gp_bench [--json] [--big] [--adamw-only | --big-optimizer | --replay [--replay-gib G]]\n");
             return 2;
         }
     }
+    if (replay)
+        return gp_bench_replay(json, replay_gib);
     if (big_opt) {
         double t = run_yaml("name: big-optimizer\ntensors:\n  - name: w\n    size: 10000000\n"
                             "    grad: {dist: normal, scale: 1.0e-4, shrink: 0.99}\n"
