@@ -378,8 +378,7 @@ static void test_sample_indices(void **state)
 }
 
 /* Coverage: a dump of M = 6000 elements (K = 16 bf16 gradients of magnitudes spread over
- * 12 binades, summed in bf16: every element has rounding error, 15% of the additions are
- * absorbed) is run whole once (the exact value of every metric), then with `sample: 600`
+ * 12 binades, summed in bf16: 15% of the additions are absorbed) is run whole once (the exact value of every metric), then with `sample: 600`
  * under T = 300 seeds. Each interval claims 95% coverage, so the count C of intervals
  * holding the exact value is Binomial(T, p) with p >= 0.95 if the claim holds. We accept
  * C >= c_min, the smallest c with P(C <= c - 1 | p = 0.95) <= 1e-4 (GSL's binomial CDF):
