@@ -24,6 +24,16 @@ gp_adamw_config gp_optim_config(const gp_scenario *sc)
     return c;
 }
 
+size_t gp_optim_bytes_per_element(const gp_scenario *sc)
+{
+    gp_adamw_config c = gp_optim_config(sc);
+    size_t pb = fmt_bytes(c.param), sb = fmt_bytes(c.state);
+    /* param, m, v, comp (Kahan), master (fp32), lost and state_err (doubles), and the
+     * double-double reference's six doubles: what gp_optim_state_alloc holds per element */
+    return pb + 2 * sb + (c.variant == GP_ADAMW_KAHAN ? pb : 0) + (c.variant == GP_ADAMW_MASTER ? 4 : 0) +
+           2 * sizeof(double) + 6 * sizeof(double);
+}
+
 int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with_cmp, gp_error *err)
 {
     memset(o, 0, sizeof *o);

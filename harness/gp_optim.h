@@ -89,6 +89,10 @@ gp_adamw_config gp_optim_config(const gp_scenario *sc);
 /* Allocate state for cap elements (compared-backend scratch when with_cmp). Returns 0,
  * or -1 with err set (out of memory); free with gp_optim_state_free either way. */
 int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with_cmp, gp_error *err);
+
+/* Bytes gp_optim_state_alloc holds per element of capacity for scenario sc (beyond its
+ * one-chunk scratch): what a multi-step run keeps for every element. */
+size_t gp_optim_bytes_per_element(const gp_scenario *sc);
 void gp_optim_state_free(gp_optim_state *o);
 
 /* Set the initial state of elements i0 .. i0+n-1 of tensor t, stored at off: weights

@@ -1132,6 +1132,28 @@ static int scaler_step(sim *S, gp_scaler *scaler, int found_inf, gp_error *err)
     return 0;
 }
 
+uint64_t gp_run_bytes_per_element(const gp_scenario *sc)
+{
+    int coupled = sc->clip.max_norm > 0 || sc->loss_scale.mode != GP_LS_NONE; /* as gp_run_scenario's S.coupled */
+    size_t ab = width_bytes(sc->precision.accumulator);
+    uint64_t b = 0;
+    if (coupled) /* acc, comp (Kahan) and gfull for the whole step: alloc_tensors */
+        b += ab + (sc->precision.rounding == GP_ACC_KAHAN ? ab : 0) + sizeof(double);
+    if (sc->steps > 1) /* the optimizer state of every element, kept across steps */
+        b += gp_optim_bytes_per_element(sc);
+    return b;
+}
+
+uint64_t gp_run_work(const gp_scenario *sc)
+{
+    uint64_t elems = 0;
+    for (size_t t = 0; t < sc->ntensors; t++)
+        elems += sc->tensors[t].size;
+    uint64_t per_step = elems * (uint64_t)sc->batch.microbatches + GP_RUN_STEP_OVERHEAD;
+    uint64_t steps = sc->steps > 0 ? (uint64_t)sc->steps : 1;
+    return per_step > UINT64_MAX / steps ? UINT64_MAX : per_step * steps;
+}
+
 static int alloc_tensors(sim *S, gp_error *err)
 {
     const gp_scenario *sc = S->sc;

@@ -189,4 +189,16 @@ int gp_run_scenario_seeds(const gp_scenario *sc, int nseeds, const gp_backend *b
 
 void gp_result_free(gp_result *res);
 
+/* Bytes gp_run_scenario keeps per tensor element for the whole run (beyond fixed-size
+ * chunk buffers): the whole step's accumulators and exact gradients when clipping or a
+ * loss scaler couples the tensors, the optimizer state when steps > 1. 0 when every
+ * buffer is chunk-sized. */
+uint64_t gp_run_bytes_per_element(const gp_scenario *sc);
+
+/* The work of a run in element-accumulations: steps x (elements x micro-batches +
+ * GP_RUN_STEP_OVERHEAD, what a step costs beyond its elements), saturating. The loader
+ * refuses scenarios above GP_MAX_WORK (docs/limits.md). */
+#define GP_RUN_STEP_OVERHEAD 4096
+uint64_t gp_run_work(const gp_scenario *sc);
+
 #endif

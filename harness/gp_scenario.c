@@ -10,6 +10,8 @@
 #include "../base/gp_buf.h"
 #include "../base/gp_file.h"
 #include "../base/gp_num.h"
+#include "gp_runner.h"
+#include "gp_yaml_bound.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -685,7 +687,7 @@ static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
     L->elements += t->size;
     if (L->elements > MEM_LIMIT_ELEMS)
         return fail(L, v[T_SIZE] ? v[T_SIZE] : n,
-                    "%s: the tensors reach %llu elements in all (%.1f GiB at 4 bytes each): "
+                    "%s: the tensors reach %llu elements in all (%.1f GiB at the least 4 bytes each): "
                     "cannot fit in memory (limit 64 GiB)",
                     path, (unsigned long long)L->elements, (double)L->elements * 4.0 / 1073741824.0);
     return 0;
@@ -1201,6 +1203,29 @@ static int resolve_replay(loader *L, gp_scenario *s)
     return 0;
 }
 
+/* The run's memory (the configuration's real bytes per element) and total work fit. */
+static int check_size(const loader *L, yaml_node_t *root, yaml_node_t *tensors, yaml_node_t *steps,
+                      const gp_scenario *s)
+{
+    uint64_t elems = 0;
+    for (size_t t = 0; t < s->ntensors; t++)
+        elems += s->tensors[t].size;
+    uint64_t bpe = gp_run_bytes_per_element(s) + 4; /* + the generated fp32 gradient */
+    if (elems > GP_MAX_RUN_BYTES / bpe)
+        return fail(L, tensors ? tensors : root,
+                    "tensors: %llu elements at %llu bytes each for this configuration (steps > 1 keeps the "
+                    "optimizer state, clipping or loss scaling the whole step) need %.1f GiB: more than the "
+                    "limit of 64 GiB", (unsigned long long)elems, (unsigned long long)bpe,
+                    (double)elems * (double)bpe / 1073741824.0);
+    uint64_t work = gp_run_work(s);
+    if (work > GP_MAX_WORK)
+        return fail(L, steps ? steps : tensors ? tensors : root,
+                    "the run would take %.3g element-accumulations (steps %d x (%llu elements x %d micro-batches "
+                    "+ %d)): more than the limit of 2^40 (docs/limits.md)", (double)work, s->steps,
+                    (unsigned long long)elems, s->batch.microbatches, GP_RUN_STEP_OVERHEAD);
+    return 0;
+}
+
 static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
 {
     yaml_node_t *v[K_N], *k[K_N];
@@ -1255,7 +1280,9 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
         return -1;
     if (resolve_batch(L, root, s))
         return -1;
-    return resolve_replay(L, s);
+    if (resolve_replay(L, s))
+        return -1;
+    return check_size(L, root, v[K_TENSORS], v[K_STEPS], s);
 }
 
 /* libyaml's own diagnosis, with its mark (reader errors carry a byte offset). */
@@ -1293,6 +1320,8 @@ static int read_doc(const char *text, size_t len, const char *origin, yaml_docum
     yaml_parser_t parser;
     yaml_document_t extra;
     int rc = -1;
+    if (gp_yaml_precheck(text, len, origin, NULL, err) < 0) /* depth, aliases, tree size */
+        return -1;
     if (!yaml_parser_initialize(&parser))
         return gp_error_set(err, "%s: out of memory while reading YAML", origin);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);

@@ -17,6 +17,8 @@
 #define GP_MAX_TENSOR_SIZE ((size_t)1 << 31) /* elements per tensor */
 #define GP_MAX_MICROBATCHES 65536
 #define GP_MAX_TOKENS 1000000000L            /* tokens per micro-batch */
+#define GP_MAX_WORK ((uint64_t)1 << 40)      /* steps x (elements x micro-batches + 4096) */
+#define GP_MAX_RUN_BYTES ((uint64_t)64 << 30) /* what a run may hold for its elements */
 #define GP_SWEEP_MAX_AXES 4                  /* axes one sweep may cross */
 #define GP_SWEEP_MAX_ZIP 4                   /* keys one axis may sweep together */
 #define GP_SWEEP_MAX_KEYS 8                  /* keys of one sweep in all */
