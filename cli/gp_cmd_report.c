@@ -237,9 +237,13 @@ static int cmd_html(int argc, char **argv, FILE *err)
 
 int gp_cmd_report(int argc, char **argv, FILE *out, FILE *err)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(report_usage, argc < 2 ? err : out);
-        return argc < 2 ? GP_EXIT_USAGE : GP_EXIT_OK;
+    if (argc < 2) {
+        fputs("gradprec report: needs an action: merge or html (try gradprec report --help)\n", err);
+        return GP_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(report_usage, out);
+        return GP_EXIT_OK;
     }
     if (strcmp(argv[1], "merge") == 0)
         return cmd_merge(argc - 1, argv + 1, err);

@@ -1574,6 +1574,16 @@ static void free_all(gp_scenario *arr, size_t n)
     free(arr);
 }
 
+/* The bytes a loaded scenario holds (for the bound on a sweep's points). */
+static size_t scenario_bytes(const gp_scenario *s)
+{
+    size_t b = sizeof *s + s->ntensors * sizeof *s->tensors + (size_t)s->batch.microbatches * sizeof(long);
+    for (size_t t = 0; t < s->ntensors; t++)
+        for (size_t k = 0; k < s->tensors[t].grad.nmb; k++)
+            b += s->tensors[t].grad.ntok[k] * sizeof(double) + sizeof(double *) + sizeof(size_t);
+    return b;
+}
+
 static int load_all(const char *text, size_t len, const char *origin, const char *dir, const char *default_name,
                     gp_scenario **out,
                     size_t *n, gp_error *err)
@@ -1611,6 +1621,13 @@ static int load_all(const char *text, size_t len, const char *origin, const char
                         rc = sweep_apply(&d2, origin, &ax[a], j, ax[a].value[pick[a]][j], err);
                 if (rc == 0)
                     rc = parse_doc(&d2, origin, dir, default_name, 1, &arr[c], err);
+                if (rc == 0 && c == 0 && (double)np * (double)scenario_bytes(&arr[0]) >
+                                             (double)GP_YAML_TREE_FACTOR * (double)len + (double)GP_YAML_TREE_SLACK) {
+                    loader L = {.origin = origin, .doc = &d2, .err = err};
+                    rc = fail(&L, node(&L, ax[0].keyn), "sweep: %zu points of %zu bytes each would hold more than "
+                              "%d times the file's size plus 16 MiB (docs/limits.md)", np, scenario_bytes(&arr[0]),
+                              GP_YAML_TREE_FACTOR);
+                }
                 if (rc == 0) {
                     gp_scenario *s = &arr[c];
                     char name[4 * GP_NAME_MAX];

@@ -1,11 +1,14 @@
-/* gp_yaml_bound.c — see gp_yaml_bound.h. The tree bound follows libyaml 0.2's loader:
- * each node is a yaml_node_t in one array that grows by doubling from 16 (during the
- * last realloc the old and the new array coexist: 1.5 x the final power-of-two
- * capacity); each scalar keeps its value in the scanner's buffer (doubling from 16
- * bytes) and a copy of its tag (the default "tag:yaml.org,2002:str" when none); each
+/* gp_yaml_bound.c — see gp_yaml_bound.h. The bound counts resident bytes as libyaml
+ * 0.2's loader and gradprec's scenario loader hold them: each node is a yaml_node_t in
+ * one array grown by realloc (large blocks are moved with mremap, so only what is used
+ * is resident: charged 5/4 of it for the heap's slack); each scalar keeps its value in
+ * the scanner's buffer (doubling from 16 bytes), a copy of its tag (the default
+ * "tag:yaml.org,2002:str" when none) and, in the scenario, possibly a double; each
  * collection keeps its tag and an item stack doubling from 16 entries (4-byte items,
- * 8-byte pairs). Every block is rounded up to glibc's malloc chunk (16-byte multiples
- * with an 8-byte header, at least 32). Anchors cost their name and a record. */
+ * 8-byte pairs), and a mapping may become a tensor (GP_YAML_MAP_EXTRA bytes: its spec
+ * and the loader's per-tensor bookkeeping). Small blocks are rounded up to glibc's
+ * malloc chunk (16-byte multiples with an 8-byte header, at least 32). Anchors cost
+ * their name and a record. */
 #include "gp_yaml_bound.h"
 
 #include <stdio.h>
@@ -94,7 +97,7 @@ int gp_yaml_precheck(const char *text, size_t len, const char *origin, gp_yaml_s
         case YAML_SCALAR_EVENT: {
             size_t vl = ev.data.scalar.length;
             const char *tag = (const char *)ev.data.scalar.tag;
-            tree = sat_add(tree, chunk(pow2_at_least(vl + 1, 16)) + chunk(tag ? strlen(tag) + 1 : 22));
+            tree = sat_add(tree, chunk(pow2_at_least(vl + 1, 16)) + chunk(tag ? strlen(tag) + 1 : 22) + sizeof(double));
             add = 1;
             is_node = 1;
             anchor_name = (const char *)ev.data.scalar.anchor;
@@ -111,7 +114,7 @@ int gp_yaml_precheck(const char *text, size_t len, const char *origin, gp_yaml_s
             int is_map = ev.type == YAML_MAPPING_START_EVENT;
             const char *tag = (const char *)(is_map ? ev.data.mapping_start.tag : ev.data.sequence_start.tag);
             const char *a = (const char *)(is_map ? ev.data.mapping_start.anchor : ev.data.sequence_start.anchor);
-            tree = sat_add(tree, chunk(tag ? strlen(tag) + 1 : 22));
+            tree = sat_add(tree, chunk(tag ? strlen(tag) + 1 : 22) + (is_map ? GP_YAML_MAP_EXTRA : 0));
             fr[depth].is_map = is_map;
             fr[depth].items = 0;
             fr[depth].expanded = 1;
@@ -173,7 +176,7 @@ int gp_yaml_precheck(const char *text, size_t len, const char *origin, gp_yaml_s
                 expanded = sat_add(expanded, add);
             else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT)
                 expanded = sat_add(expanded, 1);
-            uint64_t nodes_mem = pow2_at_least(nodes, 16) * sizeof(yaml_node_t) * 3 / 2;
+            uint64_t nodes_mem = nodes * sizeof(yaml_node_t) * 5 / 4 + 4096;
             if (expanded > sat_add(2 * nodes, GP_YAML_ALIAS_SLACK)) {
                 snprintf(what, sizeof what,
                          "aliases expand the scenario to more than %llu nodes, twice its %llu plus %d "
@@ -183,7 +186,7 @@ int gp_yaml_precheck(const char *text, size_t len, const char *origin, gp_yaml_s
                 rc = fail_at(origin, ev.start_mark, err, what);
             } else if (sat_add(tree, nodes_mem) > tree_limit) {
                 snprintf(what, sizeof what,
-                         "too dense: its YAML tree would need more than %llu bytes (%d times the file's %zu "
+                         "too dense: loading it would need more than %llu bytes (%d times the file's %zu "
                          "bytes plus 16 MiB; docs/limits.md)", (unsigned long long)tree_limit,
                          GP_YAML_TREE_FACTOR, len);
                 rc = fail_at(origin, ev.start_mark, err, what);
@@ -200,7 +203,7 @@ int gp_yaml_precheck(const char *text, size_t len, const char *origin, gp_yaml_s
     if (rc == 0 && st) {
         st->nodes = nodes;
         st->expanded = expanded;
-        st->tree = sat_add(tree, pow2_at_least(nodes, 16) * sizeof(yaml_node_t) * 3 / 2);
+        st->tree = sat_add(tree, nodes * sizeof(yaml_node_t) * 5 / 4 + 4096);
     }
     return rc;
 }

@@ -3,9 +3,10 @@
  * GP_YAML_MAX_DEPTH (libyaml's scanner slows quadratically with depth), aliases that
  * would make the loader visit more than twice the document's nodes (plus
  * GP_YAML_ALIAS_SLACK), more than GP_YAML_MAX_ANCHORS anchors, and documents whose
- * tree (libyaml's document API: nodes, values, tags, item stacks, counted with their
- * allocation rounding and growth) would need more than GP_YAML_TREE_FACTOR times the
- * text's size plus GP_YAML_TREE_SLACK bytes. docs/limits.md derives the bound. */
+ * loading (libyaml's document tree: nodes, values, tags, item stacks with their
+ * allocation rounding and growth; then the scenario the loader fills) would hold more
+ * than GP_YAML_TREE_FACTOR times the text's size plus GP_YAML_TREE_SLACK bytes.
+ * docs/limits.md derives the bound. */
 #ifndef GP_YAML_BOUND_H
 #define GP_YAML_BOUND_H
 
@@ -17,7 +18,8 @@
 #define GP_YAML_MAX_DEPTH 32
 #define GP_YAML_MAX_ANCHORS 256
 #define GP_YAML_ALIAS_SLACK 10000
-#define GP_YAML_TREE_FACTOR 60
+#define GP_YAML_TREE_FACTOR 62   /* + the text itself: under 64 x its size */
+#define GP_YAML_MAP_EXTRA 512     /* a mapping that becomes a tensor: its spec and bookkeeping */
 #define GP_YAML_TREE_SLACK ((uint64_t)16 << 20)
 
 typedef struct {
