@@ -415,6 +415,11 @@ int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char
     if (pid == 0) {
         close(sv[0]);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* A crash ends the worker with its signal, whatever handlers the parent had
+         * (a sanitizer's, Python's faulthandler): the parent reports it in one line. */
+        const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP};
+        for (size_t k = 0; k < sizeof fatal / sizeof fatal[0]; k++)
+            signal(fatal[k], SIG_DFL);
         worker_main(sv[1], path);
         _exit(0);
     }
