@@ -323,6 +323,13 @@ int gp_out_set_add(gp_out_set *s, const char *name, const char *data, size_t len
     return 0;
 }
 
+/* The commit failed with errno eno: clean up, say so. */
+static int commit_failed(gp_out_set *s, int eno, gp_error *err)
+{
+    gp_out_set_abort(s);
+    return gp_error_set(err, "%s: cannot replace: %s", s->dir, strerror(eno));
+}
+
 int gp_out_set_commit(gp_out_set *s, gp_error *err)
 {
     if (!s->tmp[0])
@@ -330,44 +337,34 @@ int gp_out_set_commit(gp_out_set *s, gp_error *err)
     char parent[GP_OUT_PATH_MAX], base[GP_OUT_PATH_MAX], old[GP_OUT_PATH_MAX];
     split(s->dir, parent, base);
     sync_dir(s->tmp);
+    old[0] = '\0';
     if (rename(s->tmp, s->dir) == 0) { /* no folder there: one rename */
         s->tmp[0] = '\0';
-        sync_dir(parent);
-        return 0;
+    } else if (errno != EEXIST && errno != ENOTEMPTY && errno != EISDIR) {
+        return commit_failed(s, errno, err);
+    } else if (syscall(SYS_renameat2, AT_FDCWD, s->tmp, AT_FDCWD, s->dir, RENAME_EXCHANGE) == 0) {
+        snprintf(old, sizeof old, "%s", s->tmp); /* the tmp name now holds the old set */
+    } else if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
+        return commit_failed(s, errno, err);
+    } else {
+        /* No atomic exchange on this file system: move the old set aside, then the new
+         * in. In between the folder is absent (never mixed); the old set waits beside it. */
+        int moved = 0;
+        for (int tries = 0; tries < 100 && !moved; tries++) {
+            temp_name(old, parent, base);
+            moved = rename(s->dir, old) == 0;
+            if (!moved && errno != EEXIST && errno != ENOTEMPTY)
+                break;
+        }
+        if (!moved || rename(s->tmp, s->dir) != 0) {
+            int eno = errno;
+            if (moved)
+                rename(old, s->dir);
+            return commit_failed(s, eno, err);
+        }
     }
-    if (errno != EEXIST && errno != ENOTEMPTY && errno != EISDIR) {
-        int eno = errno;
-        gp_out_set_abort(s);
-        return gp_error_set(err, "%s: cannot replace: %s", s->dir, strerror(eno));
-    }
-    if (syscall(SYS_renameat2, AT_FDCWD, s->tmp, AT_FDCWD, s->dir, RENAME_EXCHANGE) == 0) {
-        remove_set_folder(s, s->tmp); /* the tmp name now holds the old set */
-        s->tmp[0] = '\0';
-        sync_dir(parent);
-        return 0;
-    }
-    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
-        int eno = errno;
-        gp_out_set_abort(s);
-        return gp_error_set(err, "%s: cannot replace: %s", s->dir, strerror(eno));
-    }
-    /* No atomic exchange on this file system: move the old set aside, then the new in.
-     * In between the folder is absent (never mixed); the old set waits beside it. */
-    int moved = 0;
-    for (int tries = 0; tries < 100 && !moved; tries++) {
-        temp_name(old, parent, base);
-        moved = rename(s->dir, old) == 0;
-        if (!moved && errno != EEXIST && errno != ENOTEMPTY)
-            break;
-    }
-    if (!moved || rename(s->tmp, s->dir) != 0) {
-        int eno = errno;
-        if (moved)
-            rename(old, s->dir);
-        gp_out_set_abort(s);
-        return gp_error_set(err, "%s: cannot replace: %s", s->dir, strerror(eno));
-    }
-    remove_set_folder(s, old);
+    if (old[0])
+        remove_set_folder(s, old);
     s->tmp[0] = '\0';
     sync_dir(parent);
     return 0;
