@@ -184,5 +184,19 @@ c 2 "does not decode its input" repro --target convert fuzzin
 c 2 "--seed '-1'" round --format bf16 --seed -1 1
 c 2 "--seed '18446744073709551616'" round --format bf16 --seed 18446744073709551616 1
 
+# repro never copies raw bytes of a path into the YAML it writes: a file name holding
+# a newline and YAML is escaped in the header comment, and the output still loads.
+nl='evil
+steps: 999999999
+#'
+cp fuzzin "$O/$nl"
+if "$GP" repro "$O/$nl" > "$O/r.yaml" 2>"$O/err" && [ "$(grep -c '^steps: 999999999' "$O/r.yaml")" -eq 0 ] &&
+   grep -q 'evil\\x0asteps: 999999999\\x0a#' "$O/r.yaml" && "$GP" show "$O/r.yaml" >/dev/null 2>&1; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL repro: a path's newline reached the YAML: $(head -2 "$O/r.yaml")"
+fi
+n=$((n + 1))
+
 echo "$pass of $n hostile cases passed"
 [ $fail -eq 0 ] && [ $n -ge 60 ]
