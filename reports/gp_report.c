@@ -47,13 +47,20 @@ static void note(gp_notes *o, const char *fmt, ...)
 
 void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
 {
-    for (size_t t = 0; t < r->ntensors; t++)
-        if (r->tensors[t].population)
-            note(o, "tensor %s: metrics are estimates over %llu of %llu elements (%s; docs/replay.md)",
-                 r->tensors[t].name, (unsigned long long)r->tensors[t].size,
-                 (unsigned long long)r->tensors[t].population,
-                 sc->steps == 1 ? "95% intervals in report.json" : "no interval: more than one optimizer step");
     o->n = 0;
+    for (size_t t = 0; t < r->ntensors; t++) {
+        const gp_tensor_result *tr = &r->tensors[t];
+        if (!tr->population)
+            continue;
+        char iv[160] = "no interval: more than one optimizer step";
+        if (tr->has_ci[GP_M_GRAD_REL_ERR_FULLBATCH])
+            snprintf(iv, sizeof iv, "95%% intervals in report.json; grad_rel_err_fullbatch in [%.3g, %.3g]",
+                     tr->ci_lo[GP_M_GRAD_REL_ERR_FULLBATCH], tr->ci_hi[GP_M_GRAD_REL_ERR_FULLBATCH]);
+        else if (sc->steps == 1)
+            snprintf(iv, sizeof iv, "95%% intervals in report.json");
+        note(o, "tensor %s: metrics are estimates over %llu of %llu elements (%s; docs/replay.md)", tr->name,
+             (unsigned long long)tr->size, (unsigned long long)tr->population, iv);
+    }
     if (r->nseeds > 1)
         note(o, "metrics are means over %d seeds (%llu..%llu): grad_rel_err_fullbatch %.3g +- %.2g, weight_rel_err "
              "%.3g +- %.2g (sample standard deviations; report.json: metrics_sd)",

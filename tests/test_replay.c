@@ -165,6 +165,34 @@ static void test_safetensors_by_hand(void **state)
     assert_int_equal(sc.tensors[0].size, 4); /* from the dump */
     check_hand(&sc);
     gp_scenario_free(&sc);
+    /* The replayed weights are used: bf16 params W0 = [0.5, -0.25, 1, 2] with lr 1e-4. One
+     * AdamW step moves a weight by about lr (|m/sqrt(v)| = 1 on step 1), below half a
+     * bf16 ulp of each (2^-10 at 0.25 .. 2^-7 at 2): every non-zero update is stale
+     * (element 3's gradient is 0: no update). Generated N(0, 0.02^2) weights: an update of
+     * 1e-4 is stale only where |w| >= 2^-5 (half an ulp 2^-14 = 6.1e-5 below that), 1.6
+     * standard deviations: with seed 0 not all three are. */
+    char path[4200];
+    const char *y = "name: w-stale\ntensors:\n  - name: w\n    grad: {replay: hand.safetensors, key: w}\n%s"
+                    "batch: {microbatches: 2, tokens: [1, 3]}\nreduction: mean\n"
+                    "optimizer: {lr: 1.0e-4, weight_decay: 0.0, param: bf16}\n";
+    char text[1024];
+    gp_backend b;
+    gp_result r;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    for (int replayed = 1; replayed >= 0; replayed--) {
+        snprintf(text, sizeof text, y, replayed ? "    weight: {replay: hand.safetensors, key: w}\n" : "");
+        snprintf(path, sizeof path, "%s/stale.yaml", scratch);
+        write_text(path, text);
+        assert_int_equal(gp_scenario_load_file(path, &sc, &e), 0);
+        assert_int_equal(gp_run_scenario(&sc, &b, NULL, &r, &e), 0);
+        if (replayed)
+            assert_true(r.metric[GP_M_STALE_UPDATE_FRAC] == 1.0);
+        else
+            assert_true(r.metric[GP_M_STALE_UPDATE_FRAC] < 1.0);
+        gp_result_free(&r);
+        gp_scenario_free(&sc);
+    }
+    gp_backend_close(&b);
 }
 
 /* The same numbers from a folder of .npy files, the gradients as bf16 bits ('<u2'). */
@@ -351,6 +379,25 @@ static void test_cli_exit2_nothing_written(void **state)
 
 /* ---- sampling ---- */
 
+/* The command line on a sampled scenario: report.json says n of M with intervals, and
+ * the note is in the terminal table and report.md. (Uses the dump of the coverage test.) */
+static void test_cli_sampled_report(void **state)
+{
+    (void)state;
+    char yaml[4200], cmd[9000];
+    snprintf(yaml, sizeof yaml, "%s/sampled.yaml", scratch);
+    write_text(yaml, "name: sampled\ntensors:\n  - name: g\n    grad: {replay: cov.safetensors, key: g}\n"
+                     "    sample: 600\nbatch: {microbatches: 16, tokens: 100}\nreduction: sum\nfullbatch: sum\n"
+                     "precision: {grad: bf16, accumulator: bf16}\n");
+    snprintf(cmd, sizeof cmd, "%s run --quiet %s --out %s/sampled-out > %s/sampled.txt; test $? -le 1 && "
+             "grep -q '\"elements\": 600' %s/sampled-out/report.json && grep -q '\"of\": 6000' %s/sampled-out/report.json && "
+             "grep -q '\"absorbed_frac\": \\[' %s/sampled-out/report.json && "
+             "grep -q 'tensor g: metrics are estimates over 600 of 6000 elements' %s/sampled.txt && "
+             "grep -q 'estimates over 600 of 6000' %s/sampled-out/report.md",
+             gp_bin, yaml, scratch, scratch, scratch, scratch, scratch, scratch, scratch);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_sample_indices(void **state)
 {
     (void)state;
@@ -489,6 +536,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cli_exit2_nothing_written),
         cmocka_unit_test(test_sample_indices),
         cmocka_unit_test(test_sample_coverage),
+        cmocka_unit_test(test_cli_sampled_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
