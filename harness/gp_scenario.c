@@ -1695,15 +1695,6 @@ static void file_default_name(const char *path, char *name)
         snprintf(name, GP_NAME_MAX, "scenario");
 }
 
-/* Read a scenario file and its default name (NULL with err when unreadable). */
-static char *read_scenario_file(const char *path, size_t *len, char *name, gp_error *err)
-{
-    char *text = gp_file_read(path, GP_FILE_MAX_SCENARIO, len, err);
-    if (text)
-        file_default_name(path, name);
-    return text;
-}
-
 /* The folder of a scenario file, against which replay paths resolve ("" for a bare name:
  * the current folder; "/" for a file in the root). */
 static void file_dir(const char *path, char *dir, size_t cap)
@@ -1718,16 +1709,25 @@ static void file_dir(const char *path, char *dir, size_t cap)
     dir[n] = '\0';
 }
 
+/* Read a scenario file, its default name and its folder (NULL with err when unreadable). */
+static char *read_scenario_file(const char *path, size_t *len, char *name, char *dir, size_t dircap, gp_error *err)
+{
+    char *text = gp_file_read(path, GP_FILE_MAX_SCENARIO, len, err);
+    if (text) {
+        file_default_name(path, name);
+        file_dir(path, dir, dircap);
+    }
+    return text;
+}
+
 int gp_scenario_load_file(const char *path, gp_scenario *s, gp_error *err)
 {
     gp_scenario_init(s);
     size_t len;
-    char name[GP_NAME_MAX];
-    char *text = read_scenario_file(path, &len, name, err);
+    char name[GP_NAME_MAX], dir[4096];
+    char *text = read_scenario_file(path, &len, name, dir, sizeof dir, err);
     if (!text)
         return -1;
-    char dir[4096];
-    file_dir(path, dir, sizeof dir);
     int rc = load(text, len, path, dir, name, s, err);
     free(text);
     return rc;
@@ -1744,12 +1744,10 @@ int gp_scenario_load_all_file(const char *path, gp_scenario **out, size_t *n, gp
     *out = NULL;
     *n = 0;
     size_t len;
-    char name[GP_NAME_MAX];
-    char *text = read_scenario_file(path, &len, name, err);
+    char name[GP_NAME_MAX], dir[4096];
+    char *text = read_scenario_file(path, &len, name, dir, sizeof dir, err);
     if (!text)
         return -1;
-    char dir[4096];
-    file_dir(path, dir, sizeof dir);
     int rc = load_all(text, len, path, dir, name, out, n, err);
     free(text);
     return rc;
