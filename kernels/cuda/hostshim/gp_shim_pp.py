@@ -7,8 +7,8 @@ Three rewrites, each on its own line (no line is added or removed, and a #line d
 names the original file, so compiler messages and __FILE__/__LINE__ point at the .cu):
   kernel<<<grid, block[, shmem[, stream]]>>>(args)
       -> gp_shim_launch(kernel, "kernel", __FILE__, __LINE__, grid, block[, shmem[, stream]])(args)
-  [static] __device__|__constant__ T name;        (a device variable at file scope)
-      -> [static] T &name = gp_shim_symbol<T>("name", __FILE__, __LINE__);
+  [static] __device__|__constant__ T name[DIMS];  (a device variable at file scope)
+      -> [static] T (&name)[DIMS] = gp_shim_symbol<T[DIMS]>("name", __FILE__, __LINE__);
   __shared__ T name[N];                              (inside a kernel)
       -> __shared__ T name[N]; gp_shim_shared_seen(&name, sizeof name);
 Anything else is copied as it is. Exit 2 with one line on a construct it cannot rewrite."""
@@ -17,7 +17,7 @@ import re
 import sys
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-DEVVAR = re.compile(r"^(\s*)(static\s+)?(?:__device__|__constant__)\s+(static\s+)?([^;(){}=]*?[\w>*&\s])\s*\b([A-Za-z_]\w*)\s*;\s*(//.*|/\*.*\*/)?\s*$")
+DEVVAR = re.compile(r"^(\s*)(static\s+)?(?:__device__|__constant__)\s+(static\s+)?([^;(){}=]*?[\w>*&\s])\s*\b([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*);\s*(//.*|/\*.*\*/)?\s*$")
 SHARED = re.compile(r"__shared__\s+[^;(){}=]*?\b([A-Za-z_]\w*)\s*(\[[^;]*\])?\s*;")
 
 
@@ -93,8 +93,10 @@ def main():
         m = DEVVAR.match(line) if depth == 0 else None
         if m:
             ind, st1, st2, typ, name = m.group(1), m.group(2), m.group(3), m.group(4).strip(), m.group(5)
+            dims = m.group(6).replace(" ", "")
             st = "static " if (st1 or st2) else ""
-            line = f'{ind}{st}{typ} &{name} = gp_shim_symbol<{typ}>("{name}", __FILE__, __LINE__);'
+            ref = f"(&{name}){dims}" if dims else f"&{name}"
+            line = f'{ind}{st}{typ} {ref} = gp_shim_symbol<{typ}{dims}>("{name}", __FILE__, __LINE__);'
         elif "__shared__" in line:
             m = SHARED.search(line)
             if not m or "extern" in line:
