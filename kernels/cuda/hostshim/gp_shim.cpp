@@ -144,7 +144,7 @@ struct launch {
 };
 
 launch L;                                   /* the running launch (under g_mu) */
-std::vector<fiber *> g_fibers;              /* the pool, kept for the process */
+std::vector<fiber *> &g_fibers = *new std::vector<fiber *>; /* the pool, kept for the process (never destroyed) */
 ucontext_t g_sched;                         /* the launching thread's context */
 #ifdef GP_SHIM_ASAN
 const void *g_sched_bottom;                 /* its stack, for ASan */
