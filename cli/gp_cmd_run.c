@@ -36,7 +36,8 @@ static const char run_usage[] =
     "  --max-seconds S  stop (exit 3) a scenario that runs longer than S seconds, naming it\n"
     "  --quiet       no progress on the terminal\n"
     "  --list        list the presets and exit\n"
-    "exit: 0 pass/warn, 1 a scenario failed, 2 bad usage or input, 3 internal error\n";
+    "exit: 0 every scenario as expected (its `expect:`, else pass or warn), 1 one was not,\n"
+    "      2 bad usage or input, 3 internal error\n";
 
 /* Two scenarios of one run may not share a name (reports and the gate key on it). */
 static int check_names(const gp_scenario *sc, const char *const *origin, const unsigned char *ispre, size_t n,
@@ -296,12 +297,14 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     else {
         have_set = 0;
         gp_report_table(out, &rep);
-        int nfail = 0;
-        for (size_t i = 0; i < nsc; i++)
+        int nfail = 0, nunmet = 0;
+        for (size_t i = 0; i < nsc; i++) {
             nfail += res[i].verdict == GP_FAIL;
-        fprintf(out, "%zu scenarios, %d failed; reports in %s/: report.json, report.md, report.xml, report.html (%.1f s)\n",
-                nsc, nfail, outdir, secs);
-        rc = nfail ? GP_EXIT_FAIL : GP_EXIT_OK;
+            nunmet += !res[i].expect_met;
+        }
+        fprintf(out, "%zu scenarios, %d failed, %d not as expected; reports in %s/: report.json, report.md, "
+                "report.xml, report.html (%.1f s)\n", nsc, nfail, nunmet, outdir, secs);
+        rc = nunmet ? GP_EXIT_FAIL : GP_EXIT_OK;
     }
     gp_report_files_free(&rf);
 done:

@@ -65,11 +65,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc != 0 || r.st.mismatches || r.st.opt.mismatches || r.st.opt.skip_writes)
         yaml = gp_scenario_to_yaml(&s);
     GP_FUZZ_CHECK(rc == 0, "backend %s failed: %s\n%s", under->label, e.msg, yaml ? yaml : "");
+    char first[512];
+    gp_mismatch_describe(&r, first, sizeof first);
     GP_FUZZ_CHECK(r.st.mismatches == 0 && r.st.opt.mismatches == 0 && r.st.opt.skip_writes == 0,
-                  "backend %s differs from the CPU emulation: %llu accumulation, %llu optimizer element "
-                  "mismatches, %llu writes in skipped steps\n%s",
+                  "backend %s differs from the CPU emulation: %llu accumulation/unscale/clip/scaler, %llu "
+                  "optimizer mismatches, %llu writes in skipped steps; first difference: %s\n%s",
                   under->label, (unsigned long long)r.st.mismatches, (unsigned long long)r.st.opt.mismatches,
-                  (unsigned long long)r.st.opt.skip_writes, yaml ? yaml : "");
+                  (unsigned long long)r.st.opt.skip_writes, first, yaml ? yaml : "");
+    /* stochastic rounding as a random process (gp_runner.h): each score above 1 has a
+     * false-alarm probability below 1e-9 for a correct backend */
+    for (int j = GP_M_SR_BIAS_SCORE; j <= GP_M_SR_STEP_CORR_SCORE; j++)
+        GP_FUZZ_CHECK(!(r.metric[j] > 1.0), "backend %s: stochastic rounding fails %s = %g (> 1)", under->label,
+                      gp_metric_name((gp_metric)j), r.metric[j]);
     unsigned bg = gp_fuzz_bucket(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH]);
     unsigned bw = gp_fuzz_bucket(r.metric[GP_M_WEIGHT_REL_ERR]);
     gp_fuzz_feature(&g_features[0][r.dominant][0], bg);

@@ -1,5 +1,6 @@
-/* gp_metrics.h — the metric names of DESIGN.md §5, spelled once, used by thresholds,
- * report.json, Markdown and the gate. */
+/* gp_metrics.h — the metric names of DESIGN.md §5, the mechanism names of §1 and the
+ * verdicts, spelled once, used by thresholds and expectations, report.json, Markdown
+ * and the gate. */
 #ifndef GP_METRICS_H
 #define GP_METRICS_H
 
@@ -23,8 +24,38 @@ typedef enum {
     GP_M_STATE_UNDERFLOW_FRAC,       /* m or v stored as 0 from a non-zero value / non-zero values */
     GP_M_SCALING_REL_ERR,            /* gradient lost to skipped steps or mis-ordered clipping,
                                         over all steps / ||g_full|| */
+    GP_M_SR_BIAS_SCORE,              /* stochastic rounding of the accumulator as a random process
+                                        (gp_runner.h): |sum of (up - f)| / its derived bound */
+    GP_M_SR_ELEMENT_CORR_SCORE,      /* ... neighbouring elements' roundings: |sum u_i u_(i+1)| / bound */
+    GP_M_SR_STEP_CORR_SCORE,         /* ... one element on consecutive micro-batches: / bound */
     GP_NMETRICS
 } gp_metric;
+
+/* The loss mechanisms of DESIGN.md §1, each loss is attributed to one. */
+typedef enum {
+    GP_MECH_NORMALIZATION = 0,
+    GP_MECH_UNDERFLOW,
+    GP_MECH_ABSORPTION,
+    GP_MECH_OVERFLOW,
+    GP_MECH_ROUNDING, /* ordinary inexact roundings, no mechanism of the taxonomy */
+    GP_MECH_NONFINITE,
+    GP_MECH_SCALING,  /* gradients lost to skipped steps, or clipped in the wrong units */
+    GP_MECH_STALE,    /* optimizer updates the stored weight did not take */
+    GP_MECH_STATE,    /* what rounding m and v changed in the updates */
+    GP_NMECH
+} gp_mechanism;
+
+/* A scenario's verdict. */
+typedef enum { GP_PASS = 0, GP_WARN = 1, GP_FAIL = 2 } gp_verdict;
+
+/* "normalization", "underflow", ...; "none" for GP_NMECH (nothing was lost). */
+const char *gp_mechanism_name(gp_mechanism m);
+/* Look a mechanism up by name (not "none"); returns 0 and sets *m, or -1. */
+int gp_mechanism_parse(const char *name, gp_mechanism *m);
+/* "pass", "warn", "fail" ("?" out of range). */
+const char *gp_verdict_name(gp_verdict v);
+/* Look a verdict up by name; returns 0 and sets *v, or -1. */
+int gp_verdict_parse(const char *name, gp_verdict *v);
 
 /* "grad_rel_err_fullbatch", ...; NULL for an out-of-range id. */
 const char *gp_metric_name(gp_metric m);

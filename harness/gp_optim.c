@@ -108,6 +108,14 @@ static double weight_at(const gp_optim_state *o, const void *param, const uint32
     return w;
 }
 
+void gp_mismatch_note(gp_mismatch *first, const char *entry, const char *output, long step, int microbatch,
+                      size_t tensor, int64_t element, int bits, uint32_t value, uint32_t compared)
+{
+    if (first->set)
+        return;
+    *first = (gp_mismatch){1, entry, output, step, microbatch, tensor, element, bits, value, compared};
+}
+
 static int fail(const gp_backend *b, int rc, gp_error *err)
 {
     gp_error_set(err, rc == 1 ? "backend %s: adamw: this configuration is not supported by the backend"
@@ -116,12 +124,29 @@ static int fail(const gp_backend *b, int rc, gp_error *err)
 }
 
 /* Do the n elements at a (offset ao) and b (offset 0) of format f differ in any bit
- * (NaN-ness for NaNs)? Counts per element into *diff. */
-static void compare(gp_format f, const void *a, size_t ao, const void *b, size_t n, uint8_t *diff)
+ * (NaN-ness for NaNs)? Marks each such element in diff[]; returns the first one's index,
+ * or n when none differs. */
+static size_t compare(gp_format f, const void *a, size_t ao, const void *b, size_t n, uint8_t *diff)
 {
+    size_t first = n;
     for (size_t j = 0; j < n; j++)
-        if (!gp_fmt_agree(f, gp_pack_get(f, a, ao + j), gp_pack_get(f, b, j)))
+        if (!gp_fmt_agree(f, gp_pack_get(f, a, ao + j), gp_pack_get(f, b, j))) {
             diff[j] = 1;
+            if (first == n)
+                first = j;
+        }
+    return first;
+}
+
+/* compare() between the backend's output `name` (a, offset ao) and the compared one's
+ * (b), recording the first disagreement of the step. */
+static void compare_outputs(const gp_optim_step *s, const char *name, gp_format f, const void *a, size_t ao,
+                            const void *b, size_t n, size_t t, uint64_t i0, uint8_t *diff)
+{
+    size_t j = compare(f, a, ao, b, n, diff);
+    if (j < n && s->first)
+        gp_mismatch_note(s->first, "adamw", name, s->iter, -1, t, (int64_t)(i0 + j), gp_fmt_get(f).width,
+                         gp_pack_get(f, a, ao + j), gp_pack_get(f, b, j));
 }
 
 static void copy_elems(gp_format f, void *dst, size_t doff, const void *src, size_t soff, size_t n)
@@ -194,13 +219,14 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
         a2.comp = o->comp2;
         if ((rc = cmp->ops->adamw(&a2)) != 0)
             return fail(cmp, rc, err);
-        compare(pf, o->param, off, o->param2, n, diff);
-        compare(sf, o->m, off, o->m2, n, diff);
-        compare(sf, o->v, off, o->v2, n, diff);
-        if (o->comp)
-            compare(pf, o->comp, off, o->comp2, n, diff);
+        /* in the order the step computes them: a wrong m also moves the param */
+        compare_outputs(s, "m", sf, o->m, off, o->m2, n, t, i0, diff);
+        compare_outputs(s, "v", sf, o->v, off, o->v2, n, t, i0, diff);
         if (o->master)
-            compare(GP_FP32, o->master, off, o->master2, n, diff);
+            compare_outputs(s, "master", GP_FP32, o->master, off, o->master2, n, t, i0, diff);
+        compare_outputs(s, "param", pf, o->param, off, o->param2, n, t, i0, diff);
+        if (o->comp)
+            compare_outputs(s, "comp", pf, o->comp, off, o->comp2, n, t, i0, diff);
         for (size_t j = 0; j < n; j++)
             cnt->mismatches += diff[j];
         memset(diff, 0, n);

@@ -43,6 +43,25 @@
  * do not depend on it. */
 #define GP_OPTIM_CHUNK 16384
 
+/* The first output on which two compared backends disagreed (--compare): which entry
+ * point and output, when, where, and both values as bit patterns of `bits` width. */
+typedef struct {
+    int set;              /* 0 until the first disagreement */
+    const char *entry;    /* "accumulate", "unscale", "grad_sumsq", "grad_scale", "scaler_update", "adamw" */
+    const char *output;   /* "acc", "comp", "found_inf", "sumsq", "grad", "scale", "tracker", "param",
+                             "master", "m", "v" */
+    long step;            /* 1-based optimizer iteration */
+    int microbatch;       /* accumulate: 0-based micro-batch; else -1 */
+    size_t tensor;        /* tensor index (0 for the scaler, which has no tensor) */
+    int64_t element;      /* element within the tensor; -1 for a scalar output */
+    int bits;             /* width of the values: 32, 16 or 8 */
+    uint32_t value, compared; /* the backend's and the compared backend's bits */
+} gp_mismatch;
+
+/* Record a disagreement in *first unless one is recorded already. */
+void gp_mismatch_note(gp_mismatch *first, const char *entry, const char *output, long step, int microbatch,
+                      size_t tensor, int64_t element, int bits, uint32_t value, uint32_t compared);
+
 /* One step's inputs, the same for every chunk. */
 typedef struct {
     long iter;           /* 1-based iteration: the LR schedule's and the reference's step */
@@ -51,6 +70,7 @@ typedef struct {
     int32_t found_inf;   /* the loss scaler found a non-finite gradient: skip */
     gp_adamw_dd_scalars ref; /* the reference's scalars of step `iter` */
     gp_dd ref_coef;      /* the reference's exact clip coefficient (1 without clipping) */
+    gp_mismatch *first;  /* where the first disagreement of a compared backend is recorded */
 } gp_optim_step;
 
 /* Event counts of the optimizer phase. */

@@ -5,6 +5,12 @@
 
 #include <string.h>
 
+/* The outcome a preset that reproduces an incident must have: verdict fail, naming the
+ * mechanism (`gradprec run` exits 0 when every scenario meets its expectation; the gate
+ * treats an expected failure that stops failing as a regression). */
+#define EXPECT_FAIL(MECH) "expect: {verdict: fail, mechanism: " MECH "}\n"
+#define EXPECT(VERDICT, MECH) "expect: {verdict: " VERDICT ", mechanism: " MECH "}\n"
+
 /* LoRA-like: per-micro-batch gradients (what the backward writes, after the 1/N of
  * token_mean over K = 8 equal micro-batches) of about 1e-6 to 4e-6: per-token-mean
  * magnitudes lognormal around 1.6e-5, divided by 8. Judged by the format-aware default
@@ -25,7 +31,8 @@
     "reduction: token_mean\n"                                                           \
     "precision: {grad: " GRAD ", accumulator: " ACC ", rounding: rne}\n"
 
-#define LONG_ACCUM(NAME, K, ACC)                                                        \
+#define LONG_ACCUM(NAME, K, ACC) LONG_ACCUM_R(NAME, K, ACC, "rne")
+#define LONG_ACCUM_R(NAME, K, ACC, R)                                                   \
     "name: " NAME "\n"                                                                  \
     "seed: 7\n"                                                                         \
     "tensors:\n"                                                                        \
@@ -35,7 +42,7 @@
     "batch: {microbatches: " K ", tokens: 64}\n"                                        \
     "reduction: sum\n"                                                                  \
     "fullbatch: sum\n"                                                                  \
-    "precision: {grad: fp32, accumulator: " ACC ", rounding: rne}\n"
+    "precision: {grad: fp32, accumulator: " ACC ", rounding: " R "}\n"
 
 #define UNEVEN(NAME, RED)                                                               \
     "name: " NAME "\n"                                                                  \
@@ -141,6 +148,83 @@
     "steps: 10\n"                                                                       \
     "thresholds: {skipped_steps: 1, scaling_rel_err: 0.5, weight_rel_err: 1.0}\n"
 
+
+/* A non-finite gradient of one kind (issue 18): fp16 gradients under a GradScaler
+ * (init 2^16, fp32 accumulator) that overflow when scaled: +-1.5 * 2^16 = +-98304 >
+ * 65504 is stored as +-inf. Step 1 is skipped, the scale backs off to 2^15 and step 2
+ * runs (1.5 * 2^15 = 49152 fits): skipped_steps = 1 exactly (two-sided), half the steps'
+ * gradient lost: scaling_rel_err = sqrt(1/2). A check that misses this kind of value
+ * lets the infinity into AdamW. */
+#define NONFINITE_GRAD(NAME, SIGN)                                                      \
+    "name: " NAME "\n"                                                                  \
+    "seed: 37\n"                                                                        \
+    "tensors:\n"                                                                        \
+    "  - name: lm_head\n"                                                               \
+    "    size: 1024\n"                                                                  \
+    "    grad: {dist: constant, scale: 1.5, sign: " SIGN "}\n"                          \
+    "batch: {microbatches: 1, tokens: 1}\n"                                             \
+    "reduction: sum\n"                                                                  \
+    "fullbatch: sum\n"                                                                  \
+    "precision: {grad: fp16, accumulator: fp32}\n"                                      \
+    "loss_scale: {mode: dynamic, init: 65536}\n"                                        \
+    "steps: 2\n"                                                                        \
+    "thresholds: {skipped_steps: {min: 1, max: 1}, scaling_rel_err: 0.75, weight_rel_err: 1.0}\n"
+
+/* Non-finite in the accumulator from finite gradients: fp16 gradients of +-1.5 stored
+ * at scale 2^15 (+-49152, finite) summed over 2 micro-batches into an fp16 accumulator:
+ * +-98304 overflows to +-inf there. Skip, back off to 2^14 (2 * 24576 = 49152 fits). */
+#define NONFINITE_ACC(NAME, SIGN)                                                       \
+    "name: " NAME "\n"                                                                  \
+    "seed: 41\n"                                                                        \
+    "tensors:\n"                                                                        \
+    "  - name: lm_head\n"                                                               \
+    "    size: 1024\n"                                                                  \
+    "    grad: {dist: constant, scale: 1.5, sign: " SIGN "}\n"                          \
+    "batch: {microbatches: 2, tokens: 1}\n"                                             \
+    "reduction: sum\n"                                                                  \
+    "fullbatch: sum\n"                                                                  \
+    "precision: {grad: fp16, accumulator: fp16}\n"                                      \
+    "loss_scale: {mode: dynamic, init: 32768}\n"                                        \
+    "steps: 2\n"                                                                        \
+    "thresholds: {skipped_steps: {min: 1, max: 1}, scaling_rel_err: 0.75, weight_rel_err: 1.0}\n"
+
+/* Non-finite after unscaling: a static loss scale of 2^-4 (a scale below 1), fp16
+ * gradients of +-70000 stored as +-4375, accumulated in fp16: finite, so torch's check
+ * (before the multiply) finds nothing, and the unscale by 16 gives +-70000 > 65504:
+ * +-inf reaches the optimizer. Expected to fail, naming non-finite. */
+#define NONFINITE_UNSCALED(NAME, SIGN)                                                  \
+    "name: " NAME "\n"                                                                  \
+    "seed: 43\n"                                                                        \
+    "tensors:\n"                                                                        \
+    "  - name: lm_head\n"                                                               \
+    "    size: 256\n"                                                                   \
+    "    grad: {dist: constant, scale: 70000.0, sign: " SIGN "}\n"                      \
+    "batch: {microbatches: 1, tokens: 1}\n"                                             \
+    "reduction: sum\n"                                                                  \
+    "fullbatch: sum\n"                                                                  \
+    "precision: {grad: fp16, accumulator: fp16}\n"                                      \
+    "loss_scale: {mode: static, init: 0.0625}\n" EXPECT_FAIL("non-finite")
+
+/* A partial last window under each reduction: K = 5 micro-batches of 512 tokens in a
+ * window of A = 8, against the exact full batch of the 2560 tokens seen (the mean of
+ * the 5 per-token means m_k, or their sum x 512 for fullbatch sum). token_mean:
+ * normalization 0; mean: (1/8) sum m_k vs (1/5) sum m_k: 3/8; mean_no_div: sum m_k vs
+ * (1/5) sum m_k: 4; sum vs the full-batch sum: 0. Where the result must equal the full
+ * batch, grad_norm_ratio is checked on both sides (fp32: within 2^-20). */
+#define PARTIAL(NAME, RED, FB, EXTRA)                                                   \
+    "name: " NAME "\n"                                                                  \
+    "seed: 5\n"                                                                         \
+    "tensors:\n"                                                                        \
+    "  - name: attn.qkv\n"                                                              \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: normal, scale: 1.0e-3}\n"                                         \
+    "batch: {accumulation_steps: 8, microbatches: 5, tokens: 512}\n"                    \
+    "reduction: " RED "\n"                                                              \
+    "fullbatch: " FB "\n"                                                               \
+    "precision: {grad: fp32, accumulator: fp32}\n" EXTRA
+
+#define NORM_RATIO_ONE "thresholds: {grad_norm_ratio: {min: 0.99999905, max: 1.00000095}}\n"
+
 static const gp_preset presets[] = {
     {"lora-bf16-accum",
      "LoRA gradients (1e-6..4e-6) stored bf16, accumulated in bf16: 4e-3 of rounding error, within twice what "
@@ -150,16 +234,16 @@ static const gp_preset presets[] = {
      LORA("lora-fp32-accum", "bf16", "fp32")},
     {"lora-fp16-accum",
      "the same gradients in fp16: stored as subnormals (below 6.1e-5), many keeping under half their bits",
-     LORA("lora-fp16-accum", "fp16", "fp16")},
+     LORA("lora-fp16-accum", "fp16", "fp16") EXPECT_FAIL("underflow")},
     {"long-accum-bf16-k64", "64 micro-batches summed in bf16: rounding error grows; the first addends are absorbed",
-     LONG_ACCUM("long-accum-bf16-k64", "64", "bf16")},
+     LONG_ACCUM("long-accum-bf16-k64", "64", "bf16") EXPECT_FAIL("rounding")},
     {"long-accum-bf16-k1024", "1024 micro-batches summed in bf16: absorption dominates",
-     LONG_ACCUM("long-accum-bf16-k1024", "1024", "bf16")},
+     LONG_ACCUM("long-accum-bf16-k1024", "1024", "bf16") EXPECT_FAIL("absorption")},
     {"long-accum-fp32-k1024", "the same 1024 micro-batches in fp32: nothing absorbed",
      LONG_ACCUM("long-accum-fp32-k1024", "1024", "fp32")},
     {"uneven-tokens-mean",
      "mean of per-micro-batch means with token counts 512..17: a normalization error, in exact arithmetic",
-     UNEVEN("uneven-tokens-mean", "mean")},
+     UNEVEN("uneven-tokens-mean", "mean") EXPECT_FAIL("normalization")},
     {"uneven-tokens-token-mean", "the same batch with token_mean: equals the full batch",
      UNEVEN("uneven-tokens-token-mean", "token_mean")},
     {"partial-window-mean",
@@ -172,9 +256,9 @@ static const gp_preset presets[] = {
      "    grad: {dist: normal, scale: 1.0e-3}\n"
      "batch: {accumulation_steps: 8, microbatches: 5, tokens: 512}\n"
      "reduction: mean\n"
-     "precision: {grad: fp32, accumulator: fp32}\n"},
+     "precision: {grad: fp32, accumulator: fp32}\n" EXPECT_FAIL("normalization")},
     {"fp16-tiny-grads-noscale", "fp16 gradients around 1e-8 without loss scaling: most underflow to 0",
-     FP16_TINY("fp16-tiny-grads-noscale", "{mode: none}")},
+     FP16_TINY("fp16-tiny-grads-noscale", "{mode: none}") EXPECT_FAIL("underflow")},
     {"fp16-tiny-grads-scaled", "the same with a static loss scale of 2^16, unscaled in fp32: nothing lost",
      FP16_TINY("fp16-tiny-grads-scaled", "{mode: static, init: 65536}")},
     {"lora-bf16-gradscaler",
@@ -193,7 +277,7 @@ static const gp_preset presets[] = {
     {"bf16-weights-cosine-no-master",
      "bf16 weights at 1.0, steady gradients, cosine lr 8e-3 -> 0 over 100 steps, no master copy: updates "
      "below 2^-8 round away from step 51 on: stale_update_frac = 49/99",
-     BF16_COSINE("bf16-weights-cosine-no-master", "", "")},
+     BF16_COSINE("bf16-weights-cosine-no-master", "", "") EXPECT_FAIL("stale update")},
     {"bf16-weights-cosine-master", "the same with fp32 master weights: stale_update_frac = 0",
      BF16_COSINE("bf16-weights-cosine-master", ", master: fp32", "")},
     {"bf16-weights-cosine-kahan",
@@ -204,13 +288,13 @@ static const gp_preset presets[] = {
     {"adam-state-fp16-tiny-grads",
      "gradients ~1e-4 with Adam's m and v in fp16: every v underflows to 0 (state_underflow_frac ~ 0.5), eps = 1e-8 "
      "rounds to 0 in the fp16 denominator, the update divides by zero",
-     ADAM_STATE("adam-state-fp16-tiny-grads", "fp16")},
+     ADAM_STATE("adam-state-fp16-tiny-grads", "fp16") EXPECT_FAIL("state precision")},
     {"adam-state-fp32-tiny-grads", "the same gradients with fp32 state: nothing underflows",
      ADAM_STATE("adam-state-fp32-tiny-grads", "fp32")},
     {"clip-before-unscale",
      "clipping at max_norm 1 applied to 2^16-scaled gradients: the scaled norm (41.9) is clipped instead of the "
      "true one (6.4e-4): scaling_rel_err = 0.976",
-     CLIP_ORDER("clip-before-unscale", "false")},
+     CLIP_ORDER("clip-before-unscale", "false") EXPECT_FAIL("scaling")},
     {"clip-after-unscale", "the same, unscaled first: the norm is below max_norm, nothing is clipped",
      CLIP_ORDER("clip-after-unscale", "true")},
     {"fp16-overflow-scale-backoff",
@@ -219,7 +303,7 @@ static const gp_preset presets[] = {
      FP16_OVERFLOW("fp16-overflow-scale-backoff", "true")},
     {"fp16-scale-update-forgotten",
      "the same with scaler.update() never called: the scale stays at 2^16 and all 10 steps are skipped",
-     FP16_OVERFLOW("fp16-scale-update-forgotten", "false")},
+     FP16_OVERFLOW("fp16-scale-update-forgotten", "false") EXPECT_FAIL("scaling")},
     {"fp16-scale-collapse",
      "one tensor's gradients (1e5) overflow fp16 at any scale >= 1: the scale backs off 17 times to 2^-1, where "
      "the other tensor's 1e-7 gradients underflow",
@@ -238,7 +322,191 @@ static const gp_preset presets[] = {
      "precision: {grad: fp16, accumulator: fp32}\n"
      "loss_scale: {mode: dynamic, init: 65536}\n"
      "steps: 20\n"
-     "thresholds: {skipped_steps: 2}\n"},
+     "thresholds: {skipped_steps: 2}\n" EXPECT_FAIL("scaling")},
+    {"nonfinite-posinf-grad",
+     "fp16 gradients of +1.5 scaled by 2^16 are stored as +inf: the step is skipped, the scale backs off to 2^15 "
+     "(skipped_steps = 1 exactly)",
+     NONFINITE_GRAD("nonfinite-posinf-grad", "0.0")},
+    {"nonfinite-neginf-grad", "the same with -1.5: -inf, skipped, backed off", NONFINITE_GRAD("nonfinite-neginf-grad", "1.0")},
+    {"nonfinite-nan-accum",
+     "+inf and -inf gradients (1.5 and -1.25 scaled by 2^16) of two micro-batches sum to NaN in the fp32 "
+     "accumulator: skipped, backed off to 2^15, where 49152 - 40960 = 8192 is finite",
+     "name: nonfinite-nan-accum\n"
+     "seed: 39\n"
+     "tensors:\n"
+     "  - name: bias\n"
+     "    size: 1\n"
+     "    grad: {values: [[1.5], [-1.25]]}\n"
+     "batch: {microbatches: 2, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp16, accumulator: fp32}\n"
+     "loss_scale: {mode: dynamic, init: 65536}\n"
+     "steps: 2\n"
+     "thresholds: {skipped_steps: {min: 1, max: 1}, scaling_rel_err: 0.9, weight_rel_err: 1.0}\n"},
+    {"nonfinite-posinf-accum",
+     "finite fp16 gradients (49152) overflow the fp16 accumulator to +inf: skipped, backed off to 2^14",
+     NONFINITE_ACC("nonfinite-posinf-accum", "0.0")},
+    {"nonfinite-neginf-accum", "the same overflowing to -inf", NONFINITE_ACC("nonfinite-neginf-accum", "1.0")},
+    {"nonfinite-posinf-after-unscale",
+     "a loss scale of 2^-4: finite fp16 values become +inf only when unscaled (after torch's check): +inf reaches "
+     "AdamW",
+     NONFINITE_UNSCALED("nonfinite-posinf-after-unscale", "0.0")},
+    {"nonfinite-neginf-after-unscale", "the same with -inf", NONFINITE_UNSCALED("nonfinite-neginf-after-unscale", "1.0")},
+    {"scaler-backoff-then-growth",
+     "fp16 gradients growing 10% a step (0.75 x 1.1^(t-1)) under a GradScaler (2^15, interval 3): growth at step 3, "
+     "backoff at steps 5 (tracker 1), 9 (tracker 0) and 12 (tracker 2, to 2^14), a full interval then growth "
+     "at step 8: skipped_steps = 3, min_loss_scale = 2^14",
+     "name: scaler-backoff-then-growth\n"
+     "seed: 47\n"
+     "tensors:\n"
+     "  - name: lm_head\n"
+     "    size: 1024\n"
+     "    grad: {dist: constant, scale: 0.75, sign: 0.0, shrink: 1.1}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp16, accumulator: fp32}\n"
+     "loss_scale: {mode: dynamic, init: 32768, interval: 3}\n"
+     "steps: 12\n"
+     "thresholds: {skipped_steps: {min: 3, max: 3}, min_loss_scale: {min: 16384, max: 16384}, "
+     "scaling_rel_err: 1.0, weight_rel_err: 1.0}\n"},
+    {"loss-scale-growth-at-fp32-max",
+     "a GradScaler at 2^126 with interval 1: it grows to 2^127, and the growth to 2^128 (inf in fp32) is refused; "
+     "the inverse 2^-127 is an fp32 subnormal",
+     "name: loss-scale-growth-at-fp32-max\n"
+     "seed: 53\n"
+     "tensors:\n"
+     "  - name: w\n"
+     "    size: 1024\n"
+     "    grad: {dist: lognormal, scale: 1.0e-30, sigma: 0.5}\n"
+     "batch: {microbatches: 2, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp32, accumulator: fp32}\n"
+     "loss_scale: {mode: dynamic, init: 8.5070591730234616e+37, interval: 1}\n"
+     "steps: 3\n"},
+    {"loss-scale-2p40-static",
+     "fp32 gradients under a static loss scale of 2^40: its inverse 2^-40 is beyond fp16's range (below 2^-24): "
+     "unscaling must multiply by the fp32 inverse; exact",
+     "name: loss-scale-2p40-static\n"
+     "seed: 59\n"
+     "tensors:\n"
+     "  - name: w\n"
+     "    size: 4096\n"
+     "    grad: {dist: lognormal, scale: 1.0e-20, sigma: 1.0}\n"
+     "batch: {microbatches: 4, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp32, accumulator: fp32}\n"
+     "loss_scale: {mode: static, init: 1099511627776}\n"},
+    {"bf16-sr-accum",
+     "16 micro-batches of positive fp32 gradients summed in bf16 with stochastic rounding: unbiased and independent "
+     "across elements and micro-batches (sr_*_score <= 1, false alarm <= 1e-9 each); error within sqrt(16) x 2^-8",
+     "name: bf16-sr-accum\n"
+     "seed: 31\n"
+     "tensors:\n"
+     "  - name: w\n"
+     "    size: 16384\n"
+     "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 1.0, sign: 0.0}\n"
+     "batch: {microbatches: 16, tokens: 64}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp32, accumulator: bf16, rounding: stochastic}\n"
+     "thresholds: {grad_rel_err_fullbatch: 0.015625}\n"},
+    {"partial-window-token-mean", "5 micro-batches in a window of 8 with token_mean: equals the full batch of the "
+     "tokens seen", PARTIAL("partial-window-token-mean", "token_mean", "mean", NORM_RATIO_ONE)},
+    {"partial-window-mean-no-div", "5 micro-batches in a window of 8, per-micro-batch means summed without 1/8: "
+     "normalization_rel_err = 4 exactly", PARTIAL("partial-window-mean-no-div", "mean_no_div", "mean",
+                                                 EXPECT_FAIL("normalization"))},
+    {"partial-window-sum", "5 micro-batches in a window of 8, summed, against the full-batch sum: equal",
+     PARTIAL("partial-window-sum", "sum", "sum", NORM_RATIO_ONE)},
+    {"long-accum-bf16-kahan-k1024", "the 1024 micro-batches of long-accum-bf16-k1024 summed in bf16 with a Kahan "
+     "compensation (bf16 too): within one bf16 rounding (2^-8) of the full batch; the accumulator stays put on "
+     "about half the additions while the compensation carries the addend (absorbed_frac is no loss here)", LONG_ACCUM_R("long-accum-bf16-kahan-k1024", "1024", "bf16", "kahan")
+     "thresholds: {grad_rel_err_fullbatch: 3.90625e-3, absorbed_frac: 1.0}\n"},
+    {"rtz-bf16-accum",
+     "64 positive micro-batches summed in bf16 rounding toward zero (a bit-truncating cast): every rounding loses "
+     "magnitude, grad_norm_ratio falls below 1 (two-sided check); small addends truncate away (absorption)",
+     "name: rtz-bf16-accum\n"
+     "seed: 61\n"
+     "tensors:\n"
+     "  - name: mlp.w1\n"
+     "    size: 4096\n"
+     "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 0.5, sign: 0.0}\n"
+     "batch: {microbatches: 64, tokens: 64}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp32, accumulator: bf16, rounding: rtz}\n"
+     "thresholds: {grad_norm_ratio: {min: 0.999, max: 1.001}}\n" EXPECT_FAIL("absorption")},
+    {"ftz-fp16-accum",
+     "fp32 gradients around 1e-6 summed into fp16 with flush-to-zero: sums below 6.1e-5 are flushed, so the "
+     "accumulator stays at 0 (absorption) or loses the sum (underflow)",
+     "name: ftz-fp16-accum\n"
+     "seed: 67\n"
+     "tensors:\n"
+     "  - name: embed\n"
+     "    size: 4096\n"
+     "    grad: {dist: lognormal, scale: 1.0e-6, sigma: 1.0}\n"
+     "batch: {microbatches: 8, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp32, accumulator: fp16, ftz: true}\n" EXPECT_FAIL("absorption")},
+    {"fp8-e4m3-grads",
+     "gradients stored in fp8 e4m3 (unit roundoff 2^-4), accumulated in fp32: within one e4m3 rounding",
+     "name: fp8-e4m3-grads\n"
+     "seed: 71\n"
+     "tensors:\n"
+     "  - name: mlp.w2\n"
+     "    size: 4096\n"
+     "    grad: {dist: lognormal, scale: 0.1, sigma: 0.5}\n"
+     "batch: {microbatches: 4, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp8_e4m3, accumulator: fp32}\n"
+     "thresholds: {grad_rel_err_fullbatch: 0.0625}\n"},
+    {"fp8-e5m2-grads-bf16-accum",
+     "gradients stored in fp8 e5m2 (unit roundoff 2^-3), accumulated in bf16: within one e5m2 rounding",
+     "name: fp8-e5m2-grads-bf16-accum\n"
+     "seed: 73\n"
+     "tensors:\n"
+     "  - name: mlp.w2\n"
+     "    size: 4096\n"
+     "    grad: {dist: lognormal, scale: 0.1, sigma: 0.5}\n"
+     "batch: {microbatches: 4, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp8_e5m2, accumulator: bf16}\n"
+     "thresholds: {grad_rel_err_fullbatch: 0.125, weight_rel_err: 0.125}\n"},
+    {"adamw-large-decay",
+     "fp32 AdamW with lr x weight_decay = 0.1: decay before the update (torch's order) matters by 10% of each update",
+     "name: adamw-large-decay\n"
+     "seed: 79\n"
+     "tensors:\n"
+     "  - name: w\n"
+     "    size: 4096\n"
+     "    grad: {dist: normal, scale: 1.0e-2}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "optimizer: {lr: 1.0e-2, weight_decay: 10.0}\n"
+     "steps: 10\n"},
+    {"clip-active-after-unscale",
+     "fp16 gradients N(0, 1e-2^2) under a GradScaler, norm about 0.64 clipped to 0.1 after unscaling: the per-tensor "
+     "sum of squares and the clip multiply run on the backend",
+     "name: clip-active-after-unscale\n"
+     "seed: 83\n"
+     "tensors:\n"
+     "  - name: attn.proj\n"
+     "    size: 4096\n"
+     "    grad: {dist: normal, scale: 1.0e-2}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp16, accumulator: fp32}\n"
+     "loss_scale: {mode: dynamic, init: 1024}\n"
+     "clip: {max_norm: 0.1}\n"
+     "steps: 3\n"},
     {NULL, NULL, NULL},
 };
 

@@ -19,15 +19,6 @@
 
 #define CHUNK GP_OPTIM_CHUNK /* elements processed together; results do not depend on it */
 
-static const char *const mech_names[GP_NMECH] = {
-    "normalization", "underflow", "absorption", "overflow", "rounding", "non-finite", "scaling", "stale update",
-    "state precision"};
-
-const char *gp_mechanism_name(gp_mechanism m)
-{
-    return (unsigned)m < GP_NMECH ? mech_names[m] : "none";
-}
-
 double gp_unit_roundoff(gp_format f)
 {
     return ldexp(1.0, -gp_fmt_get(f).p);
@@ -58,6 +49,9 @@ int gp_default_threshold(const gp_result *r, gp_metric m, double *max)
     case GP_M_NONFINITE_COUNT: *max = 0; return 0;
     case GP_M_STALE_UPDATE_FRAC: *max = 0.05; return 0;
     case GP_M_WEIGHT_REL_ERR: *max = fmax(GP_BASE_REL_ERR, GP_FLOOR_FACTOR * r->floor_weight); return 0;
+    case GP_M_SR_BIAS_SCORE: /* the derived bounds of gp_runner.h: false alarm <= 1e-9 each */
+    case GP_M_SR_ELEMENT_CORR_SCORE:
+    case GP_M_SR_STEP_CORR_SCORE: *max = 1.0; return 0;
     default: return -1;
     }
 }
@@ -78,6 +72,8 @@ typedef struct {
     void *grad, *acc, *old, *comp, *acc2, *comp2;
     double *err[GP_MECH_GRAD_END]; /* [n] signed local errors per mechanism, unscaled units */
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
+    double *sr_prev;       /* [n] u = up - f of the element's previous stochastic rounding in
+                              this window (0: none) */
     /* generated tensors: [n] this micro-batch's per-token means m, the exact sums of m
      * and of n_k*m (binary64 + spill, reference/gp_exact.h), the final gradients */
     float *m, *noise;      /* noise: scratch of the signal + noise model */
@@ -238,19 +234,71 @@ static void accumulate_before(chunk *c)
     }
 }
 
+/* Does element i of the accumulator-format arrays a (the backend's) and b (the compared
+ * backend's) differ (NaN-ness for NaNs)? Records the first disagreement of the run. */
+static int diverged(chunk *c, const char *entry, const char *output, int k, size_t i, const void *a, const void *b)
+{
+    uint32_t x = gp_pack_get(c->af, a, i), y = gp_pack_get(c->af, b, i);
+    if (gp_fmt_agree(c->af, x, y))
+        return 0;
+    gp_mismatch_note(&c->res->first_mismatch, entry, output, c->step + 1, k, c->t, (int64_t)(c->i0 + i),
+                     gp_fmt_get(c->af).width, x, y);
+    return 1;
+}
+
+/* Stochastic rounding of element i from old accumulator a (bits ob) plus addend g to nb
+ * (see gp_runner.h): add the draw to the three statistics. *prev_u is u of the previous
+ * element of this micro-batch (0: none), updated. */
+static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, double *prev_u)
+{
+    gp_format af = c->af;
+    double s = a + g, e = 0;
+    if (af == GP_FP32) { /* the exact sum s + e */
+        double bb = s - a;
+        e = (a - (s - bb)) + (g - bb);
+    } else {
+        s = (double)((float)a + (float)g); /* fl32(acc + g), what is rounded to the narrow format */
+    }
+    double u = 0;
+    if (isfinite(s) && !(c->sc->precision.ftz && fabs(s) < ldexp(1.0, gp_fmt_get(af).emin))) {
+        uint32_t lo = gp_fmt_from_f64(af, gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0), GP_RTZ, 0, 0, (unsigned *)0);
+        uint32_t hi = lo + 1; /* one step away from zero: sign-magnitude encodings */
+        double vlo = widen(af, lo), vhi = widen(af, hi);
+        double frac = ((s - vlo) + e) / (vhi - vlo);
+        if (isfinite(vhi) && frac > 0 && frac < 1 && (nb == lo || nb == hi)) {
+            u = (double)(nb == hi) - frac;
+            double w = frac * (1 - frac), p = *prev_u, q = c->sr_prev[i];
+            c->st->sr_draws++;
+            c->st->sr_sum[0] += u;
+            c->st->sr_var[0] += w;
+            c->st->sr_sum[1] += p * u;
+            c->st->sr_var[1] += p * p * w;
+            c->st->sr_sum[2] += q * u;
+            c->st->sr_var[2] += q * q * w;
+        }
+    }
+    *prev_u = u;
+    c->sr_prev[i] = u;
+}
+
 /* After: count disagreements with the compared backend, attribute every element's
  * rounding to its mechanism, add this micro-batch's trajectory sums. */
 static void accumulate_after(chunk *c, int k)
 {
     if (c->cmp)
-        for (size_t i = 0; i < c->n; i++)
-            if (!gp_fmt_agree(c->af, gp_pack_get(c->af, c->acc, i), gp_pack_get(c->af, c->acc2, i)) ||
-                (c->comp && !gp_fmt_agree(c->af, gp_pack_get(c->af, c->comp, i), gp_pack_get(c->af, c->comp2, i))))
-                c->st->mismatches++;
+        for (size_t i = 0; i < c->n; i++) {
+            int bad_acc = diverged(c, "accumulate", "acc", k, i, c->acc, c->acc2);
+            int bad_comp = c->comp && diverged(c, "accumulate", "comp", k, i, c->comp, c->comp2);
+            c->st->mismatches += (uint64_t)(bad_acc | bad_comp);
+        }
+    int sr = c->sc->precision.rounding == GP_ACC_STOCHASTIC;
+    double prev_u = 0;
     for (size_t i = 0; i < c->n; i++) {
         uint32_t ob = gp_pack_get(c->af, c->old, i), nb = gp_pack_get(c->af, c->acc, i);
         double a = widen(c->af, ob), g = widen(c->gf, gp_pack_get(c->gf, c->grad, i));
         double nv = widen(c->af, nb);
+        if (sr)
+            sr_observe(c, i, a, g, nb, &prev_u);
         double s = a + g, bb = s - a, e = (a - (s - bb)) + (g - bb); /* exact sum s + e */
         if (!isfinite(s))
             e = 0;
@@ -328,9 +376,13 @@ static int unscale(chunk *c, int *found_inf, gp_error *err)
         u2.found_inf = 0;
         if ((rc = c->cmp->ops->unscale(&u2)) != 0)
             return backend_failure(c->cmp, "unscale", rc, err);
+        if ((u.found_inf != 0) != (u2.found_inf != 0)) { /* the flag is an output too */
+            c->st->mismatches++;
+            gp_mismatch_note(&c->res->first_mismatch, "unscale", "found_inf", c->step + 1, -1, c->t, -1, 32,
+                             (uint32_t)u.found_inf, (uint32_t)u2.found_inf);
+        }
         for (size_t i = 0; i < c->n; i++)
-            if (!gp_fmt_agree(c->af, gp_pack_get(c->af, c->acc, i), gp_pack_get(c->af, c->acc2, i)))
-                c->st->mismatches++;
+            c->st->mismatches += (uint64_t)diverged(c, "unscale", "acc", -1, i, c->acc, c->acc2);
     }
     if (u.found_inf)
         *found_inf = 1;
@@ -620,6 +672,13 @@ static void derive(const gp_stats *st, double *metric, double *loss)
     if (st->nonfinite)
         loss[GP_MECH_NONFINITE] = INFINITY;
     metric[GP_M_SCALING_REL_ERR] = loss[GP_MECH_SCALING];
+    double L = log(130.0 / 1e-9); /* gp_runner.h: Freedman's bound on 65 shells, two-sided */
+    for (int j = 0; j < 3; j++) {
+        double T = 2 * L / 3 + 2 * sqrt(fmax(st->sr_var[j], 1.0) * L);
+        if (j == 0)
+            T += (double)st->sr_draws * 0x1p-32; /* the CPU's documented drift */
+        metric[GP_M_SR_BIAS_SCORE + j] = fabs(st->sr_sum[j]) / T;
+    }
     /* weight-level losses, relative to the exact final weights as weight_rel_err */
     loss[GP_MECH_STALE] = ratio(os->lost, os->w_ref);
     loss[GP_MECH_STATE] = ratio(os->state, os->w_ref);
@@ -689,6 +748,11 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->subnormal += b->subnormal;
     a->nonfinite += b->nonfinite;
     a->mismatches += b->mismatches;
+    for (int j = 0; j < 3; j++) {
+        a->sr_sum[j] += b->sr_sum[j];
+        a->sr_var[j] += b->sr_var[j];
+    }
+    a->sr_draws += b->sr_draws;
     optim_counts_add(&a->opt, &b->opt);
     a->opt_ss.w_err += b->opt_ss.w_err;
     a->opt_ss.w_ref += b->opt_ss.w_ref;
@@ -748,7 +812,10 @@ static void judge(const gp_scenario *sc, gp_result *r)
         r->has_threshold[i] = sc->thresholds.set[i] || gp_default_threshold(r, (gp_metric)i, &max) == 0;
         r->threshold[i] = sc->thresholds.set[i] ? sc->thresholds.max[i] : max;
         double v = r->metric[i];
-        r->failed[i] = r->has_threshold[i] && !(v <= r->threshold[i]); /* NaN fails closed */
+        r->has_min[i] = sc->thresholds.set_min[i];
+        r->threshold_min[i] = sc->thresholds.min[i];
+        r->failed[i] = (r->has_threshold[i] && !(v <= r->threshold[i])) || /* NaN fails closed */
+                       (r->has_min[i] && !(v >= r->threshold_min[i]));
         if (r->failed[i]) {
             r->verdict = GP_FAIL;
             if (weight_metric(i))
@@ -802,6 +869,11 @@ static void judge(const gp_scenario *sc, gp_result *r)
                 r->dominant = (gp_mechanism)m;
             }
     }
+    /* a compared backend that differs, or writes in a skipped step, never meets an expectation */
+    r->expect_met = st->mismatches || st->opt.mismatches || st->opt.skip_writes ? 0
+                    : sc->expect.set ? r->verdict == sc->expect.verdict &&
+                                         (!sc->expect.has_mechanism || r->dominant == sc->expect.mechanism)
+                                   : r->verdict != GP_FAIL;
 }
 
 /* ---- the simulation ---- */
@@ -908,6 +980,8 @@ static void chunk_begin(sim *S, chunk *c, size_t off, size_t t, uint64_t i0)
         memset(c->err[m], 0, c->n * sizeof(double));
     }
     c->partial = p->partial + off;
+    c->sr_prev = p->sr_prev + off;
+    memset(c->sr_prev, 0, c->n * sizeof(double));
     c->m = p->m + off;
     c->noise = p->noise + off;
     c->sum_m = p->sum_m + off;
@@ -1035,8 +1109,11 @@ static int clip_step(sim *S, float scale, float *coef, float *right, gp_error *e
             free(norms);
             return backend_failure(who, "grad_sumsq", rc, err);
         }
-        if (S->cmp && gp_f32_bits(a.sumsq) != gp_f32_bits(a2.sumsq))
+        if (S->cmp && !gp_fmt_agree(GP_FP32, gp_f32_bits(a.sumsq), gp_f32_bits(a2.sumsq))) {
             S->res->tensors[t].st.mismatches++;
+            gp_mismatch_note(&S->res->first_mismatch, "grad_sumsq", "sumsq", S->step.iter, -1, t, -1, 32,
+                             gp_f32_bits(a.sumsq), gp_f32_bits(a2.sumsq));
+        }
         norms[t] = gp_clip_norm_store(af, a.sumsq);
     }
     uint32_t total = gp_clip_total_norm(af, norms, sc->ntensors);
@@ -1059,6 +1136,36 @@ static gp_dd ref_clip_coef(const gp_scenario *sc, gp_dd ss)
     gp_dd den = gp_dd_add(gp_dd_sqrt(ss), (gp_dd){1e-6, 0.0});
     gp_dd coef = gp_dd_div((gp_dd){sc->clip.max_norm, 0.0}, den);
     return coef.hi > 1.0 || (coef.hi == 1.0 && coef.lo > 0) ? one : coef;
+}
+
+/* The compared backend's grad_scale on a copy of the gradients before clipping (`before`),
+ * element by element against the backend's result in a->grad. Returns 0, or a failure's
+ * code with err set. */
+static int compare_grad_scale(sim *S, size_t t, const gp_plugin_scale_args *a, const void *before, gp_error *err)
+{
+    gp_format af = S->sc->precision.accumulator;
+    size_t bytes = (size_t)a->n * width_bytes(af);
+    void *copy = malloc(bytes ? bytes : 1);
+    if (!copy)
+        return gp_error_set(err, "out of memory");
+    memcpy(copy, before, bytes);
+    gp_plugin_scale_args a2 = *a;
+    a2.grad = copy;
+    int rc = clip_ops(S->cmp)->grad_scale(&a2);
+    if (rc != 0) {
+        free(copy);
+        return backend_failure(S->cmp, "grad_scale", rc, err);
+    }
+    for (uint64_t i = 0; i < a->n; i++) {
+        uint32_t x = gp_pack_get(af, a->grad, i), y = gp_pack_get(af, copy, i);
+        if (!gp_fmt_agree(af, x, y)) {
+            S->res->tensors[t].st.mismatches++;
+            gp_mismatch_note(&S->res->first_mismatch, "grad_scale", "grad", S->step.iter, -1, t, (int64_t)i,
+                             gp_fmt_get(af).width, x, y);
+        }
+    }
+    free(copy);
+    return 0;
 }
 
 /* After the accumulation of a coupled step: clip, count what scaling cost, run the
@@ -1085,6 +1192,10 @@ static int coupled_step(sim *S, int found_inf, float scale, gp_error *err)
             if ((rc = clip_ops(S->b)->grad_scale(&a)) != 0) {
                 free(before);
                 return backend_failure(S->b, "grad_scale", rc, err);
+            }
+            if (S->cmp && (rc = compare_grad_scale(S, t, &a, before, err)) != 0) {
+                free(before);
+                return rc;
             }
         }
         for (uint64_t i = 0; i < n; i++) {
@@ -1126,7 +1237,14 @@ static int scaler_step(sim *S, gp_scaler *scaler, int found_inf, gp_error *err)
         a.tracker = &s2.tracker;
         if ((rc = clip_ops(S->cmp)->scaler_update(&a)) != 0)
             return backend_failure(S->cmp, "scaler_update", rc, err);
-        if (gp_f32_bits(s2.scale) != gp_f32_bits(scaler->scale) || s2.tracker != scaler->tracker)
+        int bad_scale = !gp_fmt_agree(GP_FP32, gp_f32_bits(scaler->scale), gp_f32_bits(s2.scale));
+        if (bad_scale)
+            gp_mismatch_note(&S->res->first_mismatch, "scaler_update", "scale", S->step.iter, -1, 0, -1, 32,
+                             gp_f32_bits(scaler->scale), gp_f32_bits(s2.scale));
+        if (s2.tracker != scaler->tracker)
+            gp_mismatch_note(&S->res->first_mismatch, "scaler_update", "tracker", S->step.iter, -1, 0, -1, 32,
+                             (uint32_t)scaler->tracker, (uint32_t)s2.tracker);
+        if (bad_scale || s2.tracker != scaler->tracker)
             S->res->tensors[0].st.mismatches++;
     }
     return 0;
@@ -1192,6 +1310,7 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
             return -1;
     size_t ab = width_bytes(c->af), gb = width_bytes(c->gf);
     int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
+             (c->sr_prev = malloc(CHUNK * sizeof *c->sr_prev)) &&
              (c->grad = malloc(CHUNK * gb)) && (c->old = malloc(CHUNK * ab)) &&
              (!with_cmp || (c->acc2 = malloc(CHUNK * ab))) && (!(with_cmp && kahan) || (c->comp2 = malloc(CHUNK * ab))) &&
              (c->m = malloc(CHUNK * sizeof *c->m)) && (c->noise = malloc(CHUNK * sizeof *c->noise)) && (c->sum_m = malloc(CHUNK * sizeof *c->sum_m)) &&
@@ -1209,6 +1328,7 @@ static void free_chunk(chunk *c)
         free(c->cnt[k]);
     free(c->xs);
     free(c->partial);
+    free(c->sr_prev);
     free(c->grad);
     free(c->old);
     free(c->acc2);
@@ -1268,6 +1388,7 @@ static int simulate(sim *S, gp_error *err)
         S->step.ref = gp_adamw_dd_scalars_make(S->step.lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
                                                sc->optimizer.weight_decay, it);
         S->step.found_inf = 0;
+        S->step.first = &res->first_mismatch;
         S->step.t = t_backend + 1;
         if (!S->coupled) { /* nothing can skip or clip: each chunk's step follows its accumulation */
             S->step.ref_coef = (gp_dd){1.0, 0.0};

@@ -30,7 +30,25 @@
  * what it claims: its local error new - exact goes to absorption (acc unchanged by a
  * non-zero addend), underflow (DESIGN.md §1), overflow, or plain rounding. The local
  * errors of one element add up to g_acc - g_same, so their norms split the rounding
- * error by mechanism; normalization is ||g_same - g_full||. */
+ * error by mechanism; normalization is ||g_same - g_full||.
+ *
+ * Stochastic rounding as a random process (rounding: stochastic). Each accumulator
+ * rounding of a value v (the exact sum for fp32, fl32(acc + g) for narrower formats;
+ * DESIGN.md §3) strictly between its neighbours lo (toward zero) and hi is a draw: f =
+ * (|v| - |lo|) / (|hi| - |lo|), up = 1 when the backend stored hi, u = up - f. A correct
+ * backend rounds up with probability f from fresh random bits, so in the order of the
+ * draws (iteration, micro-batch, chunk, element) these are martingale differences in
+ * [-1, 1], with predictable variance W: (1) X = u, W = f(1 - f) (unbiasedness);
+ * (2) X = u_(i-1) u_i over neighbouring elements of one micro-batch, W = u_(i-1)^2 f_i(1 -
+ * f_i); (3) X = u_(k-1) u_k over consecutive micro-batches of one element, W likewise.
+ * Freedman's inequality (P(S >= t, V <= s2) <= exp(-t^2 / (2(s2 + t/3))) for increments
+ * <= 1), applied on the dyadic shells V in (2^(j-1), 2^j] (j = 1..64, and V <= 1), gives
+ * for S = sum X and V = sum W: P(|S| >= T(V)) <= 2 * 65 * e^-L with T(V) = 2L/3 +
+ * 2 sqrt(max(V, 1) L) (solve t^2 = 2L(2^j + t/3) and use 2^j < 2V). L = ln(130 / 1e-9):
+ * a false alarm per statistic and run of at most 1e-9. The CPU rounds up with probability
+ * floor(f 2^32) / 2^32 (README), a drift below 2^-32 per draw, added to (1)'s bound. The
+ * metric is |S| / T: a value above 1 fails (a biased rounding, or bits shared by
+ * neighbouring elements or reused across micro-batches). */
 #ifndef GP_RUNNER_H
 #define GP_RUNNER_H
 
@@ -42,24 +60,9 @@
 #include "gp_scenario.h"
 #include "gp_sample.h"
 
-typedef enum {
-    GP_MECH_NORMALIZATION = 0,
-    GP_MECH_UNDERFLOW,
-    GP_MECH_ABSORPTION,
-    GP_MECH_OVERFLOW,
-    GP_MECH_ROUNDING, /* ordinary inexact roundings, no mechanism of the taxonomy */
-    GP_MECH_NONFINITE,
-    GP_MECH_SCALING,  /* gradients lost to skipped steps, or clipped in the wrong units */
-    GP_MECH_STALE,    /* optimizer updates the stored weight did not take */
-    GP_MECH_STATE,    /* what rounding m and v changed in the updates */
-    GP_NMECH
-} gp_mechanism;
-
 /* Mechanisms measured on the accumulated gradient (the rest: on the optimizer step). */
 #define GP_MECH_GRAD_END GP_MECH_SCALING
 
-/* "normalization", "underflow", ... */
-const char *gp_mechanism_name(gp_mechanism m);
 
 /* The ratios a sampled run estimates with an interval (harness/gp_sample.h): units are
  * elements; y / x per element. */
@@ -89,12 +92,14 @@ typedef struct {
     uint64_t overflow_skipped;                      /* overflows in skipped steps (their other
                                                        statistics are dropped, not these) */
     uint64_t mismatches;                            /* elements where a compared backend differed */
+    double sr_sum[3], sr_var[3];                    /* stochastic rounding: S and V of the bias,
+                                                       element and step statistics */
+    uint64_t sr_draws;                              /* stochastic roundings observed */
     gp_optim_counts opt;                            /* optimizer-phase events */
     gp_optim_sums opt_ss;                           /* optimizer-phase sums of squares */
     gp_ratio_sums est[GP_NEST];                     /* per-element ratio sums (sampled runs) */
 } gp_stats;
 
-typedef enum { GP_PASS = 0, GP_WARN = 1, GP_FAIL = 2 } gp_verdict;
 
 /* Histogram of |x| of the exact backward outputs (unscaled, non-zero), one bin per
  * binade: bin b counts 2^(b + GP_HIST_MIN_EXP) <= |x| < 2^(b + 1 + GP_HIST_MIN_EXP);
@@ -143,12 +148,17 @@ typedef struct {
     double floor_grad;           /* format floor of the gradient: the relative error norm one
                                     RNE rounding per stored value implies (gp_format_floor) */
     double floor_weight;         /* ... of the final weights (the stored weight's format) */
+    gp_mismatch first_mismatch;  /* --compare: the first output the backends disagreed on */
     gp_verdict verdict;
     gp_mechanism dominant;       /* the mechanism that lost most beyond its floor (see
                                     gp_runner.c, judge); GP_NMECH when nothing was lost */
     int failed[GP_NMETRICS];     /* 1 where the metric exceeded its threshold */
     double threshold[GP_NMETRICS]; /* threshold applied (scenario's, else the default) */
     int has_threshold[GP_NMETRICS];
+    double threshold_min[GP_NMETRICS]; /* two-sided checks: the lower bound applied */
+    int has_min[GP_NMETRICS];
+    int expect_met;              /* the verdict (and mechanism) the scenario expects; without an
+                                    expectation: any verdict but fail */
 } gp_result;
 
 /* Unit roundoff u = 2^-p of format f (p significant bits): 2^-8 bf16, 2^-11 fp16, 2^-24 fp32. */

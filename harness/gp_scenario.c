@@ -1108,6 +1108,23 @@ static int parse_thresholds(const loader *L, yaml_node_t *n, gp_scenario *s)
         seen[m] = k;
         char path[PATHLEN];
         pathf(path, "threshold for %s", sval(k));
+        if (v->type == YAML_MAPPING_NODE) { /* two-sided: {min: X, max: Y}, either optional */
+            static const char *const keys[] = {"min", "max"};
+            yaml_node_t *bv[2], *bk[2];
+            if (fields(L, v, path, keys, 2, bv, bk))
+                return -1;
+            if (!bv[0] && !bv[1])
+                return fail(L, v, "%s: give min, max or both", path);
+            if (bv[0] && get_double(L, bv[0], path, &s->thresholds.min[m]))
+                return -1;
+            if (bv[1] && get_double(L, bv[1], path, &s->thresholds.max[m]))
+                return -1;
+            s->thresholds.set_min[m] = bv[0] != NULL;
+            s->thresholds.set[m] = bv[1] != NULL;
+            if (bv[0] && bv[1] && s->thresholds.min[m] > s->thresholds.max[m])
+                return fail(L, v, "%s: min %g is above max %g", path, s->thresholds.min[m], s->thresholds.max[m]);
+            continue;
+        }
         if (get_double(L, v, path, &s->thresholds.max[m]))
             return -1;
         s->thresholds.set[m] = 1;
@@ -1115,13 +1132,48 @@ static int parse_thresholds(const loader *L, yaml_node_t *n, gp_scenario *s)
     return 0;
 }
 
+/* expect: {verdict: pass|warn|fail, mechanism: NAME} — the outcome the scenario must
+ * have (an incident it reproduces: verdict fail, naming the mechanism, which is then
+ * required). */
+static int parse_expect(const loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    static const char *const keys[] = {"verdict", "mechanism"};
+    yaml_node_t *v[2], *k[2];
+    const char *t = NULL;
+    if (fields(L, n, "expect", keys, 2, v, k))
+        return -1;
+    if (!v[0])
+        return fail(L, n, "expect: the verdict is missing (pass, warn or fail)");
+    if (get_string(L, v[0], "expect.verdict", &t))
+        return -1;
+    if (gp_verdict_parse(t, &s->expect.verdict) != 0)
+        return fail(L, v[0], "unknown expect.verdict '%.40s' (allowed: pass, warn, fail)", t);
+    if (v[1]) {
+        if (get_string(L, v[1], "expect.mechanism", &t))
+            return -1;
+        if (gp_mechanism_parse(t, &s->expect.mechanism) != 0) {
+            const char *names[GP_NMECH];
+            for (int i = 0; i < GP_NMECH; i++)
+                names[i] = gp_mechanism_name((gp_mechanism)i);
+            char list[320];
+            join(list, sizeof list, names, GP_NMECH);
+            return fail(L, v[1], "unknown expect.mechanism '%.40s' (allowed: %s)", t, list);
+        }
+        s->expect.has_mechanism = 1;
+    } else if (s->expect.verdict == GP_FAIL) {
+        return fail(L, n, "expect: a scenario expected to fail must name its mechanism (expect.mechanism)");
+    }
+    s->expect.set = 1;
+    return 0;
+}
+
 /* ---- the whole document ---- */
 
 enum { K_NAME, K_SEED, K_TENSORS, K_BATCH, K_REDUCTION, K_FULLBATCH, K_PRECISION, K_LOSS_SCALE,
-       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_SWEEP, K_N };
+       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_SWEEP, K_EXPECT, K_N };
 static const char *const top_keys[K_N] = {"name", "seed", "tensors", "batch", "reduction",
                                           "fullbatch", "precision", "loss_scale", "clip",
-                                          "optimizer", "schedule", "steps", "thresholds", "sweep"};
+                                          "optimizer", "schedule", "steps", "thresholds", "sweep", "expect"};
 
 /* Replayed tensors: open each dump and check every entry the run will read
  * (KEY/step<S>/mb<K> for every optimizer step and micro-batch, KEY/weight when the
@@ -1277,6 +1329,8 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
     if (!L->total_given)
         s->schedule.total = s->steps;
     if (v[K_THRESHOLDS] && parse_thresholds(L, v[K_THRESHOLDS], s))
+        return -1;
+    if (v[K_EXPECT] && parse_expect(L, v[K_EXPECT], s))
         return -1;
     if (resolve_batch(L, root, s))
         return -1;
@@ -1898,10 +1952,24 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
     gp_buf_printf(&b, "steps: %d\n", s->steps);
     int any = 0;
     for (int m = 0; m < GP_NMETRICS; m++)
-        any |= s->thresholds.set[m];
+        any |= s->thresholds.set[m] | s->thresholds.set_min[m];
     gp_buf_printf(&b, "thresholds:%s\n", any ? "" : " {}");
     for (int m = 0; m < GP_NMETRICS; m++)
-        if (s->thresholds.set[m])
+        if (s->thresholds.set_min[m]) {
+            gp_buf_printf(&b, "  %s:\n", gp_metric_name((gp_metric)m));
+            put_key_double(&b, "    ", "min", s->thresholds.min[m]);
+            if (s->thresholds.set[m])
+                put_key_double(&b, "    ", "max", s->thresholds.max[m]);
+        } else if (s->thresholds.set[m]) {
             put_key_double(&b, "  ", gp_metric_name((gp_metric)m), s->thresholds.max[m]);
+        }
+    if (s->expect.set) {
+        gp_buf_printf(&b, "expect:\n  verdict: %s\n", gp_verdict_name(s->expect.verdict));
+        if (s->expect.has_mechanism) {
+            gp_buf_printf(&b, "  mechanism: ");
+            put_string(&b, gp_mechanism_name(s->expect.mechanism));
+            gp_buf_printf(&b, "\n");
+        }
+    }
     return gp_buf_take(&b);
 }

@@ -143,6 +143,9 @@ typedef struct {
     struct {
         int set[GP_NMETRICS];     /* 1 when the metric has a threshold */
         double max[GP_NMETRICS];  /* the largest value that passes */
+        int set_min[GP_NMETRICS]; /* 1 when the metric has a lower bound too (two-sided:
+                                     YAML {min: X, max: Y}; a plain number is the max) */
+        double min[GP_NMETRICS];  /* the smallest value that passes */
     } thresholds;
 
     struct {                      /* one point of a `sweep:` (gp_scenario_load_all_*) */
@@ -153,6 +156,12 @@ typedef struct {
         char key[GP_SWEEP_MAX_KEYS][GP_SWEEP_TEXT];   /* "batch.accumulation_steps" */
         char value[GP_SWEEP_MAX_KEYS][GP_SWEEP_TEXT]; /* this point's value, as written */
     } sweep;
+    struct {
+        int set;                /* 0: none given; the scenario then only must not fail */
+        gp_verdict verdict;     /* the verdict it must get (YAML expect: {verdict: fail, ...}) */
+        int has_mechanism;      /* required for verdict fail */
+        gp_mechanism mechanism; /* the dominant mechanism it must name */
+    } expect;
 } gp_scenario;
 
 /* The YAML names of the enumerations ("token_mean", "kahan", "dynamic", "cosine", ...),

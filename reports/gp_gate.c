@@ -416,6 +416,8 @@ static void add_scenario(ctx *c, size_t first, const char *name, const json_t *b
     }
 }
 
+static const char *mech(const json_t *sc);
+
 static void compare_scenario(ctx *c, const char *name, const json_t *b, const json_t *cur)
 {
     c->seen_regressed = c->seen_improved = c->seen_problem = 0;
@@ -438,6 +440,15 @@ static void compare_scenario(ctx *c, const char *name, const json_t *b, const js
         it->is_verdict = 1;
         it->old_text = vb;
         it->new_text = vc;
+    }
+    const json_t *ex = json_object_get(cur, "expect");
+    if (json_is_object(ex) && !json_is_true(json_object_get(ex, "met"))) {
+        gp_gate_item *it = add_item(c, GP_GATE_REGRESSED, name, NULL, "expect");
+        it->is_verdict = it->is_expect = 1;
+        it->old_text = json_string_value(json_object_get(ex, "verdict"));
+        it->expect_mechanism = json_string_value(json_object_get(ex, "mechanism"));
+        it->new_text = vc;
+        it->got_mechanism = mech(cur);
     }
     if (json_object_get(b, "metrics"))
         compare_metrics(c, name, NULL, b, cur, nb, nc, 1);
@@ -579,7 +590,12 @@ static void item_line(gp_buf *f, const gp_gate_item *it)
     case GP_GATE_IMPROVED:
         gp_buf_puts(f, it->status == GP_GATE_REGRESSED ? "REGRESSED     " : "improved      ");
         put_where(f, it);
-        if (it->is_verdict) {
+        if (it->is_expect) {
+            gp_buf_printf(f, ": expected verdict %s%s%s, got %s naming %s (an expectation not met)\n",
+                          it->old_text ? it->old_text : "?", it->expect_mechanism ? " naming " : "",
+                          it->expect_mechanism ? it->expect_mechanism : "", it->new_text ? it->new_text : "?",
+                          it->got_mechanism ? it->got_mechanism : "?");
+        } else if (it->is_verdict) {
             gp_buf_printf(f, ": verdict %s -> %s\n", it->old_text, it->new_text);
         } else if (it->old_text) {
             gp_buf_printf(f, ": %s %s -> %s (a number again)\n", it->metric, it->old_text, num(it->new_value, a));

@@ -79,6 +79,11 @@ typedef struct {
     const char *tensor;     /* NULL: the scenario itself */
     const char *metric;     /* metric name, "verdict", or NULL: the scenario / tensor itself */
     int is_verdict;         /* the scenario's verdict changed: old_text -> new_text */
+    int is_expect;          /* the current run does not meet the scenario's `expect:` (an
+                               expected failure that stopped failing is a regression):
+                               expected verdict old_text naming mechanism `expect_mechanism`
+                               (NULL: any), got verdict new_text naming `got_mechanism` */
+    const char *expect_mechanism, *got_mechanism;
     double old_value, new_value; /* metrics; NAN where not a number */
     const char *old_text, *new_text; /* verdicts; a value that is not a number ("nan", "null") */
     int new_quoted;         /* new_text was a JSON string */

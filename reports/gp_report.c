@@ -15,12 +15,6 @@
 #include "../base/gp_buf.h"
 #include "../kernels/gp_names.h"
 
-static const char *const verdict_names[] = {"pass", "warn", "fail"};
-
-const char *gp_verdict_name(gp_verdict v)
-{
-    return (unsigned)v <= GP_FAIL ? verdict_names[v] : "?";
-}
 
 /* JSON has no inf/NaN: those are written as the strings "inf", "-inf", "nan". */
 static json_t *number(double v)
@@ -230,6 +224,65 @@ static json_t *config_json(const gp_scenario *sc)
     return o;
 }
 
+void gp_mismatch_describe(const gp_result *r, char *buf, size_t n)
+{
+    const gp_mismatch *m = &r->first_mismatch;
+    if (!m->set) {
+        snprintf(buf, n, "none");
+        return;
+    }
+    int digits = m->bits / 4;
+    char where[GP_NAME_MAX + 64] = "";
+    if (m->element >= 0)
+        snprintf(where, sizeof where, ", tensor %s element %lld",
+                 m->tensor < r->ntensors ? r->tensors[m->tensor].name : "?", (long long)m->element);
+    else if (strcmp(m->entry, "scaler_update") != 0)
+        snprintf(where, sizeof where, ", tensor %s", m->tensor < r->ntensors ? r->tensors[m->tensor].name : "?");
+    char mb[32] = "";
+    if (m->microbatch >= 0)
+        snprintf(mb, sizeof mb, " micro-batch %d", m->microbatch);
+    snprintf(buf, n, "%s %s, step %ld%s%s: 0x%0*x (backend) vs 0x%0*x (compared)", m->entry, m->output, m->step, mb,
+             where, digits, (unsigned)m->value, digits, (unsigned)m->compared);
+}
+
+/* The scenario's expectation and whether the run met it, or null when it has none. */
+static json_t *expect_json(const gp_scenario *sc, const gp_result *r)
+{
+    if (!sc->expect.set)
+        return json_null();
+    json_t *o = json_object();
+    json_object_set_new(o, "verdict", json_string(gp_verdict_name(sc->expect.verdict)));
+    json_object_set_new(o, "mechanism", sc->expect.has_mechanism ? json_string(gp_mechanism_name(sc->expect.mechanism))
+                                                                 : json_null());
+    json_object_set_new(o, "met", json_boolean(r->expect_met));
+    return o;
+}
+
+/* The first disagreement of the compared backends, or null. */
+static json_t *mismatch_json(const gp_result *r)
+{
+    const gp_mismatch *m = &r->first_mismatch;
+    if (!m->set)
+        return json_null();
+    json_t *o = json_object();
+    char hex[16];
+    json_object_set_new(o, "entry_point", json_string(m->entry));
+    json_object_set_new(o, "output", json_string(m->output));
+    json_object_set_new(o, "step", json_integer(m->step));
+    json_object_set_new(o, "microbatch", m->microbatch >= 0 ? json_integer(m->microbatch) : json_null());
+    json_object_set_new(o, "tensor", strcmp(m->entry, "scaler_update") != 0 && m->tensor < r->ntensors
+                                         ? json_string(r->tensors[m->tensor].name) : json_null());
+    json_object_set_new(o, "element", m->element >= 0 ? json_integer((json_int_t)m->element) : json_null());
+    snprintf(hex, sizeof hex, "0x%0*x", m->bits / 4, (unsigned)m->value);
+    json_object_set_new(o, "value", json_string(hex));
+    snprintf(hex, sizeof hex, "0x%0*x", m->bits / 4, (unsigned)m->compared);
+    json_object_set_new(o, "compared_value", json_string(hex));
+    char text[512];
+    gp_mismatch_describe(r, text, sizeof text);
+    json_object_set_new(o, "text", json_string(text));
+    return o;
+}
+
 static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t index)
 {
     json_t *o = json_object();
@@ -243,14 +296,20 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
             json_t *f = json_object();
             json_object_set_new(f, "metric", json_string(gp_metric_name((gp_metric)i)));
             json_object_set_new(f, "value", number(r->metric[i]));
-            json_object_set_new(f, "max", number(r->threshold[i]));
+            if (r->has_threshold[i])
+                json_object_set_new(f, "max", number(r->threshold[i]));
+            if (r->has_min[i])
+                json_object_set_new(f, "min", number(r->threshold_min[i]));
             json_array_append_new(failed, f);
         }
     json_object_set_new(o, "failed", failed);
-    json_t *th = json_object();
-    for (int i = 0; i < GP_NMETRICS; i++)
+    json_t *th = json_object(), *thmin = json_object();
+    for (int i = 0; i < GP_NMETRICS; i++) {
         if (r->has_threshold[i])
             json_object_set_new(th, gp_metric_name((gp_metric)i), number(r->threshold[i]));
+        if (r->has_min[i])
+            json_object_set_new(thmin, gp_metric_name((gp_metric)i), number(r->threshold_min[i]));
+    }
     json_object_set_new(o, "thresholds", th);
     if (sc->sweep.naxes) {
         json_t *sw = json_object(), *params = json_array();
@@ -265,6 +324,11 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         json_object_set_new(sw, "params", params);
         json_object_set_new(o, "sweep", sw);
     }
+    if (json_object_size(thmin))
+        json_object_set_new(o, "thresholds_min", thmin);
+    else
+        json_decref(thmin);
+    json_object_set_new(o, "expect", expect_json(sc, r));
     json_object_set_new(o, "config", config_json(sc));
     json_object_set_new(o, "metrics", metrics_json(r->metric));
     if (r->nseeds > 1) { /* the metrics are means over the seeds; the gate reads the spread */
@@ -278,6 +342,7 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         json_object_set_new(o, "sampling", sampling_json(0, 0, r->has_ci, r->ci_lo, r->ci_hi));
     json_object_set_new(o, "loss_by_mechanism", loss_json(r->loss));
     json_object_set_new(o, "events", events_json(&r->st));
+    json_object_set_new(o, "first_mismatch", mismatch_json(r));
     json_object_set_new(o, "optimizer_steps_taken", json_integer(r->adam_steps));
     json_t *fl = json_object();
     json_object_set_new(fl, "grad", number(r->floor_grad));
@@ -355,7 +420,7 @@ json_t *gp_report_root(const char *backend, const char *compare_backend, json_t 
     json_array_foreach(scenarios, i, sc) {
         const char *v = json_string_value(json_object_get(sc, "verdict"));
         for (int k = 0; k < 3; k++)
-            if (v && strcmp(v, verdict_names[k]) == 0) {
+            if (v && strcmp(v, gp_verdict_name((gp_verdict)k)) == 0) {
                 count[k]++;
                 if (k > worst)
                     worst = k;
@@ -366,7 +431,7 @@ json_t *gp_report_root(const char *backend, const char *compare_backend, json_t 
     json_object_set_new(sum, "pass", json_integer(count[GP_PASS]));
     json_object_set_new(sum, "warn", json_integer(count[GP_WARN]));
     json_object_set_new(sum, "fail", json_integer(count[GP_FAIL]));
-    json_object_set_new(sum, "verdict", json_string(verdict_names[worst]));
+    json_object_set_new(sum, "verdict", json_string(gp_verdict_name((gp_verdict)worst)));
     json_object_set_new(root, "summary", sum);
     json_object_set_new(root, "scenarios", scenarios);
     return root;
@@ -582,8 +647,16 @@ char *gp_report_markdown(const gp_run_report *r)
         gp_buf_printf(&b, "%s gradients into a %s accumulator (%s), K = %d micro-batches, reduction `%s`.\n\n",
                   gp_format_name(sc->precision.grad), gp_format_name(sc->precision.accumulator),
                   gp_acc_rounding_name(sc->precision.rounding), sc->batch.microbatches, gp_reduction_name(sc->reduction));
+        if (sc->expect.set)
+            gp_buf_printf(&b, "- expected: %s%s%s — %s\n", gp_verdict_name(sc->expect.verdict),
+                          sc->expect.has_mechanism ? ", naming " : "",
+                          sc->expect.has_mechanism ? gp_mechanism_name(sc->expect.mechanism) : "",
+                          res->expect_met ? "met" : "**NOT MET**");
         for (int m = 0; m < GP_NMETRICS; m++)
-            if (res->failed[m])
+            if (res->failed[m] && res->has_min[m] && !(res->metric[m] >= res->threshold_min[m]))
+                gp_buf_printf(&b, "- **%s = %s** is below %s\n", gp_metric_name((gp_metric)m), g(res->metric[m], x1),
+                          g(res->threshold_min[m], x2));
+            else if (res->failed[m])
                 gp_buf_printf(&b, "- **%s = %s** exceeds %s\n", gp_metric_name((gp_metric)m), g(res->metric[m], x1),
                           g(res->threshold[m], x2));
         gp_buf_printf(&b, "- loss by mechanism (error norm / full-batch norm):");
@@ -596,9 +669,12 @@ char *gp_report_markdown(const gp_run_report *r)
                   (unsigned long long)res->st.underflow, (unsigned long long)res->st.rounded_nonzero,
                   (unsigned long long)res->st.overflow, (unsigned long long)res->st.subnormal,
                   (unsigned long long)res->st.stored_nonzero);
-        if (res->st.mismatches)
-            gp_buf_printf(&b, "- **%llu element results differ between the backends**\n",
-                      (unsigned long long)res->st.mismatches);
+        if (res->st.mismatches || res->st.opt.mismatches) {
+            char first[512];
+            gp_mismatch_describe(res, first, sizeof first);
+            gp_buf_printf(&b, "- **%llu results differ between the backends**; the first: %s\n",
+                      (unsigned long long)(res->st.mismatches + res->st.opt.mismatches), first);
+        }
         gp_notes nt;
         gp_report_notes(sc, res, &nt);
         for (int k = 0; k < nt.n; k++)
@@ -637,6 +713,13 @@ void gp_report_table(FILE *out, const gp_run_report *r)
         gp_report_notes(r->scenarios[i], res, &nt);
         for (int k = 0; k < nt.n; k++)
             fprintf(out, "%-4s  note: %s\n", "", nt.text[k]);
+        if (r->scenarios[i]->expect.set || !res->expect_met)
+            fprintf(out, "      %s\n", res->expect_met ? "as expected" : "NOT AS EXPECTED");
+        if (res->first_mismatch.set) {
+            char first[512];
+            gp_mismatch_describe(res, first, sizeof first);
+            fprintf(out, "      first difference: %s\n", first);
+        }
     }
     fprintf(out, "columns: dominant = mechanism that lost most beyond its format floor (- none); err_full = "
                  "grad_rel_err_fullbatch; err_norm = normalization_rel_err; absorbed = absorbed_frac; underflow = "

@@ -34,8 +34,6 @@ typedef struct {
 } gp_notes;
 void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *out);
 
-/* "pass", "warn", "fail". */
-const char *gp_verdict_name(gp_verdict v);
 
 /* The whole report as JSON text (malloc'ed, caller frees), or NULL on out of memory. */
 char *gp_report_json(const gp_run_report *r);
@@ -66,7 +64,13 @@ json_t *gp_report_parse(const char *text, size_t len, const char *name, gp_error
 /* The Markdown report (malloc'ed), or NULL. */
 char *gp_report_markdown(const gp_run_report *r);
 
-/* Print the summary table, a line a scenario. */
+/* One line naming the first output on which the compared backends disagreed (entry
+ * point, output, step, micro-batch, tensor and element where they apply, both values
+ * in hex), or "none". */
+void gp_mismatch_describe(const gp_result *r, char *buf, size_t n);
+
+/* Print the summary table, a line a scenario (and, under it, the first difference of
+ * the compared backends where there is one). */
 void gp_report_table(FILE *out, const gp_run_report *r);
 
 /* Write text to path atomically (base/gp_out.h: an exclusive temporary beside it, then

@@ -19,8 +19,16 @@
  * of step t+1), -DGP_EXAMPLE_KAHAN_DROPPED (a Kahan accumulator that never uses its
  * compensation), -DGP_EXAMPLE_BIASED_SR (stochastic rounding up half as often as it
  * should), -DGP_EXAMPLE_RUNNING_MEAN (each micro-batch averaged into the buffer).
- * The correct plugin implements rne and Kahan accumulation for fp32/bf16/fp16, and
- * stochastic rounding into bf16. */
+ * The correct plugin implements rne and Kahan accumulation for fp32/bf16/fp16 (fp8
+ * gradients read), round-toward-zero into bf16/fp16, FTZ, and stochastic rounding into
+ * bf16.
+ *
+ * The wrong plugins of the default suite's net (tests/wrong_plugins.sh; each correct but
+ * for one bug, GP_WRONG_<NAME> below): one per compared output, per kind of non-finite
+ * value, per loss-scaler transition, per stochastic-rounding property, a partial-window
+ * accumulator and the corner cases. Each must fail the default suite with --compare cpu;
+ * the stochastic-rounding ones without --compare too. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,27 +38,107 @@
 #include "gp_example_formats.h"
 #include "gp_plugin_abi.h"
 
+/* fp8 -> fp32: e5m2 is the top byte of an fp16; e4m3 ("fn": no infinity, S.1111.111 is
+ * NaN) has bias 7 and subnormals m * 2^-9. */
+static float fp8_to_f32(int32_t fmt, uint8_t b)
+{
+    if (fmt == GP_PLUGIN_FP8_E5M2)
+        return f16_to_f32((uint16_t)(b << 8));
+    uint32_t e = (b >> 3) & 0xfu, m = b & 7u;
+    float v;
+#ifdef GP_WRONG_FP8_E4M3_BIAS
+    int bias = 8; /* the bug: e4m3 decoded with bias 8 */
+#else
+    int bias = 7;
+#endif
+    if (e == 15 && m == 7)
+        v = NAN;
+    else if (e == 0)
+        v = ldexpf((float)m, 1 - bias - 3);
+    else
+        v = ldexpf((float)(8 + m), (int)e - bias - 3);
+    return (b & 0x80u) ? -v : v;
+}
+
 static float load(int32_t fmt, const void *p, uint64_t i)
 {
     switch (fmt) {
     case GP_PLUGIN_FP32: return ((const float *)p)[i];
     case GP_PLUGIN_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return f16_to_f32(((const uint16_t *)p)[i]);
+    case GP_PLUGIN_FP16: return f16_to_f32(((const uint16_t *)p)[i]);
+    default: return fp8_to_f32(fmt, ((const uint8_t *)p)[i]);
+    }
+}
+
+/* Smallest normal of a storable format. */
+static float min_normal(int32_t fmt)
+{
+    return fmt == GP_PLUGIN_FP16 ? 0x1p-14f : 0x1p-126f;
+}
+
+/* fp32 -> fp16 toward zero: the dropped bits are cut; beyond the largest finite value a
+ * finite input stays at 65504 (IEEE: round toward zero never overflows to inf). */
+static uint16_t f32_to_f16_rtz(float f)
+{
+    uint32_t u = f32_to_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u)
+        return f32_to_f16(f); /* inf, NaN */
+    if (a >= 0x47800000u)
+        return (uint16_t)(sign | 0x7bffu); /* >= 65536: saturate */
+    if (a >= 0x38800000u)
+        return (uint16_t)(sign | ((a - 0x38000000u) >> 13));
+    return (uint16_t)(sign | (uint32_t)(bits_to_f32(a) * 0x1p24f)); /* subnormal: truncate to 2^-24 */
+}
+
+/* Store v in fmt, round to nearest even, or toward zero (rtz); with ftz a result below
+ * the format's min normal becomes a zero of its sign. */
+static void store_mode(int32_t fmt, void *p, uint64_t i, float v, int ftz, int rtz)
+{
+#ifndef GP_WRONG_FTZ_IGNORED
+    if (ftz && fabsf(v) < min_normal(fmt))
+        v = copysignf(0.0f, v);
+#else
+    (void)ftz; /* the bug: subnormal results kept under FTZ */
+    (void)min_normal;
+#endif
+#ifdef GP_WRONG_RTZ_AS_RNE
+    rtz = 0; /* the bug: rounds to nearest where toward zero was asked */
+#endif
+    switch (fmt) {
+    case GP_PLUGIN_FP32: ((float *)p)[i] = v; break;
+    case GP_PLUGIN_BF16: {
+        uint32_t u = f32_to_bits(v);
+        ((uint16_t *)p)[i] = rtz && (u & 0x7fffffffu) <= 0x7f800000u ? (uint16_t)(u >> 16) : f32_to_bf16(v);
+        break;
+    }
+    default: ((uint16_t *)p)[i] = rtz ? f32_to_f16_rtz(v) : f32_to_f16(v); break;
     }
 }
 
 static void store(int32_t fmt, void *p, uint64_t i, float v)
 {
-    switch (fmt) {
-    case GP_PLUGIN_FP32: ((float *)p)[i] = v; break;
-    case GP_PLUGIN_BF16: ((uint16_t *)p)[i] = f32_to_bf16(v); break;
-    default: ((uint16_t *)p)[i] = f32_to_f16(v); break;
-    }
+    store_mode(fmt, p, i, v, 0, 0);
+}
+
+/* fl32(v * k) with FTZ: the exact product (24 x 24 bits fit a double) below 2^-126 is
+ * flushed before rounding. */
+static float mul_ftz(float v, float k, int ftz)
+{
+    double prod = (double)v * (double)k;
+    if (ftz && fabs(prod) < 0x1p-126)
+        return (float)copysign(0.0, prod);
+    return (float)prod;
 }
 
 static int supported(int32_t fmt)
 {
     return fmt == GP_PLUGIN_FP32 || fmt == GP_PLUGIN_BF16 || fmt == GP_PLUGIN_FP16;
+}
+
+/* Formats this plugin reads gradients in (fp8 too). */
+static int readable(int32_t fmt)
+{
+    return supported(fmt) || fmt == GP_PLUGIN_FP8_E4M3 || fmt == GP_PLUGIN_FP8_E5M2;
 }
 
 /* fp32 -> bf16 with stochastic rounding, gradprec's rule: with d the 16 dropped bits and
@@ -62,21 +150,40 @@ static uint16_t f32_to_bf16_sr(float f, uint32_t r)
         return f32_to_bf16(f); /* NaN */
 #ifdef GP_EXAMPLE_BIASED_SR
     int up = (r >> 16) < d / 2; /* the bug: rounds up half as often as it should */
+#elif defined(GP_WRONG_SR_UNSHIFTED)
+    int up = r < d; /* the bug: 32 random bits against 16 dropped bits: almost never up */
 #else
     int up = (r >> 16) < d;
 #endif
     return (uint16_t)((u >> 16) + (uint32_t)up); /* a carry moves into the exponent, up to inf */
 }
 
+/* The 32 random bits of element i of an accumulation. */
+static uint32_t sr_bits(const gp_plugin_accumulate_args *a, uint64_t i)
+{
+#if defined(GP_WRONG_SR_SHARED_PAIRS)
+    return gp_rand_u32(a->seed, a->stream, (a->first_index + i) >> 1); /* the bug: one draw per pair */
+#elif defined(GP_WRONG_SR_SAME_EACH_MICROBATCH)
+    return gp_rand_u32(a->seed, 0, a->first_index + i); /* the bug: the same bits every micro-batch */
+#else
+    return gp_rand_u32(a->seed, a->stream, a->first_index + i);
+#endif
+}
+
 static int accumulate(const gp_plugin_accumulate_args *a)
 {
     int32_t af = a->acc_format;
     int sr = a->rounding == GP_PLUGIN_STOCHASTIC, kahan = a->rounding == GP_PLUGIN_KAHAN;
-    if (a->ftz || !supported(a->grad_format) || !supported(af) || a->rounding == GP_PLUGIN_RTZ ||
-        (sr && af != GP_PLUGIN_BF16))
+    int rtz = a->rounding == GP_PLUGIN_RTZ;
+    if (!readable(a->grad_format) || !supported(af) || (rtz && af == GP_PLUGIN_FP32) ||
+        (sr && (af != GP_PLUGIN_BF16 || a->ftz)))
         return 1; /* not implemented here */
     for (uint64_t i = 0; i < a->n; i++) {
         float acc = load(af, a->acc, i), g = load(a->grad_format, a->grad, i);
+#ifdef GP_WRONG_WINDOW_OF_FOUR
+        if (a->microbatch % 4 == 0)
+            acc = 0.0f; /* the bug: the accumulator restarts every 4 micro-batches */
+#endif
 #ifdef GP_EXAMPLE_RUNNING_MEAN
         /* the bug: each micro-batch's gradient averaged into the buffer (a mean of
          * micro-batch means where the loss was already normalised) */
@@ -84,11 +191,17 @@ static int accumulate(const gp_plugin_accumulate_args *a)
 #endif
         if (kahan) {
 #ifdef GP_EXAMPLE_KAHAN_DROPPED
-            store(af, a->acc, i, acc + g); /* the bug: the compensation is never used */
+            store_mode(af, a->acc, i, acc + g, a->ftz, 0); /* the bug: the compensation is never used */
+#elif defined(GP_WRONG_KAHAN_COMP_NEGATED)
+            /* the bug: the compensation kept with the opposite sign (and added back): the
+             * sums are the same, the comp buffer is not what the ABI says */
+            float c = load(af, a->comp, i), y = g + c, sum = acc + y;
+            store_mode(af, a->acc, i, sum, a->ftz, 0);
+            store_mode(af, a->comp, i, y - (load(af, a->acc, i) - acc), a->ftz, 0);
 #else
             float c = load(af, a->comp, i), y = g - c, sum = acc + y;
-            store(af, a->acc, i, sum);
-            store(af, a->comp, i, (load(af, a->acc, i) - acc) - y);
+            store_mode(af, a->acc, i, sum, a->ftz, 0);
+            store_mode(af, a->comp, i, (load(af, a->acc, i) - acc) - y, a->ftz, 0);
 #endif
             continue;
         }
@@ -98,22 +211,44 @@ static int accumulate(const gp_plugin_accumulate_args *a)
             sum = bf16_to_f32(f32_to_bf16(sum)); /* the bug: a bf16 accumulator in disguise */
 #endif
         if (sr)
-            ((uint16_t *)a->acc)[i] = f32_to_bf16_sr(sum, gp_rand_u32(a->seed, a->stream, a->first_index + i));
+            ((uint16_t *)a->acc)[i] = f32_to_bf16_sr(sum, sr_bits(a, i));
         else
-            store(af, a->acc, i, sum);
+            store_mode(af, a->acc, i, sum, a->ftz, rtz);
     }
     return 0;
 }
 
+/* Is v non-finite, as the unscale's check sees it? */
+static int nonfinite(float v)
+{
+#if defined(GP_WRONG_MISSES_POSINF)
+    return v < -FLT_MAX || v != v; /* the bug: +inf passes */
+#elif defined(GP_WRONG_MISSES_NEGINF)
+    return v > FLT_MAX || v != v; /* the bug: -inf passes */
+#elif defined(GP_WRONG_MISSES_NAN)
+    return v > FLT_MAX || v < -FLT_MAX; /* the bug: NaN passes */
+#else
+    return v - v != 0.0f; /* inf or NaN */
+#endif
+}
+
 static int unscale(gp_plugin_unscale_args *a)
 {
-    if (a->ftz || !supported(a->acc_format))
+    if (!supported(a->acc_format))
         return 1;
+    float inv = a->inv_scale;
+#ifdef GP_WRONG_INV_SCALE_FP16
+    inv = f16_to_f32(f32_to_f16(inv)); /* the bug: the multiplier kept in fp16 */
+#endif
     for (uint64_t i = 0; i < a->n; i++) {
-        float v = load(a->acc_format, a->acc, i);
-        if (v - v != 0.0f) /* inf or NaN */
+        float v = load(a->acc_format, a->acc, i), r = mul_ftz(v, inv, a->ftz);
+#ifdef GP_WRONG_FOUND_INF_AFTER_UNSCALE
+        store_mode(a->acc_format, a->acc, i, r, a->ftz, 0);
+        v = load(a->acc_format, a->acc, i); /* the bug: the check looks at the unscaled, stored value */
+#endif
+        if (nonfinite(v))
             a->found_inf = 1;
-        store(a->acc_format, a->acc, i, v * a->inv_scale);
+        store_mode(a->acc_format, a->acc, i, r, a->ftz, 0);
     }
     return 0;
 }
@@ -135,7 +270,7 @@ static float round_to(int32_t fmt, float v)
 static int adamw(const gp_plugin_adamw_args *a)
 {
     int32_t pf = a->param_format, sf = a->state_format;
-    if (a->rounding != GP_PLUGIN_RNE || !supported(pf) || !supported(a->grad_format) || !supported(sf))
+    if (a->rounding != GP_PLUGIN_RNE || !supported(pf) || !readable(a->grad_format) || !supported(sf))
         return 1;
     if (*a->found_inf)
         return 0; /* a skipped step */
@@ -160,9 +295,17 @@ static int adamw(const gp_plugin_adamw_args *a)
 #endif
         float m = load(sf, a->m, i), v = load(sf, a->v, i);
         float diff = g - m;
+#ifdef GP_WRONG_M_UNFUSED
+        m = round_to(sf, w1 < 0.5f ? m + w1 * diff : g - diff * (1.0f - w1)); /* the bug: two roundings */
+#else
         m = round_to(sf, w1 < 0.5f ? fmaf(w1, diff, m) : fmaf(-diff, 1.0f - w1, g));
+#endif
         float vb = round_to(sf, v * beta2);
+#ifdef GP_WRONG_V_UNFUSED
+        v = round_to(sf, cv == 1.0f ? g * g + vb : cv * (g * g) + vb); /* the bug: two roundings */
+#else
         v = round_to(sf, cv == 1.0f ? fmaf(g, g, vb) : fmaf(cv, g * g, vb));
+#endif
 #ifdef GP_EXAMPLE_EPS_IN_SQRT
         float q = round_to(sf, round_to(sf, v * inv_bc2_sqrt) * inv_bc2_sqrt);
         float den = round_to(sf, sqrtf(q + eps)); /* the bug: eps under the square root */
@@ -175,22 +318,36 @@ static int adamw(const gp_plugin_adamw_args *a)
         store(sf, a->v, i, v);
         switch (a->variant) {
         case GP_PLUGIN_ADAMW_PLAIN:
+#ifdef GP_WRONG_DECAY_AFTER_UPDATE
+            /* the bug: weight decay applied to the updated weight */
+            store(pf, a->param, i, round_to(pf, fmaf(neg_step, ratio, w)) * decay);
+#else
             store(pf, a->param, i, fmaf(neg_step, ratio, round_to(pf, w * decay)));
+#endif
             break;
         case GP_PLUGIN_ADAMW_ONE_STORE:
             store(pf, a->param, i, fmaf(neg_step, ratio, w * decay));
             break;
         case GP_PLUGIN_ADAMW_MASTER: {
             float nm = fmaf(neg_step, ratio, w * decay);
-            ((float *)a->master)[i] = nm;
+#ifndef GP_WRONG_MASTER_STALE
+            ((float *)a->master)[i] = nm; /* (the bug: the master is never written back) */
+#endif
             store(pf, a->param, i, nm);
             break;
         }
         default: { /* Kahan: the compensated sum of the decayed weight and the update */
             float d = w * decay, c = load(pf, a->comp, i);
+#ifdef GP_WRONG_ADAMW_COMP_NEGATED
+            /* the bug: the compensation kept with the opposite sign (the params are the same) */
+            float y = fmaf(neg_step, ratio, c), sum = d + y;
+            store(pf, a->param, i, sum);
+            store(pf, a->comp, i, y - (load(pf, a->param, i) - d));
+#else
             float y = fmaf(neg_step, ratio, -c), sum = d + y;
             store(pf, a->param, i, sum);
             store(pf, a->comp, i, (load(pf, a->param, i) - d) - y);
+#endif
             break;
         }
         }
@@ -217,29 +374,62 @@ static int grad_sumsq(gp_plugin_sumsq_args *a)
 {
     if (!supported(a->format))
         return 1;
+#ifdef GP_WRONG_SUMSQ_SEQUENTIAL
+    float acc = 0.0f; /* the bug: left to right instead of gradprec's tree */
+    for (uint64_t i = 0; i < a->n; i++) {
+        float x = load(a->format, a->grad, i);
+        acc += x * x;
+    }
+    a->sumsq = acc;
+    (void)tree_sumsq;
+#else
     a->sumsq = a->n ? tree_sumsq(a->format, a->grad, 0, a->n) : 0.0f;
+#endif
     return 0;
 }
 
 static int grad_scale(const gp_plugin_scale_args *a)
 {
-    if (a->ftz || !supported(a->format))
+    if (!supported(a->format))
         return 1;
-    for (uint64_t i = 0; i < a->n; i++)
-        store(a->format, a->grad, i, load(a->format, a->grad, i) * a->coef);
+    for (uint64_t i = 0; i < a->n; i++) {
+#ifdef GP_WRONG_CLIP_DIVIDE
+        float r = load(a->format, a->grad, i) / (1.0f / a->coef); /* the bug: divides by 1/coef */
+#else
+        float r = mul_ftz(load(a->format, a->grad, i), a->coef, a->ftz);
+#endif
+        store_mode(a->format, a->grad, i, r, a->ftz, 0);
+    }
     return 0;
 }
 
 /* torch's _amp_update_scale_: products in double, stored as float. */
 static int scaler_update(const gp_plugin_scaler_args *a)
 {
+#ifdef GP_WRONG_SCALER_GROWTH_FIRST
+    if (*a->tracker + 1 == a->interval) { /* the bug: growth checked before the non-finite flag */
+        *a->scale = (float)((double)*a->scale * a->growth);
+        *a->tracker = 0;
+        return 0;
+    }
+#endif
     if (*a->found_inf) {
         *a->scale = (float)((double)*a->scale * a->backoff);
-        *a->tracker = 0;
+#ifndef GP_WRONG_SCALER_BACKOFF_KEEPS_TRACKER
+        *a->tracker = 0; /* (the bug: the tracker survives a backoff) */
+#endif
+#ifdef GP_WRONG_SCALER_GROWTH_LATE
+    } else if (*a->tracker == a->interval) { /* the bug: grows one step late */
+#else
     } else if (*a->tracker + 1 == a->interval) {
+#endif
         float grown = (float)((double)*a->scale * a->growth);
+#ifdef GP_WRONG_SCALER_GROWTH_TO_INF
+        *a->scale = grown; /* the bug: an infinite scale is kept */
+#else
         if (grown - grown == 0.0f) /* finite */
             *a->scale = grown;
+#endif
         *a->tracker = 0;
     } else {
         *a->tracker += 1;
@@ -288,6 +478,8 @@ static const gp_plugin plugin = {
     "mean-of-microbatch-means",
 #elif defined(GP_EXAMPLE_ABI2)
     "example-abi2",
+#elif defined(GP_WRONG_NAME)
+    GP_WRONG_NAME,
 #else
     "example",
 #endif
