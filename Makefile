@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build build-asan run test test-asan fuzz bench clean
+.PHONY: all deps build build-asan run test test-python test-asan fuzz bench clean
 
 all: build
 
@@ -28,11 +28,18 @@ build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 run: build
 	./$(BUILD)/gradprec run || [ $$? -eq 1 ]
 
-# The sanitizer run goes first so that the last line printed is CTest's summary
-# of the plain build.
+# The sanitizer run goes first, then the plain build; the Python tests (tests/python,
+# in the project-local .venv that scripts/install-python.sh keeps) run last over the
+# plain build's libgradprec.so, so the last line printed is pytest's summary.
 test: build build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-python
+
+test-python: build
+	@scripts/install-python.sh
+	GRADPREC_LIB=$(CURDIR)/$(BUILD)/libgradprec.so GP_BUILD=$(CURDIR)/$(BUILD) \
+	  .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 
 fuzz: deps
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DGP_FUZZ=ON -DGP_CUDA=OFF

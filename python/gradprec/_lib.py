@@ -1,0 +1,104 @@
+"""Finds and loads libgradprec.so and declares the C API's signatures (include/gradprec.h).
+
+Search order: $GRADPREC_LIB (a path to the library); the build/ folder of the checkout
+this package was imported or installed from; a copy inside the package folder.
+"""
+import ctypes
+import os
+
+from ._errors import GradprecError
+
+API_VERSION = 1  # GRADPREC_API_VERSION this module was written against
+_LIBNAME = "libgradprec.so"
+
+
+def _candidates():
+    env = os.environ.get("GRADPREC_LIB")
+    if env:
+        return [("GRADPREC_LIB", env)]
+    here = os.path.dirname(os.path.abspath(__file__))
+    roots = []
+    try:
+        from . import _origin  # written by setup.py when installed
+
+        roots.append(_origin.REPO)
+    except ImportError:
+        pass
+    parent = os.path.dirname(here)
+    if os.path.basename(parent) == "python":  # imported from python/ in a checkout
+        roots.append(os.path.dirname(parent))
+    out = []
+    for r in roots:
+        out.append(("checkout", os.path.join(r, "build", _LIBNAME)))
+    out.append(("package", os.path.join(here, _LIBNAME)))
+    return out
+
+
+def _declare(lib):
+    c = ctypes
+    vp, sz, cp = c.c_void_p, c.c_size_t, c.c_char_p
+    sigs = {
+        "gradprec_api_version": (c.c_int, []),
+        "gradprec_version": (cp, []),
+        "gradprec_load_file": (vp, [cp, cp, sz]),
+        "gradprec_load_yaml": (vp, [cp, sz, cp, cp, sz]),
+        "gradprec_set_count": (sz, [vp]),
+        "gradprec_set_name": (cp, [vp, sz]),
+        "gradprec_set_seed": (None, [vp, c.c_uint64]),
+        "gradprec_set_free": (None, [vp]),
+        "gradprec_run": (c.c_int, [vp, cp, vp, cp, c.c_int, c.POINTER(vp), cp, sz]),
+        "gradprec_result_count": (sz, [vp]),
+        "gradprec_result_failed": (sz, [vp]),
+        "gradprec_result_name": (cp, [vp, sz]),
+        "gradprec_result_verdict": (cp, [vp, sz]),
+        "gradprec_result_dominant": (cp, [vp, sz]),
+        "gradprec_result_metric": (c.c_double, [vp, sz, cp]),
+        "gradprec_result_tensor_count": (sz, [vp, sz]),
+        "gradprec_result_tensor_name": (cp, [vp, sz, sz]),
+        "gradprec_result_tensor_metric": (c.c_double, [vp, sz, sz, cp]),
+        "gradprec_result_json": (cp, [vp]),
+        "gradprec_result_write": (c.c_int, [vp, cp, cp, sz]),
+        "gradprec_result_free": (None, [vp]),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype = res
+        f.argtypes = args
+
+
+_lib = None
+_path = None
+
+
+def lib():
+    """The loaded library (loaded on first use). Raises GradprecError when none is found
+    or its API version differs from this package's."""
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    tried = []
+    for origin, path in _candidates():
+        if not os.path.isfile(path):
+            tried.append("%s (%s: not found)" % (path, origin))
+            continue
+        try:
+            handle = ctypes.CDLL(path)
+            _declare(handle)
+        except (OSError, AttributeError) as e:
+            raise GradprecError(3, "%s: cannot load: %s" % (path, e)) from None
+        v = handle.gradprec_api_version()
+        if v != API_VERSION:
+            raise GradprecError(3, "%s: API version %d, this package needs %d" % (path, v, API_VERSION))
+        _lib, _path = handle, path
+        return _lib
+    raise GradprecError(
+        3,
+        "libgradprec.so not found; build it (cmake --build build) or set GRADPREC_LIB. Tried: "
+        + "; ".join(tried),
+    )
+
+
+def path():
+    """The file the library was loaded from (loads it if needed)."""
+    lib()
+    return _path

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Creates the project-local virtual environment .venv/ (gitignored) for gradprec's Python
+# package and its tests: numpy, safetensors, torch (PyPI's default wheel), pytest, and
+# ./python itself. Idempotent: what is already installed is kept (torch is large), only
+# ./python is reinstalled, offline. GP_VENV=DIR picks another folder, PYTHON=... the
+# interpreter (default: Debian's python3, whose venv module scripts/install-deps.sh installs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv="${GP_VENV:-.venv}"
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "install-python: creating $venv with $("$PYTHON" --version 2>&1)"
+  "$PYTHON" -m venv "$venv"
+fi
+py="$venv/bin/python"
+
+# module name -> PyPI name; a module that imports is left as it is.
+missing=()
+for pair in numpy:numpy safetensors:safetensors torch:torch pytest:pytest setuptools:setuptools; do
+  mod="${pair%%:*}"
+  if ! "$py" -c "import $mod" >/dev/null 2>&1; then missing+=("${pair##*:}"); fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-python: installing ${missing[*]} from PyPI"
+  "$py" -m pip install --disable-pip-version-check -q "${missing[@]}"
+else
+  echo "install-python: numpy, safetensors, torch, pytest present in $venv"
+fi
+
+# The package itself: no network, no build isolation (the venv's setuptools builds it).
+"$py" -m pip install --disable-pip-version-check -q --no-index --no-deps --no-build-isolation \
+  --force-reinstall ./python
+echo "install-python: gradprec installed in $venv ($("$py" -c 'import gradprec; print(gradprec.__file__)'))"

@@ -1,0 +1,111 @@
+# The ctypes bindings (python/gradprec): results as Python objects equal what the
+# `gradprec` command writes for the same scenario, errors carry gradprec's line and
+# status, the library is found by the documented search order.
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import gradprec
+from conftest import REPO, run_cli
+
+ABSORB = """name: absorb
+tensors:
+  - name: w
+    size: 1
+    grad: {values: [[1.0], [0.001953125], [0.001953125]]}
+batch: {tokens: [1, 1, 1]}
+reduction: sum
+fullbatch: sum
+precision: {grad: fp32, accumulator: bf16}
+"""
+
+
+def test_hand_case_absorption():
+    # 1 + 2^-9 + 2^-9 accumulated in bf16 (8 significant bits, ulp(1) = 2^-7): 1 + 2^-9 is
+    # a quarter ulp above 1 and rounds back to 1, twice: both small addends absorbed. The
+    # exact sum is 1 + 2^-8, stored 1: relative error 2^-8 / (1 + 2^-8) = 1/257.
+    res = gradprec.run(ABSORB)
+    sc = res["absorb"]
+    assert sc.verdict == "fail" and sc.dominant == "absorption"
+    assert sc.metrics["grad_rel_err_rounding"] == pytest.approx(1 / 257, rel=1e-12)
+    assert sc.metrics["absorbed_frac"] == 2 / 3  # 3 non-zero addends, the first lands on 0
+    assert sc.metrics["normalization_rel_err"] == 0
+    assert [t.name for t in sc.tensors] == ["w"]
+    assert sc.tensor("w").metrics["absorbed_frac"] == 2 / 3
+    assert not res.passed and res.failed == 1
+
+
+def test_same_report_as_the_command(tmp_path, cli):
+    f = tmp_path / "absorb.yaml"
+    f.write_text(ABSORB)
+    out = tmp_path / "cli"
+    p = run_cli("run", str(f), "--out", str(out), "--quiet")
+    assert p.returncode == 1, p.stderr  # the scenario fails its thresholds
+    res = gradprec.run(f, out_dir=tmp_path / "py")
+    cli_json = (out / "report.json").read_text()
+    assert res.json == cli_json
+    assert (tmp_path / "py" / "report.json").read_text() == cli_json
+    for name in ("report.md", "report.xml", "report.html", "timing.json"):
+        assert (tmp_path / "py" / name).is_file()
+    # metrics through the accessors equal report.json's numbers
+    entry = json.loads(cli_json)["scenarios"][0]
+    for k, v in entry["metrics"].items():
+        got = res[0].metrics[k]
+        if isinstance(v, str):  # NaN/inf are strings in report.json
+            assert str(got).lower().startswith(v.lower()[:3]) or (math.isnan(got) and "nan" in v.lower())
+        else:
+            assert got == v, k
+
+
+def test_dict_and_text_and_seed():
+    doc = {"name": "d", "tensors": [{"name": "a", "size": 256}], "precision": {"grad": "bf16", "accumulator": "bf16"}}
+    a = gradprec.run(doc)
+    b = gradprec.run(gradprec.scenario_yaml(doc))
+    assert a.json == b.json
+    c = gradprec.run(doc, seed=12345)
+    assert c[0].metrics["grad_rel_err_rounding"] != a[0].metrics["grad_rel_err_rounding"]
+    assert c[0].report["config"]["seed"] == 12345
+
+
+def test_bad_input_carries_the_line(tmp_path):
+    with pytest.raises(gradprec.BadInputError) as ei:
+        gradprec.run("precision: {grad: bf17}\n")
+    assert ei.value.status == 2
+    assert ei.value.line.startswith("scenario:1:19: unknown precision.grad format 'bf17'")
+    assert isinstance(ei.value, ValueError)
+    with pytest.raises(gradprec.BadInputError) as ei:
+        gradprec.run(tmp_path / "missing.yaml")
+    assert "missing.yaml" in ei.value.line
+    with pytest.raises(gradprec.BadInputError) as ei:
+        gradprec.run({"steps": 1}, backend="plugin:" + str(tmp_path / "nope.so"))
+    assert "nope.so" in ei.value.line
+    with pytest.raises(gradprec.BadInputError):
+        gradprec.run({"steps": 1}, seed=-1)
+    with pytest.raises(ValueError):
+        gradprec.run({"clip": {"max_norm": float("nan")}})  # refused before gradprec sees it
+    out = tmp_path / "never"
+    with pytest.raises(gradprec.BadInputError):
+        gradprec.run("steps: 0\n", out_dir=out)
+    assert not out.exists()
+
+
+def test_library_search_order(tmp_path):
+    env = dict(os.environ, GRADPREC_LIB=str(tmp_path / "libnothere.so"))
+    code = "import gradprec\ntry:\n    gradprec.run('steps: 1')\nexcept gradprec.InternalError as e:\n    print(e.status, e.line)\n"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("3 libgradprec.so not found") and "libnothere.so (GRADPREC_LIB" in p.stdout
+    # without GRADPREC_LIB: the build/ folder of the checkout the package was installed from
+    env.pop("GRADPREC_LIB")
+    built = os.path.join(REPO, "build", "libgradprec.so")
+    code = "import gradprec\nprint(gradprec.library_path())\n"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if os.path.isfile(built):
+        assert p.returncode == 0, p.stderr
+        assert os.path.realpath(p.stdout.strip()) == os.path.realpath(built)
+    else:
+        assert built + " (checkout: not found)" in p.stderr

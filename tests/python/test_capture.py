@@ -1,0 +1,112 @@
+# gradprec.torch.capture on a real model: the dump holds exactly the gradients torch
+# handed to .grad accumulation (their fp32 sum in order IS the .grad torch ended with,
+# bit for bit), the initial weights, the token counts and dtypes; misuse is refused.
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import gradprec
+import gradprec.torch as gpt
+from tinylm import make_model, sequences, token_losses
+
+LENGTHS = [33, 9, 21, 5]  # one sequence per micro-batch: n_k = L - 1 = 32, 8, 20, 4 tokens
+
+
+def train(model, cap, steps, lengths, K, seed=1):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    grads = []
+    for s in range(steps):
+        for k, seq in enumerate(sequences(lengths, seed + s)):
+            with cap.microbatch(tokens=seq.shape[1] - 1):
+                (token_losses(model, seq).mean() / K).backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        opt.step()
+        opt.zero_grad()
+    return grads
+
+
+def test_dump_is_what_torch_accumulated(tmp_path):
+    model = make_model(0)
+    init = {n: p.detach().clone() for n, p in model.named_parameters()}
+    K = len(LENGTHS)
+    with gpt.capture(model, tmp_path, reduction="mean", accumulation_steps=K) as cap:
+        grads = train(model, cap, 2, LENGTHS, K)
+    d = load_file(str(tmp_path / "grads.safetensors"))
+    names = [n for n, _ in model.named_parameters()]
+    want = {"%s/step%d/mb%d" % (n, s, k) for n in names for s in range(2) for k in range(K)}
+    want |= {"%s/weight" % n for n in names}
+    assert set(d) == want
+    for n in names:
+        assert torch.equal(d[n + "/weight"], init[n])
+        for s in range(2):
+            # AccumulateGrad: .grad = first gradient, then += each next one, in fp32.
+            acc = d["%s/step%d/mb0" % (n, s)].clone()
+            for k in range(1, K):
+                acc += d["%s/step%d/mb%d" % (n, s, k)]
+            assert acc.dtype == torch.float32
+            assert torch.equal(acc, grads[s][n]), n
+    man = json.loads((tmp_path / "capture.json").read_text())
+    assert man["tokens"] == [[L - 1 for L in LENGTHS]] * 2
+    assert man["steps"] == 2 and man["microbatches"] == K and man["not_captured"] == []
+    y = (tmp_path / "scenario.yaml").read_text()
+    assert "  tokens: [32, 8, 20, 4]\n" in y and "reduction: \"mean\"\n" in y
+    assert "  accumulation_steps: 4\n" in y and "steps: 2\n" in y
+    assert 'grad: "fp32"' in y and 'accumulator: "fp32"' in y
+    assert '  - name: "emb.weight"\n    grad:\n      replay: "grads.safetensors"\n      key: "emb.weight"\n' in y
+
+
+def test_bf16_model_sampling_and_params(tmp_path):
+    model = make_model(0, torch.bfloat16)
+    with gpt.capture(model, tmp_path, reduction="token_mean", params=["head.*", "emb.weight"], sample=100,
+                     weights=False) as cap:
+        N = sum(L - 1 for L in LENGTHS)
+        for seq in sequences(LENGTHS, 3):
+            with cap.microbatch(tokens=seq.shape[1] - 1):
+                (token_losses(model, seq).sum() / N).backward()
+        cap.step()
+    d = load_file(str(tmp_path / "grads.safetensors"))
+    assert sorted({k.split("/")[0] for k in d}) == ["emb.weight", "head.bias", "head.weight"]
+    assert all(v.dtype == torch.bfloat16 for v in d.values())
+    y = (tmp_path / "scenario.yaml").read_text()
+    assert 'grad: "bf16"' in y and 'accumulator: "bf16"' in y
+    # head.bias has 48 elements (< 100: no sampling), the others are sampled
+    assert y.count("    sample: 100\n") == 2
+    assert "weight:" not in y.split("tensors:")[1].split("batch:")[0].replace("emb.weight", "")
+
+
+def test_misuse_refused(tmp_path):
+    model = make_model(0)
+    seq = sequences([9], 0)[0]
+    with pytest.raises(ValueError, match="reduction"):
+        gpt.capture(model, tmp_path, reduction="avg")
+    with pytest.raises(RuntimeError, match="outside"):
+        with gpt.capture(model, tmp_path / "a", reduction="sum"):
+            token_losses(model, seq).sum().backward()
+    with pytest.raises(ValueError, match="token counts"):
+        with gpt.capture(model, tmp_path / "b", reduction="sum", accumulation_steps=1) as cap:
+            for L in (9, 7):
+                with cap.microbatch(tokens=L - 1):
+                    token_losses(model, sequences([L], 0)[0]).sum().backward()
+    assert not (tmp_path / "b").exists()
+    with pytest.raises(ValueError, match="tokens"):
+        with gpt.capture(model, tmp_path / "c", reduction="sum") as cap:
+            with cap.microbatch(tokens=0):
+                pass
+    with pytest.raises(RuntimeError, match="second gradient"):
+        with gpt.capture(model, tmp_path / "d", reduction="sum") as cap:
+            with cap.microbatch(tokens=8):
+                token_losses(model, seq).sum().backward()
+                token_losses(model, seq).sum().backward()
+    with pytest.raises(ValueError, match="match no"):
+        gpt.capture(model, tmp_path, reduction="sum", params=["nothing.*"])
+
+
+def test_dump_replays(tmp_path, replay):
+    model = make_model(0)
+    K = len(LENGTHS)
+    with gpt.capture(model, tmp_path, reduction="mean", accumulation_steps=K) as cap:
+        train(model, cap, 1, LENGTHS, K)
+    res = gradprec.run(tmp_path / "scenario.yaml")
+    assert [t.name for t in res[0].tensors] == [n for n, _ in model.named_parameters()]
