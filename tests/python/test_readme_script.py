@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from safetensors.numpy import load_file
 
 from conftest import REPO, run_cli
@@ -21,22 +22,30 @@ def readme_blocks():
     return re.findall(r"```python\n(.*?)```", sec, re.S), re.findall(r"```sh\n(.*?)```", sec, re.S)
 
 
-def test_readme_script_is_ten_lines_and_captures(tmp_path):
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """A fresh folder in which the README's Python block, as printed, has run."""
     py, _ = readme_blocks()
     assert len(py) == 1
-    assert len(py[0].strip().splitlines()) == 10
+    tmp_path = tmp_path_factory.mktemp("readme")
     p = subprocess.run([sys.executable, "-c", py[0]], cwd=tmp_path, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+    return tmp_path
+
+
+def test_readme_script_is_ten_lines_and_captures(ran):
+    py, _ = readme_blocks()
+    assert len(py[0].strip().splitlines()) == 10
+    tmp_path = ran
     d = load_file(str(tmp_path / "dump" / "grads.safetensors"))
     assert len([k for k in d if k.startswith("1.weight/step0/")]) == 8
     man = json.loads((tmp_path / "dump" / "capture.json").read_text())
     assert man["tokens"] == [[4 * (15 + 8 * k) for k in range(8)]]
 
 
-def test_readme_replay_reports_on_those_gradients(tmp_path, replay, cli):
-    py, sh = readme_blocks()
-    p = subprocess.run([sys.executable, "-c", py[0]], cwd=tmp_path, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
+def test_readme_replay_reports_on_those_gradients(ran, replay, cli):
+    _, sh = readme_blocks()
+    tmp_path = ran
     cmd = [line for line in sh[-1].splitlines() if line.startswith("build/gradprec run")]
     assert cmd == ["build/gradprec run dump/scenario.yaml --out dump/report"]
     r = run_cli(*cmd[0].split()[1:], cwd=tmp_path)
