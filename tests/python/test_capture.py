@@ -110,3 +110,15 @@ def test_dump_replays(tmp_path, replay):
         train(model, cap, 1, LENGTHS, K)
     res = gradprec.run(tmp_path / "scenario.yaml")
     assert [t.name for t in res[0].tensors] == [n for n, _ in model.named_parameters()]
+    assert res[0].report.get("sampling") is None  # every element: exact metrics
+    # sample=: the same gradients, metrics estimated on 200 elements per larger tensor,
+    # which the report says (an interval per metric)
+    doc = cap.scenario()
+    numel = {n: p.numel() for n, p in model.named_parameters()}
+    for t in doc["tensors"]:
+        if numel[t["name"]] > 200:
+            t["sample"] = 200
+    (tmp_path / "sampled.yaml").write_text(gradprec.scenario_yaml(doc))
+    est = gradprec.run(tmp_path / "sampled.yaml")[0]
+    lo, hi = est.report["sampling"]["intervals"]["normalization_rel_err"]
+    assert lo <= est.metrics["normalization_rel_err"] <= hi
