@@ -122,3 +122,5 @@ def test_dump_replays(tmp_path, replay):
     est = gradprec.run(tmp_path / "sampled.yaml")[0]
     lo, hi = est.report["sampling"]["intervals"]["normalization_rel_err"]
     assert lo <= est.metrics["normalization_rel_err"] <= hi
+    said = [n for n in est.report["notes"] if "estimates over 200 of" in n]
+    assert len(said) == sum(1 for t in doc["tensors"] if "sample" in t), est.report["notes"]
