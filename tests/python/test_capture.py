@@ -124,3 +124,20 @@ def test_dump_replays(tmp_path, replay):
     assert lo <= est.metrics["normalization_rel_err"] <= hi
     said = [n for n in est.report["notes"] if "estimates over 200 of" in n]
     assert len(said) == sum(1 for t in doc["tensors"] if "sample" in t), est.report["notes"]
+
+
+def test_truncated_dump_is_refused_naming_file_and_tensor(tmp_path, replay):
+    model = make_model(0)
+    with gpt.capture(model, tmp_path, reduction="sum", params=["head.bias"], weights=False) as cap:
+        for seq in sequences(LENGTHS[:2], 0):
+            with cap.microbatch(tokens=seq.shape[1] - 1):
+                token_losses(model, seq).sum().backward()
+    f = tmp_path / "grads.safetensors"
+    data = f.read_bytes()
+    f.write_bytes(data[:-4])  # the last entry's data now ends past the end of the file
+    out = tmp_path / "rep"
+    with pytest.raises(gradprec.BadInputError) as ei:
+        gradprec.run(tmp_path / "scenario.yaml", out_dir=out)
+    assert ei.value.status == 2
+    assert "grads.safetensors" in ei.value.line and "head.bias" in ei.value.line, ei.value.line
+    assert not out.exists()
