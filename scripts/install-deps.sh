@@ -15,7 +15,7 @@ pkgs=(
   clang libclang-rt-14-dev                # libFuzzer targets and sanitizer runtimes
   libxml2-utils                           # xmllint: the JUnit schema check in the tests
   chromium                                # headless rendering check of the HTML report
-  python3 python3-venv                    # the Python package's venv (scripts/install-python.sh)
+  python3-venv                            # the Python package's venv (scripts/install-python.sh)
 )
 
 missing=()
