@@ -54,8 +54,7 @@ static int needs_unimplemented(const char *name, const char *yaml)
     gp_scenario sc;
     gp_error e = {""};
     if (gp_scenario_load_string(yaml, strlen(yaml), name, &sc, &e) != 0) {
-        fprintf(stderr, "%s: %s
-", name, e.msg);
+        fprintf(stderr, "%s: %s\n", name, e.msg);
         return -1;
     }
     int fp8 = sc.precision.grad == GP_FP8_E4M3 || sc.precision.grad == GP_FP8_E5M2 ||
