@@ -296,6 +296,10 @@ __attribute__((target("avx2"))) static void exactsum_avx2(double *s, gp_fixacc *
                     exactsum_restart(&s[i + j], &spill[i + j], aa[j], ta[j]);
         }
     }
+    /* Clear the upper halves before returning to SSE code: gcc 12 emits no vzeroupper here
+     * (the function ends in a tail call), and on some CPUs every later transition between
+     * legacy-SSE and VEX code (libm's FMA variants) then costs hundreds of cycles. */
+    _mm256_zeroupper();
     exactsum_scalar(s, spill, x, dn, i, count);
 }
 #endif

@@ -57,4 +57,28 @@ static inline uint64_t gp_test_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* Whether the upper halves of the AVX registers are in use (XINUSE bit 2, read with
+ * XGETBV ECX = 1): 1 yes, 0 no, -1 when the CPU cannot tell (no XGETBV ECX = 1, not
+ * x86-64). A function that returns to legacy-SSE code with them in use makes every
+ * later SSE/VEX transition slow on some CPUs (tests check the hot SIMD paths clear them). */
+static inline int gp_test_avx_upper_in_use(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    uint32_t a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+    if (a < 0xd)
+        return -1;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+    if (!(c >> 27 & 1)) /* OSXSAVE: XGETBV usable */
+        return -1;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xd), "c"(1));
+    if (!(a >> 2 & 1)) /* XGETBV with ECX = 1 */
+        return -1;
+    __asm__ volatile("xgetbv" : "=a"(a), "=d"(d) : "c"(1));
+    return (int)(a >> 2 & 1);
+#else
+    return -1;
+#endif
+}
+
 #endif
