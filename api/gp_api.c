@@ -154,7 +154,7 @@ int gradprec_run(const gradprec_set *s, const char *backend, const struct gp_plu
     snprintf(r->compare, sizeof r->compare, "%s", have_cb ? cb.label : "");
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    gp_run_opts ro = {r->jobs, 1, 0.0, NULL};
+    gp_run_opts ro = {r->jobs, 1, 0.0, NULL, 0.0};
     int frc = gp_run_all(s->sc, s->n, &b, have_cb ? &cb : NULL, &ro, r->res, &e);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

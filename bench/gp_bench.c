@@ -290,12 +290,22 @@ static double run_yaml(const char *yaml, const char *origin)
 }
 
 int gp_bench_replay(int json, double gib); /* gp_bench_replay.c */
+int gp_bench_scale(int json, int threads, int sampled); /* gp_bench_scale.c */
 
 int main(int argc, char **argv)
 {
     int json = 0, big = 0, adamw_only = 0, big_opt = 0, replay = 0;
     double replay_gib = 1.0;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--threads") == 0 || strcmp(argv[i], "--sampled") == 0) {
+            int th = 0, sa = 0;
+            for (int j = 1; j < argc; j++) {
+                th |= strcmp(argv[j], "--threads") == 0;
+                sa |= strcmp(argv[j], "--sampled") == 0;
+                json |= strcmp(argv[j], "--json") == 0;
+            }
+            return gp_bench_scale(json, th, sa);
+        }
         if (strcmp(argv[i], "--json") == 0) json = 1;
         else if (strcmp(argv[i], "--replay") == 0) replay = 1;
         else if (strcmp(argv[i], "--replay-gib") == 0 && i + 1 < argc && atof(argv[i + 1]) > 0)

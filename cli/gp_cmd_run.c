@@ -32,9 +32,12 @@ static const char run_usage[] =
     "                means, report.json adds their spread, which `gradprec gate` uses\n"
     "  --shard I/N   run only scenarios whose position p has p mod N = I (0 <= I < N);\n"
     "                `gradprec report merge` combines the shards' report.json files\n"
-    "  -j N          scenarios run in parallel (results do not depend on N)\n"
+    "  -j N          threads: scenarios run in parallel, and a scenario's windows are\n"
+    "                split over the threads left (results do not depend on N)\n"
     "  --max-seconds S  stop (exit 3) a scenario that runs longer than S seconds, naming it\n"
-    "  --quiet       no progress on the terminal\n"
+    "  --quiet       no progress line on the terminal (shown after 2 s when stderr is\n"
+    "                one; GRADPREC_PROGRESS=always: on any stderr from the start, =never;\n"
+    "                GRADPREC_PROGRESS_AFTER=S: after S seconds)\n"
     "  --list        list the presets and exit\n"
     "exit: 0 every scenario as expected (its `expect:`, else pass or warn), 1 one was not,\n"
     "      2 bad usage or input, 3 internal error\n";
@@ -273,7 +276,12 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     have_set = 1;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    gp_run_opts ro = {(int)jobs, nseeds, (double)max_seconds, !quiet && isatty(fileno(stderr)) ? stderr : NULL};
+    const char *pe = getenv("GRADPREC_PROGRESS");
+    int always = pe && strcmp(pe, "always") == 0, never = pe && strcmp(pe, "never") == 0;
+    const char *pa = getenv("GRADPREC_PROGRESS_AFTER"); /* seconds before the first redraw */
+    double after = always ? 0.0 : pa && *pa ? strtod(pa, NULL) : 2.0;
+    gp_run_opts ro = {(int)jobs, nseeds, (double)max_seconds,
+                      !quiet && !never && (always || isatty(fileno(stderr))) ? err : NULL, after};
     int frc = gp_run_all(sc, nsc, &b, have_cmp ? &cmpb : NULL, &ro, res, &e);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     rc = GP_EXIT_INTERNAL;

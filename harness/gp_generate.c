@@ -24,40 +24,56 @@ static double sample(const gp_dist *d, double u)
     }
 }
 
-void gp_generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t i0, size_t n, float *out)
+/* Element i of d on `stream` (gp_generate's contract). */
+static float element(const gp_dist *d, gp_philox_key key, uint64_t stream, uint64_t i)
 {
-    gp_philox_key key = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
     int signed_dist = d->kind == GP_DIST_LOGNORMAL || d->kind == GP_DIST_PARETO || d->kind == GP_DIST_CONSTANT;
     uint32_t neg_cut = (uint32_t)(d->neg_frac * 65536.0);
     uint32_t out_cut = (uint32_t)(d->outlier_frac * 65536.0);
     double sparse_cut = d->sparsity * 4294967296.0;
-    for (size_t j = 0; j < n; j++) {
-        uint64_t i = i0 + j;
-        gp_philox_ctr c = {{(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)}};
-        gp_philox_ctr w = gp_philox4x32_10(c, key);
-        if ((double)w.v[2] < sparse_cut) {
-            out[j] = 0.0f;
-            continue;
-        }
-        double u = ((double)(((uint64_t)w.v[0] << 21) | (w.v[1] >> 11)) + 0.5) * 0x1p-53;
-        double v = sample(d, u);
-        if (signed_dist && (w.v[3] >> 16) < neg_cut)
-            v = -v;
-        if ((w.v[3] & 0xffffu) < out_cut)
-            v *= d->outlier_scale;
-        out[j] = (float)v;
-    }
+    gp_philox_ctr c = {{(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)}};
+    gp_philox_ctr w = gp_philox4x32_10(c, key);
+    if ((double)w.v[2] < sparse_cut)
+        return 0.0f;
+    double u = ((double)(((uint64_t)w.v[0] << 21) | (w.v[1] >> 11)) + 0.5) * 0x1p-53;
+    double v = sample(d, u);
+    if (signed_dist && (w.v[3] >> 16) < neg_cut)
+        v = -v;
+    if ((w.v[3] & 0xffffu) < out_cut)
+        v *= d->outlier_scale;
+    return (float)v;
+}
+
+void gp_generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t i0, size_t n, float *out)
+{
+    gp_philox_key key = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
+    for (size_t j = 0; j < n; j++)
+        out[j] = element(d, key, stream, i0 + j);
+}
+
+void gp_generate_at(const gp_dist *d, uint64_t seed, uint64_t stream, const uint64_t *idx, size_t n, float *out)
+{
+    gp_philox_key key = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
+    for (size_t j = 0; j < n; j++)
+        out[j] = element(d, key, stream, idx[j]);
 }
 
 void gp_generate_signal_noise(const gp_dist *d, uint64_t seed, uint64_t tensor, uint64_t step, uint64_t k, long nk,
-                              uint64_t i0, size_t n, float *out, float *noise)
+                              uint64_t i0, const uint64_t *idx, size_t n, float *out, float *noise)
 {
     gp_dist z;
     memset(&z, 0, sizeof z);
     z.kind = GP_DIST_NORMAL;
     z.scale = 1.0;
-    gp_generate(d, seed, gp_stream_id(GP_STREAM_GRAD, tensor, step, GP_SIGNAL_MICROBATCH), i0, n, out);
-    gp_generate(&z, seed, gp_stream_id(GP_STREAM_NOISE, tensor, step, k), i0, n, noise);
+    uint64_t ss = gp_stream_id(GP_STREAM_GRAD, tensor, step, GP_SIGNAL_MICROBATCH);
+    uint64_t ns = gp_stream_id(GP_STREAM_NOISE, tensor, step, k);
+    if (idx) {
+        gp_generate_at(d, seed, ss, idx, n, out);
+        gp_generate_at(&z, seed, ns, idx, n, noise);
+    } else {
+        gp_generate(d, seed, ss, i0, n, out);
+        gp_generate(&z, seed, ns, i0, n, noise);
+    }
     double sd = d->scale / d->token_snr / sqrt((double)nk);
     for (size_t j = 0; j < n; j++)
         out[j] = (float)((double)out[j] + sd * (double)noise[j]);

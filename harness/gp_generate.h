@@ -27,6 +27,10 @@ uint64_t gp_stream_id(unsigned purpose, uint64_t tensor, uint64_t step, uint64_t
  * 53 bits, word 2 for sparsity, word 3 for the sign (16 bits) and outliers (16 bits). */
 void gp_generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t i0, size_t n, float *out);
 
+/* out[j] = element idx[j] of d on `stream`, j < n: the same value gp_generate gives that
+ * element (counter-based: an element is generated without the others; sampled runs). */
+void gp_generate_at(const gp_dist *d, uint64_t seed, uint64_t stream, const uint64_t *idx, size_t n, float *out);
+
 /* The per-token-mean gradients of micro-batch k (n_k tokens) of a gradient with
  * token_snr > 0 (DESIGN: a shared signal plus per-micro-batch noise):
  *   m_k[i] = fp32( s[i] + (scale / token_snr) / sqrt(n_k) * z_k[i] )
@@ -35,8 +39,9 @@ void gp_generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t i0, 
  * standard normal on the GP_STREAM_NOISE stream of (tensor, step, k): each token's
  * gradient is s + noise of std scale/token_snr, and their mean over n_k tokens has
  * noise std (scale/token_snr)/sqrt(n_k). `noise` is n floats of scratch. Binary64
- * arithmetic, one rounding to fp32 at the end. */
+ * arithmetic, one rounding to fp32 at the end. Elements i0 .. i0+n-1, or idx[0..n) when
+ * idx is not NULL. */
 void gp_generate_signal_noise(const gp_dist *d, uint64_t seed, uint64_t tensor, uint64_t step, uint64_t k, long nk,
-                              uint64_t i0, size_t n, float *out, float *noise);
+                              uint64_t i0, const uint64_t *idx, size_t n, float *out, float *noise);
 
 #endif

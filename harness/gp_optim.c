@@ -55,6 +55,23 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
     return oom ? gp_error_set(err, "out of memory (optimizer state of %zu elements)", cap) : 0;
 }
 
+void gp_optim_scratch_borrow(gp_optim_state *view, const gp_optim_state *o, const gp_optim_state *scratch)
+{
+    *view = *o;
+    view->old_param = scratch->old_param;
+    view->old_comp = scratch->old_comp;
+    view->old_m = scratch->old_m;
+    view->old_v = scratch->old_v;
+    view->old_master = scratch->old_master;
+    view->param2 = scratch->param2;
+    view->comp2 = scratch->comp2;
+    view->m2 = scratch->m2;
+    view->v2 = scratch->v2;
+    view->master2 = scratch->master2;
+    view->written = scratch->written;
+    view->mv_written = scratch->mv_written;
+}
+
 void gp_optim_state_free(gp_optim_state *o)
 {
     void *p[] = {o->param, o->comp, o->m, o->v, o->master, o->lost, o->state_err, o->old_param, o->old_comp,

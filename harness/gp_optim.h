@@ -103,6 +103,12 @@ typedef struct {
     uint8_t *written, *mv_written; /* per element of the chunk: weight state / m, v changed */
 } gp_optim_state;
 
+/* *view = o with the one-chunk scratch arrays (old values, compared copies, written
+ * flags) of `scratch` instead of o's own: threads that step disjoint chunks of one
+ * whole-tensor state each borrow their own scratch (same configuration and with_cmp).
+ * view shares o's arrays: never free it. */
+void gp_optim_scratch_borrow(gp_optim_state *view, const gp_optim_state *o, const gp_optim_state *scratch);
+
 /* The AdamW configuration of scenario sc (variant, formats, rounding). */
 gp_adamw_config gp_optim_config(const gp_scenario *sc);
 

@@ -9,11 +9,21 @@
 #include "gp_runner.h"
 
 typedef struct {
-    int jobs;           /* threads (clamped to 1..256 and to the number of scenarios) */
+    int jobs;           /* threads (1..256): min(jobs, n) scenarios run at once, and each
+                           splits its windows over jobs / min(jobs, n) threads */
     int nseeds;         /* seeds per scenario (gp_run_scenario_seeds), >= 1 */
     double max_seconds; /* time limit of each scenario (gp_deadline_set), 0: none */
-    FILE *progress;     /* "[done/n] name" redrawn here after each scenario, or NULL */
+    FILE *progress;     /* the progress line (gp_progress_line) redrawn here every half
+                           second once progress_after seconds passed, then erased; or NULL */
+    double progress_after;
 } gp_run_opts;
+
+/* The progress line (at most 79 columns): "[sc_done/sc_n] NAME [####......] 42.0%
+ * 120M/290M 3.4M/s ETA 49s": work done and total in gp_run_work's units (element-
+ * micro-batch accumulations, k/M/G = 10^3/10^6/10^9), the rate over the elapsed
+ * seconds, the time left at that rate. */
+void gp_progress_line(double done, double total, double elapsed, size_t sc_done, size_t sc_n, const char *name,
+                      char *out, size_t len);
 
 /* Run sc[0..n) on backend b (and compared backend cmp, or NULL), filling res[0..n) (the
  * caller frees each with gp_result_free). Returns 0; or, after every started scenario

@@ -4,6 +4,7 @@
 #include <gmp.h>
 #include <math.h>
 #include <mpfr.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +83,8 @@ typedef struct {
     double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
     gp_stats *st;          /* this step's statistics of the tensor */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
-    gp_result *res;        /* the histogram goes here */
+    uint64_t *hist;        /* [GP_HIST_BINS] the thread's histogram of the exact outputs */
+    gp_mismatch *first;    /* where the unit's first disagreement with cmp is noted */
     gp_replay *dump;       /* replayed gradients: the tensor's dump, else NULL */
     const uint64_t *idx;   /* sampled tensor: its chosen elements (element j of the run is
                               idx[j] of the dump), else NULL */
@@ -146,7 +148,7 @@ static void store_grads(chunk *c)
             int e;
             frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
             int b = e - 1 - GP_HIST_MIN_EXP;
-            c->res->hist[b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b]++;
+            c->hist[b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b]++;
         }
         gp_pack_set(c->gf, c->grad, i, g);
         double v = widen(c->gf, g);
@@ -241,7 +243,7 @@ static int diverged(chunk *c, const char *entry, const char *output, int k, size
     uint32_t x = gp_pack_get(c->af, a, i), y = gp_pack_get(c->af, b, i);
     if (gp_fmt_agree(c->af, x, y))
         return 0;
-    gp_mismatch_note(&c->res->first_mismatch, entry, output, c->step + 1, k, c->t, (int64_t)(c->i0 + i),
+    gp_mismatch_note(c->first, entry, output, c->step + 1, k, c->t, (int64_t)(c->i0 + i),
                      gp_fmt_get(c->af).width, x, y);
     return 1;
 }
@@ -378,7 +380,7 @@ static int unscale(chunk *c, int *found_inf, gp_error *err)
             return backend_failure(c->cmp, "unscale", rc, err);
         if ((u.found_inf != 0) != (u2.found_inf != 0)) { /* the flag is an output too */
             c->st->mismatches++;
-            gp_mismatch_note(&c->res->first_mismatch, "unscale", "found_inf", c->step + 1, -1, c->t, -1, 32,
+            gp_mismatch_note(c->first, "unscale", "found_inf", c->step + 1, -1, c->t, -1, 32,
                              (uint32_t)u.found_inf, (uint32_t)u2.found_inf);
         }
         for (size_t i = 0; i < c->n; i++)
@@ -480,11 +482,15 @@ static int generate_microbatch(chunk *c, double N, int k, gp_error *err)
         return replay_microbatch(c, N, k, err);
     double den = reduction_den(sc, nk, N);
     const gp_dist *gd = &sc->tensors[c->t].grad;
+    const uint64_t *at = c->idx ? c->idx + c->i0 : NULL; /* sampled: element j is at[j] */
+    uint64_t stream = gp_stream_id(GP_STREAM_GRAD, c->t, (uint64_t)c->step, (uint64_t)k);
     if (gd->token_snr > 0)
-        gp_generate_signal_noise(gd, sc->seed, c->t, (uint64_t)c->step, (uint64_t)k, nk, c->i0, c->n, c->m, c->noise);
+        gp_generate_signal_noise(gd, sc->seed, c->t, (uint64_t)c->step, (uint64_t)k, nk, c->i0, at, c->n, c->m,
+                                 c->noise);
+    else if (at)
+        gp_generate_at(gd, sc->seed, stream, at, c->n, c->m);
     else
-        gp_generate(gd, sc->seed, gp_stream_id(GP_STREAM_GRAD, c->t, (uint64_t)c->step, (uint64_t)k), c->i0, c->n,
-                    c->m);
+        gp_generate(gd, sc->seed, stream, c->i0, c->n, c->m);
     if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */
         for (size_t i = 0; i < c->n; i++)
             c->m[i] = (float)((double)c->m[i] * c->shrink);
@@ -812,10 +818,17 @@ static void judge(const gp_scenario *sc, gp_result *r)
         r->has_threshold[i] = sc->thresholds.set[i] || gp_default_threshold(r, (gp_metric)i, &max) == 0;
         r->threshold[i] = sc->thresholds.set[i] ? sc->thresholds.max[i] : max;
         double v = r->metric[i];
+        /* an estimate with an interval fails only when its whole interval is beyond the
+         * threshold; a threshold inside the interval leaves it undecided (a warning) */
+        double lo = r->has_ci[i] ? r->ci_lo[i] : v, hi = r->has_ci[i] ? r->ci_hi[i] : v;
+        if (v != v)
+            lo = hi = v;
         r->has_min[i] = sc->thresholds.set_min[i];
         r->threshold_min[i] = sc->thresholds.min[i];
-        r->failed[i] = (r->has_threshold[i] && !(v <= r->threshold[i])) || /* NaN fails closed */
-                       (r->has_min[i] && !(v >= r->threshold_min[i]));
+        r->failed[i] = (r->has_threshold[i] && !(lo <= r->threshold[i])) || /* NaN fails closed */
+                       (r->has_min[i] && !(hi >= r->threshold_min[i]));
+        r->undecided[i] = !r->failed[i] && ((r->has_threshold[i] && !(hi <= r->threshold[i])) ||
+                                            (r->has_min[i] && !(lo >= r->threshold_min[i])));
         if (r->failed[i]) {
             r->verdict = GP_FAIL;
             if (weight_metric(i))
@@ -855,6 +868,9 @@ static void judge(const gp_scenario *sc, gp_result *r)
                 r->skipped_steps || st->opt.stale || st->opt.state_underflow || r->loss[GP_MECH_SCALING] > 0;
     if (r->verdict == GP_PASS && fired)
         r->verdict = GP_WARN;
+    for (int i = 0; i < GP_NMETRICS; i++)
+        if (r->undecided[i] && r->verdict == GP_PASS)
+            r->verdict = GP_WARN;
     if (r->verdict != GP_PASS && r->dominant == GP_NMECH) {
         best = 0;
         for (int m = 0; m < GP_NMECH; m++)
@@ -879,8 +895,9 @@ static void judge(const gp_scenario *sc, gp_result *r)
 /* ---- the simulation ---- */
 
 /* Per-tensor arrays. acc/comp/gfull hold the whole tensor when the step couples tensors
- * (a loss scaler's found_inf, global-norm clipping), else one chunk; the optimizer
- * state holds the whole tensor when there is more than one step, else one chunk. */
+ * (a loss scaler's found_inf, global-norm clipping), else one chunk per thread; the
+ * optimizer state holds the whole tensor when there is more than one step (else each
+ * thread's lane holds one chunk's state, made again for every chunk). */
 typedef struct {
     size_t acc_cap;
     void *acc, *comp;
@@ -888,23 +905,63 @@ typedef struct {
     gp_optim_state opt;
 } tensor_state;
 
+/* One thread's working memory (a lane): the per-element arrays of CHUNK elements the
+ * chunks of a window share, the chunks themselves, replayed weights of one chunk, the
+ * optimizer state of one chunk (a one-step run's whole state; with more steps, the
+ * scratch borrowed over the tensor's state), its histogram, and per-tensor accumulators
+ * of one chunk when nothing couples the tensors. */
 typedef struct {
+    chunk c;      /* the pool */
+    chunk *grp;   /* [GP_PLUGIN_MANY_MAX] the chunks of the window it runs */
+    float *wbuf;  /* [CHUNK] */
+    gp_optim_state opt;
+    void *acc, *comp; /* [CHUNK] uncoupled runs: the chunk's accumulator (and Kahan's) */
+    double *gfull;    /* [CHUNK] uncoupled runs: the chunk's exact full-batch gradient */
+    uint64_t hist[GP_HIST_BINS];
+} lane;
+
+/* A unit of work (an accumulation window, or one chunk's optimizer step in a coupled
+ * step) and what it produced, kept apart so that units can run on any thread and be
+ * merged into the run in unit order: every floating-point sum of the report is then a
+ * sum of the units' partial sums in one fixed order, whatever the number of threads. */
+typedef struct {
+    size_t ng;                             /* chunks */
+    size_t t[GP_PLUGIN_MANY_MAX];          /* tensor of chunk j */
+    uint64_t i0[GP_PLUGIN_MANY_MAX];       /* its first element */
+    size_t off[GP_PLUGIN_MANY_MAX];        /* its place in the lane's pool */
+    gp_stats *gst;                         /* [GP_PLUGIN_MANY_MAX] gradient statistics per chunk */
+    gp_optim_counts oc[GP_PLUGIN_MANY_MAX]; /* optimizer events per chunk */
+    gp_optim_sums os[GP_PLUGIN_MANY_MAX];   /* optimizer final sums per chunk (one-step runs) */
+    double *traj_err, *traj_ref;           /* [K] trajectory sums */
+    gp_dd ref_ss;                          /* sum of squares of the exact full-batch gradient */
+    gp_mismatch first;                     /* the unit's first disagreement with cmp */
+    int found_inf;
+    int rc;
+    gp_error err;
+} unit;
+
+typedef struct sim {
     const gp_scenario *sc;
     const gp_backend *b, *cmp;
     gp_result *res;
     tensor_state *ts;
-    chunk c;      /* the pool: per-element arrays for CHUNK elements, shared by a window */
-    chunk *grp;   /* [GP_PLUGIN_MANY_MAX] the chunks of the current window */
+    lane *lanes;  /* [nlanes] lane 0 is the calling thread's */
+    int nlanes;
+    unit *units;  /* [nunits] a wave of units */
+    size_t nunits;
     double N;
     int coupled, persist;
+    int step_idx; /* 0-based iteration */
+    float scale;  /* this iteration's loss scale */
     gp_optim_step step;
     gp_dd ref_ss; /* this step's sum of squares of the exact full-batch gradient */
+    double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
     gp_stats *step_st; /* [ntensors] gradient statistics of the current step: kept only
                           when the step is not skipped (a skipped step's gradient was
                           discarded by design; its loss counts as scaling) */
     gp_replay **dump, **wdump; /* [ntensors] replayed gradients / weights, else NULL */
     uint64_t **idx;    /* [ntensors] a sampled tensor's chosen elements, else NULL */
-    float *wbuf;       /* [CHUNK] replayed initial weights of one chunk */
+    uint64_t *done;    /* progress counter (gp_run_ctl), else NULL */
 } sim;
 
 static size_t min_size(uint64_t a, size_t b)
@@ -912,13 +969,19 @@ static size_t min_size(uint64_t a, size_t b)
     return a < b ? (size_t)a : b;
 }
 
-/* Optimizer phase of one chunk, and its final sums when the state is per chunk. */
-static int optimize_chunk(sim *S, size_t t, uint64_t i0, size_t n, size_t acc_off, gp_error *err)
+/* Optimizer phase of one chunk on lane L (acc_off: the chunk's place in the accumulator
+ * arrays acc and gfull), its events to *oc, its final sums to *os when the state is per
+ * chunk, a disagreement to *first. */
+static int optimize_chunk(sim *S, lane *L, size_t t, uint64_t i0, size_t n, const void *acc, const double *gfull,
+                          gp_optim_counts *oc, gp_optim_sums *os, gp_mismatch *first, gp_error *err)
 {
     tensor_state *ts = &S->ts[t];
     size_t off = S->persist ? (size_t)i0 : 0;
-    gp_format af = S->sc->precision.accumulator;
-    gp_stats *st = &S->res->tensors[t].st;
+    gp_optim_state view, *o = &L->opt;
+    if (S->persist) { /* the tensor's state, this lane's scratch */
+        gp_optim_scratch_borrow(&view, &ts->opt, &L->opt);
+        o = &view;
+    }
     if (S->step.iter == 1) {
         const float *w0 = NULL;
         if (S->wdump[t]) { /* replayed initial weights */
@@ -932,9 +995,9 @@ static int optimize_chunk(sim *S, size_t t, uint64_t i0, size_t n, size_t acc_of
                 return -2;
             }
             if (S->idx[t])
-                gp_replay_read_idx(&e, S->idx[t] + i0, n, S->wbuf);
+                gp_replay_read_idx(&e, S->idx[t] + i0, n, L->wbuf);
             else if (i0 + n <= e.n)
-                gp_replay_read(&e, i0, n, S->wbuf);
+                gp_replay_read(&e, i0, n, L->wbuf);
             else {
                 gp_replay_entry_release(&e);
                 gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", spec->name,
@@ -942,34 +1005,55 @@ static int optimize_chunk(sim *S, size_t t, uint64_t i0, size_t n, size_t acc_of
                 return -2;
             }
             gp_replay_entry_release(&e);
-            w0 = S->wbuf;
+            w0 = L->wbuf;
+        } else if (S->idx[t]) { /* sampled: the chosen elements' generated weights */
+            gp_generate_at(&S->sc->tensors[t].weight, S->sc->seed, gp_stream_id(GP_STREAM_WEIGHT, t, 0, 0),
+                           S->idx[t] + i0, n, L->wbuf);
+            w0 = L->wbuf;
         }
-        gp_optim_init(&ts->opt, S->sc, t, i0, n, off, w0);
+        gp_optim_init(o, S->sc, t, i0, n, off, w0);
     }
-    int rc = gp_optim_chunk(S->sc, &S->step, S->b, S->cmp, &ts->opt, t, i0, n, off, af,
-                            (char *)ts->acc + acc_off * width_bytes(af), ts->gfull + acc_off, &st->opt, err);
+    gp_optim_step step = S->step;
+    step.first = first;
+    int rc = gp_optim_chunk(S->sc, &step, S->b, S->cmp, o, t, i0, n, off, S->sc->precision.accumulator, acc, gfull,
+                            oc, err);
     if (rc == 0 && !S->persist)
-        gp_optim_final(&ts->opt, off, n, &st->opt_ss);
+        gp_optim_final(o, off, n, os);
     return rc;
 }
 
-/* Member c of a group: the pool's elements [off, off + n) for tensor t's chunk from
- * i0, its accumulator in the tensor state; per-window state cleared. */
-static void chunk_begin(sim *S, chunk *c, size_t off, size_t t, uint64_t i0)
+/* Member j of unit U on lane L: the pool's elements [U->off[j], + n) for tensor U->t[j]'s
+ * chunk from U->i0[j]; its accumulator in the tensor state (coupled) or the lane's;
+ * per-window state cleared. */
+static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
 {
     const gp_scenario *sc = S->sc;
-    const chunk *p = &S->c; /* the pool: CHUNK elements of every per-element array */
+    const chunk *p = &L->c; /* the pool: CHUNK elements of every per-element array */
+    size_t off = U->off[j], t = U->t[j];
+    uint64_t i0 = U->i0[j];
+    chunk *c = &L->grp[j];
     tensor_state *ts = &S->ts[t];
-    size_t ab = width_bytes(p->af), gb = width_bytes(p->gf), at = S->coupled ? (size_t)i0 : 0;
+    size_t ab = width_bytes(p->af), gb = width_bytes(p->gf);
     *c = *p;
     c->t = t;
+    c->step = S->step_idx;
+    c->s = S->scale;
     c->shrink = pow(sc->tensors[t].grad.shrink, c->step); /* binary64 pow: 1 for shrink 1 or step 0 */
-    c->st = &S->step_st[t];
+    c->st = &U->gst[j];
+    c->traj_err = U->traj_err;
+    c->traj_ref = U->traj_ref;
+    c->first = &U->first;
     c->i0 = i0;
     c->n = min_size(sc->tensors[t].size - i0, CHUNK);
-    c->acc = (char *)ts->acc + at * ab;
-    c->comp = ts->comp ? (char *)ts->comp + at * ab : NULL;
-    c->gfull = ts->gfull + at;
+    if (S->coupled) {
+        c->acc = (char *)ts->acc + (size_t)i0 * ab;
+        c->comp = ts->comp ? (char *)ts->comp + (size_t)i0 * ab : NULL;
+        c->gfull = ts->gfull + i0;
+    } else {
+        c->acc = (char *)L->acc + off * ab;
+        c->comp = L->comp ? (char *)L->comp + off * ab : NULL;
+        c->gfull = L->gfull + off;
+    }
     c->xs = p->xs + off;
     c->grad = (char *)p->grad + off * gb;
     c->old = (char *)p->old + off * ab;
@@ -1006,27 +1090,6 @@ static void chunk_begin(sim *S, chunk *c, size_t off, size_t t, uint64_t i0)
     memset(c->sp_nm, 0, c->n * sizeof(gp_fixacc));
 }
 
-/* One accumulation window of the chunks G[0..ng) for the current step; then, chunk by
- * chunk, the reference's clipping norm and (when nothing couples the tensors) the
- * optimizer step. Explicit-valued tensors come alone (ng = 1). */
-static int run_group(sim *S, chunk *G, size_t ng, int *found_inf, gp_error *err)
-{
-    const gp_tensor_spec *spec = &S->sc->tensors[G[0].t];
-    int rc = spec->grad.kind == GP_DIST_VALUES ? run_explicit(&G[0], spec, S->N, found_inf, err)
-                                               : run_generated(G, ng, S->N, found_inf, err);
-    for (size_t j = 0; j < ng && rc == 0; j++) {
-        chunk *c = &G[j];
-        for (size_t i = 0; i < c->n; i++) { /* the reference's clipping norm */
-            double p, e, x = c->gfull[i];
-            gp_dd_two_prod(x, x, &p, &e);
-            S->ref_ss = gp_dd_add(S->ref_ss, (gp_dd){p, e});
-        }
-        if (!S->coupled)
-            rc = optimize_chunk(S, c->t, c->i0, c->n, 0, err);
-    }
-    return rc;
-}
-
 /* The scenario's time limit (gp_deadline_set) has passed: -3. */
 static int time_up(const sim *S, gp_error *err)
 {
@@ -1035,43 +1098,201 @@ static int time_up(const sim *S, gp_error *err)
     return -3;
 }
 
-/* Accumulate every tensor for the current step, in windows of consecutive chunks: up to
+/* Clear what unit U produces (its chunks stay). */
+static void unit_reset(const sim *S, unit *U)
+{
+    memset(U->gst, 0, U->ng * sizeof *U->gst);
+    memset(U->oc, 0, U->ng * sizeof *U->oc);
+    memset(U->os, 0, U->ng * sizeof *U->os);
+    memset(U->traj_err, 0, (size_t)S->res->nsteps * sizeof(double));
+    memset(U->traj_ref, 0, (size_t)S->res->nsteps * sizeof(double));
+    U->ref_ss = (gp_dd){0.0, 0.0};
+    memset(&U->first, 0, sizeof U->first);
+    U->found_inf = 0;
+    U->rc = 0;
+    U->err.msg[0] = 0;
+}
+
+/* One accumulation window (unit u) on lane L for the current step; then, chunk by chunk,
+ * the reference's clipping norm and (when nothing couples the tensors) the optimizer
+ * step. Explicit-valued tensors come alone (ng = 1). */
+static void window_run(sim *S, lane *L, size_t u)
+{
+    unit *U = &S->units[u];
+    unit_reset(S, U);
+    if (gp_deadline_passed()) {
+        U->rc = time_up(S, &U->err);
+        return;
+    }
+    for (size_t j = 0; j < U->ng; j++)
+        chunk_begin(S, L, U, j);
+    chunk *G = L->grp;
+    const gp_tensor_spec *spec = &S->sc->tensors[G[0].t];
+    int rc = spec->grad.kind == GP_DIST_VALUES ? run_explicit(&G[0], spec, S->N, &U->found_inf, &U->err)
+                                               : run_generated(G, U->ng, S->N, &U->found_inf, &U->err);
+    for (size_t j = 0; j < U->ng && rc == 0; j++) {
+        chunk *c = &G[j];
+        for (size_t i = 0; i < c->n; i++) { /* the reference's clipping norm */
+            double p, e, x = c->gfull[i];
+            gp_dd_two_prod(x, x, &p, &e);
+            U->ref_ss = gp_dd_add(U->ref_ss, (gp_dd){p, e});
+        }
+        if (!S->coupled)
+            rc = optimize_chunk(S, L, c->t, c->i0, c->n, c->acc, c->gfull, &U->oc[j], &U->os[j], &U->first, &U->err);
+    }
+    U->rc = rc;
+}
+
+/* Units [0, n) of the wave, each by fn on some lane: on this thread alone, or on up to
+ * nlanes threads (this one included) taking the next unit as they finish one. Which
+ * thread runs a unit changes nothing: a unit writes only its own results and the
+ * elements of its own chunks. Threads that cannot be started leave their share to the
+ * others. Each helper thread runs under this thread's time limit. */
+typedef struct {
+    sim *S;
+    lane *L;
+    size_t n;
+    void (*fn)(sim *, lane *, size_t);
+    size_t *next;    /* shared: the next unit to take */
+    double left;     /* seconds of the time limit left, 0: none */
+} par_arg;
+
+static void par_loop(par_arg *a)
+{
+    for (;;) {
+        size_t u = __atomic_fetch_add(a->next, 1, __ATOMIC_RELAXED);
+        if (u >= a->n)
+            return;
+        a->fn(a->S, a->L, u);
+    }
+}
+
+static void *par_thread(void *p)
+{
+    par_arg *a = p;
+    gp_deadline_set(a->left);
+    par_loop(a);
+    gp_deadline_set(0);
+    return NULL;
+}
+
+static void par_for(sim *S, size_t n, void (*fn)(sim *, lane *, size_t))
+{
+    size_t next = 0;
+    par_arg a[GP_RUN_MAX_THREADS];
+    pthread_t th[GP_RUN_MAX_THREADS];
+    int nl = S->nlanes < (int)n ? S->nlanes : (int)n, started[GP_RUN_MAX_THREADS] = {0};
+    double left = gp_deadline_limit() > 0 ? fmax(gp_deadline_left(), 1e-9) : 0;
+    for (int l = 0; l < nl; l++)
+        a[l] = (par_arg){S, &S->lanes[l], n, fn, &next, left};
+    for (int l = 1; l < nl; l++)
+        started[l] = pthread_create(&th[l], NULL, par_thread, &a[l]) == 0;
+    par_loop(&a[0]);
+    for (int l = 1; l < nl; l++)
+        if (started[l])
+            pthread_join(th[l], NULL);
+}
+
+/* The next accumulation window of the step from cursor (*t, *i0) into unit U: up to
  * GP_PLUGIN_MANY_MAX chunks of generated tensors whose sizes add up to at most CHUNK
  * (small tensors share a window, so a backend sees them in one accumulate_many call),
  * each explicit-valued tensor on its own. At most one chunk of a tensor per window:
- * only a tensor's last chunk can be shorter than CHUNK. The order of every sum the
- * report holds is that of one chunk after another, whatever the windows. */
-static int accumulate_step(sim *S, int *found_inf, gp_error *err)
+ * only a tensor's last chunk can be shorter than CHUNK. Returns 0 when none is left. */
+static int next_window(const sim *S, size_t *t, uint64_t *i0, unit *U)
 {
     const gp_scenario *sc = S->sc;
-    size_t t = 0, ng = 0, used = 0;
+    size_t used = 0;
+    U->ng = 0;
+    for (;;) {
+        while (*t < sc->ntensors && *i0 >= sc->tensors[*t].size) { /* next tensor (skips empty ones) */
+            (*t)++;
+            *i0 = 0;
+        }
+        if (*t == sc->ntensors)
+            break;
+        int alone = sc->tensors[*t].grad.kind == GP_DIST_VALUES;
+        size_t n = min_size(sc->tensors[*t].size - *i0, CHUNK);
+        if (U->ng > 0 && (alone || used + n > CHUNK || U->ng == GP_PLUGIN_MANY_MAX))
+            break; /* the window is full */
+        U->t[U->ng] = *t;
+        U->i0[U->ng] = *i0;
+        U->off[U->ng] = used;
+        U->ng++;
+        used += n;
+        *i0 += CHUNK;
+        if (alone)
+            break;
+    }
+    return U->ng > 0;
+}
+
+static void optim_sums_add(gp_optim_sums *a, const gp_optim_sums *b)
+{
+    a->w_err += b->w_err;
+    a->w_ref += b->w_ref;
+    a->m_err += b->m_err;
+    a->m_ref += b->m_ref;
+    a->v_err += b->v_err;
+    a->v_ref += b->v_ref;
+    a->lost += b->lost;
+    a->state += b->state;
+}
+
+static void progress_add(const sim *S, uint64_t work)
+{
+    if (S->done)
+        __atomic_fetch_add(S->done, work, __ATOMIC_RELAXED);
+}
+
+/* Merge unit U into the step, in unit order; its error, if it failed. */
+static int unit_merge(sim *S, unit *U, int *found_inf, gp_error *err)
+{
+    const gp_scenario *sc = S->sc;
+    uint64_t elems = 0;
+    for (size_t j = 0; j < U->ng; j++) {
+        size_t t = U->t[j];
+        gp_stats *st = &S->res->tensors[t].st;
+        stats_add(&S->step_st[t], &U->gst[j]);
+        optim_counts_add(&st->opt, &U->oc[j]);
+        optim_sums_add(&st->opt_ss, &U->os[j]);
+        elems += min_size(sc->tensors[t].size - U->i0[j], CHUNK);
+    }
+    for (int k = 0; k < S->res->nsteps; k++) {
+        S->traj_err[k] += U->traj_err[k];
+        S->traj_ref[k] += U->traj_ref[k];
+    }
+    S->ref_ss = gp_dd_add(S->ref_ss, U->ref_ss);
+    if (U->first.set && !S->res->first_mismatch.set)
+        S->res->first_mismatch = U->first;
+    *found_inf |= U->found_inf;
+    progress_add(S, elems * (uint64_t)sc->batch.microbatches);
+    if (U->rc != 0)
+        gp_error_set(err, "%s", U->err.msg);
+    return U->rc;
+}
+
+/* Accumulate every tensor for the current step, window after window, in waves of up to
+ * nunits windows run on the lanes and merged in window order: every sum the report holds
+ * adds the windows' partial sums in window order, whatever the number of threads. */
+static int accumulate_step(sim *S, int *found_inf, gp_error *err)
+{
+    size_t t = 0;
     uint64_t i0 = 0;
-    int rc = 0;
-    while (rc == 0 && (t < sc->ntensors || ng > 0)) {
+    for (;;) {
         if (gp_deadline_passed())
             return time_up(S, err);
-        while (t < sc->ntensors && i0 >= sc->tensors[t].size) { /* next tensor (skips empty ones) */
-            t++;
-            i0 = 0;
-        }
-        int alone = t < sc->ntensors && sc->tensors[t].grad.kind == GP_DIST_VALUES;
-        size_t n = t < sc->ntensors ? min_size(sc->tensors[t].size - i0, CHUNK) : 0;
-        if (ng > 0 && (t == sc->ntensors || alone || used + n > CHUNK || ng == GP_PLUGIN_MANY_MAX)) {
-            rc = run_group(S, S->grp, ng, found_inf, err); /* the window is full */
-            ng = used = 0;
-            continue;
-        }
-        if (t == sc->ntensors)
-            break;
-        chunk_begin(S, &S->grp[ng++], used, t, i0);
-        used += n;
-        i0 += CHUNK;
-        if (alone) {
-            rc = run_group(S, S->grp, ng, found_inf, err);
-            ng = used = 0;
+        size_t nu = 0;
+        while (nu < S->nunits && next_window(S, &t, &i0, &S->units[nu]))
+            nu++;
+        if (nu == 0)
+            return 0;
+        par_for(S, nu, window_run);
+        for (size_t u = 0; u < nu; u++) {
+            int rc = unit_merge(S, &S->units[u], found_inf, err);
+            if (rc != 0)
+                return rc;
         }
     }
-    return rc;
 }
 
 /* The table that clips and updates the loss scale for backend b: its own when it has
@@ -1168,6 +1389,18 @@ static int compare_grad_scale(sim *S, size_t t, const gp_plugin_scale_args *a, c
     return 0;
 }
 
+/* The optimizer step of a coupled step's chunk (unit u, one chunk) on lane L. */
+static void optimize_run(sim *S, lane *L, size_t u)
+{
+    unit *U = &S->units[u];
+    size_t t = U->t[0], ab = width_bytes(S->sc->precision.accumulator);
+    unit_reset(S, U);
+    tensor_state *ts = &S->ts[t];
+    U->rc = optimize_chunk(S, L, t, U->i0[0], min_size(S->sc->tensors[t].size - U->i0[0], CHUNK),
+                           (char *)ts->acc + (size_t)U->i0[0] * ab, ts->gfull + U->i0[0], &U->oc[0], &U->os[0],
+                           &U->first, &U->err);
+}
+
 /* After the accumulation of a coupled step: clip, count what scaling cost, run the
  * optimizer chunk by chunk. */
 static int coupled_step(sim *S, int found_inf, float scale, gp_error *err)
@@ -1214,11 +1447,40 @@ static int coupled_step(sim *S, int found_inf, float scale, gp_error *err)
         }
         free(before);
     }
-    for (size_t t = 0; t < sc->ntensors; t++)
-        for (uint64_t i0 = 0; i0 < sc->tensors[t].size; i0 += CHUNK)
-            if ((rc = optimize_chunk(S, t, i0, min_size(sc->tensors[t].size - i0, CHUNK), (size_t)i0, err)) != 0)
-                return rc;
-    return 0;
+    size_t t = 0;
+    uint64_t i0 = 0;
+    for (;;) { /* the optimizer, chunk by chunk: one unit each, in waves as the windows */
+        size_t nu = 0;
+        while (nu < S->nunits) {
+            while (t < sc->ntensors && i0 >= sc->tensors[t].size) {
+                t++;
+                i0 = 0;
+            }
+            if (t == sc->ntensors)
+                break;
+            unit *U = &S->units[nu++];
+            U->ng = 1;
+            U->t[0] = t;
+            U->i0[0] = i0;
+            U->off[0] = 0;
+            i0 += CHUNK;
+        }
+        if (nu == 0)
+            return 0;
+        par_for(S, nu, optimize_run);
+        for (size_t u = 0; u < nu; u++) {
+            unit *U = &S->units[u];
+            gp_stats *st = &S->res->tensors[U->t[0]].st;
+            optim_counts_add(&st->opt, &U->oc[0]);
+            optim_sums_add(&st->opt_ss, &U->os[0]);
+            if (U->first.set && !S->res->first_mismatch.set)
+                S->res->first_mismatch = U->first;
+            if (U->rc != 0) {
+                gp_error_set(err, "%s", U->err.msg);
+                return U->rc;
+            }
+        }
+    }
 }
 
 /* The loss-scale update by the backend (and the compared one, which must agree). */
@@ -1262,11 +1524,32 @@ uint64_t gp_run_bytes_per_element(const gp_scenario *sc)
     return b;
 }
 
+uint64_t gp_run_tensor_elements(const gp_scenario *sc, size_t t)
+{
+    const gp_tensor_spec *ts = &sc->tensors[t];
+    if (ts->grad.kind == GP_DIST_VALUES)
+        return ts->size;
+    if (ts->sample)
+        return ts->sample < ts->size ? ts->sample : ts->size;
+    if (!sc->sample)
+        return ts->size;
+    uint64_t M = 0; /* the elements the scenario's sample is spread over */
+    for (size_t u = 0; u < sc->ntensors; u++)
+        if (sc->tensors[u].grad.kind != GP_DIST_VALUES && !sc->tensors[u].sample)
+            M += sc->tensors[u].size;
+    if (sc->sample >= M)
+        return ts->size;
+    unsigned __int128 num = (unsigned __int128)sc->sample * ts->size;
+    uint64_t n = (uint64_t)((num + M - 1) / M); /* ceil(N M_h / M) <= M_h since N < M */
+    uint64_t lo = ts->size < 2 ? ts->size : 2;     /* two units at least: a spread to estimate */
+    return n < lo ? lo : n;
+}
+
 uint64_t gp_run_work(const gp_scenario *sc)
 {
     uint64_t elems = 0;
     for (size_t t = 0; t < sc->ntensors; t++)
-        elems += sc->tensors[t].size;
+        elems += gp_run_tensor_elements(sc, t);
     uint64_t per_step = elems * (uint64_t)sc->batch.microbatches + GP_RUN_STEP_OVERHEAD;
     uint64_t steps = sc->steps > 0 ? (uint64_t)sc->steps : 1;
     return per_step > UINT64_MAX / steps ? UINT64_MAX : per_step * steps;
@@ -1280,13 +1563,14 @@ static int alloc_tensors(sim *S, gp_error *err)
     for (size_t t = 0; t < sc->ntensors; t++) {
         tensor_state *ts = &S->ts[t];
         uint64_t size = sc->tensors[t].size;
-        ts->acc_cap = S->coupled ? (size_t)size : min_size(size, CHUNK);
-        size_t cap = ts->acc_cap ? ts->acc_cap : 1;
-        if (!(ts->acc = malloc(cap * ab)) || (kahan && !(ts->comp = malloc(cap * ab))) ||
-            !(ts->gfull = malloc(cap * sizeof(double))))
-            return gp_error_set(err, "out of memory (%zu elements)", cap);
-        if (gp_optim_state_alloc(&ts->opt, sc, S->persist ? (size_t)size : min_size(size, CHUNK), S->cmp != NULL,
-                                 err) != 0)
+        if (S->coupled) { /* else the lanes hold one chunk's */
+            ts->acc_cap = (size_t)size;
+            size_t cap = ts->acc_cap ? ts->acc_cap : 1;
+            if (!(ts->acc = malloc(cap * ab)) || (kahan && !(ts->comp = malloc(cap * ab))) ||
+                !(ts->gfull = malloc(cap * sizeof(double))))
+                return gp_error_set(err, "out of memory (%zu elements)", cap);
+        }
+        if (S->persist && gp_optim_state_alloc(&ts->opt, sc, (size_t)size, S->cmp != NULL, err) != 0)
             return -1;
     }
     return 0;
@@ -1301,6 +1585,69 @@ static void free_tensors(sim *S)
         gp_optim_state_free(&S->ts[t].opt);
     }
     free(S->ts);
+}
+
+static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters);
+static void free_chunk(chunk *c);
+
+/* The lanes and the units of a wave (two per lane: a thread that finishes early takes
+ * another). Returns 0, or -1 with err (out of memory). */
+static int alloc_lanes(sim *S, int counters, gp_error *err)
+{
+    const gp_scenario *sc = S->sc;
+    int kahan = sc->precision.rounding == GP_ACC_KAHAN;
+    size_t ab = width_bytes(sc->precision.accumulator), K = (size_t)S->res->nsteps, cap = 1;
+    for (size_t t = 0; t < sc->ntensors; t++)
+        cap = sc->tensors[t].size > cap ? min_size(sc->tensors[t].size, CHUNK) : cap;
+    S->lanes = calloc((size_t)S->nlanes, sizeof *S->lanes);
+    S->nunits = (size_t)S->nlanes * (S->nlanes > 1 ? 2 : 1);
+    S->units = calloc(S->nunits, sizeof *S->units);
+    if (!S->lanes || !S->units)
+        return gp_error_set(err, "out of memory");
+    for (int l = 0; l < S->nlanes; l++) {
+        lane *L = &S->lanes[l];
+        L->c.sc = sc;
+        L->c.b = S->b;
+        L->c.cmp = S->cmp;
+        L->c.gf = sc->precision.grad;
+        L->c.af = sc->precision.accumulator;
+        L->c.hist = L->hist;
+        if (!(L->grp = calloc(GP_PLUGIN_MANY_MAX, sizeof *L->grp)) || !(L->wbuf = malloc(CHUNK * sizeof *L->wbuf)) ||
+            alloc_chunk(&L->c, kahan, S->cmp != NULL, counters) != 0 ||
+            (!S->coupled && (!(L->acc = malloc(CHUNK * ab)) || (kahan && !(L->comp = malloc(CHUNK * ab))) ||
+                             !(L->gfull = malloc(CHUNK * sizeof(double))))))
+            return gp_error_set(err, "out of memory");
+        if (gp_optim_state_alloc(&L->opt, sc, cap, S->cmp != NULL, err) != 0)
+            return -1;
+    }
+    for (size_t u = 0; u < S->nunits; u++) {
+        unit *U = &S->units[u];
+        if (!(U->gst = malloc(GP_PLUGIN_MANY_MAX * sizeof *U->gst)) || !(U->traj_err = calloc(K ? K : 1, sizeof(double))) ||
+            !(U->traj_ref = calloc(K ? K : 1, sizeof(double))))
+            return gp_error_set(err, "out of memory");
+    }
+    return 0;
+}
+
+static void free_lanes(sim *S)
+{
+    for (int l = 0; S->lanes && l < S->nlanes; l++) {
+        lane *L = &S->lanes[l];
+        free_chunk(&L->c);
+        free(L->grp);
+        free(L->wbuf);
+        free(L->acc);
+        free(L->comp);
+        free(L->gfull);
+        gp_optim_state_free(&L->opt);
+    }
+    for (size_t u = 0; S->units && u < S->nunits; u++) {
+        free(S->units[u].gst);
+        free(S->units[u].traj_err);
+        free(S->units[u].traj_ref);
+    }
+    free(S->lanes);
+    free(S->units);
 }
 
 static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
@@ -1376,11 +1723,11 @@ static int simulate(sim *S, gp_error *err)
         gp_optim_counts before = {0};
         for (size_t t = 0; t < sc->ntensors; t++)
             optim_counts_add(&before, &res->tensors[t].st.opt);
-        S->c.step = it - 1;
+        S->step_idx = it - 1;
         memset(S->step_st, 0, sc->ntensors * sizeof *S->step_st);
-        memset(S->c.traj_err, 0, (size_t)res->nsteps * sizeof(double));
-        memset(S->c.traj_ref, 0, (size_t)res->nsteps * sizeof(double));
-        S->c.s = scale;
+        memset(S->traj_err, 0, (size_t)res->nsteps * sizeof(double));
+        memset(S->traj_ref, 0, (size_t)res->nsteps * sizeof(double));
+        S->scale = scale;
         S->ref_ss = (gp_dd){0.0, 0.0};
         int found_inf = 0, rc = 0;
         S->step.iter = it;
@@ -1411,8 +1758,8 @@ static int simulate(sim *S, gp_error *err)
             for (size_t t = 0; t < sc->ntensors; t++)
                 stats_add(&res->tensors[t].st, &S->step_st[t]);
             for (int k = 0; k < res->nsteps; k++) {
-                res->traj_err_ss[k] += S->c.traj_err[k];
-                res->traj_ref_ss[k] += S->c.traj_ref[k];
+                res->traj_err_ss[k] += S->traj_err[k];
+                res->traj_ref_ss[k] += S->traj_ref[k];
             }
         }
         gp_optim_counts after = {0};
@@ -1429,6 +1776,7 @@ static int simulate(sim *S, gp_error *err)
             return rc;
         if (scaled && (double)scaler.scale < res->min_loss_scale)
             res->min_loss_scale = scaler.scale;
+        progress_add(S, GP_RUN_STEP_OVERHEAD);
     }
     res->adam_steps = (int)t_backend;
     if (S->persist)
@@ -1495,15 +1843,15 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
             gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
             return -2;
         }
-        if (ts->sample && ts->sample < ts->size) {
+        uint64_t n = gp_run_tensor_elements(sc, t);
+        if (n < ts->size) {
             R->sampled = 1;
-            if (!(R->idx[t] = malloc(ts->sample * sizeof(uint64_t))) ||
-                gp_sample_indices(sc->seed, gp_stream_id(GP_STREAM_SAMPLE, t, 0, 0), ts->size, ts->sample, R->idx[t],
-                                  &e) != 0) {
+            if (!(R->idx[t] = malloc(n * sizeof(uint64_t))) ||
+                gp_sample_indices(sc->seed, gp_stream_id(GP_STREAM_SAMPLE, t, 0, 0), ts->size, n, R->idx[t], &e) != 0) {
                 replay_end(R, nt);
                 return gp_error_set(err, "tensor '%s': out of memory choosing its sample", ts->name);
             }
-            R->view.tensors[t].size = ts->sample;
+            R->view.tensors[t].size = (size_t)n;
         }
     }
     return 0;
@@ -1550,26 +1898,34 @@ static void sampled_intervals(const gp_scenario *sc, const replay_run *R, gp_res
     free(pop);
 }
 
-static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_backend *b, const gp_backend *cmp,
-                        gp_result *res, gp_error *err);
+static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run_ctl *ctl, const gp_backend *b,
+                        const gp_backend *cmp, gp_result *res, gp_error *err);
 
 int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend *cmp, gp_result *res,
                     gp_error *err)
+{
+    return gp_run_scenario_ctl(sc, NULL, b, cmp, res, err);
+}
+
+int gp_run_scenario_ctl(const gp_scenario *sc, const gp_run_ctl *ctl, const gp_backend *b, const gp_backend *cmp,
+                        gp_result *res, gp_error *err)
 {
     replay_run R;
     memset(res, 0, sizeof *res);
     int rc = replay_begin(sc, &R, err);
     if (rc != 0)
         return rc;
-    rc = run_scenario(&R.view, &R, b, cmp, res, err);
-    if (rc == 0 && R.sampled)
+    rc = run_scenario(&R.view, &R, ctl, b, cmp, res, err);
+    if (rc == 0 && R.sampled) {
         sampled_intervals(sc, &R, res);
+        judge(sc, res); /* again, with the intervals */
+    }
     replay_end(&R, sc->ntensors);
     return rc;
 }
 
-static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_backend *b, const gp_backend *cmp,
-                        gp_result *res, gp_error *err)
+static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run_ctl *ctl, const gp_backend *b,
+                        const gp_backend *cmp, gp_result *res, gp_error *err)
 {
     memset(res, 0, sizeof *res);
     res->ntensors = sc->ntensors;
@@ -1593,26 +1949,21 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_bac
     S.persist = sc->steps > 1;
     S.ts = calloc(sc->ntensors, sizeof *S.ts);
     S.step_st = calloc(sc->ntensors, sizeof *S.step_st);
-    S.grp = calloc(GP_PLUGIN_MANY_MAX, sizeof *S.grp);
-    S.c.traj_err = calloc((size_t)res->nsteps, sizeof(double));
-    S.c.traj_ref = calloc((size_t)res->nsteps, sizeof(double));
+    S.traj_err = calloc((size_t)res->nsteps, sizeof(double));
+    S.traj_ref = calloc((size_t)res->nsteps, sizeof(double));
     S.dump = R->dump;
     S.wdump = R->wdump;
     S.idx = R->idx;
-    S.wbuf = malloc(CHUNK * sizeof *S.wbuf);
-    S.c.sc = sc;
-    S.c.b = b;
-    S.c.cmp = cmp;
-    S.c.res = res;
-    S.c.gf = sc->precision.grad;
-    S.c.af = sc->precision.accumulator;
+    S.nlanes = ctl && ctl->threads > 1 ? (ctl->threads < GP_RUN_MAX_THREADS ? ctl->threads : GP_RUN_MAX_THREADS) : 1;
+    S.done = ctl ? ctl->done : NULL;
     for (int k = 0; k < sc->batch.microbatches; k++)
         S.N += (double)sc->batch.tokens[k];
     int rc = 0;
     if (!res->tensors || !res->traj_err_ss || !res->traj_ref_ss || !res->stale_by_step || !res->loss_scale_by_step ||
-        !res->lr_by_step || !res->skipped_by_step || !S.ts || !S.step_st || !S.grp || !S.c.traj_err || !S.c.traj_ref ||
-        !S.wbuf || alloc_chunk(&S.c, sc->precision.rounding == GP_ACC_KAHAN, cmp != NULL, R->sampled) != 0)
+        !res->lr_by_step || !res->skipped_by_step || !S.ts || !S.step_st || !S.traj_err || !S.traj_ref)
         rc = gp_error_set(err, "out of memory");
+    if (rc == 0)
+        rc = alloc_lanes(&S, R->sampled, err);
     if (rc == 0)
         rc = alloc_tensors(&S, err);
     for (size_t t = 0; t < sc->ntensors && rc == 0; t++) {
@@ -1623,13 +1974,14 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_bac
                                                                                    sc->loss_scale.update));
     if (rc == 0)
         rc = simulate(&S, err);
-    free_chunk(&S.c);
+    for (int l = 0; rc == 0 && l < S.nlanes; l++) /* integer counts: any order */
+        for (int h = 0; h < GP_HIST_BINS; h++)
+            res->hist[h] += S.lanes[l].hist[h];
+    free_lanes(&S);
     free_tensors(&S);
     free(S.step_st);
-    free(S.grp);
-    free(S.c.traj_err);
-    free(S.c.traj_ref);
-    free(S.wbuf);
+    free(S.traj_err);
+    free(S.traj_ref);
     if (rc != 0) {
         gp_result_free(res);
         return rc;
@@ -1666,10 +2018,10 @@ static void mean_sd(const double *x, int n, double *mean, double *sd)
     *sd = isfinite(m) ? sqrt(ss / (n - 1)) : 0;
 }
 
-int gp_run_scenario_seeds(const gp_scenario *sc, int nseeds, const gp_backend *b, const gp_backend *cmp,
-                          gp_result *res, gp_error *err)
+int gp_run_scenario_seeds(const gp_scenario *sc, int nseeds, const gp_run_ctl *ctl, const gp_backend *b,
+                          const gp_backend *cmp, gp_result *res, gp_error *err)
 {
-    int rc = gp_run_scenario(sc, b, cmp, res, err);
+    int rc = gp_run_scenario_ctl(sc, ctl, b, cmp, res, err);
     res->nseeds = 1;
     if (rc != 0 || nseeds <= 1)
         return rc;
@@ -1684,7 +2036,7 @@ int gp_run_scenario_seeds(const gp_scenario *sc, int nseeds, const gp_backend *b
         if (j > 0) {
             gp_scenario t = *sc; /* shares sc's arrays, read only */
             t.seed = sc->seed + (uint64_t)j;
-            if ((rc = gp_run_scenario(&t, b, cmp, &rj, err)) != 0)
+            if ((rc = gp_run_scenario_ctl(&t, ctl, b, cmp, &rj, err)) != 0)
                 break;
             r = &rj;
             stats_add(&res->st, &rj.st);

@@ -152,7 +152,10 @@ typedef struct {
     gp_verdict verdict;
     gp_mechanism dominant;       /* the mechanism that lost most beyond its floor (see
                                     gp_runner.c, judge); GP_NMECH when nothing was lost */
-    int failed[GP_NMETRICS];     /* 1 where the metric exceeded its threshold */
+    int failed[GP_NMETRICS];     /* 1 where the metric exceeded its threshold (an estimate with an
+                                    interval: where the whole interval is beyond it) */
+    uint8_t undecided[GP_NMETRICS]; /* 1 where the threshold lies inside the metric's interval:
+                                       the sample cannot tell (the verdict is at least warn) */
     double threshold[GP_NMETRICS]; /* threshold applied (scenario's, else the default) */
     int has_threshold[GP_NMETRICS];
     double threshold_min[GP_NMETRICS]; /* two-sided checks: the lower bound applied */
@@ -188,14 +191,34 @@ int gp_default_threshold(const gp_result *r, gp_metric m, double *max);
 int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend *cmp, gp_result *res,
                     gp_error *err);
 
+/* How a run is carried out (none of it changes a result). */
+#define GP_RUN_MAX_THREADS 64
+typedef struct {
+    int threads;    /* threads splitting one scenario's windows and optimizer chunks
+                       (clamped to 1..GP_RUN_MAX_THREADS) */
+    uint64_t *done; /* progress: the run adds the work it finished here (atomically, in
+                       gp_run_work's units), or NULL */
+} gp_run_ctl;
+
+/* gp_run_scenario with ctl (NULL: one thread, no progress). Threads. The accumulation
+ * windows of a step, and in a coupled step the optimizer chunks, are units of work run on
+ * up to ctl->threads threads; each unit keeps its own partial sums, merged in unit order,
+ * so the report is byte-identical for any number of threads. Generated values, sampled
+ * elements and stochastic rounding bits are functions of (seed, tensor, element, step,
+ * micro-batch), never of the thread. Backend functions may be called from several
+ * threads at once on disjoint arrays (as gradprec_run's `jobs` allows; a plugin's worker
+ * serialises its calls). */
+int gp_run_scenario_ctl(const gp_scenario *sc, const gp_run_ctl *ctl, const gp_backend *b, const gp_backend *cmp,
+                        gp_result *res, gp_error *err);
+
 /* Run sc with seeds sc->seed, sc->seed + 1, ..., sc->seed + nseeds - 1 (nseeds >= 1;
  * token counts drawn from a range stay those of the loaded scenario) and aggregate into
  * *res: metrics, losses and format floors are the means over the seeds (per tensor too),
  * metric_sd their sample standard deviations (n - 1), events the totals, charts and
  * per-step arrays those of the first seed; the verdict and dominant mechanism are judged
  * on the means. nseeds = 1 is gp_run_scenario. Returns as gp_run_scenario. */
-int gp_run_scenario_seeds(const gp_scenario *sc, int nseeds, const gp_backend *b, const gp_backend *cmp,
-                          gp_result *res, gp_error *err);
+int gp_run_scenario_seeds(const gp_scenario *sc, int nseeds, const gp_run_ctl *ctl, const gp_backend *b,
+                          const gp_backend *cmp, gp_result *res, gp_error *err);
 
 void gp_result_free(gp_result *res);
 
@@ -205,7 +228,14 @@ void gp_result_free(gp_result *res);
  * buffer is chunk-sized. */
 uint64_t gp_run_bytes_per_element(const gp_scenario *sc);
 
-/* The work of a run in element-accumulations: steps x (elements x micro-batches +
+/* The elements of tensor t a run of sc simulates: all of them, or its sample: the
+ * tensor's own `sample` (at most its size), else its share of the scenario's `sample: N`
+ * spread over the tensors without their own sample in proportion to their sizes,
+ * n_h = max(min(M_h, 2), ceil(N M_h / M)) (M: their elements in all; every M_h when
+ * N >= M). Tensors of explicit values are never sampled. */
+uint64_t gp_run_tensor_elements(const gp_scenario *sc, size_t t);
+
+/* The work of a run in element-accumulations (of the elements it simulates): steps x (elements x micro-batches +
  * GP_RUN_STEP_OVERHEAD, what a step costs beyond its elements), saturating. The loader
  * refuses scenarios above GP_MAX_WORK (docs/limits.md). */
 #define GP_RUN_STEP_OVERHEAD 4096

@@ -674,8 +674,8 @@ static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
     long long sample = 0;
     if (v[T_SAMPLE] && get_ll(L, v[T_SAMPLE], p, 1, (long long)GP_MAX_TENSOR_SIZE, &sample))
         return -1;
-    if (v[T_SAMPLE] && t->grad.kind != GP_DIST_REPLAY)
-        return fail(L, v[T_SAMPLE], "%s: sample applies to replayed tensors (grad: {replay: ..., key: ...})", p);
+    if (v[T_SAMPLE] && t->grad.kind == GP_DIST_VALUES)
+        return fail(L, v[T_SAMPLE], "%s: a tensor of explicit values is never sampled (it has one element)", p);
     t->sample = (size_t)sample;
     pathf(p, "%s.size", path);
     long long size = t->grad.kind == GP_DIST_VALUES ? 1 : DEFAULT_SIZE;
@@ -684,6 +684,9 @@ static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
     if (t->grad.kind == GP_DIST_VALUES && size != 1)
         return fail(L, v[T_SIZE], "%s must be 1 for a tensor with explicit grad values (got %lld)", p, size);
     t->size = (size_t)size;
+    if (t->grad.kind != GP_DIST_REPLAY && t->sample > t->size) /* replayed: checked against the dump */
+        return fail(L, v[T_SAMPLE], "%s.sample is %zu, more than the tensor's %zu elements", path, t->sample,
+                    t->size);
     L->elements += t->size;
     if (L->elements > MEM_LIMIT_ELEMS)
         return fail(L, v[T_SIZE] ? v[T_SIZE] : n,
@@ -1170,10 +1173,11 @@ static int parse_expect(const loader *L, yaml_node_t *n, gp_scenario *s)
 /* ---- the whole document ---- */
 
 enum { K_NAME, K_SEED, K_TENSORS, K_BATCH, K_REDUCTION, K_FULLBATCH, K_PRECISION, K_LOSS_SCALE,
-       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_SWEEP, K_EXPECT, K_N };
+       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_SWEEP, K_EXPECT, K_SAMPLE, K_N };
 static const char *const top_keys[K_N] = {"name", "seed", "tensors", "batch", "reduction",
                                           "fullbatch", "precision", "loss_scale", "clip",
-                                          "optimizer", "schedule", "steps", "thresholds", "sweep", "expect"};
+                                          "optimizer", "schedule", "steps", "thresholds", "sweep", "expect",
+                                          "sample"};
 
 /* Replayed tensors: open each dump and check every entry the run will read
  * (KEY/step<S>/mb<K> for every optimizer step and micro-batch, KEY/weight when the
@@ -1259,9 +1263,9 @@ static int resolve_replay(loader *L, gp_scenario *s)
 static int check_size(const loader *L, yaml_node_t *root, yaml_node_t *tensors, yaml_node_t *steps,
                       const gp_scenario *s)
 {
-    uint64_t elems = 0;
+    uint64_t elems = 0; /* what the run holds: the sampled elements of a sampled tensor */
     for (size_t t = 0; t < s->ntensors; t++)
-        elems += s->tensors[t].size;
+        elems += gp_run_tensor_elements(s, t);
     uint64_t bpe = gp_run_bytes_per_element(s) + 4; /* + the generated fp32 gradient */
     if (elems > GP_MAX_RUN_BYTES / bpe)
         return fail(L, tensors ? tensors : root,
@@ -1293,6 +1297,10 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
         return -1;
     if (v[K_STEPS] && get_int(L, v[K_STEPS], "steps", 1, &s->steps))
         return -1;
+    long long sample = 0;
+    if (v[K_SAMPLE] && get_ll(L, v[K_SAMPLE], "sample", 1, (long long)GP_MAX_WORK, &sample))
+        return -1;
+    s->sample = (uint64_t)sample;
     if (v[K_BATCH] && parse_batch(L, v[K_BATCH], s))
         return -1;
     if (v[K_TENSORS]) {
@@ -1895,6 +1903,8 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
     gp_buf_printf(&b, "name: ");
     put_string(&b, s->name);
     gp_buf_printf(&b, "\nseed: %llu\n", (unsigned long long)s->seed);
+    if (s->sample)
+        gp_buf_printf(&b, "sample: %llu\n", (unsigned long long)s->sample);
     if (s->ntensors) {
         gp_buf_printf(&b, "tensors:\n");
         for (size_t i = 0; i < s->ntensors; i++) {

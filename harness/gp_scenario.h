@@ -68,7 +68,7 @@ typedef struct {
     size_t size;    /* elements, default 1024 (1 for explicit values; a replayed
                        gradient's size comes from its dump) */
     size_t sample;  /* `sample: N`: metrics estimated on N elements chosen from the seed
-                       (harness/gp_sample.h); 0 = every element */
+                       (harness/gp_sample.h); 0 = every element (or the scenario's sample) */
     gp_dist grad;
     gp_dist weight; /* initial weights, default normal scale 0.02 */
 } gp_tensor_spec;
@@ -139,6 +139,8 @@ typedef struct {
     } schedule;
 
     int steps; /* optimizer steps, default 1 */
+    uint64_t sample; /* scenario-level `sample: N`: metrics estimated on about N elements
+                        across the tensors (gp_run_tensor_elements); 0 = every element */
 
     struct {
         int set[GP_NMETRICS];     /* 1 when the metric has a threshold */

@@ -257,10 +257,38 @@ static double sd_of(const json_t *sd, const char *metric)
     return json_is_number(x) ? json_number_value(x) : 0;
 }
 
+/* The interval [lo, hi] of a metric from a report's "sampling": {"intervals": {...}}
+ * object iv (NULL: none); returns 0 when there is none (or it is malformed). */
+static int interval_of(const json_t *iv, const char *metric, double *lo, double *hi)
+{
+    const json_t *a = iv ? json_object_get(iv, metric) : NULL;
+    if (!json_is_array(a) || json_array_size(a) != 2 || !json_is_number(json_array_get(a, 0)) ||
+        !json_is_number(json_array_get(a, 1)))
+        return 0;
+    *lo = json_number_value(json_array_get(a, 0));
+    *hi = json_number_value(json_array_get(a, 1));
+    return *lo <= *hi;
+}
+
+/* The badness (badness()) of every value in [lo, hi]: [*blo, *bhi]. */
+static void badness_range(direction d, double lo, double hi, double *blo, double *bhi)
+{
+    double a = badness(d, lo), b = badness(d, hi);
+    *blo = fmin(a, b);
+    *bhi = fmax(a, b);
+    if (d == DIR_AWAY_FROM_ONE && lo <= 1 && 1 <= hi)
+        *blo = 0; /* |v - 1| is 0 inside */
+}
+
 /* Compare one metric value of the baseline with the current one (cj NULL: missing).
- * sb/sc: the two sides' standard deviations over nb/nc seeds (1: no spread). */
+ * sb/sc: the two sides' standard deviations over nb/nc seeds (1: no spread). biv/civ: the
+ * sides' "intervals" objects (sampled runs), or NULL: a metric with an interval on either
+ * side regresses only when the current interval lies entirely worse than the baseline's,
+ * apart by more than the limit (improves likewise): an estimate's sampling error never
+ * makes a regression by itself (docs/gate.md, "Estimates"). */
 static void compare_metric(ctx *c, const char *scenario, const char *tensor, const char *metric,
-                           const json_t *bj, const json_t *cj, double sb, int nb, double sc, int nc)
+                           const json_t *bj, const json_t *cj, double sb, int nb, double sc, int nc,
+                           const json_t *biv, const json_t *civ)
 {
     value o = decode(bj);
     if (!cj) {
@@ -300,9 +328,22 @@ static void compare_metric(ctx *c, const char *scenario, const char *tensor, con
         limit = fmax(fmax(t.abs, t.rel * basis), noise);
         st = bn - bo > limit ? GP_GATE_REGRESSED : bo - bn > limit ? GP_GATE_IMPROVED : GP_GATE_UNCHANGED;
     }
+    double olo = o.v, ohi = o.v, nlo = n.v, nhi = n.v;
+    int has_iv = interval_of(biv, metric, &olo, &ohi) | interval_of(civ, metric, &nlo, &nhi);
+    if (has_iv && !isinf(bo) && !isinf(bn)) {
+        double bolo, bohi, bnlo, bnhi;
+        badness_range(d, olo, ohi, &bolo, &bohi);
+        badness_range(d, nlo, nhi, &bnlo, &bnhi);
+        st = bnlo - bohi > limit ? GP_GATE_REGRESSED : bolo - bnhi > limit ? GP_GATE_IMPROVED : GP_GATE_UNCHANGED;
+    }
     if (st == GP_GATE_UNCHANGED)
         return;
     gp_gate_item *it = add_item(c, st, scenario, tensor, metric);
+    it->has_iv = has_iv;
+    it->old_lo = olo;
+    it->old_hi = ohi;
+    it->new_lo = nlo;
+    it->new_hi = nhi;
     it->old_value = o.v;
     it->new_value = n.v;
     it->tol = t;
@@ -324,11 +365,13 @@ static void compare_metrics(ctx *c, const char *scenario, const char *tensor, co
 {
     const json_t *bm = json_object_get(bo, "metrics"), *cm = co ? json_object_get(co, "metrics") : NULL;
     const json_t *bsd = json_object_get(bo, "metrics_sd"), *csd = co ? json_object_get(co, "metrics_sd") : NULL;
+    const json_t *biv = json_object_get(json_object_get(bo, "sampling"), "intervals");
+    const json_t *civ = co ? json_object_get(json_object_get(co, "sampling"), "intervals") : NULL;
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)bm, key, v)
         compare_metric(c, scenario, tensor, key, v, cm ? json_object_get(cm, key) : NULL, sd_of(bsd, key), nb,
-                       sd_of(csd, key), nc);
+                       sd_of(csd, key), nc, biv, civ);
     if (report_new && cm)
         json_object_foreach((json_t *)cm, key, v)
             if (!json_object_get(bm, key)) {
@@ -572,6 +615,11 @@ static void tolerance_text(gp_buf *f, const gp_gate_item *it)
                     badness(metric_direction(it->metric), it->old_value));
     gp_buf_printf(f, " (%s%s by %s, ", away ? "|v-1| " : "", it->status == GP_GATE_REGRESSED ? "worse" : "better",
             num(d, a));
+    if (it->has_iv) {
+        char c1[32], c2[32], c3[32], c4[32];
+        gp_buf_printf(f, "95%% intervals [%s, %s] -> [%s, %s] apart by more than the ", num(it->old_lo, c1),
+                      num(it->old_hi, c2), num(it->new_lo, c3), num(it->new_hi, c4));
+    }
     if (isinf(it->limit))
         gp_buf_printf(f, "beyond any tolerance)");
     else if (it->noise > 0)

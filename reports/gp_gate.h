@@ -91,6 +91,10 @@ typedef struct {
     double limit;           /* max(tol.abs, tol.rel * |old|, noise) (|old - 1| for grad_norm_ratio) */
     double noise;           /* the seed-noise part of limit: t * standard error of the difference
                                of the means (reports run with --seeds), else 0 */
+    int has_iv;             /* a side is an estimate with an interval (sampled runs): the
+                               intervals were compared, [old_lo, old_hi] and [new_lo, new_hi]
+                               (a side without one: [v, v]) */
+    double old_lo, old_hi, new_lo, new_hi;
 } gp_gate_item;
 
 /* The seed-noise allowance for a metric whose baseline is the mean of nb seeds with

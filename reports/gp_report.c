@@ -42,7 +42,31 @@ static void note(gp_notes *o, const char *fmt, ...)
 void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
 {
     o->n = 0;
+    uint64_t ns = 0, ms = 0;
+    size_t nsampled = 0;
     for (size_t t = 0; t < r->ntensors; t++) {
+        const gp_tensor_result *tr = &r->tensors[t];
+        ns += tr->size;
+        ms += tr->population ? tr->population : tr->size;
+        nsampled += tr->population != 0;
+    }
+    if (sc->sample && nsampled) { /* the scenario's sample: one note */
+        char iv[160] = "no interval: more than one optimizer step";
+        if (r->has_ci[GP_M_GRAD_REL_ERR_FULLBATCH])
+            snprintf(iv, sizeof iv, "95%% intervals in report.json; grad_rel_err_fullbatch in [%.3g, %.3g]",
+                     r->ci_lo[GP_M_GRAD_REL_ERR_FULLBATCH], r->ci_hi[GP_M_GRAD_REL_ERR_FULLBATCH]);
+        else if (sc->steps == 1)
+            snprintf(iv, sizeof iv, "95%% intervals in report.json");
+        note(o, "metrics are estimates over a sample of %llu of %llu elements (%zu of %zu tensors sampled; %s; "
+             "docs/scenarios.md)", (unsigned long long)ns, (unsigned long long)ms, nsampled, r->ntensors, iv);
+    }
+    for (int i = 0; i < GP_NMETRICS; i++)
+        if (r->undecided[i])
+            note(o, "%s: the threshold %g lies inside the estimate's 95%% interval [%.3g, %.3g]: the sample cannot "
+                 "decide (a warning; sample more elements)", gp_metric_name((gp_metric)i),
+                 r->has_threshold[i] && !(r->ci_hi[i] <= r->threshold[i]) ? r->threshold[i] : r->threshold_min[i],
+                 r->ci_lo[i], r->ci_hi[i]);
+    for (size_t t = 0; t < r->ntensors && !sc->sample; t++) {
         const gp_tensor_result *tr = &r->tensors[t];
         if (!tr->population)
             continue;

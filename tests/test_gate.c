@@ -289,6 +289,73 @@ static void test_improvement_reported(void **state)
     json_decref(cur);
 }
 
+/* Estimates (docs/gate.md, "Estimates"): with intervals, only intervals apart by more
+ * than the limit regress. Baseline 0.01 in [0.008, 0.012] (absolute tolerance 1e-12, rel
+ * 0.1: limit 0.001). Current 0.0135 in [0.0113, 0.0157]: the point is worse by 0.0035 >
+ * 0.001, but 0.0113 - 0.012 < 0.001: unchanged. Current 0.016 in [0.0135, 0.0185]:
+ * 0.0135 - 0.012 = 0.0015 > 0.001: regressed, naming the intervals. Without intervals
+ * the first change regresses (the control). grad_norm_ratio: baseline 0.99 in [0.97,
+ * 1.01] (|v - 1| in [0, 0.03]), current 0.9 in [0.85, 0.95] (|v - 1| in [0.05, 0.15]):
+ * 0.05 - 0.03 = 0.02 > limit 0.001 (rel 0.1 x |0.99 - 1|, abs 1e-12): regressed. */
+static void set_iv(json_t *sc, const char *m, double lo, double hi)
+{
+    json_t *smp = json_object_get(sc, "sampling");
+    if (!smp) {
+        smp = json_object();
+        json_object_set_new(smp, "coverage", json_real(0.95));
+        json_object_set_new(smp, "intervals", json_object());
+        json_object_set_new(sc, "sampling", smp);
+    }
+    json_t *iv = json_array();
+    json_array_append_new(iv, json_real(lo));
+    json_array_append_new(iv, json_real(hi));
+    json_object_set_new(json_object_get(smp, "intervals"), m, iv);
+}
+
+static void test_estimates_by_interval(void **state)
+{
+    (void)state;
+    const char *m = "grad_rel_err_fullbatch";
+    json_t *base = load_baseline(), *cur = load_baseline(), *ctl = load_baseline();
+    set_metric(scenario(base, "fp32-pass"), m, 0.01);
+    set_iv(scenario(base, "fp32-pass"), m, 0.008, 0.012);
+    set_metric(scenario(cur, "fp32-pass"), m, 0.0135);
+    set_iv(scenario(cur, "fp32-pass"), m, 0.0113, 0.0157);
+    set_metric(scenario(ctl, "fp32-pass"), m, 0.0135);
+    json_t *cb = load_baseline();
+    set_metric(scenario(cb, "fp32-pass"), m, 0.01);
+    save(base, tmp("est_base.json"));
+    save(cur, tmp("est_overlap.json"));
+    save(cb, tmp("est_base_plain.json"));
+    save(ctl, tmp("est_plain.json"));
+    gate_run r = GATE("--baseline", tmp("est_base.json"), "--current", tmp("est_overlap.json"));
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, "gate: 0 regressed, 0 improved, 4 unchanged");
+    gate_free(&r);
+    r = GATE("--baseline", tmp("est_base_plain.json"), "--current", tmp("est_plain.json"));
+    assert_int_equal(r.rc, 1); /* the control: the same points without intervals regress */
+    gate_free(&r);
+    set_metric(scenario(cur, "fp32-pass"), m, 0.016);
+    set_iv(scenario(cur, "fp32-pass"), m, 0.0135, 0.0185);
+    set_metric(scenario(base, "fp32-pass"), "grad_norm_ratio", 0.99);
+    set_iv(scenario(base, "fp32-pass"), "grad_norm_ratio", 0.97, 1.01);
+    set_metric(scenario(cur, "fp32-pass"), "grad_norm_ratio", 0.9);
+    set_iv(scenario(cur, "fp32-pass"), "grad_norm_ratio", 0.85, 0.95);
+    save(base, tmp("est_base.json"));
+    save(cur, tmp("est_apart.json"));
+    r = GATE("--baseline", tmp("est_base.json"), "--current", tmp("est_apart.json"));
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.out, "REGRESSED     fp32-pass: grad_rel_err_fullbatch 0.01 -> 0.016 (worse by 0.006, 95% intervals "
+                           "[0.008, 0.012] -> [0.0135, 0.0185] apart by more than the tolerance 0.001");
+    assert_contains(r.out, "REGRESSED     fp32-pass: grad_norm_ratio 0.99 -> 0.9 (|v-1| worse by 0.09, 95% intervals "
+                           "[0.97, 1.01] -> [0.85, 0.95] apart by more than the tolerance 0.001");
+    gate_free(&r);
+    json_decref(base);
+    json_decref(cur);
+    json_decref(ctl);
+    json_decref(cb);
+}
+
 /* Verdicts, per-tensor metrics, counts and the two special directions. */
 static void test_directions_and_verdicts(void **state)
 {
@@ -861,6 +928,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_worse_beyond_tolerance_regresses),
         cmocka_unit_test(test_within_tolerance_passes),
         cmocka_unit_test(test_improvement_reported),
+        cmocka_unit_test(test_estimates_by_interval),
         cmocka_unit_test(test_directions_and_verdicts),
         cmocka_unit_test(test_missing_scenario_fails_closed),
         cmocka_unit_test(test_missing_metric_and_tensor_all_listed),

@@ -153,7 +153,7 @@ static void test_signal_noise_model(void **state)
     z.scale = 1.0;
     float out[64], scratch[64], zz[64];
     for (uint64_t k = 0; k < 3; k++) {
-        gp_generate_signal_noise(&d, 9, 1, 2, k, 16, 100, 64, out, scratch);
+        gp_generate_signal_noise(&d, 9, 1, 2, k, 16, 100, NULL, 64, out, scratch);
         gp_generate(&z, 9, gp_stream_id(GP_STREAM_NOISE, 1, 2, k), 100, 64, zz);
         for (int j = 0; j < 64; j++)
             assert_true(out[j] == (float)(1.0 + (double)zz[j] / 8.0));

@@ -1,0 +1,162 @@
+/* gp_bench_scale.c — `gp_bench --threads` and `gp_bench --sampled` (issue 16):
+ * threads inside one scenario: the same scenario run with 1, 2 and 3 threads in this
+ * process (gp_run_scenario_ctl), wall-clock times and the speed-up ratios, and a check
+ * that the three results agree; estimates at scale: a sampled run (`sample:`) of a
+ * 10^9-element and a 7*10^9-element configuration, each in its own child process: its
+ * time and the child's peak resident memory. See bench/README.md. */
+#define _DEFAULT_SOURCE /* wait4 */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness/gp_backend.h"
+#include "harness/gp_runner.h"
+#include "harness/gp_scenario.h"
+
+int gp_bench_scale(int json, int threads, int sampled);
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int load(const char *yaml, gp_scenario *sc)
+{
+    gp_error e = {""};
+    if (gp_scenario_load_string(yaml, strlen(yaml), "bench", sc, &e) != 0) {
+        fprintf(stderr, "gp_bench: %s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Run sc on the CPU backend with `threads` threads: seconds, or -1. *r filled. */
+static double run(const gp_scenario *sc, int threads, gp_result *r)
+{
+    gp_error e = {""};
+    gp_backend b;
+    gp_run_ctl ctl = {threads, NULL};
+    if (gp_backend_open("cpu", &b, &e) != 0)
+        return -1;
+    double t0 = now_s();
+    int rc = gp_run_scenario_ctl(sc, &ctl, &b, NULL, r, &e);
+    double t = now_s() - t0;
+    gp_backend_close(&b);
+    if (rc != 0) {
+        fprintf(stderr, "gp_bench: %s\n", e.msg);
+        return -1;
+    }
+    return t;
+}
+
+/* One big scenario: 8 tensors of 2^20 elements, K = 8, bf16 gradients into an fp32
+ * accumulator with the exact references and AdamW, one step (independent chunks). */
+static const char threads_yaml[] =
+    "name: threads\nseed: 3\ntensors:\n"
+    "  - {name: t0, size: 1048576}\n  - {name: t1, size: 1048576}\n  - {name: t2, size: 1048576}\n"
+    "  - {name: t3, size: 1048576}\n  - {name: t4, size: 1048576}\n  - {name: t5, size: 1048576}\n"
+    "  - {name: t6, size: 1048576}\n  - {name: t7, size: 1048576}\n"
+    "batch: {accumulation_steps: 8, tokens: 512}\nprecision: {grad: bf16, accumulator: fp32}\n";
+
+static int bench_threads(int json)
+{
+    gp_scenario sc;
+    if (load(threads_yaml, &sc) != 0)
+        return 3;
+    double t[4] = {0};
+    gp_result r[4];
+    for (int n = 1; n <= 3; n++)
+        if ((t[n] = run(&sc, n, &r[n])) < 0)
+            return 3;
+    int same = 1;
+    for (int n = 2; n <= 3; n++)
+        for (int m = 0; m < GP_NMETRICS; m++)
+            same &= memcmp(&r[1].metric[m], &r[n].metric[m], sizeof(double)) == 0;
+    double el = 8.0 * 1048576 * 8;
+    if (json)
+        printf("{\"threads_1_s\": %.3f, \"threads_2_s\": %.3f, \"threads_3_s\": %.3f, \"speedup_2\": %.3f, "
+               "\"speedup_3\": %.3f, \"same_metrics\": %s}\n", t[1], t[2], t[3], t[1] / t[2], t[1] / t[3],
+               same ? "true" : "false");
+    else
+        printf("threads: 8 x 2^20 elements, K = 8 (%.3g element-micro-batches): 1 thread %.2f s (%.0f ns each), "
+               "2 threads %.2f s (speed-up %.2fx), 3 threads %.2f s (%.2fx) on %ld online cores; metrics %s\n",
+               el, t[1], 1e9 * t[1] / el, t[2], t[1] / t[2], t[3], t[1] / t[3], sysconf(_SC_NPROCESSORS_ONLN),
+               same ? "bit-identical" : "DIFFER");
+    for (int n = 1; n <= 3; n++)
+        gp_result_free(&r[n]);
+    gp_scenario_free(&sc);
+    return same ? 0 : 1;
+}
+
+/* A configuration of `ntensors` tensors of `size` elements, K = 8 bf16 micro-batches into
+ * a bf16 accumulator, `sample:` n elements across them. */
+static void sampled_yaml(char *buf, size_t len, int ntensors, uint64_t size, uint64_t n)
+{
+    size_t o = (size_t)snprintf(buf, len, "name: sampled\nseed: 5\nsample: %llu\ntensors:\n", (unsigned long long)n);
+    for (int t = 0; t < ntensors && o < len; t++)
+        o += (size_t)snprintf(buf + o, len - o, "  - {name: layer%d, size: %llu, grad: {dist: lognormal, "
+                              "scale: 1.0e-5, sigma: 1.0}}\n", t, (unsigned long long)size);
+    snprintf(buf + o, len - o, "batch: {accumulation_steps: 8, tokens: 512}\nprecision: {grad: bf16, accumulator: "
+             "bf16}\n");
+}
+
+/* In a child: run the configuration; report seconds, peak RSS (MiB) and the estimate. */
+static int sampled_one(int json, int ntensors, uint64_t size, uint64_t n)
+{
+    static char yaml[1 << 16];
+    sampled_yaml(yaml, sizeof yaml, ntensors, size, n);
+    int fd[2];
+    if (pipe(fd) != 0)
+        return 3;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        gp_scenario sc;
+        gp_result r;
+        double out[4] = {-1, 0, 0, 0};
+        if (load(yaml, &sc) == 0 && (out[0] = run(&sc, 1, &r)) >= 0) {
+            out[1] = r.metric[GP_M_GRAD_REL_ERR_FULLBATCH];
+            out[2] = r.ci_lo[GP_M_GRAD_REL_ERR_FULLBATCH];
+            out[3] = r.ci_hi[GP_M_GRAD_REL_ERR_FULLBATCH];
+        }
+        ssize_t w = write(fd[1], out, sizeof out);
+        _exit(w == (ssize_t)sizeof out ? 0 : 3);
+    }
+    close(fd[1]);
+    double out[4];
+    ssize_t got = read(fd[0], out, sizeof out);
+    close(fd[0]);
+    int status = 0;
+    struct rusage ru;
+    if (pid < 0 || wait4(pid, &status, 0, &ru) != pid || got != (ssize_t)sizeof out || out[0] < 0)
+        return 3;
+    double peak = ru.ru_maxrss / 1024.0, M = (double)ntensors * (double)size;
+    if (json)
+        printf("{\"elements\": %.0f, \"sample\": %llu, \"seconds\": %.3f, \"peak_mib\": %.1f, "
+               "\"grad_rel_err_fullbatch\": %.6g, \"ci\": [%.6g, %.6g]}\n", M, (unsigned long long)n, out[0], peak,
+               out[1], out[2], out[3]);
+    else
+        printf("sampled: %.3g elements (%d tensors), sample: %llu, K = 8: %.2f s, peak %.1f MiB; "
+               "grad_rel_err_fullbatch %.4g in [%.4g, %.4g] (target < 300 s)\n", M, ntensors, (unsigned long long)n,
+               out[0], peak, out[1], out[2], out[3]);
+    return 0;
+}
+
+int gp_bench_scale(int json, int threads, int sampled)
+{
+    int rc = 0;
+    if (threads)
+        rc |= bench_threads(json);
+    if (sampled) {
+        rc |= sampled_one(json, 100, 10000000, 1000000);  /* 10^9 elements */
+        rc |= sampled_one(json, 224, 31250000, 1000000);  /* 7 x 10^9 elements */
+    }
+    return rc;
+}

@@ -1,0 +1,250 @@
+/* test_sample.c — estimates at scale (issue 16, item 3): the scenario-level `sample: N`
+ * over generated tensors. How N is spread over the tensors (by hand); a sampled element
+ * is generated as the whole run generates it (gp_generate_at against gp_generate); the
+ * loader's checks; the same report for 1 and 3 threads; and the coverage of the
+ * stratified intervals against the exact value of the whole run over many seeds. */
+#include <gsl/gsl_cdf.h>
+#include <math.h>
+#include <string.h>
+
+#include "gp_test.h"
+
+#include "harness/gp_backend.h"
+#include "harness/gp_generate.h"
+#include "harness/gp_runner.h"
+#include "harness/gp_sample.h"
+#include "reports/gp_report.h"
+
+static void load(const char *text, gp_scenario *sc)
+{
+    gp_error e = {""};
+    if (gp_scenario_load_string(text, strlen(text), "test", sc, &e) != 0)
+        fail_msg("load: %s", e.msg);
+}
+
+static const char three[] = "name: three\nseed: %d\n%s"
+                            "tensors:\n"
+                            "  - {name: a, size: 3000, grad: {dist: lognormal, scale: 1.0e-3, sigma: 1.0}}\n"
+                            "  - {name: b, size: 2000, grad: {dist: normal, scale: 2.0e-2}}\n"
+                            "  - {name: c, size: 1000, grad: {dist: laplace, scale: 5.0e-4}}\n"
+                            "batch: {accumulation_steps: 16, tokens: [100, 100, 100, 100, 100, 100, 100, 100, "
+                            "100, 100, 100, 100, 100, 100, 100, 30]}\n"
+                            "reduction: mean\n"
+                            "precision: {grad: bf16, accumulator: bf16}\n";
+
+static void three_text(char *buf, size_t len, int seed, const char *extra)
+{
+    snprintf(buf, len, three, seed, extra);
+}
+
+/* n_h = max(min(M_h, 2), ceil(N M_h / M)), M = 6000 (gp_runner.h). */
+static void test_allocation_by_hand(void **state)
+{
+    (void)state;
+    struct { const char *sample; uint64_t n[3]; } cases[] = {
+        {"sample: 600\n", {300, 200, 100}},   /* exact shares */
+        {"sample: 7\n", {4, 3, 2}},           /* ceil(3.5), ceil(2.33), ceil(1.17) */
+        {"sample: 1\n", {2, 2, 2}},           /* at least two units each */
+        {"sample: 5999\n", {3000, 2000, 1000}}, /* ceil(2999.5) = 3000, ceil(1999.67), ceil(999.83) */
+        {"sample: 6000\n", {3000, 2000, 1000}}, /* N >= M: everything */
+        {"", {3000, 2000, 1000}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        gp_scenario sc;
+        three_text(text, sizeof text, 1, cases[i].sample);
+        load(text, &sc);
+        for (size_t t = 0; t < 3; t++)
+            if (gp_run_tensor_elements(&sc, t) != cases[i].n[t])
+                fail_msg("'%s' tensor %zu: %llu elements, want %llu", cases[i].sample, t,
+                         (unsigned long long)gp_run_tensor_elements(&sc, t), (unsigned long long)cases[i].n[t]);
+        gp_scenario_free(&sc);
+    }
+    /* a tensor's own sample stays; the scenario's is spread over the others */
+    gp_scenario sc;
+    load("name: own\nsample: 100\ntensors:\n  - {name: a, size: 1000, sample: 10}\n  - {name: b, size: 3000}\n"
+         "  - {name: c, size: 1000}\n", &sc);
+    assert_int_equal(gp_run_tensor_elements(&sc, 0), 10);
+    assert_int_equal(gp_run_tensor_elements(&sc, 1), 75);
+    assert_int_equal(gp_run_tensor_elements(&sc, 2), 25);
+    /* the work and memory limits count the sampled elements: 10^10 elements load */
+    gp_scenario_free(&sc);
+    load("name: huge\nsample: 100000\ntensors:\n  - {name: a, size: 2000000000}\n  - {name: b, size: 2000000000}\n"
+         "  - {name: c, size: 2000000000}\n  - {name: d, size: 2000000000}\n  - {name: e, size: 2000000000}\n"
+         "batch: {accumulation_steps: 64}\nsteps: 100\n", &sc);
+    assert_int_equal(gp_run_work(&sc), 100ull * (100000ull * 64 + GP_RUN_STEP_OVERHEAD));
+    gp_scenario_free(&sc);
+}
+
+static void test_loader_checks(void **state)
+{
+    (void)state;
+    const char *bad[] = {
+        "name: x\nsample: 0\n",
+        "name: x\nsample: -3\n",
+        "name: x\nsample: many\n",
+        "name: x\ntensors:\n  - {name: a, size: 10, sample: 11}\n",
+        "name: x\ntensors:\n  - name: a\n    grad: {values: [[1.0], [2.0]]}\n    sample: 1\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gp_scenario sc;
+        gp_error e = {""};
+        if (gp_scenario_load_string(bad[i], strlen(bad[i]), "bad", &sc, &e) == 0)
+            fail_msg("loaded: %s", bad[i]);
+        assert_non_null(strstr(e.msg, "sample"));
+        printf("# %s\n", e.msg);
+    }
+    /* printed back */
+    gp_scenario sc;
+    load("name: x\nsample: 12345\n", &sc);
+    char *y = gp_scenario_to_yaml(&sc);
+    assert_non_null(strstr(y, "\nsample: 12345\n"));
+    free(y);
+    gp_scenario_free(&sc);
+}
+
+/* A sampled element is the element of the whole tensor: gp_generate_at(idx) equals
+ * gp_generate at those indices, bit for bit, for each distribution. */
+static void test_generate_at(void **state)
+{
+    (void)state;
+    gp_dist d;
+    memset(&d, 0, sizeof d);
+    gp_dist_kind kinds[] = {GP_DIST_NORMAL, GP_DIST_LOGNORMAL, GP_DIST_LAPLACE, GP_DIST_PARETO};
+    enum { M = 5000, N = 97 };
+    static float all[M], some[N];
+    uint64_t idx[N];
+    gp_error e = {""};
+    assert_int_equal(gp_sample_indices(42, 7, M, N, idx, &e), 0);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        d.kind = kinds[k];
+        d.scale = 1e-3;
+        d.sigma = 1.5;
+        d.alpha = 3;
+        d.sparsity = 0.1;
+        d.neg_frac = 0.5;
+        d.outlier_frac = 0.01;
+        d.outlier_scale = 100;
+        gp_generate(&d, 99, 12345, 0, M, all);
+        gp_generate_at(&d, 99, 12345, idx, N, some);
+        for (size_t j = 0; j < N; j++)
+            gp_assert_bits(gp_f32_bits(some[j]), gp_f32_bits(all[idx[j]]), "kind %d element %llu", (int)kinds[k],
+                           (unsigned long long)idx[j]);
+    }
+}
+
+static char *report_json(const gp_scenario *sc, int threads)
+{
+    gp_error e = {""};
+    gp_backend b;
+    gp_result r;
+    gp_run_ctl ctl = {threads, NULL};
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    if (gp_run_scenario_ctl(sc, &ctl, &b, NULL, &r, &e) != 0)
+        fail_msg("run: %s", e.msg);
+    const gp_scenario *p = sc;
+    gp_run_report rep = {&p, &r, 1, b.label, NULL, NULL};
+    char *j = gp_report_json(&rep);
+    gp_result_free(&r);
+    gp_backend_close(&b);
+    return j;
+}
+
+static void test_threads_same_report(void **state)
+{
+    (void)state;
+    char text[1024];
+    gp_scenario sc;
+    three_text(text, sizeof text, 5, "sample: 2000\n");
+    load(text, &sc);
+    char *a = report_json(&sc, 1), *b = report_json(&sc, 3);
+    assert_string_equal(a, b);
+    assert_non_null(strstr(a, "\"sampling\""));
+    free(a);
+    free(b);
+    gp_scenario_free(&sc);
+}
+
+/* Coverage. For seeds s = 1..T the three tensors above (6000 elements, 16 bf16
+ * micro-batches of unequal token counts into a bf16 accumulator, `mean`: absorption
+ * and a normalization error) are run whole (the exact values of the metrics) and with
+ * `sample: 600` (300 + 200 + 100 elements); each scenario-level interval claims 95%
+ * coverage (stratified ratio estimator, docs/scenarios.md). Each seed draws a new
+ * population and a new sample; if every claim holds, the count C of intervals holding
+ * the exact value is a sum of T independent indicators each with probability >= 0.95,
+ * which is stochastically larger than Binomial(T, 0.95). Accept C >= c_min, the
+ * smallest c with P(Binomial(T, 0.95) <= c - 1) <= 1e-4 (GSL's binomial CDF; T = 300:
+ * c_min = 269): a true claim fails the check with probability at most 1e-4 per metric,
+ * at most 5e-4 for the five metrics together (union bound). The seeds are fixed, so the
+ * run is reproducible (GP_TEST_SEED shifts them). */
+static void test_coverage(void **state)
+{
+    (void)state;
+    const int T = (int)gp_test_count("GP_COVERAGE_SEEDS", 300);
+    uint64_t base = gp_test_seed(1000);
+    const gp_metric ms[] = {GP_M_GRAD_REL_ERR_FULLBATCH, GP_M_GRAD_REL_ERR_ROUNDING, GP_M_NORMALIZATION_REL_ERR,
+                            GP_M_GRAD_NORM_RATIO, GP_M_ABSORBED_FRAC};
+    enum { NM = sizeof ms / sizeof ms[0] };
+    int covered[NM] = {0};
+    gp_error e = {""};
+    gp_backend b;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    double width = 0;
+    for (int s = 0; s < T; s++) {
+        char text[1024];
+        gp_scenario full, smp;
+        gp_result rf, rs;
+        three_text(text, sizeof text, (int)(base + (uint64_t)s), "");
+        load(text, &full);
+        three_text(text, sizeof text, (int)(base + (uint64_t)s), "sample: 600\n");
+        load(text, &smp);
+        if (gp_run_scenario(&full, &b, NULL, &rf, &e) != 0 || gp_run_scenario(&smp, &b, NULL, &rs, &e) != 0)
+            fail_msg("seed %llu: %s", (unsigned long long)(base + (uint64_t)s), e.msg);
+        assert_int_equal(rs.tensors[0].size, 300);
+        assert_int_equal(rs.tensors[2].population, 1000);
+        for (int j = 0; j < NM; j++) {
+            if (!rs.has_ci[ms[j]])
+                fail_msg("seed %llu: no interval for %s", (unsigned long long)(base + (uint64_t)s),
+                         gp_metric_name(ms[j]));
+            double v = rf.metric[ms[j]];
+            covered[j] += rs.ci_lo[ms[j]] <= v && v <= rs.ci_hi[ms[j]];
+        }
+        if (s == 0) {
+            printf("# seed %llu: grad_rel_err_fullbatch %g exact, %g [%g, %g] sampled; absorbed_frac %g, "
+                   "normalization_rel_err %g\n", (unsigned long long)base, rf.metric[GP_M_GRAD_REL_ERR_FULLBATCH],
+                   rs.metric[GP_M_GRAD_REL_ERR_FULLBATCH], rs.ci_lo[GP_M_GRAD_REL_ERR_FULLBATCH],
+                   rs.ci_hi[GP_M_GRAD_REL_ERR_FULLBATCH], rf.metric[GP_M_ABSORBED_FRAC],
+                   rf.metric[GP_M_NORMALIZATION_REL_ERR]);
+            /* the metrics are not trivial: something is lost, something to estimate */
+            assert_true(rf.metric[GP_M_ABSORBED_FRAC] > 1e-3 && rf.metric[GP_M_NORMALIZATION_REL_ERR] > 1e-3);
+        }
+        width += rs.ci_hi[GP_M_GRAD_REL_ERR_FULLBATCH] - rs.ci_lo[GP_M_GRAD_REL_ERR_FULLBATCH];
+        gp_result_free(&rf);
+        gp_result_free(&rs);
+        gp_scenario_free(&full);
+        gp_scenario_free(&smp);
+    }
+    int cmin = 0;
+    while (gsl_cdf_binomial_P((unsigned)cmin, 0.95, (unsigned)T) <= 1e-4) /* P(C <= cmin) */
+        cmin++;
+    /* now P(C <= cmin - 1) <= 1e-4 < P(C <= cmin): accept C >= cmin */
+    printf("# mean interval width of grad_rel_err_fullbatch: %g\n", width / T);
+    for (int j = 0; j < NM; j++) {
+        printf("# %s: %d of %d intervals hold the exact value (accept >= %d)\n", gp_metric_name(ms[j]), covered[j],
+               T, cmin);
+        assert_true(covered[j] >= cmin);
+    }
+    gp_backend_close(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_allocation_by_hand),
+        cmocka_unit_test(test_loader_checks),
+        cmocka_unit_test(test_generate_at),
+        cmocka_unit_test(test_threads_same_report),
+        cmocka_unit_test(test_coverage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
