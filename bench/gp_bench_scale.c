@@ -27,6 +27,13 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static int load(const char *yaml, gp_scenario *sc)
 {
     gp_error e = {""};
@@ -37,17 +44,26 @@ static int load(const char *yaml, gp_scenario *sc)
     return 0;
 }
 
-/* Run sc on the CPU backend with `threads` threads: seconds, or -1. *r filled. */
+/* Run sc on the CPU backend with `threads` threads: seconds, or -1. *r filled; *cpu (if
+ * not NULL) the process's CPU seconds over the run (all threads). */
+static double run_cpu(const gp_scenario *sc, int threads, gp_result *r, double *cpu);
 static double run(const gp_scenario *sc, int threads, gp_result *r)
+{
+    return run_cpu(sc, threads, r, NULL);
+}
+
+static double run_cpu(const gp_scenario *sc, int threads, gp_result *r, double *cpu)
 {
     gp_error e = {""};
     gp_backend b;
     gp_run_ctl ctl = {threads, NULL};
     if (gp_backend_open("cpu", &b, &e) != 0)
         return -1;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     int rc = gp_run_scenario_ctl(sc, &ctl, &b, NULL, r, &e);
     double t = now_s() - t0;
+    if (cpu)
+        *cpu = cpu_s() - c0;
     gp_backend_close(&b);
     if (rc != 0) {
         fprintf(stderr, "gp_bench: %s\n", e.msg);
@@ -70,25 +86,31 @@ static int bench_threads(int json)
     gp_scenario sc;
     if (load(threads_yaml, &sc) != 0)
         return 3;
-    double t[4] = {0};
+    double t[4] = {0}, c[4] = {0};
     gp_result r[4];
     for (int n = 1; n <= 3; n++)
-        if ((t[n] = run(&sc, n, &r[n])) < 0)
+        if ((t[n] = run_cpu(&sc, n, &r[n], &c[n])) < 0)
             return 3;
     int same = 1;
     for (int n = 2; n <= 3; n++)
         for (int m = 0; m < GP_NMETRICS; m++)
             same &= memcmp(&r[1].metric[m], &r[n].metric[m], sizeof(double)) == 0;
     double el = 8.0 * 1048576 * 8;
+    /* speed-up = wall(1) / wall(n); cpu(n) / wall(n): how many cores the run had on
+     * average (on a loaded machine less than n); cpu(n) / cpu(1): the threads' overhead */
     if (json)
         printf("{\"threads_1_s\": %.3f, \"threads_2_s\": %.3f, \"threads_3_s\": %.3f, \"speedup_2\": %.3f, "
-               "\"speedup_3\": %.3f, \"same_metrics\": %s}\n", t[1], t[2], t[3], t[1] / t[2], t[1] / t[3],
+               "\"speedup_3\": %.3f, \"cpu_1_s\": %.3f, \"cpu_2_s\": %.3f, \"cpu_3_s\": %.3f, "
+               "\"same_metrics\": %s}\n", t[1], t[2], t[3], t[1] / t[2], t[1] / t[3], c[1], c[2], c[3],
                same ? "true" : "false");
-    else
-        printf("threads: 8 x 2^20 elements, K = 8 (%.3g element-micro-batches): 1 thread %.2f s (%.0f ns each), "
-               "2 threads %.2f s (speed-up %.2fx), 3 threads %.2f s (%.2fx) on %ld online cores; metrics %s\n",
-               el, t[1], 1e9 * t[1] / el, t[2], t[1] / t[2], t[3], t[1] / t[3], sysconf(_SC_NPROCESSORS_ONLN),
-               same ? "bit-identical" : "DIFFER");
+    else {
+        printf("threads: 8 x 2^20 elements, K = 8 (%.3g element-micro-batches), %ld online cores; metrics %s\n", el,
+               sysconf(_SC_NPROCESSORS_ONLN), same ? "bit-identical" : "DIFFER");
+        for (int n = 1; n <= 3; n++)
+            printf("  %d thread%s: wall %.2f s (speed-up %.2fx), cpu %.2f s (%.0f ns per element-micro-batch; "
+                   "%.2f cores busy on average; cpu / cpu(1 thread) %.3f)\n", n, n > 1 ? "s" : " ", t[n],
+                   t[1] / t[n], c[n], 1e9 * c[n] / el, c[n] / t[n], c[n] / c[1]);
+    }
     for (int n = 1; n <= 3; n++)
         gp_result_free(&r[n]);
     gp_scenario_free(&sc);

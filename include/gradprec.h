@@ -75,8 +75,9 @@ GRADPREC_API void gradprec_set_free(gradprec_set *s);
  *                  call, and its functions may be called from `jobs` threads at once;
  *   else backend:  "cpu" (also when NULL), "cuda", "auto" or "plugin:PATH.so".
  * compare (NULL: none) names a second backend run on identical inputs and compared bit
- * for bit, as `gradprec run --compare`. jobs: scenarios run in parallel (<= 0: 1);
- * results do not depend on it. On GRADPREC_OK *out is a new result; otherwise *out is
+ * for bit, as `gradprec run --compare`. jobs: threads (<= 0: 1), as `gradprec run -j`:
+ * scenarios run in parallel, and each splits its windows over the threads left; results
+ * do not depend on it. On GRADPREC_OK *out is a new result; otherwise *out is
  * NULL and err holds one line: GRADPREC_BAD_INPUT for a bad backend spec or table, a
  * configuration the backend does not support (its function returned 1), an unreadable or
  * malformed replay dump; GRADPREC_INTERNAL when a backend call failed or memory ran out. */

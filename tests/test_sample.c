@@ -165,6 +165,57 @@ static void test_threads_same_report(void **state)
     gp_scenario_free(&sc);
 }
 
+/* Verdicts on estimates (docs/scenarios.md): the threshold inside the interval leaves
+ * grad_rel_err_fullbatch undecided (no failure, the verdict at least warn, a note); below
+ * the whole interval it fails; above it neither. The interval is the run's own, read
+ * back, and the thresholds are placed relative to it. */
+static void run_sampled(const char *extra, gp_result *r)
+{
+    char text[1400], more[400];
+    snprintf(more, sizeof more, "sample: 600\n%s", extra);
+    three_text(text, sizeof text, 3, more);
+    gp_scenario sc;
+    gp_error e = {""};
+    gp_backend b;
+    load(text, &sc);
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    if (gp_run_scenario(&sc, &b, NULL, r, &e) != 0)
+        fail_msg("run: %s", e.msg);
+    gp_notes notes;
+    gp_report_notes(&sc, r, &notes);
+    int found = 0;
+    for (int i = 0; i < notes.n; i++)
+        found |= strstr(notes.text[i], "the sample cannot decide") != NULL;
+    assert_int_equal(found, r->undecided[GP_M_GRAD_REL_ERR_FULLBATCH]);
+    gp_backend_close(&b);
+    gp_scenario_free(&sc);
+}
+
+static void test_verdict_on_interval(void **state)
+{
+    (void)state;
+    const gp_metric m = GP_M_GRAD_REL_ERR_FULLBATCH;
+    gp_result r;
+    char th[200];
+    run_sampled("thresholds: {normalization_rel_err: 1.0, weight_rel_err: 1.0}\n", &r);
+    assert_true(r.has_ci[m] && r.ci_lo[m] < r.metric[m] && r.metric[m] < r.ci_hi[m]);
+    double lo = r.ci_lo[m], hi = r.ci_hi[m];
+    gp_result_free(&r);
+    snprintf(th, sizeof th, "thresholds: {normalization_rel_err: 1.0, weight_rel_err: 1.0, grad_rel_err_fullbatch: %.17g}\n",
+             (lo + hi) / 2);
+    run_sampled(th, &r);
+    assert_true(r.undecided[m] && !r.failed[m] && r.verdict == GP_WARN);
+    gp_result_free(&r);
+    snprintf(th, sizeof th, "thresholds: {normalization_rel_err: 1.0, weight_rel_err: 1.0, grad_rel_err_fullbatch: %.17g}\n", lo * 0.99);
+    run_sampled(th, &r);
+    assert_true(!r.undecided[m] && r.failed[m] && r.verdict == GP_FAIL);
+    gp_result_free(&r);
+    snprintf(th, sizeof th, "thresholds: {normalization_rel_err: 1.0, weight_rel_err: 1.0, grad_rel_err_fullbatch: %.17g}\n", hi * 1.01);
+    run_sampled(th, &r);
+    assert_true(!r.undecided[m] && !r.failed[m]);
+    gp_result_free(&r);
+}
+
 /* Coverage. For seeds s = 1..T the three tensors above (6000 elements, 16 bf16
  * micro-batches of unequal token counts into a bf16 accumulator, `mean`: absorption
  * and a normalization error) are run whole (the exact values of the metrics) and with
@@ -244,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_loader_checks),
         cmocka_unit_test(test_generate_at),
         cmocka_unit_test(test_threads_same_report),
+        cmocka_unit_test(test_verdict_on_interval),
         cmocka_unit_test(test_coverage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
