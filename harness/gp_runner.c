@@ -961,6 +961,7 @@ typedef struct sim {
                           discarded by design; its loss counts as scaling) */
     gp_replay **dump, **wdump; /* [ntensors] replayed gradients / weights, else NULL */
     uint64_t **idx;    /* [ntensors] a sampled tensor's chosen elements, else NULL */
+    const double *w;   /* [ntensors] a sampled tensor's expansion weight M_h / n_h, else 1 */
     uint64_t *done;    /* progress counter (gp_run_ctl), else NULL */
 } sim;
 
@@ -1132,11 +1133,17 @@ static void window_run(sim *S, lane *L, size_t u)
                                                : run_generated(G, U->ng, S->N, &U->found_inf, &U->err);
     for (size_t j = 0; j < U->ng && rc == 0; j++) {
         chunk *c = &G[j];
+        int smp = S->w[c->t] != 1.0;
+        gp_dd ss = {0.0, 0.0}, *to = smp ? &ss : &U->ref_ss;
         for (size_t i = 0; i < c->n; i++) { /* the reference's clipping norm */
             double p, e, x = c->gfull[i];
             gp_dd_two_prod(x, x, &p, &e);
-            U->ref_ss = gp_dd_add(U->ref_ss, (gp_dd){p, e});
+            *to = gp_dd_add(*to, (gp_dd){p, e});
         }
+        /* a sampled tensor's elements stand for M_h / n_h elements each: the estimate of
+         * the whole model's norm (gp_runner.h) */
+        if (smp)
+            U->ref_ss = gp_dd_add(U->ref_ss, gp_dd_mul_d(ss, S->w[c->t]));
         if (!S->coupled)
             rc = optimize_chunk(S, L, c->t, c->i0, c->n, c->acc, c->gfull, &U->oc[j], &U->os[j], &U->first, &U->err);
     }
@@ -1335,6 +1342,8 @@ static int clip_step(sim *S, float scale, float *coef, float *right, gp_error *e
             gp_mismatch_note(&S->res->first_mismatch, "grad_sumsq", "sumsq", S->step.iter, -1, t, -1, 32,
                              gp_f32_bits(a.sumsq), gp_f32_bits(a2.sumsq));
         }
+        if (S->w[t] != 1.0) /* sampled: the estimate of the whole tensor's sum of squares */
+            a.sumsq = (float)((double)a.sumsq * S->w[t]);
         norms[t] = gp_clip_norm_store(af, a.sumsq);
     }
     uint32_t total = gp_clip_total_norm(af, norms, sc->ntensors);
@@ -1796,6 +1805,7 @@ typedef struct {
     gp_scenario view;
     gp_replay **dump, **wdump; /* [ntensors] */
     uint64_t **idx;            /* [ntensors] */
+    double *w;                 /* [ntensors] expansion weight M_h / n_h (1: not sampled) */
     int sampled;
 } replay_run;
 
@@ -1812,6 +1822,7 @@ static void replay_end(replay_run *R, size_t nt)
     free(R->dump);
     free(R->wdump);
     free(R->idx);
+    free(R->w);
     free(R->view.tensors);
 }
 
@@ -1825,7 +1836,8 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
     R->dump = calloc(nt ? nt : 1, sizeof *R->dump);
     R->wdump = calloc(nt ? nt : 1, sizeof *R->wdump);
     R->idx = calloc(nt ? nt : 1, sizeof *R->idx);
-    if (!R->view.tensors || !R->dump || !R->wdump || !R->idx) {
+    R->w = malloc((nt ? nt : 1) * sizeof *R->w);
+    if (!R->view.tensors || !R->dump || !R->wdump || !R->idx || !R->w) {
         replay_end(R, 0);
         return gp_error_set(err, "out of memory");
     }
@@ -1844,7 +1856,9 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
             return -2;
         }
         uint64_t n = gp_run_tensor_elements(sc, t);
+        R->w[t] = 1.0;
         if (n < ts->size) {
+            R->w[t] = (double)ts->size / (double)n;
             R->sampled = 1;
             if (!(R->idx[t] = malloc(n * sizeof(uint64_t))) ||
                 gp_sample_indices(sc->seed, gp_stream_id(GP_STREAM_SAMPLE, t, 0, 0), ts->size, n, R->idx[t], &e) != 0) {
@@ -1954,6 +1968,7 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
     S.dump = R->dump;
     S.wdump = R->wdump;
     S.idx = R->idx;
+    S.w = R->w;
     S.nlanes = ctl && ctl->threads > 1 ? (ctl->threads < GP_RUN_MAX_THREADS ? ctl->threads : GP_RUN_MAX_THREADS) : 1;
     S.done = ctl ? ctl->done : NULL;
     for (int k = 0; k < sc->batch.microbatches; k++)

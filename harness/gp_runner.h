@@ -48,7 +48,12 @@
  * a false alarm per statistic and run of at most 1e-9. The CPU rounds up with probability
  * floor(f 2^32) / 2^32 (README), a drift below 2^-32 per draw, added to (1)'s bound. The
  * metric is |S| / T: a value above 1 fails (a biased rounding, or bits shared by
- * neighbouring elements or reused across micro-batches). */
+ * neighbouring elements or reused across micro-batches).
+ *
+ * Sampled runs (a `sample:`; docs/scenarios.md). Only the sampled elements run; the
+ * global clipping norm, of the backend and of the reference, is estimated from them:
+ * each sampled tensor's sum of squares counts M_h / n_h times. A loss scaler's found_inf
+ * sees only the sampled elements (a non-finite value elsewhere is not seen). */
 #ifndef GP_RUNNER_H
 #define GP_RUNNER_H
 
