@@ -28,6 +28,9 @@ typedef enum {
                                         (gp_runner.h): |sum of (up - f)| / its derived bound */
     GP_M_SR_ELEMENT_CORR_SCORE,      /* ... neighbouring elements' roundings: |sum u_i u_(i+1)| / bound */
     GP_M_SR_STEP_CORR_SCORE,         /* ... one element on consecutive micro-batches: / bound */
+    GP_M_COLLECTIVE_REL_ERR,         /* distributed only: ||the simulated collective's own rounding
+                                        errors, summed per element|| / ||g_same||; absent (NaN) in
+                                        one process */
     GP_NMETRICS
 } gp_metric;
 

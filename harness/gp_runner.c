@@ -15,6 +15,7 @@
 #include "../kernels/arith/gp_schedule.h"
 #include "../kernels/cpu/gp_cpu_backend.h"
 #include "../reference/gp_exact.h"
+#include "gp_collective.h"
 #include "gp_generate.h"
 #include "gp_replay.h"
 
@@ -91,6 +92,14 @@ typedef struct {
     uint32_t *cnt[4];      /* runs with sampling: per element absorbed additions, additions
                               of a non-zero addend, underflows, roundings of a non-zero
                               value (the units of the fraction estimates); else NULL */
+    /* data-parallel runs (docs/distributed.md); single-process: errw 1, tok the batch's,
+     * mb_base 0, tm_mul 1, tm_den N, D NULL */
+    double errw;           /* weight of this rank's local errors in the final gradient (1/W) */
+    const long *tok;       /* [K] this rank's token counts */
+    int mb_base;           /* r * K: the global index of the rank's first micro-batch */
+    double tm_mul, tm_den; /* token_mean: x = tm_mul * S / tm_den (W and N, or 1 and N_r) */
+    struct dist_pool *D;   /* the ranks' buffers, else NULL */
+    size_t off;            /* this chunk's offset in the pool's per-element arrays */
 } chunk;
 
 /* Count an event of element i in the per-element counters (runs with sampling). */
@@ -129,7 +138,7 @@ static gp_mechanism classify(gp_format f, double exact, uint32_t bits, unsigned 
 
 static void note_error(chunk *c, size_t i, gp_mechanism m, double delta)
 {
-    c->err[m][i] += delta;
+    c->err[m][i] += delta * c->errw;
 }
 
 /* The stored gradients of one micro-batch: round xs to the grad dtype (RNE, as the
@@ -140,10 +149,10 @@ static void store_grads(chunk *c)
     for (size_t i = 0; i < c->n; i++) {
         unsigned ev = 0;
         uint32_t g = gp_fmt_from_f64(c->gf, c->xs[i], GP_RNE, 0, ftz, &ev);
-        double x = c->xs[i] / c->s;
-        c->partial[i] += x;
+        double x = c->xs[i] / c->s, xw = x * c->errw; /* its share of the final gradient */
+        c->partial[i] += xw;
         if (isfinite(x))
-            c->st->ss_x += x * x;
+            c->st->ss_x += xw * xw;
         if (x != 0 && isfinite(x)) {
             int e;
             frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
@@ -197,10 +206,10 @@ static void accumulate_args(const chunk *c, void *acc, void *comp, int k, gp_plu
     a->rounding = (int32_t)c->sc->precision.rounding;
     a->ftz = c->sc->precision.ftz;
     a->seed = c->sc->seed;
-    a->stream = gp_stream_id(GP_STREAM_ACCUM_SR, c->t, (uint64_t)c->step, (uint64_t)k);
+    a->stream = gp_stream_id(GP_STREAM_ACCUM_SR, c->t, (uint64_t)c->step, (uint64_t)(c->mb_base + k));
     a->first_index = c->i0;
     a->n = c->n;
-    a->microbatch = (uint32_t)k;
+    a->microbatch = (uint32_t)(c->mb_base + k);
     a->grad = c->grad;
     a->acc = acc;
     a->comp = comp;
@@ -470,6 +479,30 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
 
 /* ---- the two ways of producing exact backward outputs ---- */
 
+/* Data-parallel buffers for a window of CHUNK elements (docs/distributed.md). */
+struct dist_pool {
+    int W;
+    gp_format rd;             /* the reduce dtype */
+    size_t ab, rb;            /* bytes per element: accumulator, reduce dtype */
+    char *racc;               /* [W][CHUNK] each rank's local accumulator (accumulator format) */
+    char *val;                /* [W][CHUNK] each rank's value in the reduce dtype */
+    char *part, *add, *pold;  /* [CHUNK] the travelling partial sum, the addend, its old value */
+    double *cerr[GP_MECH_GRAD_END]; /* [CHUNK] the collective's local errors, final units */
+    double *sh, *sl;          /* [CHUNK] normalize: rank: g_same as a double-double sum */
+};
+
+static void dist_same_add(chunk *c)
+{
+    if (c->sc->distributed.normalize != GP_NORM_RANK || c->sc->reduction != GP_RED_TOKEN_MEAN)
+        return;
+    double *sh = c->D->sh + c->off, *sl = c->D->sl + c->off;
+    for (size_t i = 0; i < c->n; i++) { /* + x / W, x = S / N_r (binary64, nudged) */
+        double x = c->xs[i] / c->s * c->errw, hi = sh[i] + x, bb = hi - sh[i];
+        sl[i] += (sh[i] - (hi - bb)) + (x - bb);
+        sh[i] = hi;
+    }
+}
+
 /* Generated tensor, micro-batch k: per-token-mean gradients m from the distribution,
  * the exact scaled outputs, the exact sums of m and n_k*m, the stored gradients. */
 static int replay_microbatch(chunk *c, double N, int k, gp_error *err);
@@ -477,16 +510,17 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err);
 static int generate_microbatch(chunk *c, double N, int k, gp_error *err)
 {
     const gp_scenario *sc = c->sc;
-    long nk = sc->batch.tokens[k];
+    long nk = c->tok[k];
     if (c->dump)
         return replay_microbatch(c, N, k, err);
-    double den = reduction_den(sc, nk, N);
+    double den = sc->reduction == GP_RED_TOKEN_MEAN ? c->tm_den : reduction_den(sc, nk, N);
+    double mul = sc->reduction == GP_RED_TOKEN_MEAN ? c->tm_mul : 1.0; /* W or 1: m * mul exact */
+    uint64_t g = (uint64_t)(c->mb_base + k); /* the global micro-batch: rank 0's are the single process's */
     const gp_dist *gd = &sc->tensors[c->t].grad;
     const uint64_t *at = c->idx ? c->idx + c->i0 : NULL; /* sampled: element j is at[j] */
-    uint64_t stream = gp_stream_id(GP_STREAM_GRAD, c->t, (uint64_t)c->step, (uint64_t)k);
+    uint64_t stream = gp_stream_id(GP_STREAM_GRAD, c->t, (uint64_t)c->step, g);
     if (gd->token_snr > 0)
-        gp_generate_signal_noise(gd, sc->seed, c->t, (uint64_t)c->step, (uint64_t)k, nk, c->i0, at, c->n, c->m,
-                                 c->noise);
+        gp_generate_signal_noise(gd, sc->seed, c->t, (uint64_t)c->step, g, nk, c->i0, at, c->n, c->m, c->noise);
     else if (at)
         gp_generate_at(gd, sc->seed, stream, at, c->n, c->m);
     else
@@ -495,7 +529,9 @@ static int generate_microbatch(chunk *c, double N, int k, gp_error *err)
         for (size_t i = 0; i < c->n; i++)
             c->m[i] = (float)((double)c->m[i] * c->shrink);
     for (size_t i = 0; i < c->n; i++)
-        c->xs[i] = quotient((double)c->m[i], (double)nk, den) * c->s;
+        c->xs[i] = quotient((double)c->m[i] * mul, (double)nk, den) * c->s;
+    if (c->D)
+        dist_same_add(c);
     gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
     gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, (uint32_t)nk, c->n);
     store_grads(c);
@@ -566,11 +602,17 @@ static int generated_final(chunk *c, double N, int *found_inf, gp_error *err)
             c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], 1, &sticky);
             continue;
         }
+        uint64_t W = c->D ? (uint64_t)c->D->W : 1; /* the collective's average: 1/W of the ranks' sum */
         switch (sc->reduction) {
-        case GP_RED_TOKEN_MEAN: c->gsame[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], Nn, &sticky); break;
-        case GP_RED_MEAN: c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], A, &sticky); break;
-        case GP_RED_MEAN_NO_DIV: c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], 1, &sticky); break;
-        default: c->gsame[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], 1, &sticky); break;
+        case GP_RED_TOKEN_MEAN:
+            if (c->D && sc->distributed.normalize == GP_NORM_RANK)
+                c->gsame[i] = c->D->sh[c->off + i] + c->D->sl[c->off + i];
+            else /* global: (1/W) sum of W S / N */
+                c->gsame[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], Nn, &sticky);
+            break;
+        case GP_RED_MEAN: c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], A * W, &sticky); break;
+        case GP_RED_MEAN_NO_DIV: c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], W, &sticky); break;
+        default: c->gsame[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], W, &sticky); break;
         }
     }
     final_stats(c, c->gacc, c->gsame, c->gfull);
@@ -579,8 +621,12 @@ static int generated_final(chunk *c, double N, int *found_inf, gp_error *err)
 
 /* Generated tensors: the chunks G[0..ng) (of different tensors) micro-batch by
  * micro-batch, all of them in one backend call per micro-batch. */
+static int run_distributed(chunk *G, size_t ng, double N, int *found_inf, gp_error *err);
+
 static int run_generated(chunk *G, size_t ng, double N, int *found_inf, gp_error *err)
 {
+    if (G[0].D)
+        return run_distributed(G, ng, N, found_inf, err);
     int rc = 0;
     for (int k = 0; k < G[0].sc->batch.microbatches && rc == 0; k++) {
         for (size_t j = 0; j < ng && rc == 0; j++)
@@ -590,6 +636,253 @@ static int run_generated(chunk *G, size_t ng, double N, int *found_inf, gp_error
     }
     for (size_t j = 0; j < ng && rc == 0; j++)
         rc = generated_final(&G[j], N, found_inf, err);
+    return rc;
+}
+
+/* ---- the simulated collective (docs/distributed.md, harness/gp_collective.h) ---- */
+
+static char *dist_rank(char *base, size_t width, int r, size_t off)
+{
+    return base + ((size_t)r * CHUNK + off) * width;
+}
+
+/* One rounding of the collective (a cast or a division) of the exact value `exact` to
+ * bits in format f: counted, attributed to its mechanism with weight w (its share of the
+ * final, unscaled gradient), in the run's split and in the collective's own. */
+static void coll_round(chunk *c, size_t i, gp_format f, double exact, double lo, uint32_t bits, unsigned ev,
+                       double w)
+{
+    if (!isfinite(exact)) /* already non-finite: counted where it arose */
+        return;
+    double v = widen(f, bits);
+    if (exact != 0) {
+        c->st->rounded_nonzero++;
+        c->st->coll.roundings++;
+        CNT_EL(c, CNT_RND, i);
+    }
+    gp_mechanism m = classify(f, gp_f64_nudge(exact, lo > 0 ? 1 : lo < 0 ? -1 : 0), bits, ev);
+    if (m == GP_MECH_UNDERFLOW) {
+        c->st->underflow++;
+        c->st->coll.underflow++;
+        CNT_EL(c, CNT_UND, i);
+    }
+    if (m == GP_MECH_OVERFLOW) {
+        c->st->overflow++;
+        c->st->coll.overflow++;
+    }
+    double d = ((v - exact) - lo) * w; /* exact: the value rounded, lo: what the binary64 exact missed */
+    if (!isfinite(v))
+        d = v; /* an overflow loses everything */
+    c->err[m][i] += d;
+    c->D->cerr[m][c->off + i] += d;
+}
+
+/* One hop: X[i] <- X[i] + Y[i] in the reduce dtype on the backend (its accumulate entry,
+ * RNE), every element observed as accumulate_after does; w: the weight of its errors. */
+static int coll_hop(chunk *c, void *X, const void *Y, int hop, double w, gp_error *err)
+{
+    struct dist_pool *D = c->D;
+    gp_format rd = D->rd;
+    memcpy(D->pold + c->off * D->rb, X, c->n * D->rb);
+    gp_plugin_accumulate_args a;
+    memset(&a, 0, sizeof a);
+    a.struct_size = sizeof a;
+    a.grad_format = (int32_t)rd;
+    a.acc_format = (int32_t)rd;
+    a.rounding = GP_PLUGIN_RNE;
+    a.ftz = c->sc->precision.ftz;
+    a.seed = c->sc->seed;
+    a.stream = gp_stream_id(GP_STREAM_ACCUM_SR, c->t, (uint64_t)c->step, GP_SIGNAL_MICROBATCH - 1u);
+    a.first_index = c->i0;
+    a.n = c->n;
+    a.microbatch = (uint32_t)hop;
+    a.grad = Y;
+    a.acc = X;
+    int rc = c->b->ops->accumulate(&a);
+    if (rc != 0)
+        return backend_failure(c->b, "accumulate (collective)", rc, err);
+    c->st->coll.hops += c->n;
+    const char *old = D->pold + c->off * D->rb;
+    for (size_t i = 0; i < c->n; i++) {
+        uint32_t ob = gp_pack_get(rd, old, i), nb = gp_pack_get(rd, X, i);
+        double av = widen(rd, ob), g = widen(rd, gp_pack_get(rd, Y, i)), nv = widen(rd, nb);
+        double s = av + g, bb = s - av, e = (av - (s - bb)) + (g - bb); /* exact sum s + e */
+        if (!isfinite(av) || !isfinite(g))
+            continue; /* counted where it became non-finite */
+        if (!isfinite(s))
+            e = 0;
+        if (g != 0) {
+            c->st->adds_nonzero++;
+            c->st->coll.adds_nonzero++;
+            CNT_EL(c, CNT_ADD, i);
+        }
+        if (g != 0 && nb == ob) {
+            double d = ((nv - s) - e) * w;
+            if (s != 0 || e != 0) {
+                c->st->rounded_nonzero++;
+                c->st->coll.roundings++;
+                CNT_EL(c, CNT_RND, i);
+            }
+            c->st->absorbed++;
+            c->st->coll.absorbed++;
+            CNT_EL(c, CNT_ABS, i);
+            c->err[GP_MECH_ABSORPTION][i] += d;
+            D->cerr[GP_MECH_ABSORPTION][c->off + i] += d;
+            continue;
+        }
+        coll_round(c, i, rd, s, e, nb, isinf(nv) && isfinite(s) ? GP_EV_OVERFLOW : 0, w);
+    }
+    return 0;
+}
+
+/* The collective over the ranks' local accumulators of chunk c (D->racc), result stored
+ * into c->acc: cast to the reduce dtype, divide by the pre factor, reduce in the
+ * collective's order (ring / reduce_scatter: gp_coll_ring_rank per element's chunk;
+ * tree: level l adds rank r + 2^l into rank r for r a multiple of 2^(l+1)), divide by
+ * the post factor, cast back to the accumulator dtype. */
+static int collective(chunk *c, gp_error *err)
+{
+    struct dist_pool *D = c->D;
+    const gp_scenario *sc = c->sc;
+    int W = D->W, ftz = sc->precision.ftz, op = sc->distributed.average == GP_AVG_OP, rc = 0;
+    gp_format rd = D->rd, af = c->af;
+    double pre, post, ws = 1.0 / c->s;
+    gp_coll_factors(sc, &pre, &post);
+    for (int r = 0; r < W; r++) {
+        const char *ra = dist_rank(D->racc, D->ab, r, c->off);
+        char *rv = dist_rank(D->val, D->rb, r, c->off);
+        for (size_t i = 0; i < c->n; i++) {
+            double a = widen(af, gp_pack_get(af, ra, i));
+            unsigned ev = 0;
+            uint32_t v = gp_fmt_from_f64(rd, a, GP_RNE, 0, ftz, &ev);
+            if (rd != af)
+                coll_round(c, i, rd, a, 0, v, ev, ws / (double)W);
+            if (pre != 1.0) {
+                double vv = widen(rd, v);
+                ev = 0;
+                v = gp_coll_divide(rd, vv, pre, op, ftz, &ev);
+                coll_round(c, i, rd, vv / pre, 0, v, ev, ws / post);
+            }
+            gp_pack_set(rd, rv, i, v);
+        }
+    }
+    char *part = D->part + c->off * D->rb, *add = D->add + c->off * D->rb;
+    if (sc->distributed.collective == GP_COLL_TREE) {
+        for (int st = 1; st < W && rc == 0; st *= 2)
+            for (int r = 0; r + st < W && rc == 0; r += 2 * st)
+                rc = coll_hop(c, dist_rank(D->val, D->rb, r, c->off), dist_rank(D->val, D->rb, r + st, c->off),
+                              r + st, ws / post, err);
+        memcpy(part, dist_rank(D->val, D->rb, 0, c->off), c->n * D->rb);
+    } else {
+        uint64_t size = sc->tensors[c->t].size, B = (uint64_t)sc->distributed.bucket_elements;
+        for (int h = 0; h < W && rc == 0; h++) {
+            char *dst = h == 0 ? part : add;
+            for (size_t i = 0; i < c->n; i++) {
+                uint64_t pos, blen = gp_coll_bucket(c->i0 + i, size, B, &pos);
+                int q = gp_coll_chunk(pos, blen, W);
+                const char *src = dist_rank(D->val, D->rb, gp_coll_ring_rank(W, q, h), c->off);
+                gp_pack_set(rd, dst, i, gp_pack_get(rd, src, i));
+            }
+            if (h > 0)
+                rc = coll_hop(c, part, add, h, ws / post, err);
+        }
+    }
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < c->n; i++) {
+        uint32_t v = gp_pack_get(rd, part, i);
+        unsigned ev = 0;
+        if (post != 1.0) {
+            double p = widen(rd, v);
+            v = gp_coll_divide(rd, p, post, 0, ftz, &ev);
+            coll_round(c, i, rd, p / post, 0, v, ev, ws);
+        }
+        double p = widen(rd, v);
+        ev = 0;
+        uint32_t nb = gp_fmt_from_f64(af, p, GP_RNE, 0, ftz, &ev);
+        if (af != rd)
+            coll_round(c, i, af, p, 0, nb, ev, ws);
+        gp_pack_set(af, c->acc, i, nb);
+    }
+    return 0;
+}
+
+/* Rank r of chunk c: its local accumulator starts as the chunk's gradient (0 in a window
+ * with no_sync; the previous collective's result without it), its tokens, micro-batches
+ * and normalization. */
+static void rank_begin(chunk *c, void *real, double N, int r)
+{
+    struct dist_pool *D = c->D;
+    const gp_scenario *sc = c->sc;
+    int K = sc->batch.microbatches, W = D->W;
+    c->acc = dist_rank(D->racc, D->ab, r, c->off);
+    memcpy(c->acc, real, c->n * D->ab);
+    c->tok = sc->distributed.tokens ? sc->distributed.tokens + (size_t)r * (size_t)K : sc->batch.tokens;
+    c->mb_base = r * K;
+    c->errw = 1.0 / (double)W;
+    if (sc->distributed.normalize == GP_NORM_RANK) {
+        double Nr = 0;
+        for (int k = 0; k < K; k++)
+            Nr += (double)c->tok[k];
+        c->tm_mul = 1.0;
+        c->tm_den = Nr;
+    } else {
+        c->tm_mul = (double)W; /* the loss times W, as trainers do that divide by the global N */
+        c->tm_den = N;
+    }
+    memset(c->sr_prev, 0, c->n * sizeof(double));
+}
+
+/* Generated tensors across W ranks: each rank accumulates its micro-batches locally on
+ * the backend; the collective runs once after the window (no_sync: true) or after every
+ * micro-batch on the accumulated gradient (no_sync: false, DDP's reducer without
+ * no_sync()); then unscale and the final statistics as in one process. */
+static int run_distributed(chunk *G, size_t ng, double N, int *found_inf, gp_error *err)
+{
+    const gp_scenario *sc = G[0].sc;
+    struct dist_pool *D = G[0].D;
+    int K = sc->batch.microbatches, W = D->W, rc = 0;
+    void *real[GP_PLUGIN_MANY_MAX];
+    for (size_t j = 0; j < ng; j++) {
+        real[j] = G[j].acc;
+        for (int m = 0; m < GP_MECH_GRAD_END; m++)
+            memset(D->cerr[m] + G[j].off, 0, G[j].n * sizeof(double));
+        memset(D->sh + G[j].off, 0, G[j].n * sizeof(double));
+        memset(D->sl + G[j].off, 0, G[j].n * sizeof(double));
+    }
+    int rounds = sc->distributed.no_sync ? 1 : K, per = sc->distributed.no_sync ? K : 1;
+    for (int round = 0; round < rounds && rc == 0; round++) {
+        for (int r = 0; r < W && rc == 0; r++) {
+            for (size_t j = 0; j < ng; j++)
+                rank_begin(&G[j], real[j], N, r);
+            for (int k = round * per; k < round * per + per && rc == 0; k++) {
+                for (size_t j = 0; j < ng && rc == 0; j++)
+                    rc = generate_microbatch(&G[j], N, k, err);
+                if (rc == 0)
+                    rc = accumulate(G, ng, k, err);
+            }
+        }
+        for (size_t j = 0; j < ng; j++) {
+            G[j].acc = real[j];
+            G[j].errw = 1.0;
+        }
+        for (size_t j = 0; j < ng && rc == 0; j++)
+            rc = collective(&G[j], err);
+    }
+    for (size_t j = 0; j < ng && rc == 0; j++) {
+        chunk *c = &G[j];
+        if ((rc = generated_final(c, N, found_inf, err)) != 0)
+            break;
+        for (size_t i = 0; i < c->n; i++) {
+            double e = 0;
+            for (int m = 0; m < GP_MECH_GRAD_END; m++) {
+                double d = D->cerr[m][c->off + i];
+                e += d;
+                c->st->coll.ss_mech[m] += d * d;
+            }
+            c->st->coll.ss += e * e;
+        }
+    }
     return rc;
 }
 
@@ -723,6 +1016,10 @@ static void stats_add_w(gp_stats *a, const gp_stats *b, double den, double num)
     WC(opt.mismatches);
     W(opt_ss.w_err); W(opt_ss.w_ref); W(opt_ss.m_err); W(opt_ss.m_ref); W(opt_ss.v_err); W(opt_ss.v_ref);
     W(opt_ss.lost); W(opt_ss.state);
+    WC(coll.hops); WC(coll.adds_nonzero); WC(coll.absorbed); WC(coll.overflow); WC(coll.underflow);
+    WC(coll.roundings); W(coll.ss);
+    for (int m = 0; m < GP_NMECH; m++)
+        W(coll.ss_mech[m]);
 #undef W
 #undef WC
     stats_add(a, &w);
@@ -768,6 +1065,15 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->opt_ss.v_ref += b->opt_ss.v_ref;
     a->opt_ss.lost += b->opt_ss.lost;
     a->opt_ss.state += b->opt_ss.state;
+    a->coll.hops += b->coll.hops;
+    a->coll.adds_nonzero += b->coll.adds_nonzero;
+    a->coll.absorbed += b->coll.absorbed;
+    a->coll.overflow += b->coll.overflow;
+    a->coll.underflow += b->coll.underflow;
+    a->coll.roundings += b->coll.roundings;
+    a->coll.ss += b->coll.ss;
+    for (int m = 0; m < GP_NMECH; m++)
+        a->coll.ss_mech[m] += b->coll.ss_mech[m];
 }
 
 /* The mechanism a metric counts by itself (underflow_frac: underflow, ...); GP_NMECH for
@@ -918,6 +1224,7 @@ typedef struct {
     void *acc, *comp; /* [CHUNK] uncoupled runs: the chunk's accumulator (and Kahan's) */
     double *gfull;    /* [CHUNK] uncoupled runs: the chunk's exact full-batch gradient */
     uint64_t hist[GP_HIST_BINS];
+    struct dist_pool *D; /* data-parallel runs: the ranks' buffers of one window, else NULL */
 } lane;
 
 /* A unit of work (an accumulation window, or one chunk's optimizer step in a coupled
@@ -1077,6 +1384,13 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->sp_nm = p->sp_nm + off;
     c->dump = S->dump[t];
     c->idx = S->idx[t];
+    c->errw = 1.0;
+    c->tok = sc->batch.tokens;
+    c->mb_base = 0;
+    c->tm_mul = 1.0;
+    c->tm_den = S->N;
+    c->D = L->D;
+    c->off = off;
     for (int k = 0; k < 4 && p->cnt[0]; k++) {
         c->cnt[k] = p->cnt[k] + off;
         memset(c->cnt[k], 0, c->n * sizeof(uint32_t));
@@ -1559,7 +1873,12 @@ uint64_t gp_run_work(const gp_scenario *sc)
     uint64_t elems = 0;
     for (size_t t = 0; t < sc->ntensors; t++)
         elems += gp_run_tensor_elements(sc, t);
-    uint64_t per_step = elems * (uint64_t)sc->batch.microbatches + GP_RUN_STEP_OVERHEAD;
+    uint64_t W = gp_scenario_distributed(sc) ? (uint64_t)sc->distributed.world_size : 1;
+    uint64_t mb = (uint64_t)sc->batch.microbatches * W; /* every rank's micro-batches */
+    uint64_t colls = gp_scenario_distributed(sc)
+                         ? (sc->distributed.no_sync ? 1 : (uint64_t)sc->batch.microbatches) * (W + 2)
+                         : 0; /* each collective: W - 1 hops, the casts and divisions */
+    uint64_t per_step = elems * (mb + colls) + GP_RUN_STEP_OVERHEAD;
     uint64_t steps = sc->steps > 0 ? (uint64_t)sc->steps : 1;
     return per_step > UINT64_MAX / steps ? UINT64_MAX : per_step * steps;
 }
@@ -1598,6 +1917,8 @@ static void free_tensors(sim *S)
 
 static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters);
 static void free_chunk(chunk *c);
+static struct dist_pool *dist_alloc(const gp_scenario *sc);
+static void dist_free(struct dist_pool *D);
 
 /* The lanes and the units of a wave (two per lane: a thread that finishes early takes
  * another). Returns 0, or -1 with err (out of memory). */
@@ -1626,6 +1947,8 @@ static int alloc_lanes(sim *S, int counters, gp_error *err)
             (!S->coupled && (!(L->acc = malloc(CHUNK * ab)) || (kahan && !(L->comp = malloc(CHUNK * ab))) ||
                              !(L->gfull = malloc(CHUNK * sizeof(double))))))
             return gp_error_set(err, "out of memory");
+        if (gp_scenario_distributed(sc) && !(L->D = dist_alloc(sc)))
+            return gp_error_set(err, "out of memory");
         if (gp_optim_state_alloc(&L->opt, sc, cap, S->cmp != NULL, err) != 0)
             return -1;
     }
@@ -1648,6 +1971,7 @@ static void free_lanes(sim *S)
         free(L->acc);
         free(L->comp);
         free(L->gfull);
+        dist_free(L->D);
         gp_optim_state_free(&L->opt);
     }
     for (size_t u = 0; S->units && u < S->nunits; u++) {
@@ -1699,6 +2023,45 @@ static void free_chunk(chunk *c)
     free(c->gsame);
     free(c->sp_m);
     free(c->sp_nm);
+}
+
+static void dist_free(struct dist_pool *D)
+{
+    if (!D)
+        return;
+    free(D->racc);
+    free(D->val);
+    free(D->part);
+    free(D->add);
+    free(D->pold);
+    for (int m = 0; m < GP_MECH_GRAD_END; m++)
+        free(D->cerr[m]);
+    free(D->sh);
+    free(D->sl);
+    free(D);
+}
+
+static struct dist_pool *dist_alloc(const gp_scenario *sc)
+{
+    struct dist_pool *D = calloc(1, sizeof *D);
+    if (!D)
+        return NULL;
+    D->W = sc->distributed.world_size;
+    D->rd = gp_scenario_reduce_dtype(sc);
+    D->ab = width_bytes(sc->precision.accumulator);
+    D->rb = width_bytes(D->rd);
+    size_t W = (size_t)D->W;
+    int ok = (D->racc = malloc(W * CHUNK * D->ab)) && (D->val = malloc(W * CHUNK * D->rb)) &&
+             (D->part = malloc(CHUNK * D->rb)) && (D->add = malloc(CHUNK * D->rb)) &&
+             (D->pold = malloc(CHUNK * D->rb)) && (D->sh = malloc(CHUNK * sizeof(double))) &&
+             (D->sl = malloc(CHUNK * sizeof(double)));
+    for (int m = 0; m < GP_MECH_GRAD_END; m++)
+        ok = ok && (D->cerr[m] = calloc(CHUNK, sizeof(double)));
+    if (!ok) {
+        dist_free(D);
+        return NULL;
+    }
+    return D;
 }
 
 static gp_schedule_params schedule_of(const gp_scenario *sc)
@@ -1971,8 +2334,10 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
     S.w = R->w;
     S.nlanes = ctl && ctl->threads > 1 ? (ctl->threads < GP_RUN_MAX_THREADS ? ctl->threads : GP_RUN_MAX_THREADS) : 1;
     S.done = ctl ? ctl->done : NULL;
-    for (int k = 0; k < sc->batch.microbatches; k++)
-        S.N += (double)sc->batch.tokens[k];
+    int dist = gp_scenario_distributed(sc);
+    for (int r = 0; r < (dist ? sc->distributed.world_size : 1); r++)
+        for (int k = 0; k < sc->batch.microbatches; k++)
+            S.N += (double)gp_scenario_tokens(sc, r, k); /* every rank's: the all-reduced count */
     int rc = 0;
     if (!res->tensors || !res->traj_err_ss || !res->traj_ref_ss || !res->stale_by_step || !res->loss_scale_by_step ||
         !res->lr_by_step || !res->skipped_by_step || !S.ts || !S.step_st || !S.traj_err || !S.traj_ref)
@@ -2011,10 +2376,21 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         tr->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     }
     derive(&res->st, res->metric, res->loss);
+    if (dist) { /* the collective's own loss: one process has none (the metric stays absent) */
+        for (size_t t = 0; t < res->ntensors; t++)
+            res->tensors[t].metric[GP_M_COLLECTIVE_REL_ERR] = ratio(res->tensors[t].st.coll.ss, res->tensors[t].st.ss_same);
+        res->metric[GP_M_COLLECTIVE_REL_ERR] = ratio(res->st.coll.ss, res->st.ss_same);
+        for (int m = 0; m < GP_NMECH; m++)
+            res->coll_loss[m] = ratio(res->st.coll.ss_mech[m], res->st.ss_full);
+    }
     res->metric[GP_M_SKIPPED_STEPS] = res->skipped_steps;
     res->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     res->floor_grad = gp_format_floor(sc->precision.grad, sc->precision.accumulator, res->st.ss_x, res->st.ss_same,
                                       res->st.ss_full);
+    if (dist && res->st.ss_full > 0) { /* and the result stored once in the reduce dtype */
+        double ur = gp_unit_roundoff(gp_scenario_reduce_dtype(sc));
+        res->floor_grad = sqrt(res->floor_grad * res->floor_grad + ur * ur * res->st.ss_same / (3.0 * res->st.ss_full));
+    }
     res->floor_weight = gp_unit_roundoff(sc->optimizer.master ? GP_FP32 : sc->optimizer.param) / sqrt(3.0);
     judge(sc, res);
     return 0;

@@ -81,6 +81,17 @@ enum {
     GP_NEST
 };
 
+/* What the simulated collectives did (docs/distributed.md); zero in one process. */
+typedef struct {
+    uint64_t hops;                       /* element-additions performed (one per element a hop) */
+    uint64_t adds_nonzero, absorbed;     /* additions of a non-zero addend; absorbed ones */
+    uint64_t overflow, underflow;        /* in the casts, divisions and additions */
+    uint64_t roundings;                  /* roundings of a non-zero exact value */
+    double ss;                           /* sum over elements of (the collective's local errors,
+                                            summed, in final units)^2: collective_rel_err's numerator */
+    double ss_mech[GP_NMECH];            /* ... of each mechanism's part */
+} gp_coll_stats;
+
 /* Raw sums from which every metric follows; add two to merge tensors. */
 typedef struct {
     double ss_full, ss_same, ss_acc;                /* sum of squares of g_full, g_same, g_acc */
@@ -103,6 +114,7 @@ typedef struct {
     gp_optim_counts opt;                            /* optimizer-phase events */
     gp_optim_sums opt_ss;                           /* optimizer-phase sums of squares */
     gp_ratio_sums est[GP_NEST];                     /* per-element ratio sums (sampled runs) */
+    gp_coll_stats coll;                             /* the simulated collectives' share */
 } gp_stats;
 
 
@@ -135,6 +147,8 @@ typedef struct {
     int nseeds;                  /* seeds the metrics are the mean over (1: one run) */
     double metric_sd[GP_NMETRICS]; /* their sample standard deviation over the seeds */
     double loss[GP_NMECH];
+    double coll_loss[GP_NMECH];  /* distributed: the collective's part of each mechanism's loss
+                                    (error norm / ||g_full||), else 0 */
     gp_tensor_result *tensors;
     size_t ntensors;
     int sampled;                 /* some tensor was sampled: metrics are estimates */

@@ -121,6 +121,15 @@ void gp_scenario_init(gp_scenario *s)
     s->schedule.step_size = 100;
     s->schedule.gamma = 0.1;
     s->steps = 1;
+    s->distributed.world_size = 1;
+    s->distributed.collective = GP_COLL_RING;
+    s->distributed.reduce_dtype = GP_FP32;
+    s->distributed.average = GP_AVG_PRE;
+    s->distributed.predivide = 0;
+    s->distributed.no_sync = 1;
+    s->distributed.bucket_elements = 0;
+    s->distributed.normalize = GP_NORM_GLOBAL;
+    s->distributed.tokens = NULL;
 }
 
 void gp_scenario_free(gp_scenario *s)
@@ -132,6 +141,7 @@ void gp_scenario_free(gp_scenario *s)
         }
     free(s->tensors);
     free(s->batch.tokens);
+    free(s->distributed.tokens);
     gp_scenario_init(s);
 }
 
@@ -145,6 +155,9 @@ static const char *const ls_names[] = {"none", "static", "dynamic"};
 static const char *const master_names[] = {"none", "fp32"};
 static const char *const opt_names[] = {"adamw"};
 static const char *const sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
+static const char *const coll_names[] = {"ring", "tree", "reduce_scatter"};
+static const char *const avg_names[] = {"pre", "post", "op"};
+static const char *const norm_names[] = {"global", "rank"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const char *name_at(const char *const *names, int n, int i)
@@ -170,6 +183,32 @@ const char *gp_ls_mode_name(gp_ls_mode m)
 const char *gp_schedule_name(gp_schedule_kind k)
 {
     return name_at(sched_names, COUNT(sched_names), (int)k);
+}
+
+const char *gp_collective_name(gp_collective c)
+{
+    return name_at(coll_names, COUNT(coll_names), (int)c);
+}
+
+const char *gp_average_name(gp_average a)
+{
+    return name_at(avg_names, COUNT(avg_names), (int)a);
+}
+
+gp_format gp_scenario_reduce_dtype(const gp_scenario *s)
+{
+    return s->distributed.reduce_set ? s->distributed.reduce_dtype : s->precision.accumulator;
+}
+
+int gp_scenario_distributed(const gp_scenario *s)
+{
+    return s->distributed.world_size > 1 || gp_scenario_reduce_dtype(s) != s->precision.accumulator;
+}
+
+long gp_scenario_tokens(const gp_scenario *s, int r, int k)
+{
+    return s->distributed.tokens ? s->distributed.tokens[(size_t)r * (size_t)s->batch.microbatches + (size_t)k]
+                                 : s->batch.tokens[k];
 }
 
 static const char *enum_name(const char *const *names, int count, int v)
@@ -205,6 +244,7 @@ typedef struct {
     const char *dir;                   /* the scenario file's folder ("" for text: the current one) */
     int total_given;                   /* schedule.total was written */
     int sweep_ok;                      /* a top-level `sweep:` is being expanded */
+    yaml_node_t *dist, *dist_v[9];     /* `distributed:` and its values (resolve_distributed) */
 } loader;
 
 static int fail(const loader *L, const yaml_node_t *n, const char *fmt, ...) GP_PRINTF(3, 4);
@@ -1170,14 +1210,150 @@ static int parse_expect(const loader *L, yaml_node_t *n, gp_scenario *s)
     return 0;
 }
 
+/* distributed: {world_size, collective, reduce_dtype, average, predivide, no_sync,
+ * bucket_elements, normalize, tokens}. Read here; what depends on the batch and the
+ * precision is settled by resolve_distributed. */
+enum { DI_WORLD, DI_COLL, DI_RDT, DI_AVG, DI_PRE, DI_NOSYNC, DI_BUCKET, DI_NORM, DI_TOKENS, DI_N };
+static const char *const dist_keys_[DI_N] = {"world_size", "collective", "reduce_dtype", "average", "predivide",
+                                             "no_sync", "bucket_elements", "normalize", "tokens"};
+
+static int parse_distributed(loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    yaml_node_t **v = L->dist_v, *k[DI_N];
+    int e = 0;
+    long long x = 0;
+    if (fields(L, n, "distributed", dist_keys_, DI_N, v, k))
+        return -1;
+    L->dist = n;
+    if (v[DI_WORLD] && get_ll(L, v[DI_WORLD], "distributed.world_size", 1, GP_MAX_WORLD, &x))
+        return -1;
+    s->distributed.world_size = v[DI_WORLD] ? (int)x : 1;
+    if (v[DI_COLL]) {
+        if (get_enum(L, v[DI_COLL], "distributed.collective", coll_names, COUNT(coll_names), &e))
+            return -1;
+        s->distributed.collective = (gp_collective)e;
+    }
+    if (v[DI_RDT]) {
+        if (get_format(L, v[DI_RDT], "distributed.reduce_dtype", &s->distributed.reduce_dtype))
+            return -1;
+        s->distributed.reduce_set = 1;
+        if (s->distributed.reduce_dtype == GP_FP8_E4M3 || s->distributed.reduce_dtype == GP_FP8_E5M2)
+            return fail(L, v[DI_RDT], "distributed.reduce_dtype must be fp32, bf16 or fp16 (got %s)",
+                        gp_format_name(s->distributed.reduce_dtype));
+    }
+    if (v[DI_AVG]) {
+        if (get_enum(L, v[DI_AVG], "distributed.average", avg_names, COUNT(avg_names), &e))
+            return -1;
+        s->distributed.average = (gp_average)e;
+    }
+    if (v[DI_PRE] && get_double_in(L, v[DI_PRE], "distributed.predivide", 1.0, 0, (double)GP_MAX_WORLD, 0,
+                                   &s->distributed.predivide))
+        return -1;
+    if (v[DI_NOSYNC] && get_bool(L, v[DI_NOSYNC], "distributed.no_sync", &s->distributed.no_sync))
+        return -1;
+    if (v[DI_BUCKET] && get_ll(L, v[DI_BUCKET], "distributed.bucket_elements", 1, (long long)GP_MAX_TENSOR_SIZE, &x))
+        return -1;
+    if (v[DI_BUCKET])
+        s->distributed.bucket_elements = (long)x;
+    if (v[DI_NORM]) {
+        if (get_enum(L, v[DI_NORM], "distributed.normalize", norm_names, COUNT(norm_names), &e))
+            return -1;
+        s->distributed.normalize = (gp_token_norm)e;
+    }
+    return 0;
+}
+
+/* FSDP's default pre-division factor (torch.distributed.fsdp, _get_gradient_predivide_factor):
+ * the largest power of two f dividing W with f * f < W ... doubled while W % f == 0 and
+ * W / f > f; the post-division is W / f. */
+static double fsdp_predivide(int W)
+{
+    int f = 1;
+    while (W % f == 0 && W / f > f)
+        f *= 2;
+    return (double)f;
+}
+
+/* After the batch and precision: the reduce dtype's default, predivide's default and
+ * its consistency with `average`, the per-rank token counts, N over all ranks. */
+static int resolve_distributed(loader *L, gp_scenario *s)
+{
+    yaml_node_t **v = L->dist_v;
+    int W = s->distributed.world_size, K = s->batch.microbatches;
+    if (!L->dist)
+        return 0;
+    if ((long long)W * K > GP_MAX_MICROBATCHES)
+        return fail(L, v[DI_WORLD] ? v[DI_WORLD] : L->dist, "distributed: world_size %d x %d micro-batches a rank is "
+                    "more than %d micro-batches in all", W, K, GP_MAX_MICROBATCHES);
+    if (v[DI_PRE] && s->distributed.average != GP_AVG_PRE)
+        return fail(L, v[DI_PRE], "distributed.predivide needs average: pre (average is %s)",
+                    gp_average_name(s->distributed.average));
+    if (v[DI_PRE] && s->distributed.predivide > W)
+        return fail(L, v[DI_PRE], "distributed.predivide (%g) must be at most world_size (%d)",
+                    s->distributed.predivide, W);
+    if (!v[DI_PRE])
+        s->distributed.predivide = s->distributed.collective == GP_COLL_REDUCE_SCATTER ? fsdp_predivide(W) : W;
+    if (v[DI_NORM] && s->reduction != GP_RED_TOKEN_MEAN)
+        return fail(L, v[DI_NORM], "distributed.normalize applies to reduction: token_mean (reduction is %s)",
+                    gp_reduction_name(s->reduction));
+    for (size_t i = 0; i < s->ntensors; i++)
+        if (gp_scenario_distributed(s) &&
+            (s->tensors[i].grad.kind == GP_DIST_VALUES || s->tensors[i].grad.kind == GP_DIST_REPLAY))
+            return fail(L, L->dist, "distributed: tensors[%zu] has %s gradients; a simulated collective needs "
+                        "generated ones (docs/distributed.md)", i,
+                        s->tensors[i].grad.kind == GP_DIST_VALUES ? "explicit" : "replayed");
+    if (gp_scenario_distributed(s) && s->precision.rounding == GP_ACC_KAHAN)
+        return fail(L, L->dist, "distributed: a Kahan-compensated accumulator is not simulated across ranks "
+                    "(docs/distributed.md)");
+    yaml_node_t *t = v[DI_TOKENS];
+    if (!t)
+        return 0;
+    if (L->tok)
+        return fail(L, t, "distributed.tokens gives every rank's counts: leave batch.tokens out");
+    if (t->type != YAML_SEQUENCE_NODE || seq_len(t) != (size_t)W)
+        return fail(L, t, "distributed.tokens: expected a list of %d entries (one per rank), got %s", W,
+                    t->type == YAML_SEQUENCE_NODE ? "another length" : kind(t));
+    s->distributed.tokens = malloc((size_t)W * (size_t)K * sizeof *s->distributed.tokens);
+    if (!s->distributed.tokens)
+        return oom(L, t);
+    uint64_t N = 0;
+    for (int r = 0; r < W; r++) {
+        yaml_node_t *row = seq_item(L, t, (size_t)r);
+        char p[PATHLEN];
+        long long x = 0;
+        for (int k = 0; k < K; k++) {
+            yaml_node_t *item = row;
+            if (row->type == YAML_SEQUENCE_NODE) {
+                if (seq_len(row) != (size_t)K)
+                    return fail(L, row, "distributed.tokens[%d] has %zu entries but batch.microbatches is %d", r,
+                                seq_len(row), K);
+                item = seq_item(L, row, (size_t)k);
+                pathf(p, "distributed.tokens[%d][%d]", r, k);
+            } else {
+                pathf(p, "distributed.tokens[%d]", r);
+            }
+            if (get_ll(L, item, p, 1, GP_MAX_TOKENS, &x))
+                return -1;
+            s->distributed.tokens[(size_t)r * (size_t)K + (size_t)k] = (long)x;
+            N += (uint64_t)x;
+        }
+    }
+    if (N > INT32_MAX)
+        return fail(L, t, "distributed.tokens: the total N = %llu tokens over every rank does not fit in 2^31-1",
+                    (unsigned long long)N);
+    for (int k = 0; k < K; k++) /* rank 0's counts are the batch's */
+        s->batch.tokens[k] = s->distributed.tokens[k];
+    return 0;
+}
+
 /* ---- the whole document ---- */
 
 enum { K_NAME, K_SEED, K_TENSORS, K_BATCH, K_REDUCTION, K_FULLBATCH, K_PRECISION, K_LOSS_SCALE,
-       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_SWEEP, K_EXPECT, K_SAMPLE, K_N };
+       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_SWEEP, K_EXPECT, K_SAMPLE, K_DIST, K_N };
 static const char *const top_keys[K_N] = {"name", "seed", "tensors", "batch", "reduction",
                                           "fullbatch", "precision", "loss_scale", "clip",
                                           "optimizer", "schedule", "steps", "thresholds", "sweep", "expect",
-                                          "sample"};
+                                          "sample", "distributed"};
 
 /* Replayed tensors: open each dump and check every entry the run will read
  * (KEY/step<S>/mb<K> for every optimizer step and micro-batch, KEY/weight when the
@@ -1340,7 +1516,11 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
         return -1;
     if (v[K_EXPECT] && parse_expect(L, v[K_EXPECT], s))
         return -1;
+    if (v[K_DIST] && parse_distributed(L, v[K_DIST], s))
+        return -1;
     if (resolve_batch(L, root, s))
+        return -1;
+    if (resolve_distributed(L, s))
         return -1;
     if (resolve_replay(L, s))
         return -1;
@@ -1920,7 +2100,7 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
     }
     gp_buf_printf(&b, "batch:\n  accumulation_steps: %d\n  microbatches: %d\n", s->batch.accumulation_steps,
         s->batch.microbatches);
-    if (s->batch.tokens) {
+    if (s->batch.tokens && !(s->distributed.tokens && gp_scenario_distributed(s))) {
         gp_buf_printf(&b, "  tokens: [");
         for (int k = 0; k < s->batch.microbatches; k++)
             gp_buf_printf(&b, "%s%ld", k ? ", " : "", s->batch.tokens[k]);
@@ -1973,6 +2153,27 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
         } else if (s->thresholds.set[m]) {
             put_key_double(&b, "  ", gp_metric_name((gp_metric)m), s->thresholds.max[m]);
         }
+    if (gp_scenario_distributed(s)) {
+        gp_buf_printf(&b, "distributed:\n  world_size: %d\n  collective: %s\n  reduce_dtype: %s\n  average: %s\n",
+            s->distributed.world_size, gp_collective_name(s->distributed.collective),
+            gp_format_name(gp_scenario_reduce_dtype(s)), gp_average_name(s->distributed.average));
+        if (s->distributed.average == GP_AVG_PRE)
+            put_key_double(&b, "  ", "predivide", s->distributed.predivide);
+        gp_buf_printf(&b, "  no_sync: %s\n", bool_name(s->distributed.no_sync));
+        if (s->distributed.bucket_elements)
+            gp_buf_printf(&b, "  bucket_elements: %ld\n", s->distributed.bucket_elements);
+        if (s->reduction == GP_RED_TOKEN_MEAN)
+            gp_buf_printf(&b, "  normalize: %s\n", enum_name(norm_names, COUNT(norm_names), (int)s->distributed.normalize));
+        if (s->distributed.tokens) {
+            gp_buf_printf(&b, "  tokens:\n");
+            for (int r = 0; r < s->distributed.world_size; r++) {
+                gp_buf_printf(&b, "    - [");
+                for (int k = 0; k < s->batch.microbatches; k++)
+                    gp_buf_printf(&b, "%s%ld", k ? ", " : "", gp_scenario_tokens(s, r, k));
+                gp_buf_printf(&b, "]\n");
+            }
+        }
+    }
     if (s->expect.set) {
         gp_buf_printf(&b, "expect:\n  verdict: %s\n", gp_verdict_name(s->expect.verdict));
         if (s->expect.has_mechanism) {

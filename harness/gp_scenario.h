@@ -76,6 +76,12 @@ typedef struct {
 typedef enum { GP_RED_TOKEN_MEAN = 0, GP_RED_MEAN, GP_RED_MEAN_NO_DIV, GP_RED_SUM } gp_reduction;
 typedef enum { GP_FB_MEAN = 0, GP_FB_SUM } gp_fullbatch;
 typedef enum { GP_LS_NONE = 0, GP_LS_STATIC, GP_LS_DYNAMIC } gp_ls_mode;
+/* Data-parallel simulation (docs/distributed.md). */
+typedef enum { GP_COLL_RING = 0, GP_COLL_TREE, GP_COLL_REDUCE_SCATTER } gp_collective;
+typedef enum { GP_AVG_PRE = 0, GP_AVG_POST, GP_AVG_OP } gp_average;
+typedef enum { GP_NORM_GLOBAL = 0, GP_NORM_RANK } gp_token_norm;
+#define GP_MAX_WORLD 256 /* ranks one scenario may simulate (docs/limits.md) */
+
 typedef enum {
     GP_SCHED_CONSTANT = 0, GP_SCHED_COSINE, GP_SCHED_LINEAR, GP_SCHED_INVSQRT, GP_SCHED_STEP
 } gp_schedule_kind;
@@ -142,6 +148,22 @@ typedef struct {
     uint64_t sample; /* scenario-level `sample: N`: metrics estimated on about N elements
                         across the tensors (gp_run_tensor_elements); 0 = every element */
 
+    struct {                    /* `distributed:` (docs/distributed.md); inactive by default */
+        int world_size;         /* W ranks, default 1 */
+        gp_collective collective; /* default ring */
+        gp_format reduce_dtype; /* the collective's dtype when reduce_set (else precision.accumulator:
+                                   use gp_scenario_reduce_dtype) */
+        int reduce_set;         /* reduce_dtype was given */
+        gp_average average;     /* where the 1/W happens, default pre (DDP's) */
+        double predivide;       /* pre: the factor divided before the sum (the rest, W/predivide,
+                                   after it); default W, reduce_scatter: FSDP's factor */
+        int no_sync;            /* default true: one collective per window; false: one per
+                                   micro-batch, on the accumulated gradient (DDP without no_sync) */
+        long bucket_elements;   /* elements per bucket, 0 (default) = each tensor one bucket */
+        gp_token_norm normalize; /* token_mean: global (all-reduced N, default) or rank (N_r) */
+        long *tokens;           /* [W * K] rank-major token counts, NULL = batch.tokens on every rank */
+    } distributed;
+
     struct {
         int set[GP_NMETRICS];     /* 1 when the metric has a threshold */
         double max[GP_NMETRICS];  /* the largest value that passes */
@@ -172,6 +194,19 @@ const char *gp_reduction_name(gp_reduction r);
 const char *gp_acc_rounding_name(gp_acc_rounding r);
 const char *gp_ls_mode_name(gp_ls_mode m);
 const char *gp_schedule_name(gp_schedule_kind k);
+const char *gp_collective_name(gp_collective c);
+const char *gp_average_name(gp_average a);
+
+/* 1 when s simulates a collective: world_size > 1, or one rank whose reduce dtype is not
+ * the accumulator's (the cast there and back is then all the collective does). A world of
+ * one rank in the accumulator's dtype is the single-process scenario, bit for bit. */
+int gp_scenario_distributed(const gp_scenario *s);
+
+/* The collective's dtype: distributed.reduce_dtype when given, else the accumulator's. */
+gp_format gp_scenario_reduce_dtype(const gp_scenario *s);
+
+/* Token count of micro-batch k on rank r (batch.tokens when no per-rank counts are given). */
+long gp_scenario_tokens(const gp_scenario *s, int r, int k);
 
 /* Fill s with every default (one tensor named "grad" of 1024 elements, no tokens
  * allocated until needed). s owns nothing yet; gp_scenario_free is still safe. */

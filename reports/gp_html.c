@@ -1283,6 +1283,13 @@ static void put_details(gp_buf *b, const json_t *sc, size_t i)
     put_kv_table(b, json_object_get(sc, "loss_by_mechanism"), "mechanism", "error norm / full-batch norm");
     gp_buf_puts(b, "</div>\n<div><h4>Events</h4>\n");
     put_kv_table(b, json_object_get(sc, "events"), "event", "count");
+    const json_t *coll = json_object_get(sc, "collective");
+    if (coll) { /* distributed scenarios: the collective's own share, beside the totals */
+        gp_buf_puts(b, "</div>\n<div><h4>Collective: loss by mechanism</h4>\n");
+        put_kv_table(b, json_object_get(coll, "loss_by_mechanism"), "mechanism", "error norm / full-batch norm");
+        gp_buf_puts(b, "<h4>Collective: events</h4>\n");
+        put_kv_table(b, json_object_get(coll, "events"), "event", "count");
+    }
     gp_buf_puts(b, "</div></div>\n");
 
     /* per tensor: one row a tensor, one column a metric (union, first-seen order) */

@@ -4,6 +4,7 @@
 #include "../base/gp_file.h"
 #include "../base/gp_out.h"
 #include "gp_json_in.h"
+#include "../harness/gp_collective.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -85,6 +86,27 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
              r->nseeds, (unsigned long long)sc->seed, (unsigned long long)(sc->seed + (uint64_t)r->nseeds - 1),
              r->metric[GP_M_GRAD_REL_ERR_FULLBATCH], r->metric_sd[GP_M_GRAD_REL_ERR_FULLBATCH],
              r->metric[GP_M_WEIGHT_REL_ERR], r->metric_sd[GP_M_WEIGHT_REL_ERR]);
+    if (gp_scenario_distributed(sc)) {
+        const gp_coll_stats *c = &r->st.coll;
+        double pre, post;
+        gp_coll_factors(sc, &pre, &post);
+        note(o, "collective: %s over %d ranks in %s (%s%s; divided by %g before the sum, %g after): "
+             "collective_rel_err %.3g; %llu of %llu additions absorbed, %llu overflows (docs/distributed.md)",
+             sc->distributed.collective == GP_COLL_REDUCE_SCATTER ? "reduce-scatter"
+             : sc->distributed.collective == GP_COLL_TREE ? "tree all-reduce" : "ring all-reduce",
+             sc->distributed.world_size, gp_format_name(gp_scenario_reduce_dtype(sc)),
+             sc->distributed.no_sync ? "once per window" : "on every micro-batch: no no_sync()",
+             sc->distributed.average == GP_AVG_OP ? ", NCCL's average op" : "", pre, post,
+             r->metric[GP_M_COLLECTIVE_REL_ERR], (unsigned long long)c->absorbed,
+             (unsigned long long)c->adds_nonzero, (unsigned long long)c->overflow);
+        if (c->overflow)
+            note(o, "the collective overflowed %s %llu times: %s", gp_format_name(gp_scenario_reduce_dtype(sc)),
+                 (unsigned long long)c->overflow,
+                 pre < sc->distributed.world_size
+                     ? "the partial sums before the division exceed the format's range; dividing by the world size "
+                       "before the sum (average: pre) keeps them in range"
+                     : "even the pre-divided values exceed the format's range");
+    }
     if (r->st.opt.skip_writes)
         note(o, "the backend wrote optimizer state during a skipped step");
     if (r->st.opt.mismatches)
@@ -245,6 +267,48 @@ static json_t *config_json(const gp_scenario *sc)
     json_object_set_new(o, "optimizer", op);
     json_object_set_new(o, "schedule", json_string(gp_schedule_name(sc->schedule.kind)));
     json_object_set_new(o, "steps", json_integer(sc->steps));
+    if (gp_scenario_distributed(sc)) { /* only then: one process's report stays as it was */
+        json_t *d = json_object();
+        double pre, post;
+        gp_coll_factors(sc, &pre, &post);
+        json_object_set_new(d, "world_size", json_integer(sc->distributed.world_size));
+        json_object_set_new(d, "collective", json_string(gp_collective_name(sc->distributed.collective)));
+        json_object_set_new(d, "reduce_dtype", json_string(gp_format_name(gp_scenario_reduce_dtype(sc))));
+        json_object_set_new(d, "average", json_string(gp_average_name(sc->distributed.average)));
+        json_object_set_new(d, "predivide", number(pre));
+        json_object_set_new(d, "postdivide", number(post));
+        json_object_set_new(d, "no_sync", json_boolean(sc->distributed.no_sync));
+        json_object_set_new(d, "bucket_elements", json_integer(sc->distributed.bucket_elements));
+        json_object_set_new(d, "normalize", json_string(sc->distributed.normalize == GP_NORM_RANK ? "rank" : "global"));
+        if (sc->distributed.tokens) {
+            json_t *rows = json_array();
+            for (int r = 0; r < sc->distributed.world_size; r++) {
+                json_t *row = json_array();
+                for (int k = 0; k < sc->batch.microbatches; k++)
+                    json_array_append_new(row, json_integer(gp_scenario_tokens(sc, r, k)));
+                json_array_append_new(rows, row);
+            }
+            json_object_set_new(d, "tokens", rows);
+        }
+        json_object_set_new(o, "distributed", d);
+    }
+    return o;
+}
+
+/* The simulated collective's share (distributed scenarios only). */
+static json_t *collective_json(const gp_result *r)
+{
+    json_t *o = json_object(), *ev = json_object();
+    const gp_coll_stats *c = &r->st.coll;
+    json_object_set_new(o, "collective_rel_err", number(r->metric[GP_M_COLLECTIVE_REL_ERR]));
+    json_object_set_new(o, "loss_by_mechanism", loss_json(r->coll_loss));
+    json_object_set_new(ev, "element_hops", json_integer((json_int_t)c->hops));
+    json_object_set_new(ev, "additions_nonzero", json_integer((json_int_t)c->adds_nonzero));
+    json_object_set_new(ev, "absorbed", json_integer((json_int_t)c->absorbed));
+    json_object_set_new(ev, "roundings_nonzero", json_integer((json_int_t)c->roundings));
+    json_object_set_new(ev, "underflow", json_integer((json_int_t)c->underflow));
+    json_object_set_new(ev, "overflow", json_integer((json_int_t)c->overflow));
+    json_object_set_new(o, "events", ev);
     return o;
 }
 
@@ -366,6 +430,8 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         json_object_set_new(o, "sampling", sampling_json(0, 0, r->has_ci, r->ci_lo, r->ci_hi));
     json_object_set_new(o, "loss_by_mechanism", loss_json(r->loss));
     json_object_set_new(o, "events", events_json(&r->st));
+    if (gp_scenario_distributed(sc))
+        json_object_set_new(o, "collective", collective_json(r));
     json_object_set_new(o, "first_mismatch", mismatch_json(r));
     json_object_set_new(o, "optimizer_steps_taken", json_integer(r->adam_steps));
     json_t *fl = json_object();
@@ -687,6 +753,13 @@ char *gp_report_markdown(const gp_run_report *r)
         for (int m = 0; m < GP_NMECH; m++)
             gp_buf_printf(&b, " %s %s%s", gp_mechanism_name((gp_mechanism)m), g(res->loss[m], x1),
                       m + 1 < GP_NMECH ? "," : "\n");
+        if (gp_scenario_distributed(sc)) {
+            gp_buf_printf(&b, "- collective: collective_rel_err %s; its loss by mechanism:",
+                          g(res->metric[GP_M_COLLECTIVE_REL_ERR], x1));
+            for (int m = GP_MECH_UNDERFLOW; m <= GP_MECH_ROUNDING; m++)
+                gp_buf_printf(&b, " %s %s%s", gp_mechanism_name((gp_mechanism)m), g(res->coll_loss[m], x1),
+                              m < GP_MECH_ROUNDING ? "," : "\n");
+        }
         gp_buf_printf(&b, "- events: %llu of %llu additions absorbed, %llu of %llu roundings underflowed, "
                       "%llu overflows, %llu of %llu stored gradients subnormal\n",
                   (unsigned long long)res->st.absorbed, (unsigned long long)res->st.adds_nonzero,

@@ -1,0 +1,45 @@
+/* gp_collective.c — see gp_collective.h. */
+#include "gp_collective.h"
+
+int gp_coll_chunk(uint64_t j, uint64_t blen, int W)
+{
+    uint64_t cs = (blen + (uint64_t)W - 1) / (uint64_t)W;
+    return cs ? (int)(j / cs) : 0;
+}
+
+int gp_coll_ring_rank(int W, int q, int h)
+{
+    return (q + 1 + h) % W;
+}
+
+uint64_t gp_coll_bucket(uint64_t j, uint64_t n, uint64_t bucket, uint64_t *pos)
+{
+    if (bucket == 0 || bucket >= n) {
+        *pos = j;
+        return n;
+    }
+    uint64_t b0 = j / bucket * bucket;
+    *pos = j - b0;
+    return n - b0 < bucket ? n - b0 : bucket;
+}
+
+void gp_coll_factors(const gp_scenario *sc, double *pre, double *post)
+{
+    double W = (double)sc->distributed.world_size;
+    switch (sc->distributed.average) {
+    case GP_AVG_PRE: *pre = sc->distributed.predivide; *post = W / sc->distributed.predivide; break;
+    case GP_AVG_POST: *pre = 1.0; *post = W; break;
+    default: *pre = W; *post = 1.0; break;
+    }
+}
+
+uint32_t gp_coll_divide(gp_format rd, double v, double F, int op, int ftz, unsigned *ev)
+{
+    if (op) {
+        uint32_t s = gp_fmt_from_f64(rd, 1.0 / F, GP_RNE, 0, 0, (unsigned *)0);
+        return gp_fmt_from_f64(rd, v * gp_fmt_to_f64(rd, s), GP_RNE, 0, ftz, ev); /* exact product: <= 48 bits */
+    }
+    float inv = (float)(1.0 / F);
+    float p = (float)(v * (double)inv); /* fl32 of the exact product */
+    return gp_fmt_from_f64(rd, (double)p, GP_RNE, 0, ftz, ev);
+}

@@ -1,0 +1,356 @@
+/* test_distributed.c — the simulated collectives (docs/distributed.md), end to end
+ * through gp_run_scenario and the report writers. Every expected value is counted by
+ * hand from the documented order (harness/gp_collective.h) and written next to its check. */
+#include "gp_test.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "../harness/gp_backend.h"
+#include "../harness/gp_collective.h"
+#include "../harness/gp_runner.h"
+#include "../harness/gp_scenario.h"
+#include "../reports/gp_html.h"
+#include "../reports/gp_junit.h"
+#include "../reports/gp_report.h"
+
+static gp_backend cpu;
+
+static void load(const char *text, gp_scenario *s)
+{
+    gp_error e = {""};
+    if (gp_scenario_load_string(text, strlen(text), "test", s, &e) != 0) {
+        fprintf(stderr, "load: %s\n", e.msg);
+        fail();
+    }
+}
+
+static void run(const char *text, gp_scenario *s, gp_result *r)
+{
+    gp_error e = {""};
+    load(text, s);
+    if (gp_run_scenario(s, &cpu, NULL, r, &e) != 0) {
+        fprintf(stderr, "run: %s\n", e.msg);
+        fail();
+    }
+}
+
+/* Every report format of one scenario, concatenated (JSON, Markdown, JUnit, HTML: none
+ * of them holds timing when written this way; the CLI adds timing separately). */
+static char *reports(const gp_scenario *s, const gp_result *r)
+{
+    const gp_scenario *sp = s;
+    gp_run_report rr = {&sp, r, 1, "cpu", NULL, NULL};
+    char *json = gp_report_json(&rr), *md = gp_report_markdown(&rr);
+    json_error_t je;
+    json_t *root = json_loads(json, 0, &je);
+    gp_error e = {""};
+    char *junit = gp_report_junit(root, &e), *html = gp_report_html(root, &e);
+    assert_non_null(junit);
+    assert_non_null(html);
+    size_t n = strlen(json) + strlen(md) + strlen(junit) + strlen(html) + 1;
+    char *all = malloc(n);
+    snprintf(all, n, "%s%s%s%s", json, md, junit, html);
+    free(json);
+    free(md);
+    free(junit);
+    free(html);
+    json_decref(root);
+    return all;
+}
+
+/* world_size 1 in the accumulator's dtype is one process: every report byte-identical to
+ * the scenario without `distributed`, whatever the collective, average or no_sync say
+ * (with one rank there is nothing to add: the collective is the identity). */
+static void world_one_is_one_process(void **state)
+{
+    (void)state;
+    static const char *const base[] = {
+        "name: w\ntensors: [{name: a, size: 3000, grad: {dist: lognormal, scale: 1.0e-5}}]\n"
+        "batch: {tokens: [512, 17, 300, 64]}\nreduction: mean\nprecision: {grad: bf16, accumulator: bf16}\n",
+        "name: w\ntensors: [{name: a, size: 20000}, {name: b, size: 5}]\nprecision: {grad: fp16, accumulator: fp32}\n"
+        "loss_scale: {mode: dynamic}\nclip: {max_norm: 1.0}\nsteps: 3\n",
+        "name: w\ntensors: [{name: a, size: 100, grad: {dist: normal, scale: 1.0, token_snr: 0.5}}]\n"
+        "batch: {tokens: {min: 10, max: 100}}\nprecision: {grad: bf16, accumulator: bf16, rounding: stochastic}\n",
+    };
+    static const char *const dist[] = {
+        "distributed: {world_size: 1}\n",
+        "distributed: {world_size: 1, collective: tree, average: post, no_sync: false}\n",
+        "distributed: {world_size: 1, collective: reduce_scatter, average: op, bucket_elements: 7}\n",
+    };
+    for (size_t i = 0; i < sizeof base / sizeof *base; i++)
+        for (size_t j = 0; j < sizeof dist / sizeof *dist; j++) {
+            char text[1024];
+            snprintf(text, sizeof text, "%s%s", base[i], dist[j]);
+            gp_scenario a, b;
+            gp_result ra, rb;
+            run(base[i], &a, &ra);
+            run(text, &b, &rb);
+            char *x = reports(&a, &ra), *y = reports(&b, &rb);
+            if (strcmp(x, y) != 0) {
+                fprintf(stderr, "scenario %zu with %s: reports differ\n", i, dist[j]);
+                fail();
+            }
+            free(x);
+            free(y);
+            gp_result_free(&ra);
+            gp_result_free(&rb);
+            gp_scenario_free(&a);
+            gp_scenario_free(&b);
+        }
+}
+
+/* bf16 ring all-reduce over 8 ranks, one micro-batch each, 8 elements: every rank holds
+ * 2^-9 (m = 2^-9, one token) except rank 3, which holds 1.0 (512 tokens of 2^-9; reduction
+ * sum: x = n m). The bucket is the tensor: chunk q = element q (ceil(8/8) = 1), whose sum
+ * starts at rank q + 1 (gp_coll_ring_rank). Rank 3 comes at position p = (2 - q) mod 8.
+ * Before it, p values of 2^-9 add exactly (p 2^-9, 3 bits). Then 1 + p 2^-9 rounds to
+ * bf16 (8 bits: ulp(1) = 2^-7 = 4 units of 2^-9): p = 0, 1, 2 -> 1 (p = 2 is a tie, to
+ * even); 3, 4, 5 -> 1 + 2^-7; 6 (tie: 1 + 1.5 ulp -> the even 1 + 2 ulp), 7 -> 1 + 2^-6.
+ * The remaining 7 - p addends of 2^-9 are below half an ulp: all absorbed. So 28 of the
+ * 56 additions are absorbed (sum over p of 7 - p); the final errors, in units of 2^-9,
+ * against the exact 519: -7, -7, -7, -3, -3, -3, +1, +1 (average post: then / 8, exact).
+ * collective_rel_err = sqrt(sum e^2) / ||g_same|| = sqrt(176) 2^-12 / (sqrt(8) 519 2^-12)
+ * = sqrt(22) / 519. Its absorption part: each absorbed addend loses 2^-9 / 8, element q
+ * loses 7 - p of them: sqrt(140) 2^-12; rounding part: the 1.0 addition's error
+ * 0,-1,-2,+1,0,-1,+2,+1 (units 2^-9): sqrt(12) 2^-12; both over ||g_full|| = sqrt(8) 519
+ * 2^-9 (fullbatch sum). The ranks' local additions (0 + x, 64 of them) are exact. */
+static void ring8_bf16_hand(void **state)
+{
+    (void)state;
+    const char *text = "name: ring8\ntensors: [{name: g, size: 8, grad: {dist: constant, scale: 1.953125e-3, sign: 0}}]\n"
+                       "batch: {microbatches: 1}\nreduction: sum\nfullbatch: sum\n"
+                       "precision: {grad: bf16, accumulator: bf16}\n"
+                       "distributed: {world_size: 8, average: post, tokens: [1, 1, 1, 512, 1, 1, 1, 1]}\n";
+    gp_scenario s;
+    gp_result r;
+    run(text, &s, &r);
+    assert_int_equal(r.st.coll.adds_nonzero, 56);
+    assert_int_equal(r.st.coll.absorbed, 28);
+    assert_int_equal(r.st.coll.hops, 56);   /* 7 hops x 8 elements */
+    assert_int_equal(r.st.adds_nonzero, 120); /* + the 64 local ones */
+    assert_int_equal(r.st.absorbed, 28);
+    assert_int_equal(r.st.coll.overflow, 0);
+    /* the norms: a few binary64 roundings of exact small integers times powers of two, and
+     * two square roots: relative error below 1e-15 (each rounding 2^-53) */
+    double want = sqrt(22.0) / 519.0;
+    assert_true(fabs(r.metric[GP_M_COLLECTIVE_REL_ERR] - want) <= 1e-15 * want);
+    assert_true(fabs(r.metric[GP_M_GRAD_REL_ERR_ROUNDING] - want) <= 1e-15 * want); /* all of it */
+    assert_true(fabs(r.metric[GP_M_ABSORBED_FRAC] - 28.0 / 120.0) <= 1e-16);
+    double gf = sqrt(8.0) * 519.0 * 8.0; /* ||g_full|| in units of 2^-12 */
+    assert_true(fabs(r.coll_loss[GP_MECH_ABSORPTION] - sqrt(140.0) / gf) <= 1e-15 * sqrt(140.0) / gf);
+    assert_true(fabs(r.coll_loss[GP_MECH_ROUNDING] - sqrt(12.0) / gf) <= 1e-15 * sqrt(12.0) / gf);
+    /* the reports say it */
+    char *all = reports(&s, &r);
+    assert_non_null(strstr(all, "\"collective_rel_err\""));
+    assert_non_null(strstr(all, "ring all-reduce over 8 ranks in bf16"));
+    assert_non_null(strstr(all, "28 of 56 additions absorbed"));
+    free(all);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+}
+
+/* fp16 all-reduce of 8 ranks' gradients of 60000 (one token each; token_mean: x = W S / N
+ * = 8 * 60000 / 8). Without pre-division (average: post) the ring's first hop makes 120000
+ * > 65504: inf, one overflow per element (the later hops add to inf and are counted where
+ * it arose); every final gradient is infinite, the verdict fails naming overflow. Divided
+ * by 8 first (DDP's default, average: pre), the partial sums stay at most 60000 plus
+ * roundings of at most half an ulp (16) per hop: below 65504, no overflow. */
+static void fp16_overflow_without_predivide(void **state)
+{
+    (void)state;
+    const char *fmt = "name: fp16-ar\ntensors: [{name: g, size: 64, grad: {dist: constant, scale: 60000.0, sign: 0}}]\n"
+                      "batch: {microbatches: 1, tokens: 1}\nprecision: {grad: fp16, accumulator: fp16}\n"
+                      "distributed: {world_size: 8, reduce_dtype: fp16, average: %s}\n";
+    char text[512];
+    gp_scenario s;
+    gp_result r;
+    snprintf(text, sizeof text, fmt, "post");
+    run(text, &s, &r);
+    assert_int_equal(r.st.coll.overflow, 64);
+    assert_int_equal(r.st.nonfinite, 64);
+    assert_int_equal(r.verdict, GP_FAIL);
+    assert_int_equal(r.dominant, GP_MECH_OVERFLOW);
+    char *all = reports(&s, &r);
+    assert_non_null(strstr(all, "the collective overflowed fp16 64 times"));
+    assert_non_null(strstr(all, "dividing by the world size before the sum (average: pre) keeps them in range"));
+    free(all);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+    snprintf(text, sizeof text, fmt, "pre");
+    run(text, &s, &r);
+    assert_int_equal(r.st.coll.overflow, 0);
+    assert_int_equal(r.st.overflow, 0);
+    assert_int_equal(r.st.nonfinite, 0);
+    all = reports(&s, &r);
+    assert_null(strstr(all, "overflowed"));
+    free(all);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+}
+
+/* Missing no_sync with a bf16 collective, by hand. Two ranks, two micro-batches, one
+ * element, m = 2^-9, reduction sum (x = n m), average post (sum then / 2, exact), ring
+ * (the element's chunk 0 starts at rank 1). Rank 0: a0 = 1 (512 tokens), a1 = 2^-9 (1);
+ * rank 1: b0 = b1 = 2^-8 (2 tokens). g_same = (1 + 2^-9 + 2^-7) / 2 = 517 2^-10.
+ * Correct loop (no_sync: true): rank 0 adds 1 + 2^-9 -> 1 (ulp(1) = 2^-7 in bf16, half
+ * of it 2^-8 > 2^-9: absorbed, -2^-9); rank 1: 2^-7 exact; the
+ * hop 2^-7 + 1 = 1 + 2^-7 exact; / 2. Error -2^-9 / 2 = -1 2^-10: grad_rel_err_rounding
+ * 1/517, collective exact (collective_rel_err 0), 1 of 5 additions absorbed.
+ * Without no_sync: micro-batch 0: ranks hold 1 and 2^-8, the hop 2^-8 + 1 = 1 + 2^-8 is a
+ * tie -> 1 (-2^-8, /2: -2 2^-10); R = 0.5. Micro-batch 1: rank 0: 0.5 + 2^-9 is a tie at
+ * ulp(0.5) = 2^-8 -> 0.5 (absorbed, -2^-9, weight 1/2: -1 2^-10); rank 1: 0.5 + 2^-8
+ * exact; the hop (0.5 + 2^-8) + 0.5 = 1 + 2^-8 -> 1 again (-2 2^-10); / 2 = 0.5.
+ * Error -5 2^-10: grad_rel_err_rounding 5/517, 4/517 more than the correct loop, all of
+ * it the collective's (collective_rel_err 4/517); 1 of 6 additions absorbed. */
+static void missing_no_sync_hand(void **state)
+{
+    (void)state;
+    const char *fmt = "name: nosync\ntensors: [{name: g, size: 1, grad: {dist: constant, scale: 1.953125e-3, sign: 0}}]\n"
+                      "batch: {microbatches: 2}\nreduction: sum\nfullbatch: sum\n"
+                      "precision: {grad: bf16, accumulator: bf16}\n"
+                      "distributed: {world_size: 2, average: post, no_sync: %s, tokens: [[512, 1], [2, 2]]}\n";
+    char text[512];
+    gp_scenario s;
+    gp_result good, bad;
+    snprintf(text, sizeof text, fmt, "true");
+    run(text, &s, &good);
+    gp_scenario_free(&s);
+    snprintf(text, sizeof text, fmt, "false");
+    run(text, &s, &bad);
+    gp_scenario_free(&s);
+    /* one element: each ratio is |error| / |g_same| of two exact binary64 values, one division */
+    assert_true(fabs(good.metric[GP_M_GRAD_REL_ERR_ROUNDING] - 1.0 / 517.0) <= 1e-16);
+    assert_true(fabs(bad.metric[GP_M_GRAD_REL_ERR_ROUNDING] - 5.0 / 517.0) <= 1e-16);
+    assert_true(good.metric[GP_M_COLLECTIVE_REL_ERR] == 0.0);
+    assert_true(fabs(bad.metric[GP_M_COLLECTIVE_REL_ERR] - 4.0 / 517.0) <= 1e-16);
+    assert_int_equal(good.st.absorbed, 1);
+    assert_int_equal(good.st.adds_nonzero, 5);
+    assert_int_equal(bad.st.absorbed, 1);
+    assert_int_equal(bad.st.adds_nonzero, 6);
+    assert_int_equal(bad.st.coll.hops, 2); /* one hop per collective, two collectives */
+    gp_result_free(&good);
+    gp_result_free(&bad);
+}
+
+/* Per-rank token normalization against the global one (4 ranks, uneven token counts,
+ * independent lognormal micro-batches). Global (all-reduced N): each rank writes
+ * W S_rk / N and the average is (1/W) sum W S / N = sum S / N = g_full: the exact
+ * references are equal, normalization_rel_err is exactly 0. Per rank: each rank divides by
+ * its own N_r, so rank 3's 12 tokens weigh as much as rank 0's 992: the error is of the
+ * order of the gradient itself (independent draws), far above 0.1. */
+static void rank_vs_global_normalization(void **state)
+{
+    (void)state;
+    const char *fmt = "name: norm\ntensors: [{name: g, size: 512, grad: {dist: lognormal, scale: 1.0e-3}}]\n"
+                      "batch: {microbatches: 2}\n"
+                      "distributed: {world_size: 4, normalize: %s, tokens: [[512, 480], [17, 64], [512, 512], [3, 9]]}\n";
+    char text[512];
+    gp_scenario s;
+    gp_result r;
+    snprintf(text, sizeof text, fmt, "global");
+    run(text, &s, &r);
+    assert_true(r.metric[GP_M_NORMALIZATION_REL_ERR] == 0.0); /* (1/W) sum W S / N = sum S / N exactly */
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+    snprintf(text, sizeof text, fmt, "rank");
+    run(text, &s, &r);
+    /* independent lognormal draws per micro-batch: the per-rank means weight rank 3's 12
+     * tokens like rank 0's 992; the error is of the order of the gradient itself */
+    assert_true(r.metric[GP_M_NORMALIZATION_REL_ERR] > 0.1);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+}
+
+/* The ring order as documented: chunk q starts at rank q + 1 and ends at rank q. */
+static void ring_order_documented(void **state)
+{
+    (void)state;
+    for (int W = 1; W <= 9; W++)
+        for (int q = 0; q < W; q++) {
+            assert_int_equal(gp_coll_ring_rank(W, q, 0), (q + 1) % W);
+            assert_int_equal(gp_coll_ring_rank(W, q, W - 1), q);
+        }
+    uint64_t pos;
+    assert_int_equal(gp_coll_bucket(10, 25, 8, &pos), 8); /* bucket [8, 16) */
+    assert_int_equal(pos, 2);
+    assert_int_equal(gp_coll_bucket(24, 25, 8, &pos), 1); /* the last bucket: [24, 25) */
+    assert_int_equal(gp_coll_chunk(5, 8, 3), 1);           /* chunks of ceil(8/3) = 3 */
+    /* FSDP's predivide factor for W = 8: f = 1 -> 2 -> 4 (8/4 = 2 is not > 4): 4, post 2 */
+    gp_scenario s;
+    load("distributed: {world_size: 8, collective: reduce_scatter}\n", &s);
+    double pre, post;
+    gp_coll_factors(&s, &pre, &post);
+    assert_true(pre == 4.0 && post == 2.0);
+    gp_scenario_free(&s);
+}
+
+/* Bad distributed keys: one line naming file:line:column. */
+static void bad_keys(void **state)
+{
+    (void)state;
+    static const struct { const char *text, *msg; } cases[] = {
+        {"distributed: {world_size: 0}\n", "test:1:27: distributed.world_size must be at least 1"},
+        {"distributed: {world_size: 2, collective: star}\n", "test:1:42: unknown distributed.collective 'star'"},
+        {"distributed: {wrld_size: 2}\n", "test:1:15: unknown key 'wrld_size' in distributed"},
+        {"distributed: {world_size: 4, average: post, predivide: 2}\n",
+         "test:1:56: distributed.predivide needs average: pre"},
+        {"distributed: {world_size: 4, predivide: 8}\n", "test:1:41: distributed.predivide (8) must be at most"},
+        {"distributed: {world_size: 2, reduce_dtype: fp8_e4m3}\n", "test:1:44: distributed.reduce_dtype must be"},
+        {"batch: {tokens: [1, 2]}\ndistributed: {world_size: 2, tokens: [1, 2]}\n",
+         "test:2:38: distributed.tokens gives every rank's counts"},
+        {"batch: {microbatches: 2}\ndistributed: {world_size: 2, tokens: [[1, 2], [3]]}\n",
+         "test:2:47: distributed.tokens[1] has 1 entries"},
+        {"reduction: mean\ndistributed: {world_size: 2, normalize: rank}\n",
+         "test:2:41: distributed.normalize applies to reduction: token_mean"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        gp_scenario s;
+        gp_error e = {""};
+        int rc = gp_scenario_load_string(cases[i].text, strlen(cases[i].text), "test", &s, &e);
+        if (rc == 0 || strncmp(e.msg, cases[i].msg, strlen(cases[i].msg)) != 0) {
+            fprintf(stderr, "case %zu: got '%s', want '%s...'\n", i, rc ? e.msg : "(loaded)", cases[i].msg);
+            fail();
+        }
+    }
+}
+
+/* show writes distributed keys that load back to the same scenario. */
+static void show_round_trip(void **state)
+{
+    (void)state;
+    gp_scenario s, t;
+    load("batch: {microbatches: 2}\nprecision: {grad: bf16, accumulator: fp32}\n"
+         "distributed: {world_size: 3, collective: tree, reduce_dtype: bf16, predivide: 2, no_sync: false, "
+         "bucket_elements: 100, tokens: [[1, 2], 5, [7, 8]]}\n", &s);
+    char *y = gp_scenario_to_yaml(&s);
+    load(y, &t);
+    char *z = gp_scenario_to_yaml(&t);
+    assert_string_equal(y, z);
+    assert_non_null(strstr(y, "collective: tree"));
+    assert_non_null(strstr(y, "- [5, 5]"));
+    assert_int_equal(gp_scenario_tokens(&t, 2, 1), 8);
+    free(y);
+    free(z);
+    gp_scenario_free(&s);
+    gp_scenario_free(&t);
+}
+
+int main(void)
+{
+    gp_error e = {""};
+    if (gp_backend_open("cpu", &cpu, &e) != 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(world_one_is_one_process), cmocka_unit_test(ring8_bf16_hand),
+        cmocka_unit_test(fp16_overflow_without_predivide), cmocka_unit_test(missing_no_sync_hand),
+        cmocka_unit_test(rank_vs_global_normalization), cmocka_unit_test(ring_order_documented),
+        cmocka_unit_test(bad_keys), cmocka_unit_test(show_round_trip),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    gp_backend_close(&cpu);
+    return rc;
+}
