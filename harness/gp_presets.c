@@ -223,6 +223,33 @@
     "fullbatch: " FB "\n"                                                               \
     "precision: {grad: fp32, accumulator: fp32}\n" EXTRA
 
+/* Data parallelism (docs/distributed.md): W ranks of K micro-batches of LoRA-sized fp32
+ * gradients, all-reduced by a ring in REDUCE with the division by W before the sum. */
+#define DDP(NAME, W, K, GRAD, ACC, REDUCE, EXTRA)                                       \
+    "name: " NAME "\n"                                                                  \
+    "seed: 97\n"                                                                        \
+    "tensors:\n"                                                                        \
+    "  - name: blocks.3.attn.lora_A\n"                                                  \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: lognormal, scale: 1.6e-5, sigma: 0.5, sign: 0.5}\n"               \
+    "batch: {microbatches: " K ", tokens: 512}\n"                                       \
+    "reduction: token_mean\n"                                                           \
+    "precision: {grad: " GRAD ", accumulator: " ACC "}\n"                               \
+    "distributed: {world_size: " W ", reduce_dtype: " REDUCE EXTRA "}\n"
+
+/* fp16 gradients of 60000 (one token a rank; token_mean writes W S / N = 60000) summed by
+ * 8 ranks: 120000 > 65504 at the ring's first hop without the division first. */
+#define FP16_AR(NAME, AVG)                                                              \
+    "name: " NAME "\n"                                                                  \
+    "seed: 101\n"                                                                       \
+    "tensors:\n"                                                                        \
+    "  - name: head\n"                                                                  \
+    "    size: 1024\n"                                                                  \
+    "    grad: {dist: constant, scale: 60000.0, sign: 0}\n"                             \
+    "batch: {microbatches: 1, tokens: 1}\n"                                             \
+    "precision: {grad: fp16, accumulator: fp16}\n"                                      \
+    "distributed: {world_size: 8, reduce_dtype: fp16, average: " AVG "}\n"
+
 #define NORM_RATIO_ONE "thresholds: {grad_norm_ratio: {min: 0.99999905, max: 1.00000095}}\n"
 
 static const gp_preset presets[] = {
@@ -507,6 +534,50 @@ static const gp_preset presets[] = {
      "loss_scale: {mode: dynamic, init: 1024}\n"
      "clip: {max_norm: 0.1}\n"
      "steps: 3\n"},
+    {"ddp-bf16-compress-hook-w8",
+     "DDP with bf16_compress_hook at 8 ranks: fp32 gradients cast to bf16, divided by 8, ring-summed in bf16",
+     DDP("ddp-bf16-compress-hook-w8", "8", "4", "fp32", "fp32", "bf16", "")},
+    {"ddp-bf16-compress-hook-w64", "the same hook at 64 ranks: 63 bf16 roundings on every element's ring",
+     DDP("ddp-bf16-compress-hook-w64", "64", "1", "fp32", "fp32", "bf16", "") EXPECT_FAIL("rounding")},
+    {"ddp-fp32-allreduce-w64", "the same 64 ranks all-reducing fp32: the collective's loss is fp32 rounding",
+     DDP("ddp-fp32-allreduce-w64", "64", "1", "fp32", "fp32", "fp32", "")},
+    {"ddp-fp16-allreduce-overflow",
+     "fp16 gradients of 60000 summed by 8 ranks before dividing: the first hop overflows, every gradient is inf",
+     FP16_AR("ddp-fp16-allreduce-overflow", "post") EXPECT_FAIL("overflow")},
+    {"ddp-fp16-allreduce-predivide", "the same divided by 8 first (DDP's default): the sums stay in range",
+     FP16_AR("ddp-fp16-allreduce-predivide", "pre")},
+    {"ddp-missing-no-sync-bf16-k16",
+     "bf16 gradients all-reduced in bf16 after each of 16 micro-batches (no no_sync()): the running gradient is "
+     "rounded by every collective",
+     DDP("ddp-missing-no-sync-bf16-k16", "8", "16", "bf16", "bf16", "bf16", ", no_sync: false")
+         EXPECT_FAIL("rounding")},
+    {"ddp-no-sync-bf16-k16", "the same with no_sync(): one collective per window",
+     DDP("ddp-no-sync-bf16-k16", "8", "16", "bf16", "bf16", "bf16", "")},
+    {"ddp-uneven-tokens-rank-mean",
+     "4 ranks with 992, 81, 1024 and 12 tokens, each dividing by its own count: a mean of rank means",
+     "name: ddp-uneven-tokens-rank-mean\n"
+     "seed: 103\n"
+     "tensors:\n"
+     "  - name: lm_head\n"
+     "    size: 4096\n"
+     "    grad: {dist: normal, scale: 1.0e-3, token_snr: 0.05}\n"
+     "batch: {microbatches: 2}\n"
+     "reduction: token_mean\n"
+     "distributed: {world_size: 4, normalize: rank, tokens: [[512, 480], [17, 64], [512, 512], [3, 9]]}\n"
+     EXPECT_FAIL("normalization")},
+    {"ddp-uneven-tokens-global-mean", "the same divided by the all-reduced token count: the full batch",
+     "name: ddp-uneven-tokens-global-mean\n"
+     "seed: 103\n"
+     "tensors:\n"
+     "  - name: lm_head\n"
+     "    size: 4096\n"
+     "    grad: {dist: normal, scale: 1.0e-3, token_snr: 0.05}\n"
+     "batch: {microbatches: 2}\n"
+     "reduction: token_mean\n"
+     "distributed: {world_size: 4, normalize: global, tokens: [[512, 480], [17, 64], [512, 512], [3, 9]]}\n"},
+    {"fsdp-reduce-scatter-bf16",
+     "FSDP reduce-scatter in bf16 at 8 ranks with its default divisions (4 before, 2 after)",
+     DDP("fsdp-reduce-scatter-bf16", "8", "4", "fp32", "fp32", "bf16", ", collective: reduce_scatter")},
     {NULL, NULL, NULL},
 };
 
