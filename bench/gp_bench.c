@@ -13,7 +13,12 @@
  * (e) one multi-step preset (bf16-weights-cosine-no-master: 100 AdamW steps of 4096
  * weights), and with --big-optimizer alone, 10^7 parameters over 100 steps with a dynamic
  * loss scaler and clipping (the whole-tensor arrays of a coupled step) and its peak memory.
- * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only | --big-optimizer]
+ * (h) --distributed alone: the simulated collective's throughput in element-hops per
+ * second (a bf16 ring all-reduce over 8 ranks of 2^18 elements, one micro-batch a rank,
+ * against the same 8 micro-batches accumulated in one process: the difference is the
+ * collective's time), and the default suite's time with the data-parallel presets
+ * against without them (one thread, the same run).
+ * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only | --big-optimizer | --distributed]
  * (--adamw-only: (d) alone).
  * Each timing is the best of 5 runs. */
 #include <stdio.h>
@@ -292,9 +297,79 @@ static double run_yaml(const char *yaml, const char *origin)
 int gp_bench_replay(int json, double gib); /* gp_bench_replay.c */
 int gp_bench_scale(int json, int threads, int sampled); /* gp_bench_scale.c */
 
+/* Best of 5 runs of yaml; *hops: the collectives' element-hops of a run. */
+static double best_of_5(const char *yaml, const char *origin, uint64_t *hops)
+{
+    double best = 1e300;
+    for (int j = 0; j < 5; j++) {
+        gp_scenario sc;
+        gp_error e = {""};
+        gp_backend b;
+        gp_result r;
+        if (gp_scenario_load_string(yaml, strlen(yaml), origin, &sc, &e) != 0 || gp_backend_open("cpu", &b, &e) != 0) {
+            fprintf(stderr, "%s\n", e.msg);
+            exit(3);
+        }
+        double t0 = now();
+        if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0) {
+            fprintf(stderr, "%s\n", e.msg);
+            exit(3);
+        }
+        double t = now() - t0;
+        if (t < best)
+            best = t;
+        if (hops)
+            *hops = r.st.coll.hops;
+        gp_result_free(&r);
+        gp_backend_close(&b);
+        gp_scenario_free(&sc);
+    }
+    return best;
+}
+
+static int bench_distributed(int json)
+{
+    uint64_t hops = 0;
+    double td = best_of_5("name: ring\ntensors: [{name: w, size: 262144, grad: {dist: normal, scale: 1.0e-3}}]\n"
+                          "batch: {microbatches: 1, tokens: 512}\nprecision: {grad: bf16, accumulator: bf16}\n"
+                          "distributed: {world_size: 8}\n", "ring", &hops);
+    double t1 = best_of_5("name: one\ntensors: [{name: w, size: 262144, grad: {dist: normal, scale: 1.0e-3}}]\n"
+                          "batch: {microbatches: 8, tokens: 512}\nprecision: {grad: bf16, accumulator: bf16}\n",
+                          "one", NULL);
+    double with = 0, without = 0;
+    for (const gp_preset *p = gp_presets(); p->name; p++) {
+        gp_scenario sc;
+        gp_error e = {""};
+        if (gp_scenario_load_string(p->yaml, strlen(p->yaml), p->name, &sc, &e) != 0) {
+            fprintf(stderr, "%s\n", e.msg);
+            return 3;
+        }
+        int dist = gp_scenario_distributed(&sc);
+        gp_scenario_free(&sc);
+        double t = run_yaml(p->yaml, p->name);
+        with += t;
+        if (!dist)
+            without += t;
+    }
+    double coll = td - t1;
+    if (json)
+        printf("{\"ring_w8_s\": %.4f, \"one_process_k8_s\": %.4f, \"element_hops\": %llu, "
+               "\"element_hops_per_s\": %.4g, \"suite_with_s\": %.3f, \"suite_without_s\": %.3f, "
+               "\"suite_ratio\": %.3f}\n", td, t1, (unsigned long long)hops, coll > 0 ? (double)hops / coll : 0.0,
+               with, without, with / without);
+    else {
+        printf("(h) bf16 ring all-reduce, W = 8, 2^18 elements: %.3f s vs the same 8 micro-batches in one process "
+               "%.3f s: %.2fx; %llu element-hops in %.3f s: %.3g element-hops/s\n", td, t1, td / t1,
+               (unsigned long long)hops, coll, coll > 0 ? (double)hops / coll : 0.0);
+        printf("    default suite (-j 1) with the data-parallel presets %.2f s, without %.2f s: %.2fx\n", with,
+               without, with / without);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int json = 0, big = 0, adamw_only = 0, big_opt = 0, replay = 0;
+    int json = 0, big = 0, adamw_only = 0, big_opt = 0, replay = 0, dist = 0;
     double replay_gib = 1.0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 || strcmp(argv[i], "--sampled") == 0) {
@@ -313,13 +388,17 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--big") == 0) big = 1;
         else if (strcmp(argv[i], "--adamw-only") == 0) adamw_only = 1;
         else if (strcmp(argv[i], "--big-optimizer") == 0) big_opt = 1;
+        else if (strcmp(argv[i], "--distributed") == 0) dist = 1;
         else {
-            fprintf(stderr, "usage: gp_bench [--json] [--big] [--adamw-only | --big-optimizer | --replay [--replay-gib G]]\n");
+            fprintf(stderr, "usage: gp_bench [--json] [--big] [--adamw-only | --big-optimizer | --distributed | --replay "
+                    "[--replay-gib G]]\n");
             return 2;
         }
     }
     if (replay)
         return gp_bench_replay(json, replay_gib);
+    if (dist)
+        return bench_distributed(json);
     if (big_opt) {
         double t = run_yaml("name: big-optimizer\ntensors:\n  - name: w\n    size: 10000000\n"
                             "    grad: {dist: normal, scale: 1.0e-4, shrink: 0.99}\n"

@@ -313,6 +313,37 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
     case 4: s->optimizer.master = s->optimizer.stochastic = 1; break;
     default: break;
     }
+    /* data parallelism, read last (older inputs decode as before: exhausted bytes read as
+     * one process); only where the loader allows it: generated gradients, no Kahan */
+    if (!any_values && s->precision.rounding != GP_ACC_KAHAN && gp_decoder_pick(d, 4) == 1) {
+        int W = gp_decoder_int(d, 2, 8);
+        s->distributed.world_size = W;
+        s->distributed.collective = (gp_collective)gp_decoder_pick(d, 3);
+        if ((s->distributed.reduce_set = gp_decoder_bool(d)) != 0)
+            s->distributed.reduce_dtype = (gp_format)gp_decoder_pick(d, 3); /* fp32, bf16, fp16 */
+        s->distributed.average = (gp_average)gp_decoder_pick(d, 3);
+        s->distributed.predivide = s->distributed.average == GP_AVG_PRE ? (double)gp_decoder_int(d, 1, W) : 0;
+        if (s->distributed.average == GP_AVG_PRE && s->distributed.collective == GP_COLL_REDUCE_SCATTER &&
+            gp_decoder_bool(d)) { /* FSDP's default factor, as the loader gives it */
+            int f = 1;
+            while (W % f == 0 && W / f > f)
+                f *= 2;
+            s->distributed.predivide = f;
+        }
+        s->distributed.no_sync = gp_decoder_pick(d, 4) != 0;
+        s->distributed.bucket_elements = gp_decoder_bool(d) ? gp_decoder_int(d, 1, 256) : 0;
+        if (s->reduction == GP_RED_TOKEN_MEAN)
+            s->distributed.normalize = (gp_token_norm)gp_decoder_pick(d, 2);
+        if (gp_decoder_bool(d)) { /* per-rank token counts; rank 0's are the batch's */
+            s->distributed.tokens = malloc((size_t)W * (size_t)K * sizeof *s->distributed.tokens);
+            if (!s->distributed.tokens)
+                goto oom;
+            for (int r = 0; r < W; r++)
+                for (int k = 0; k < K; k++)
+                    s->distributed.tokens[(size_t)r * (size_t)K + (size_t)k] =
+                        r == 0 ? s->batch.tokens[k] : gp_decoder_int(d, 1, 4096);
+        }
+    }
     return 0;
 oom:
     gp_scenario_free(s);

@@ -83,7 +83,10 @@ double gp_decode_value(gp_decoder *d, gp_format f, gp_format acc, double ref, in
  * (mode, power-of-two init, growth, backoff, interval, update, unscale_before_clip),
  * clip max_norm, the LR schedule, AdamW (lr, betas, eps, weight decay, param/state
  * dtype fp32/bf16/fp16; one variant of: plain, fp32 master, Kahan, stochastic, master +
- * stochastic — Kahan excludes the other two) and 1..8 steps. Every value is inside what
+ * stochastic — Kahan excludes the other two) and 1..8 steps; last, one time in four
+ * (generated gradients, no Kahan accumulator), data parallelism: 2..8 ranks, any
+ * collective, reduce dtype, average, predivide, no_sync, bucket, normalization and
+ * per-rank token counts (docs/distributed.md). Every value is inside what
  * gp_scenario_load_string accepts, so gp_scenario_to_yaml of the result loads back
  * (the `decode` fuzz target checks it). `out` owns what it points to (free it with
  * gp_scenario_free). Returns 0, or -1 with err set when out of memory (out is then
