@@ -1559,6 +1559,16 @@ static void optim_sums_add(gp_optim_sums *a, const gp_optim_sums *b)
     a->state += b->state;
 }
 
+/* The work of one element in one step: its micro-batches (every rank's), and in a
+ * distributed run each collective's W + 2 passes (W - 1 hops, the casts and divisions). */
+static uint64_t work_per_element(const gp_scenario *sc)
+{
+    if (!gp_scenario_distributed(sc))
+        return (uint64_t)sc->batch.microbatches;
+    uint64_t W = (uint64_t)sc->distributed.world_size, K = (uint64_t)sc->batch.microbatches;
+    return K * W + (sc->distributed.no_sync ? 1 : K) * (W + 2);
+}
+
 static void progress_add(const sim *S, uint64_t work)
 {
     if (S->done)
@@ -1586,7 +1596,7 @@ static int unit_merge(sim *S, unit *U, int *found_inf, gp_error *err)
     if (U->first.set && !S->res->first_mismatch.set)
         S->res->first_mismatch = U->first;
     *found_inf |= U->found_inf;
-    progress_add(S, elems * (uint64_t)sc->batch.microbatches);
+    progress_add(S, elems * work_per_element(sc));
     if (U->rc != 0)
         gp_error_set(err, "%s", U->err.msg);
     return U->rc;
@@ -1873,12 +1883,7 @@ uint64_t gp_run_work(const gp_scenario *sc)
     uint64_t elems = 0;
     for (size_t t = 0; t < sc->ntensors; t++)
         elems += gp_run_tensor_elements(sc, t);
-    uint64_t W = gp_scenario_distributed(sc) ? (uint64_t)sc->distributed.world_size : 1;
-    uint64_t mb = (uint64_t)sc->batch.microbatches * W; /* every rank's micro-batches */
-    uint64_t colls = gp_scenario_distributed(sc)
-                         ? (sc->distributed.no_sync ? 1 : (uint64_t)sc->batch.microbatches) * (W + 2)
-                         : 0; /* each collective: W - 1 hops, the casts and divisions */
-    uint64_t per_step = elems * (mb + colls) + GP_RUN_STEP_OVERHEAD;
+    uint64_t per_step = elems * work_per_element(sc) + GP_RUN_STEP_OVERHEAD;
     uint64_t steps = sc->steps > 0 ? (uint64_t)sc->steps : 1;
     return per_step > UINT64_MAX / steps ? UINT64_MAX : per_step * steps;
 }
