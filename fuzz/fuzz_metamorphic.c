@@ -22,6 +22,15 @@
  *        same limbs; gp_exactsum (binary64 plus spill) gives the same rounded results
  *        over the given order, a permutation and the reverse (3 lanes in one call:
  *        the vector path and its tail), all equal to the fixacc's.
+ *  (c) An fp32 collective of exactly representable partial sums is exact
+ *      (docs/distributed.md): W = 2, 4 or 8 ranks, K = 1..4 micro-batches, token counts
+ *      1..1000, constant gradients +-2^e (e in [-40, 40], random signs), reduction sum,
+ *      any collective, average (predivide 2), bucket and no_sync, all drawn from the case's
+ *      seed: every x = +-n 2^e has at most 10 significant bits, every partial sum of at
+ *      most 32 of them is a multiple of 2^e below 2^(e+15): exact in fp32, and divisions
+ *      by powers of two are exact, so collective_rel_err and grad_rel_err_rounding must be
+ *      exactly 0 and nothing absorbed or overflowed. (World size 1 in the accumulator's
+ *      dtype is the one-process run by construction: gp_scenario_distributed is false.)
  * Features: the mechanisms of run (a) x the bucket of the normalization divergence
  * |mean - token_mean| / |token_mean| (what the `mean` reduction loses with these token
  * counts), and which relations could be checked. */
@@ -29,7 +38,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "harness/gp_backend.h"
 #include "harness/gp_decode.h"
+#include "harness/gp_runner.h"
 #include "gp_fuzz_check.h"
 #include "kernels/gp_names.h"
 #include "kernels/arith/gp_philox.h"
@@ -193,6 +204,47 @@ static double check_references(const gp_accum_case *c, int *equal_checked)
     return full != 0 ? fabs(mean - full) / fabs(full) : (mean != 0 ? INFINITY : 0.0);
 }
 
+/* (c) Returns 1 when the relation was checked. */
+static int check_collective_exact(const gp_accum_case *c)
+{
+    static gp_backend cpu;
+    static int opened;
+    gp_error e = {""};
+    if (!opened) {
+        GP_FUZZ_CHECK(gp_backend_open("cpu", &cpu, &e) == 0, "%s", e.msg);
+        opened = 1;
+    }
+    static const char *const coll[] = {"ring", "tree", "reduce_scatter"}, *const avg[] = {"pre", "post", "op"};
+    uint64_t i = 16;
+    int W = 1 << (1 + (int)(draw(c, i++) % 3)), K = 1 + (int)(draw(c, i++) % 4);
+    char tok[512] = "", text[1024];
+    size_t used = 0;
+    for (int r = 0; r < W; r++) {
+        used += (size_t)snprintf(tok + used, sizeof tok - used, "%s[", r ? ", " : "");
+        for (int k = 0; k < K; k++)
+            used += (size_t)snprintf(tok + used, sizeof tok - used, "%s%u", k ? ", " : "", 1 + draw(c, i++) % 1000);
+        used += (size_t)snprintf(tok + used, sizeof tok - used, "]");
+    }
+    const char *a = avg[draw(c, i++) % 3];
+    snprintf(text, sizeof text,
+             "tensors: [{name: g, size: 64, grad: {dist: constant, scale: %a, sign: 0.5}}]\n"
+             "seed: %u\nbatch: {microbatches: %d}\nreduction: sum\nfullbatch: sum\n"
+             "distributed: {world_size: %d, collective: %s, average: %s, %s no_sync: %s, bucket_elements: %u, "
+             "tokens: [%s]}\n",
+             ldexp(1.0, (int)(draw(c, i) % 81) - 40), draw(c, i + 1), K, W, coll[draw(c, i + 2) % 3], a,
+             a[1] == 'r' ? "predivide: 2," : "", draw(c, i + 3) % 2 ? "true" : "false", 1 + draw(c, i + 4) % 100, tok);
+    gp_scenario s;
+    gp_result r;
+    GP_FUZZ_CHECK(gp_scenario_load_string(text, strlen(text), "meta", &s, &e) == 0, "%s\n%s", e.msg, text);
+    GP_FUZZ_CHECK(gp_run_scenario(&s, &cpu, NULL, &r, &e) == 0, "%s", e.msg);
+    GP_FUZZ_CHECK(r.metric[GP_M_COLLECTIVE_REL_ERR] == 0.0 && r.metric[GP_M_GRAD_REL_ERR_ROUNDING] == 0.0 &&
+                      r.st.coll.absorbed == 0 && r.st.coll.overflow == 0,
+                  "an fp32 collective of exact partial sums lost %a:\n%s", r.metric[GP_M_COLLECTIVE_REL_ERR], text);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+    return 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     gp_accum_case c;
@@ -201,6 +253,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int ran_a = check_scale_invariance(&c, &mech);
     int equal = 0;
     double div = check_references(&c, &equal);
+    check_collective_exact(&c);
     gp_fuzz_feature(counters, (mech % GP_FUZZ_NMECH) * GP_FUZZ_BUCKETS + gp_fuzz_bucket(div < 0 ? 0 : div));
     gp_fuzz_feature(counters, GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + (unsigned)ran_a);
     gp_fuzz_feature(counters, GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + 2 + (unsigned)equal);

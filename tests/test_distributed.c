@@ -263,6 +263,54 @@ static void rank_vs_global_normalization(void **state)
     gp_scenario_free(&s);
 }
 
+/* An fp32 collective of exactly representable partial sums is exact, whatever the
+ * order: constant gradients +-2^-4 (random signs), token counts 1..1000, reduction sum:
+ * every x = +-n 2^-4 has at most 10 significant bits and is a multiple of 2^-4; a partial
+ * sum of at most 8 ranks x 4 micro-batches is a multiple of 2^-4 below 32 000 x 2^-4 <
+ * 2^11, so it needs at most 15 bits: exact in fp32 (24). Divisions by a power of two
+ * (W and the predivide are powers of two) are exact. So the collective loses nothing
+ * (collective_rel_err = 0 exactly, grad_rel_err_rounding = 0), for every collective,
+ * average, bucket and no_sync drawn here (seeded: GP_TEST_SEED). ACC is the accumulator
+ * (fp32; the check fails with a narrower one). */
+#define EXACT_ACC "fp32"
+static void fp32_exact_partial_sums(void **state)
+{
+    (void)state;
+    uint64_t seed = gp_test_seed(15);
+    static const char *const coll[] = {"ring", "tree", "reduce_scatter"};
+    static const char *const avg[] = {"pre", "post", "op"};
+    for (int it = 0; it < 24; it++) {
+        int W = 1 << (1 + (int)(gp_test_next(&seed) % 3)), K = 1 + (int)(gp_test_next(&seed) % 4);
+        char tok[512] = "", text[1024];
+        size_t used = 0;
+        for (int r = 0; r < W; r++) {
+            used += (size_t)snprintf(tok + used, sizeof tok - used, "%s[", r ? ", " : "");
+            for (int k = 0; k < K; k++)
+                used += (size_t)snprintf(tok + used, sizeof tok - used, "%s%d", k ? ", " : "",
+                                         1 + (int)(gp_test_next(&seed) % 1000));
+            used += (size_t)snprintf(tok + used, sizeof tok - used, "]");
+        }
+        const char *a = avg[gp_test_next(&seed) % 3];
+        snprintf(text, sizeof text,
+                 "name: exact\ntensors: [{name: g, size: 200, grad: {dist: constant, scale: 0.0625, sign: 0.5}}]\n"
+                 "batch: {microbatches: %d}\nreduction: sum\nfullbatch: sum\nprecision: {accumulator: " EXACT_ACC "}\n"
+                 "distributed: {world_size: %d, collective: %s, average: %s, %s no_sync: %s, bucket_elements: %d, "
+                 "tokens: [%s]}\n",
+                 K, W, coll[gp_test_next(&seed) % 3], a, strcmp(a, "pre") == 0 ? "predivide: 2," : "",
+                 gp_test_next(&seed) % 2 ? "true" : "false", 1 + (int)(gp_test_next(&seed) % 300), tok);
+        gp_scenario s;
+        gp_result r;
+        run(text, &s, &r);
+        if (r.metric[GP_M_COLLECTIVE_REL_ERR] != 0.0 || r.metric[GP_M_GRAD_REL_ERR_ROUNDING] != 0.0 ||
+            r.st.coll.absorbed || r.st.coll.overflow) {
+            fprintf(stderr, "not exact (collective_rel_err %a): %s\n", r.metric[GP_M_COLLECTIVE_REL_ERR], text);
+            fail();
+        }
+        gp_result_free(&r);
+        gp_scenario_free(&s);
+    }
+}
+
 /* The ring order as documented: chunk q starts at rank q + 1 and ends at rank q. */
 static void ring_order_documented(void **state)
 {
@@ -347,7 +395,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(world_one_is_one_process), cmocka_unit_test(ring8_bf16_hand),
         cmocka_unit_test(fp16_overflow_without_predivide), cmocka_unit_test(missing_no_sync_hand),
-        cmocka_unit_test(rank_vs_global_normalization), cmocka_unit_test(ring_order_documented),
+        cmocka_unit_test(rank_vs_global_normalization), cmocka_unit_test(fp32_exact_partial_sums),
+        cmocka_unit_test(ring_order_documented),
         cmocka_unit_test(bad_keys), cmocka_unit_test(show_round_trip),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
