@@ -149,6 +149,11 @@ typedef struct {
     double loss[GP_NMECH];
     double coll_loss[GP_NMECH];  /* distributed: the collective's part of each mechanism's loss
                                     (error norm / ||g_full||), else 0 */
+    int has_no_sync_twin;        /* distributed with no_sync false: the same scenario with
+                                    no_sync true was run too (the correct loop) */
+    double twin_rel_err_rounding, twin_collective_rel_err; /* its grad_rel_err_rounding and
+                                    collective_rel_err: the missing no_sync's extra error is
+                                    this run's minus these */
     gp_tensor_result *tensors;
     size_t ntensors;
     int sampled;                 /* some tensor was sampled: metrics are estimates */

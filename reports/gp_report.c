@@ -99,6 +99,11 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
              sc->distributed.average == GP_AVG_OP ? ", NCCL's average op" : "", pre, post,
              r->metric[GP_M_COLLECTIVE_REL_ERR], (unsigned long long)c->absorbed,
              (unsigned long long)c->adds_nonzero, (unsigned long long)c->overflow);
+        if (r->has_no_sync_twin)
+            note(o, "without no_sync() the collective runs after every micro-batch: grad_rel_err_rounding %.3g "
+                 "against %.3g for the same gradients with no_sync() (collective_rel_err %.3g against %.3g)",
+                 r->metric[GP_M_GRAD_REL_ERR_ROUNDING], r->twin_rel_err_rounding, r->metric[GP_M_COLLECTIVE_REL_ERR],
+                 r->twin_collective_rel_err);
         if (c->overflow)
             note(o, "the collective overflowed %s %llu times: %s", gp_format_name(gp_scenario_reduce_dtype(sc)),
                  (unsigned long long)c->overflow,
@@ -309,6 +314,14 @@ static json_t *collective_json(const gp_result *r)
     json_object_set_new(ev, "underflow", json_integer((json_int_t)c->underflow));
     json_object_set_new(ev, "overflow", json_integer((json_int_t)c->overflow));
     json_object_set_new(o, "events", ev);
+    if (r->has_no_sync_twin) { /* the same run with no_sync(): what its absence costs */
+        json_t *ns = json_object();
+        json_object_set_new(ns, "grad_rel_err_rounding_with_no_sync", number(r->twin_rel_err_rounding));
+        json_object_set_new(ns, "collective_rel_err_with_no_sync", number(r->twin_collective_rel_err));
+        json_object_set_new(ns, "extra_grad_rel_err_rounding",
+                            number(r->metric[GP_M_GRAD_REL_ERR_ROUNDING] - r->twin_rel_err_rounding));
+        json_object_set_new(o, "missing_no_sync", ns);
+    }
     return o;
 }
 

@@ -230,6 +230,10 @@ static void missing_no_sync_hand(void **state)
     assert_int_equal(bad.st.absorbed, 1);
     assert_int_equal(bad.st.adds_nonzero, 6);
     assert_int_equal(bad.st.coll.hops, 2); /* one hop per collective, two collectives */
+    /* the run without no_sync carries the correct loop's figures: 1/517 and 0 */
+    assert_true(bad.has_no_sync_twin && !good.has_no_sync_twin);
+    assert_true(fabs(bad.twin_rel_err_rounding - 1.0 / 517.0) <= 1e-16);
+    assert_true(bad.twin_collective_rel_err == 0.0);
     gp_result_free(&good);
     gp_result_free(&bad);
 }
