@@ -151,6 +151,54 @@ static void ring8_bf16_hand(void **state)
     gp_scenario_free(&s);
 }
 
+/* The collective's additions run on the backend under test: a table whose bf16 add
+ * truncates (the CPU emulation asked for RTZ whenever the accumulator is bf16) on the
+ * ring8 case above. Truncating, 1 + p 2^-9 becomes 1 for p < 4 and 1 + 2^-7 for p >= 4
+ * (exact at 4), the later 2^-9 addends are still all absorbed (28 of 56): errors, in
+ * units of 2^-9, -7 four times and -3 four times: sum of squares 232, collective_rel_err
+ * = sqrt(232) / (sqrt(8) 519) = sqrt(29) / 519 instead of sqrt(22) / 519 for RNE. */
+static gp_backend cpu_for_table;
+static int truncating_accumulate(const gp_plugin_accumulate_args *a)
+{
+    gp_plugin_accumulate_args b = *a;
+    if (b.acc_format == GP_PLUGIN_BF16)
+        b.rounding = GP_PLUGIN_RTZ;
+    return cpu_for_table.ops->accumulate(&b);
+}
+static int table_unscale(gp_plugin_unscale_args *a)
+{
+    return cpu_for_table.ops->unscale(a);
+}
+static int table_adamw(const gp_plugin_adamw_args *a)
+{
+    return cpu_for_table.ops->adamw(a);
+}
+
+static void plugin_add_is_judged(void **state)
+{
+    (void)state;
+    static gp_plugin table = {GP_PLUGIN_ABI_VERSION, "truncating-bf16", GP_PLUGIN_HOST, truncating_accumulate,
+                              table_unscale, table_adamw, NULL, NULL, NULL, NULL};
+    gp_error e = {""};
+    gp_backend tb;
+    cpu_for_table = cpu;
+    assert_int_equal(gp_backend_from_table(&table, &tb, &e), 0);
+    const char *text = "name: ring8\ntensors: [{name: g, size: 8, grad: {dist: constant, scale: 1.953125e-3, sign: 0}}]\n"
+                       "batch: {microbatches: 1}\nreduction: sum\nfullbatch: sum\n"
+                       "precision: {grad: bf16, accumulator: bf16}\n"
+                       "distributed: {world_size: 8, average: post, tokens: [1, 1, 1, 512, 1, 1, 1, 1]}\n";
+    gp_scenario s;
+    gp_result r;
+    load(text, &s);
+    assert_int_equal(gp_run_scenario(&s, &tb, NULL, &r, &e), 0);
+    assert_int_equal(r.st.coll.absorbed, 28);
+    double want = sqrt(29.0) / 519.0; /* relative error of the norms: below 1e-15 as above */
+    assert_true(fabs(r.metric[GP_M_COLLECTIVE_REL_ERR] - want) <= 1e-15 * want);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+    gp_backend_close(&tb);
+}
+
 /* fp16 all-reduce of 8 ranks' gradients of 60000 (one token each; token_mean: x = W S / N
  * = 8 * 60000 / 8). Without pre-division (average: post) the ring's first hop makes 120000
  * > 65504: inf, one overflow per element (the later hops add to inf and are counted where
@@ -398,6 +446,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(world_one_is_one_process), cmocka_unit_test(ring8_bf16_hand),
+        cmocka_unit_test(plugin_add_is_judged),
         cmocka_unit_test(fp16_overflow_without_predivide), cmocka_unit_test(missing_no_sync_hand),
         cmocka_unit_test(rank_vs_global_normalization), cmocka_unit_test(fp32_exact_partial_sums),
         cmocka_unit_test(ring_order_documented),
