@@ -1,7 +1,8 @@
 /* test_threads.c — threads inside a scenario (issue 16, item 2): every preset of the
  * default suite, and the ten-tensor scenarios of tests/data/threads (windows of several
  * tensors, several chunks of one tensor, coupled and independent steps, stochastic
- * rounding, a compared backend), run with 1, 2 and 3 threads splitting the scenario
+ * rounding, a compared backend) and a distributed one (4 ranks, buckets across chunks,
+ * no_sync false), run with 1, 2 and 3 threads splitting the scenario
  * (gp_run_scenario_ctl) must give byte-identical report.json and report.md text. The
  * progress counter must end at gp_run_work (the units the progress line divides by). */
 #include <string.h>
@@ -107,6 +108,22 @@ static void test_ten_tensors_compared(void **state)
     ten_tensors("ten_tensors_coupled.yaml", 1);
 }
 
+/* Data parallelism: the ranks' buffers per thread, the collective per window. */
+static void test_distributed(void **state)
+{
+    (void)state;
+    char path[4096];
+    gp_scenario sc;
+    gp_error e = {""};
+    snprintf(path, sizeof path, "%s/distributed.yaml", data_dir);
+    if (gp_scenario_load_file(path, &sc, &e) != 0)
+        fail_msg("%s", e.msg);
+    assert_true(gp_scenario_distributed(&sc));
+    same_for_1_2_3(&sc, 0);
+    same_for_1_2_3(&sc, 1); /* with a compared backend */
+    gp_scenario_free(&sc);
+}
+
 int main(int argc, char **argv)
 {
     data_dir = argc > 1 ? argv[1] : "tests/data/threads";
@@ -114,6 +131,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ten_tensors),
         cmocka_unit_test(test_ten_tensors_coupled),
         cmocka_unit_test(test_ten_tensors_compared),
+        cmocka_unit_test(test_distributed),
         cmocka_unit_test(test_default_suite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
