@@ -11,6 +11,8 @@
 #include "../harness/gp_backend.h"
 #include "../harness/gp_run_all.h"
 #include "../harness/gp_scenario.h"
+#include "../kernels/cpu/gp_cpu_backend.h"
+#include "../kernels/gp_names.h"
 #include "../reports/gp_report_set.h"
 
 struct gradprec_set {
@@ -276,4 +278,65 @@ void gradprec_result_free(gradprec_result *r)
     free(r->json);
     gradprec_set_free(r->set);
     free(r);
+}
+
+int gradprec_adamw_step(const char *variant, const char *param_format, const char *state_format,
+                        const char *grad_format, double lr, double beta1, double beta2, double eps,
+                        double weight_decay, int64_t step, uint64_t n, const void *grad, void *param, void *m,
+                        void *v, char *err, size_t errlen)
+{
+    static const struct { const char *name; int32_t id; } vars[] = {
+        {"plain", GP_PLUGIN_ADAMW_PLAIN},
+        {"one_store", GP_PLUGIN_ADAMW_ONE_STORE},
+        {"torch_fused_cpu", GP_PLUGIN_ADAMW_TORCH_FUSED_CPU}};
+    char msg[256];
+    int32_t id = -1;
+    for (size_t i = 0; variant && i < sizeof vars / sizeof vars[0]; i++)
+        if (strcmp(variant, vars[i].name) == 0)
+            id = vars[i].id;
+    gp_format pf, sf, gf;
+    if (id < 0) {
+        snprintf(msg, sizeof msg, "adamw_step: variant '%s': expected plain, one_store or torch_fused_cpu",
+                 variant ? variant : "(null)");
+    } else if (!param_format || gp_format_parse(param_format, &pf) != 0 || !state_format ||
+               gp_format_parse(state_format, &sf) != 0 || !grad_format || gp_format_parse(grad_format, &gf) != 0) {
+        snprintf(msg, sizeof msg, "adamw_step: a format name is unknown (param '%s', state '%s', grad '%s')",
+                 param_format ? param_format : "(null)", state_format ? state_format : "(null)",
+                 grad_format ? grad_format : "(null)");
+    } else if ((pf != GP_FP32 && pf != GP_BF16 && pf != GP_FP16) || (sf != GP_FP32 && sf != GP_BF16 && sf != GP_FP16)) {
+        snprintf(msg, sizeof msg, "adamw_step: param and state formats must be fp32, bf16 or fp16 (got %s, %s)",
+                 param_format, state_format);
+    } else if (step < 1 || (n && (!grad || !param || !m || !v))) {
+        snprintf(msg, sizeof msg, "adamw_step: step must be >= 1 and the four arrays non-NULL");
+    } else {
+        int32_t found_inf = 0;
+        gp_plugin_adamw_args a;
+        memset(&a, 0, sizeof a);
+        a.struct_size = sizeof a;
+        a.param_format = (int32_t)pf;
+        a.state_format = (int32_t)sf;
+        a.grad_format = (int32_t)gf;
+        a.variant = id;
+        a.rounding = GP_PLUGIN_RNE;
+        a.lr = lr;
+        a.beta1 = beta1;
+        a.beta2 = beta2;
+        a.eps = eps;
+        a.weight_decay = weight_decay;
+        a.step = step;
+        a.inv_scale = 1.0f;
+        a.found_inf = &found_inf;
+        a.n = n;
+        a.grad = grad;
+        a.param = param;
+        a.m = m;
+        a.v = v;
+        int rc = gp_cpu_backend()->adamw(&a);
+        if (rc == 0)
+            return GRADPREC_OK;
+        snprintf(msg, sizeof msg, "adamw_step: %s params with %s state: not supported by variant %s",
+                 param_format, state_format, variant);
+    }
+    copy_err(err, errlen, msg);
+    return GRADPREC_BAD_INPUT;
 }

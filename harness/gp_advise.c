@@ -69,17 +69,17 @@ int gp_advise_scenario(const gp_scenario *sc, const gp_alternative *a, gp_scenar
         break;
     case GP_ALT_KAHAN_ACCUMULATOR: out->precision.rounding = GP_ACC_KAHAN; break;
     case GP_ALT_SR_ACCUMULATOR: out->precision.rounding = GP_ACC_STOCHASTIC; break;
-    case GP_ALT_MASTER_WEIGHTS:
+    case GP_ALT_MASTER_WEIGHTS: /* each a different optimizer from torch's fused one */
         out->optimizer.master = 1;
-        out->optimizer.kahan = out->optimizer.stochastic = 0;
+        out->optimizer.kahan = out->optimizer.stochastic = out->optimizer.fused = 0;
         break;
     case GP_ALT_KAHAN_WEIGHTS:
         out->optimizer.kahan = 1;
-        out->optimizer.stochastic = 0;
+        out->optimizer.stochastic = out->optimizer.fused = 0;
         break;
     case GP_ALT_SR_WEIGHTS:
         out->optimizer.stochastic = 1;
-        out->optimizer.kahan = 0;
+        out->optimizer.kahan = out->optimizer.fused = 0;
         break;
     case GP_ALT_LOSS_SCALING: out->loss_scale.mode = GP_LS_DYNAMIC; break;
     case GP_ALT_TOKEN_MEAN: out->reduction = GP_RED_TOKEN_MEAN; break;

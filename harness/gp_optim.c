@@ -18,9 +18,13 @@ gp_adamw_config gp_optim_config(const gp_scenario *sc)
     gp_adamw_config c;
     c.param = sc->optimizer.param;
     c.state = sc->optimizer.state;
-    c.variant = sc->optimizer.master ? GP_ADAMW_MASTER : sc->optimizer.kahan ? GP_ADAMW_KAHAN : GP_ADAMW_PLAIN;
+    c.variant = sc->optimizer.fused    ? GP_ADAMW_TORCH_FUSED_CPU
+                : sc->optimizer.master ? GP_ADAMW_MASTER
+                : sc->optimizer.kahan  ? GP_ADAMW_KAHAN
+                                       : GP_ADAMW_PLAIN;
     c.rounding = sc->optimizer.stochastic ? GP_STOCHASTIC : GP_RNE;
     c.eval = GP_ADAMW_TORCH_CUDA;
+    c.tail = 0; /* set per element by the backend */
     return c;
 }
 

@@ -114,6 +114,7 @@ void gp_scenario_init(gp_scenario *s)
     s->optimizer.state = GP_FP32;
     s->optimizer.kahan = 0;
     s->optimizer.stochastic = 0;
+    s->optimizer.fused = 0;
     s->schedule.kind = GP_SCHED_CONSTANT;
     s->schedule.warmup = 0;
     s->schedule.total = 1;
@@ -153,6 +154,7 @@ static const char *const fb_names[] = {"mean", "sum"};
 static const char *const acc_names[] = {"rne", "rtz", "stochastic", "kahan"};
 static const char *const ls_names[] = {"none", "static", "dynamic"};
 static const char *const master_names[] = {"none", "fp32"};
+static const char *const fused_names[] = {"none", "torch_cpu"};
 static const char *const opt_names[] = {"adamw"};
 static const char *const sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 static const char *const coll_names[] = {"ring", "tree", "reduce_scatter"};
@@ -1044,9 +1046,9 @@ static int parse_clip(const loader *L, yaml_node_t *n, gp_scenario *s)
     return 0;
 }
 
-enum { OP_NAME, OP_LR, OP_BETAS, OP_EPS, OP_WD, OP_PARAM, OP_MASTER, OP_STATE, OP_KAHAN, OP_SR, OP_N };
-static const char *const opt_keys[OP_N] = {"name", "lr", "betas", "eps", "weight_decay",
-                                           "param", "master", "state", "kahan", "stochastic"};
+enum { OP_NAME, OP_LR, OP_BETAS, OP_EPS, OP_WD, OP_PARAM, OP_MASTER, OP_STATE, OP_KAHAN, OP_SR, OP_FUSED, OP_N };
+static const char *const opt_keys[OP_N] = {"name", "lr", "betas", "eps", "weight_decay", "param",
+                                           "master", "state", "kahan", "stochastic", "fused"};
 
 static int parse_optimizer(const loader *L, yaml_node_t *n, gp_scenario *s)
 {
@@ -1083,6 +1085,9 @@ static int parse_optimizer(const loader *L, yaml_node_t *n, gp_scenario *s)
         return -1;
     if (v[OP_SR] && get_bool(L, v[OP_SR], "optimizer.stochastic", &s->optimizer.stochastic))
         return -1;
+    if (v[OP_FUSED] &&
+        get_enum(L, v[OP_FUSED], "optimizer.fused", fused_names, COUNT(fused_names), &s->optimizer.fused))
+        return -1;
     /* what the AdamW kernels implement (kernels/arith/gp_adamw.h) */
     if (v[OP_PARAM] && s->optimizer.param != GP_FP32 && s->optimizer.param != GP_BF16 && s->optimizer.param != GP_FP16)
         return fail(L, v[OP_PARAM], "optimizer.param: expected fp32, bf16 or fp16");
@@ -1092,6 +1097,17 @@ static int parse_optimizer(const loader *L, yaml_node_t *n, gp_scenario *s)
         return fail(L, v[OP_KAHAN], "optimizer.kahan: Kahan compensation replaces the master copy; drop one");
     if (s->optimizer.kahan && s->optimizer.stochastic)
         return fail(L, v[OP_KAHAN], "optimizer.kahan: the compensated store rounds to nearest, not stochastically");
+    if (s->optimizer.fused) { /* torch's fused kernel: one dtype, the param updated in place, RNE */
+        if (s->optimizer.master || s->optimizer.kahan || s->optimizer.stochastic)
+            return fail(L, v[OP_FUSED], "optimizer.fused: torch's fused AdamW updates the param itself, rounding to "
+                                        "nearest (no master, kahan or stochastic); drop one");
+        if (!v[OP_STATE])
+            s->optimizer.state = s->optimizer.param;
+        else if (s->optimizer.state != s->optimizer.param)
+            return fail(L, v[OP_STATE], "optimizer.state: torch's fused AdamW keeps m and v in the param's dtype "
+                                        "(%s), got %s", gp_format_name(s->optimizer.param),
+                        gp_format_name(s->optimizer.state));
+    }
     return 0;
 }
 
@@ -2129,10 +2145,10 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
     gp_buf_printf(&b, "]\n");
     put_key_double(&b, "  ", "eps", s->optimizer.eps);
     put_key_double(&b, "  ", "weight_decay", s->optimizer.weight_decay);
-    gp_buf_printf(&b, "  param: %s\n  master: %s\n  state: %s\n  kahan: %s\n  stochastic: %s\n",
+    gp_buf_printf(&b, "  param: %s\n  master: %s\n  state: %s\n  kahan: %s\n  stochastic: %s\n  fused: %s\n",
         gp_format_name(s->optimizer.param), master_names[s->optimizer.master != 0],
         gp_format_name(s->optimizer.state), bool_name(s->optimizer.kahan),
-        bool_name(s->optimizer.stochastic));
+        bool_name(s->optimizer.stochastic), fused_names[s->optimizer.fused != 0]);
     gp_buf_printf(&b, "schedule:\n  name: %s\n  warmup: %d\n  total: %d\n",
         enum_name(sched_names, COUNT(sched_names), (int)s->schedule.kind), s->schedule.warmup,
         s->schedule.total);

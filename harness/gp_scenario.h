@@ -133,6 +133,8 @@ typedef struct {
         gp_format state;          /* m and v, default fp32 */
         int kahan;                /* Kahan-compensated params, default false */
         int stochastic;           /* stochastic rounding of the stored param, default false */
+        int fused;                /* 0 none (default); 1 torch_cpu: torch.optim.AdamW(fused=True)'s
+                                     CPU kernel (GP_ADAMW_TORCH_FUSED_CPU), state = param */
     } optimizer;
 
     struct {

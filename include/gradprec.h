@@ -84,6 +84,24 @@ GRADPREC_API void gradprec_set_free(gradprec_set *s);
 GRADPREC_API int gradprec_run(const gradprec_set *s, const char *backend, const struct gp_plugin *table,
                               const char *compare, int jobs, gradprec_result **out, char *err, size_t errlen);
 
+/* ---- one optimizer step ---- */
+
+/* One AdamW step of the built-in CPU backend on n elements, in place: what `--backend
+ * cpu` does to one chunk of a tensor (one plugin `adamw` call: torch's tensor, for the
+ * fused variant's remainder rule), to check a variant against another implementation
+ * element by element. variant: "plain" (torch eager, single-tensor), "one_store" or
+ * "torch_fused_cpu" (the scenario's `fused: torch_cpu`; state_format must equal
+ * param_format); docs/model.md. Formats by name: param "fp32", "bf16" or "fp16"; state
+ * the same three; grad any format name. Arrays hold n elements packed in their format
+ * (2 bytes for bf16/fp16, native byte order), host memory; grad is only read. lr, betas,
+ * eps, weight_decay as the Python floats of torch.optim.AdamW; step >= 1 is the step
+ * count after its increment. RNE stores. Returns GRADPREC_OK, or GRADPREC_BAD_INPUT with
+ * one line in err (unknown name, unsupported combination, step < 1, a NULL array). */
+GRADPREC_API int gradprec_adamw_step(const char *variant, const char *param_format, const char *state_format,
+                                     const char *grad_format, double lr, double beta1, double beta2, double eps,
+                                     double weight_decay, int64_t step, uint64_t n, const void *grad, void *param,
+                                     void *m, void *v, char *err, size_t errlen);
+
 /* ---- results ---- */
 
 /* Number of scenarios, and how many failed their thresholds. */

@@ -64,7 +64,13 @@ enum { GP_PLUGIN_ADAMW_PLAIN = 0,     /* torch eager on the param: the decayed w
                                          stored in the param format, then the update */
        GP_PLUGIN_ADAMW_ONE_STORE = 1, /* the same math, the decayed weight kept in fp32 */
        GP_PLUGIN_ADAMW_MASTER = 2,    /* the step runs on master[] (fp32); param = store(master) */
-       GP_PLUGIN_ADAMW_KAHAN = 3 };   /* param + comp[] (both param format), compensated */
+       GP_PLUGIN_ADAMW_KAHAN = 3,     /* param + comp[] (both param format), compensated */
+       GP_PLUGIN_ADAMW_TORCH_FUSED_CPU = 4 }; /* torch.optim.AdamW(fused=True) on CPU, in its
+                                         order (docs/model.md): state_format == param_format,
+                                         RNE, no master or comp; the last n mod 8 (fp32) or
+                                         n mod 16 (bf16, fp16) elements of each call are the
+                                         kernel's scalar remainder. A plugin that does not
+                                         implement a variant returns 1 (unsupported). */
 
 /* One AdamW step (DESIGN.md §3, torch.optim.AdamW's order) over n elements:
  *   p <- p*(1 - lr*wd); m <- m + (1-beta1)(g - m); v <- beta2*v + (1-beta2)*g^2;

@@ -269,6 +269,7 @@ static json_t *config_json(const gp_scenario *sc)
     json_object_set_new(op, "state", json_string(gp_format_name(sc->optimizer.state)));
     json_object_set_new(op, "kahan", json_boolean(sc->optimizer.kahan));
     json_object_set_new(op, "stochastic", json_boolean(sc->optimizer.stochastic));
+    json_object_set_new(op, "fused", sc->optimizer.fused ? json_string("torch_cpu") : json_null());
     json_object_set_new(o, "optimizer", op);
     json_object_set_new(o, "schedule", json_string(gp_schedule_name(sc->schedule.kind)));
     json_object_set_new(o, "steps", json_integer(sc->steps));

@@ -30,6 +30,7 @@ static gp_adamw_config config(gp_format param, gp_format state, gp_adamw_variant
     c.variant = var;
     c.rounding = rounding;
     c.eval = eval;
+    c.tail = 0;
     return c;
 }
 
@@ -515,6 +516,113 @@ static void test_torch_cpu_golden(void **state)
     }
 }
 
+/* ---- GP_ADAMW_TORCH_FUSED_CPU: torch's CPU fused AdamW (hand-worked cases) ---- */
+
+static gp_adamw_config fused_config(gp_format f, int tail)
+{
+    gp_adamw_config c = config(f, f, GP_ADAMW_TORCH_FUSED_CPU, GP_RNE, GP_ADAMW_TORCH_CPU);
+    c.tail = tail;
+    return c;
+}
+
+/* The remainder: the last n mod 8 (fp32) or n mod 16 (bf16, fp16) elements. */
+static void test_fused_tail_rule(void **state)
+{
+    (void)state;
+    assert_int_equal(gp_adamw_fused_tail(GP_FP32, 21), 16);
+    assert_int_equal(gp_adamw_fused_tail(GP_FP32, 24), 24);
+    assert_int_equal(gp_adamw_fused_tail(GP_FP32, 7), 0);
+    assert_int_equal(gp_adamw_fused_tail(GP_BF16, 21), 16);
+    assert_int_equal(gp_adamw_fused_tail(GP_BF16, 47), 32);
+    assert_int_equal(gp_adamw_fused_tail(GP_FP16, 15), 0);
+    assert_true(gp_adamw_fused_ok(GP_BF16, GP_BF16, GP_RNE, 0));
+    assert_false(gp_adamw_fused_ok(GP_BF16, GP_FP32, GP_RNE, 0));
+    assert_false(gp_adamw_fused_ok(GP_BF16, GP_BF16, GP_STOCHASTIC, 0));
+    assert_false(gp_adamw_fused_ok(GP_BF16, GP_BF16, GP_RNE, 1));
+}
+
+/* v' = v*beta2 + ((1 - beta2)*g)*g with beta2 = 0.5, g = 1 + 2^-12, v = 2^-24 (fp32).
+ * (1 - beta2)*g = 0.5 + 2^-13 and v*beta2 = 2^-25 are exact; g^2/2 = 0.5 + 2^-12 + 2^-25
+ * needs one bit more than fp32 has in [0.5, 1) (ulp 2^-24).
+ *  vector code, fma(0.5*g, g, 2^-25): the exact 0.5 + 2^-12 + 2^-24 is an fp32: v' is it.
+ *  remainder, fma(v, 0.5, fl(g*g/2)): fl(0.5 + 2^-12 + 2^-25) is a tie, to even 0.5 + 2^-12;
+ *    + 2^-25 is a tie again, to even: v' = 0.5 + 2^-12, one ulp lower.
+ * The single-tensor CPU order (fma((1 - beta2)*g, g, fl(v*beta2))) agrees with the vector
+ * code. m: beta1 = 0.9 (weight 0.1f < 0.5), m = 0: fma(0.1f, g, 0) = fl(0.1f*g) in both. */
+static void test_fused_v_fma_by_position(void **state)
+{
+    (void)state;
+    float g = 1.0f + 0x1p-12f;
+    uint32_t want_v[2] = {gp_f32_bits(0.5f + 0x1p-12f + 0x1p-24f), gp_f32_bits(0.5f + 0x1p-12f)};
+    for (int tail = 0; tail < 2; tail++) {
+        elem x = elem_init(GP_FP32, 1.0);
+        x.v = gp_f32_bits(0x1p-24f);
+        elem_step(fused_config(GP_FP32, tail), &x, g, 1e-3, 0.9, 0.5, 1e-8, 0.0, 2, 0, NULL, NULL);
+        printf("# fused %s: v' = %a, m' = %a\n", tail ? "remainder" : "vector", f32v(x.v), f32v(x.m));
+        assert_int_equal(x.v, want_v[tail]);
+        assert_int_equal(x.m, gp_f32_bits(0.1f * g));
+    }
+    elem y = elem_init(GP_FP32, 1.0);
+    y.v = gp_f32_bits(0x1p-24f);
+    elem_step(config(GP_FP32, GP_FP32, GP_ADAMW_PLAIN, GP_RNE, GP_ADAMW_TORCH_CPU), &y, g, 1e-3, 0.9, 0.5,
+              1e-8, 0.0, 2, 0, NULL, NULL);
+    assert_int_equal(y.v, want_v[0]);
+}
+
+/* beta1 = 0: lerp weight 1, m = +0, g = -0 (g - m = -0). Vector code: fma(1 - 1, -0, -0) =
+ * (+0 * -0) + -0 = -0 + -0 = -0. Remainder: fma(-(-0), 1 - 1, -0) = (+0 * +0) + -0 = +0.
+ * The single-tensor CPU eval writes the vector form (-0); the CUDA eval the other (+0).
+ * The param: w*decay + (-lr * m')/den = 1 + (-0) = 1, unchanged and no update to lose. */
+static void test_fused_lerp_signed_zero(void **state)
+{
+    (void)state;
+    for (int tail = 0; tail < 2; tail++) {
+        elem x = elem_init(GP_FP32, 1.0);
+        unsigned ev = 0;
+        elem_step(fused_config(GP_FP32, tail), &x, -0.0f, 1e-3, 0.0, 0.999, 1e-8, 0.0, 1, 0, &ev, NULL);
+        assert_int_equal(x.m, tail ? 0u : 0x80000000u);
+        assert_int_equal(x.p, gp_f32_bits(1.0f));
+        assert_false(ev & GP_EV_STALE);
+    }
+    const gp_adamw_eval evs[2] = {GP_ADAMW_TORCH_CPU, GP_ADAMW_TORCH_CUDA};
+    const uint32_t want[2] = {0x80000000u, 0u};
+    for (int k = 0; k < 2; k++) {
+        elem x = elem_init(GP_FP32, 1.0);
+        elem_step(config(GP_FP32, GP_FP32, GP_ADAMW_PLAIN, GP_RNE, evs[k]), &x, -0.0f, 1e-3, 0.0, 0.999, 1e-8,
+                  0.0, 1, 0, NULL, NULL);
+        assert_int_equal(x.m, want[k]);
+    }
+}
+
+/* bf16 param 1.0, g = 1, m = v = 0, t = 1, lr = 2^-9, beta1 = 0, beta2 = 0.75,
+ * eps = 2^-30, wd = 0.5; every scalar exact: decay = 1 - 2^-10, bc1 = 1 (step_size 2^-9),
+ * bc2 = 0.25 (sqrt 0.5). m' = fma(0, 1, 1) = 1; v' = fma(0.25, 1, 0) = 0.25; den =
+ * sqrt(0.25)/0.5 + 2^-30 = 1 (2^-30 below half an ulp of 1); update -2^-9.
+ *  fused: d = 1 - 2^-10 kept in fp32, d - 2^-9 = 1 - 3*2^-10, stored once: the bf16
+ *    neighbours are 1 - 2^-8 (2^-10 away) and 1 (3*2^-10 away): 0x3F7F.
+ *  PLAIN (param.mul_ stores first): bf16(1 - 2^-10) = 1 (a quarter ulp below), then
+ *    1 - 2^-9, a tie between 0x3F7F and 0x3F80, to even: 0x3F80, the weight is stale.
+ * m and v stored as bf16 1.0 (0x3F80) and 0.25 (0x3E80) by both. */
+static void test_fused_bf16_one_store(void **state)
+{
+    (void)state;
+    for (int tail = 0; tail < 2; tail++) {
+        elem x = elem_init(GP_BF16, 1.0);
+        unsigned ev = 0;
+        elem_step(fused_config(GP_BF16, tail), &x, 1.0f, 0x1p-9, 0.0, 0.75, 0x1p-30, 0.5, 1, 0, &ev, NULL);
+        assert_int_equal(x.p, 0x3F7F);
+        assert_int_equal(x.m, 0x3F80);
+        assert_int_equal(x.v, 0x3E80);
+        assert_false(ev & GP_EV_STALE);
+    }
+    elem y = elem_init(GP_BF16, 1.0);
+    unsigned ev = 0;
+    elem_step(config(GP_BF16, GP_BF16, GP_ADAMW_PLAIN, GP_RNE, GP_ADAMW_TORCH_CPU), &y, 1.0f, 0x1p-9, 0.0, 0.75,
+              0x1p-30, 0.5, 1, 0, &ev, NULL);
+    assert_int_equal(y.p, 0x3F80);
+    assert_true(ev & GP_EV_STALE);
+}
+
 /* ---- the fp32 step against the exact trajectory, and wrong AdamWs ---- */
 
 #define REF_STEPS 100
@@ -703,6 +811,10 @@ int main(void)
         cmocka_unit_test(test_fp32_matches_reference),
         cmocka_unit_test(test_stochastic_neighbours),
         cmocka_unit_test(test_events),
+        cmocka_unit_test(test_fused_tail_rule),
+        cmocka_unit_test(test_fused_v_fma_by_position),
+        cmocka_unit_test(test_fused_lerp_signed_zero),
+        cmocka_unit_test(test_fused_bf16_one_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -270,7 +270,8 @@ static float round_to(int32_t fmt, float v)
 static int adamw(const gp_plugin_adamw_args *a)
 {
     int32_t pf = a->param_format, sf = a->state_format;
-    if (a->rounding != GP_PLUGIN_RNE || !supported(pf) || !readable(a->grad_format) || !supported(sf))
+    if (a->rounding != GP_PLUGIN_RNE || !supported(pf) || !readable(a->grad_format) || !supported(sf) ||
+        a->variant < GP_PLUGIN_ADAMW_PLAIN || a->variant > GP_PLUGIN_ADAMW_KAHAN)
         return 1;
     if (*a->found_inf)
         return 0; /* a skipped step */

@@ -79,11 +79,17 @@ static int cpu_unscale(gp_plugin_unscale_args *a)
 
 static int cpu_adamw(const gp_plugin_adamw_args *a)
 {
+    /* torch's fused kernel: one rounding mode, state in the param's dtype, no extra arrays */
+    if (a->variant == GP_PLUGIN_ADAMW_TORCH_FUSED_CPU &&
+        !gp_adamw_fused_ok((gp_format)a->param_format, (gp_format)a->state_format,
+                           a->rounding == GP_PLUGIN_RNE ? GP_RNE : GP_STOCHASTIC, a->master || a->comp))
+        return 1;
     if (*a->found_inf)
         return 0;
     gp_adamw_config cfg = {(gp_format)a->param_format, (gp_format)a->state_format,
                            (gp_adamw_variant)a->variant,
-                           a->rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE, GP_ADAMW_TORCH_CUDA};
+                           a->rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE, GP_ADAMW_TORCH_CUDA, 0};
+    uint64_t tail = gp_adamw_fused_tail(cfg.param, a->n); /* this call is torch's tensor */
     gp_adamw_scalars s = gp_adamw_scalars_make(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, (long)a->step);
     gp_format gf = (gp_format)a->grad_format, pf = cfg.param, sf = cfg.state;
     for (uint64_t i = 0; i < a->n; i++) {
@@ -92,6 +98,7 @@ static int cpu_adamw(const gp_plugin_adamw_args *a)
         uint32_t m = gp_pack_get(sf, a->m, i), v = gp_pack_get(sf, a->v, i);
         uint32_t rb = cfg.rounding == GP_STOCHASTIC ? gp_rand_u32(a->seed, a->stream, a->first_index + i) : 0;
         float g = grad_value(gf, a->grad, i) * a->inv_scale;
+        cfg.tail = i >= tail;
         uint32_t p = gp_adamw_step(cfg, &s, gp_pack_get(pf, a->param, i), &master, &comp, &m, &v, g, 0, rb,
                                    (unsigned *)0, (unsigned *)0);
         gp_pack_set(pf, a->param, i, p);

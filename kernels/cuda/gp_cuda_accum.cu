@@ -190,9 +190,10 @@ __global__ void gp_unscale_kernel(gp_plugin_unscale_args a)
 __global__ void gp_adamw_kernel(gp_plugin_adamw_args a, gp_adamw_scalars s)
 {
     gp_adamw_config cfg = {(gp_format)a.param_format, (gp_format)a.state_format, (gp_adamw_variant)a.variant,
-                           a.rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE, GP_ADAMW_TORCH_CUDA};
+                           a.rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE, GP_ADAMW_TORCH_CUDA, 0};
     if (*a.found_inf)
         return;
+    uint64_t tail = gp_adamw_fused_tail(cfg.param, a.n); /* GP_ADAMW_TORCH_FUSED_CPU's remainder */
     gp_format gf = (gp_format)a.grad_format, pf = cfg.param, sf = cfg.state;
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride) {
@@ -201,6 +202,7 @@ __global__ void gp_adamw_kernel(gp_plugin_adamw_args a, gp_adamw_scalars s)
         uint32_t m = gp_pack_get(sf, a.m, i), v = gp_pack_get(sf, a.v, i);
         uint32_t rb = cfg.rounding == GP_STOCHASTIC ? gp_rand_u32(a.seed, a.stream, a.first_index + i) : 0u;
         float g = gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gp_pack_get(gf, a.grad, i))) * a.inv_scale;
+        cfg.tail = i >= tail;
         uint32_t p = gp_adamw_step(cfg, &s, gp_pack_get(pf, a.param, i), &master, &comp, &m, &v, g, 0, rb,
                                    (unsigned *)0, (unsigned *)0);
         gp_pack_set(pf, a.param, i, p);
@@ -304,6 +306,10 @@ static int dev_unscale(gp_plugin_unscale_args *a)
 
 static int dev_adamw(const gp_plugin_adamw_args *a)
 {
+    if (a->variant == GP_PLUGIN_ADAMW_TORCH_FUSED_CPU &&
+        !gp_adamw_fused_ok((gp_format)a->param_format, (gp_format)a->state_format,
+                           a->rounding == GP_PLUGIN_RNE ? GP_RNE : GP_STOCHASTIC, a->master || a->comp))
+        return 1;
     /* the scalars are host binary64 arithmetic (CPython's), as in torch */
     gp_adamw_scalars s = gp_adamw_scalars_make(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, (long)a->step);
     gp_adamw_kernel<<<blocks_for(a->n), GP_THREADS>>>(*a, s);

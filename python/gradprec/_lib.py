@@ -59,6 +59,11 @@ def _declare(lib):
         "gradprec_result_json": (cp, [vp]),
         "gradprec_result_write": (c.c_int, [vp, cp, cp, sz]),
         "gradprec_result_free": (None, [vp]),
+        "gradprec_adamw_step": (
+            c.c_int,
+            [cp, cp, cp, cp, c.c_double, c.c_double, c.c_double, c.c_double, c.c_double, c.c_int64,
+             c.c_uint64, vp, vp, vp, vp, cp, sz],
+        ),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
