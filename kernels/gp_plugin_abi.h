@@ -67,7 +67,8 @@ enum { GP_PLUGIN_ADAMW_PLAIN = 0,     /* torch eager on the param: the decayed w
        GP_PLUGIN_ADAMW_KAHAN = 3,     /* param + comp[] (both param format), compensated */
        GP_PLUGIN_ADAMW_TORCH_FUSED_CPU = 4 }; /* torch.optim.AdamW(fused=True) on CPU, in its
                                          order (docs/model.md): state_format == param_format,
-                                         RNE, no master or comp; the last n mod 8 (fp32) or
+                                         RNE, no master or comp; grad rounded to the param
+                                         format first (RNE); the last n mod 8 (fp32) or
                                          n mod 16 (bf16, fp16) elements of each call are the
                                          kernel's scalar remainder. A plugin that does not
                                          implement a variant returns 1 (unsupported). */

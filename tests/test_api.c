@@ -259,6 +259,41 @@ static void test_write_equals_cli(void **state)
     gradprec_set_free(s);
 }
 
+/* gradprec_adamw_step, the fused variant on test_adamw's hand case (bf16 param 1.0,
+ * g = 1, lr 2^-9, betas (0, 0.75), eps 2^-30, wd 0.5, step 1: the decayed 1 - 2^-10 is
+ * kept in fp32, minus 2^-9 gives 1 - 3*2^-10, stored once: bf16 0x3F7F; m 1.0, v 0.25).
+ * The same with an fp32 gradient of 1 + 2^-9: rounded to bf16 first (a quarter of
+ * bf16's ulp 2^-7 at 1: to 1.0), the same bits. Bad names and state != param are refused. */
+static void test_adamw_step(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    uint16_t g = 0x3F80, p = 0x3F80, m = 0, v = 0;
+    assert_int_equal(gradprec_adamw_step("torch_fused_cpu", "bf16", "bf16", "bf16", 0x1p-9, 0.0, 0.75, 0x1p-30,
+                                         0.5, 1, 1, &g, &p, &m, &v, err, sizeof err), GRADPREC_OK);
+    assert_int_equal(p, 0x3F7F);
+    assert_int_equal(m, 0x3F80);
+    assert_int_equal(v, 0x3E80);
+    float g32 = 1.0f + 0x1p-9f;
+    p = 0x3F80, m = 0, v = 0;
+    assert_int_equal(gradprec_adamw_step("torch_fused_cpu", "bf16", "bf16", "fp32", 0x1p-9, 0.0, 0.75, 0x1p-30,
+                                         0.5, 1, 1, &g32, &p, &m, &v, err, sizeof err), GRADPREC_OK);
+    assert_int_equal(p, 0x3F7F);
+    assert_int_equal(m, 0x3F80);
+    float p32 = 1.0f, m32 = 0.0f, v32 = 0.0f;
+    assert_int_equal(gradprec_adamw_step("torch_fused_cpu", "bf16", "fp32", "bf16", 1e-3, 0.9, 0.999, 1e-8, 0.0,
+                                         1, 1, &g, &p, &m32, &v32, err, sizeof err), GRADPREC_BAD_INPUT);
+    assert_non_null(strstr(err, "not supported"));
+    assert_int_equal(gradprec_adamw_step("master", "fp32", "fp32", "fp32", 1e-3, 0.9, 0.999, 1e-8, 0.0, 1, 1, &g32,
+                                         &p32, &m32, &v32, err, sizeof err), GRADPREC_BAD_INPUT);
+    assert_non_null(strstr(err, "variant 'master'"));
+    assert_int_equal(gradprec_adamw_step("plain", "fp8_e4m3", "fp32", "fp32", 1e-3, 0.9, 0.999, 1e-8, 0.0, 1, 1,
+                                         &g32, &p32, &m32, &v32, err, sizeof err), GRADPREC_BAD_INPUT);
+    assert_int_equal(gradprec_adamw_step("plain", "fp32", "fp32", "fp32", 1e-3, 0.9, 0.999, 1e-8, 0.0, 0, 1, &g32,
+                                         &p32, &m32, &v32, err, sizeof err), GRADPREC_BAD_INPUT);
+    assert_true(p32 == 1.0f); /* nothing written on a refusal */
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -276,6 +311,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_caller_table_equals_cpu),
         cmocka_unit_test(test_caller_table_judged_on_what_it_did),
         cmocka_unit_test(test_write_equals_cli),
+        cmocka_unit_test(test_adamw_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,6 +131,7 @@ static void assert_scenario_equal(const gp_scenario *a, const gp_scenario *b)
     assert_int_equal(a->optimizer.state, b->optimizer.state);
     assert_int_equal(a->optimizer.kahan, b->optimizer.kahan);
     assert_int_equal(a->optimizer.stochastic, b->optimizer.stochastic);
+    assert_int_equal(a->optimizer.fused, b->optimizer.fused);
     assert_int_equal(a->schedule.kind, b->schedule.kind);
     assert_int_equal(a->schedule.warmup, b->schedule.warmup);
     assert_int_equal(a->schedule.total, b->schedule.total);
@@ -487,6 +488,30 @@ static void test_round_trip(void **state)
     gp_scenario_free(&s);
 }
 
+/* optimizer.fused: torch_cpu: the state follows the param when not given; printed back. */
+static void test_fused_optimizer(void **state)
+{
+    (void)state;
+    gp_scenario s;
+    gp_error err = {{0}};
+    assert_int_equal(load_str("optimizer: {param: bf16, fused: torch_cpu}\n", &s, &err), 0);
+    assert_int_equal(s.optimizer.fused, 1);
+    assert_int_equal(s.optimizer.state, GP_BF16);
+    assert_round_trip(&s);
+    char *y = gp_scenario_to_yaml(&s);
+    assert_non_null(strstr(y, "  state: bf16\n"));
+    assert_non_null(strstr(y, "  fused: torch_cpu\n"));
+    free(y);
+    gp_scenario_free(&s);
+    assert_int_equal(load_str("optimizer: {param: fp16, state: fp16, fused: torch_cpu}\n", &s, &err), 0);
+    assert_int_equal(s.optimizer.state, GP_FP16);
+    gp_scenario_free(&s);
+    assert_int_equal(load_str("optimizer: {param: bf16}\n", &s, &err), 0);
+    assert_int_equal(s.optimizer.fused, 0);
+    assert_int_equal(s.optimizer.state, GP_FP32); /* without fused the default stays fp32 */
+    gp_scenario_free(&s);
+}
+
 static void test_bad_files(void **state)
 {
     (void)state;
@@ -539,6 +564,9 @@ static void test_bad_inline(void **state)
     expect_str_error("optimizer: {state: e5m2}", "1:20", "fp32, bf16 or fp16");
     expect_str_error("optimizer: {master: fp32, kahan: true}", "1:34", "replaces the master copy");
     expect_str_error("optimizer: {kahan: true, stochastic: true}", "1:20", "rounds to nearest");
+    expect_str_error("optimizer: {fused: true}", "1:20", "none, torch_cpu");
+    expect_str_error("optimizer: {fused: torch_cpu, master: fp32}", "1:20", "no master, kahan or stochastic");
+    expect_str_error("optimizer: {param: bf16, state: fp32, fused: torch_cpu}", "1:33", "param's dtype (bf16)");
     expect_str_error("loss_scale: {growth: 1}", "1:22", "> 1");
     expect_str_error("loss_scale: {backoff: 1}", "1:23", "(0, 1)");
     expect_str_error("loss_scale: {interval: 0}", "1:24", "at least 1");
@@ -637,6 +665,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_explicit_values),
         cmocka_unit_test(test_tokens_forms),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_fused_optimizer),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_inline),
         cmocka_unit_test(test_file_names),

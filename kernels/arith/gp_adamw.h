@@ -307,14 +307,16 @@ GP_ARITH uint32_t gp_adamw_lerp_store(gp_format f, float self, float end, float 
  *     v'  = v*(float)beta2 + ((float)(1 - beta2)*g)*g
  *     den = sqrt(v') / (float)bc2_sqrt + (float)eps
  *     w'  = d + ((float)(-step_size) * m') / den
- * and stores m', v' (in the state dtype) and w' (in the param dtype) once each: with
+ * and stores m', v' (in the state dtype) and w' (in the param dtype) once each (grad, m
+ * and v are in the param's dtype too: one scalar_t for all four tensors): with
  * bf16 params the update reads the float m', v', never their bf16 copies. sqrt and the
  * divisions are IEEE (vector sqrt/div instructions and std::sqrt), correctly rounded.
  *
  * The source leaves the FMAs to the compiler: measured (torch 2.15.0, the x86-64 PyPI
  * wheel, AVX-512 and, with ATEN_CPU_CAPABILITY=avx2, AVX2 kernels; fp32, bf16 and fp16;
- * ~2.2M element steps of random state, steps and hyper-parameters, tensors of 1 to 63
- * elements at any offset; the sweep is tests/python/test_fused_adamw.py's), v' is
+ * about 2.7 million element steps of random state, steps and hyper-parameters, signed
+ * zeros, tensors of 1 to 63 elements at storage offsets 0 to 15, all equal to this
+ * model bit for bit; tests/python/test_fused_adamw.py repeats a smaller sweep), v' is
  *     vector code:        fma((float)(1 - beta2)*g, g, v*beta2)
  *     scalar remainder:   fma(v, beta2, ((float)(1 - beta2)*g)*g)
  * and lerp is one fma in both (for |w1| >= 0.5: fma(w1 - 1, g - m, g) in vector code,
@@ -343,7 +345,9 @@ GP_ARITH uint64_t gp_adamw_fused_tail(gp_format pf, uint64_t n)
 }
 
 /* One element of GP_ADAMW_TORCH_FUSED_CPU (the order above; cfg.tail picks the scalar
- * remainder's FMAs). Arguments as gp_adamw_step's (no master, compensation, stochastic
+ * remainder's FMAs). torch's kernel takes grad in the param's dtype (grad.data_ptr of the
+ * param's scalar type), so g is first rounded to cfg.param (RNE): what `p.grad =
+ * acc.to(p.dtype)` does with a wider accumulator. Arguments as gp_adamw_step's (no master, compensation, stochastic
  * rounding or skipped step here). Events: ev the flags of the decay product, of
  * d + (neg_step*m')/den and of the param store, plus GP_EV_STALE; ev_state those of
  * v*beta2 or ((1 - beta2)*g)*g (the product rounded on its own), of the two FMAs and of
@@ -355,6 +359,8 @@ GP_ARITH uint32_t gp_adamw_fused_step(gp_adamw_config cfg, const gp_adamw_scalar
     unsigned e = 0, es = 0;
     unsigned *pe = ev ? &e : (unsigned *)0;
     unsigned *pes = ev_state ? &es : (unsigned *)0;
+    /* the kernel reads grad in the param's dtype: a wider gradient is cast first (RNE) */
+    g = gp_adamw_load(pf, gp_adamw_store(pf, g, (unsigned *)0));
     /* m' = lerp(m, g, w1), kept in float */
     float mm = gp_f32_from_bits(gp_adamw_lerp_store(GP_FP32, gp_adamw_load(sf, *m), g, s->lerp_w, 1, !cfg.tail, pes));
     /* v' = v*beta2 + (c2*g)*g with one of the products fused */
