@@ -9,7 +9,9 @@
 #include <time.h>
 
 #include "../harness/gp_backend.h"
+#include "../harness/gp_generate.h"
 #include "../harness/gp_run_all.h"
+#include "../harness/gp_sample.h"
 #include "../harness/gp_scenario.h"
 #include "../kernels/cpu/gp_cpu_backend.h"
 #include "../kernels/gp_names.h"
@@ -96,6 +98,23 @@ void gradprec_set_seed(gradprec_set *s, uint64_t seed)
 {
     for (size_t i = 0; s && i < s->n; i++)
         s->sc[i].seed = seed;
+}
+
+int gradprec_sample_indices(uint64_t seed, size_t tensor, uint64_t M, uint64_t n, uint64_t *idx, char *err,
+                            size_t errlen)
+{
+    gp_error e = {""};
+    if (n < 1 || n > M || M >= ((uint64_t)1 << 63) || !idx) {
+        snprintf(e.msg, sizeof e.msg, "sample of %llu from %llu elements (1 <= n <= M < 2^63)",
+                 (unsigned long long)n, (unsigned long long)M);
+        copy_err(err, errlen, e.msg);
+        return GRADPREC_BAD_INPUT;
+    }
+    if (gp_sample_indices(seed, gp_stream_id(GP_STREAM_SAMPLE, tensor, 0, 0), M, n, idx, &e) != 0) {
+        copy_err(err, errlen, e.msg);
+        return GRADPREC_INTERNAL;
+    }
+    return GRADPREC_OK;
 }
 
 void gradprec_set_free(gradprec_set *s)

@@ -294,7 +294,7 @@ static double run_yaml(const char *yaml, const char *origin)
     return t;
 }
 
-int gp_bench_replay(int json, double gib); /* gp_bench_replay.c */
+int gp_bench_replay(int json, double gib, int dense, uint64_t sample, int big_only); /* gp_bench_replay.c */
 int gp_bench_scale(int json, int threads, int sampled); /* gp_bench_scale.c */
 
 /* Best of 5 runs of yaml; *hops: the collectives' element-hops of a run. */
@@ -371,6 +371,8 @@ int main(int argc, char **argv)
 {
     int json = 0, big = 0, adamw_only = 0, big_opt = 0, replay = 0, dist = 0;
     double replay_gib = 1.0;
+    int replay_dense = 0, replay_big_only = 0;
+    unsigned long long replay_sample = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 || strcmp(argv[i], "--sampled") == 0) {
             int th = 0, sa = 0;
@@ -385,18 +387,22 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--replay") == 0) replay = 1;
         else if (strcmp(argv[i], "--replay-gib") == 0 && i + 1 < argc && atof(argv[i + 1]) > 0)
             replay = 1, replay_gib = atof(argv[++i]);
+        else if (strcmp(argv[i], "--replay-sample") == 0 && i + 1 < argc && strtoull(argv[i + 1], NULL, 10) > 0)
+            replay = 1, replay_sample = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--replay-dense") == 0) replay = 1, replay_dense = 1;
+        else if (strcmp(argv[i], "--replay-big-only") == 0) replay = 1, replay_big_only = 1;
         else if (strcmp(argv[i], "--big") == 0) big = 1;
         else if (strcmp(argv[i], "--adamw-only") == 0) adamw_only = 1;
         else if (strcmp(argv[i], "--big-optimizer") == 0) big_opt = 1;
         else if (strcmp(argv[i], "--distributed") == 0) dist = 1;
         else {
             fprintf(stderr, "usage: gp_bench [--json] [--big] [--adamw-only | --big-optimizer | --distributed | --replay "
-                    "[--replay-gib G]]\n");
+                    "[--replay-gib G] [--replay-dense] [--replay-sample N] [--replay-big-only]]\n");
             return 2;
         }
     }
     if (replay)
-        return gp_bench_replay(json, replay_gib);
+        return gp_bench_replay(json, replay_gib, replay_dense, replay_sample, replay_big_only);
     if (dist)
         return bench_distributed(json);
     if (big_opt) {

@@ -1,7 +1,10 @@
-/* gp_bench_replay.c — `gp_bench --replay [--replay-gib G]`: (f) replay throughput next to
- * the synthetic generator on the same sizes, (g) peak resident memory replaying a dump
- * far larger than that memory (mapped and streamed, never loaded whole). Dumps are
- * written into $TMPDIR (default /tmp) and removed. See bench/README.md. */
+/* gp_bench_replay.c — `gp_bench --replay [--replay-gib G] [--replay-dense] [--replay-sample N]
+ * [--replay-big-only]`: (f) replay throughput next to the synthetic generator on the same
+ * sizes, (g) peak resident memory replaying a dump far larger than that memory (mapped
+ * and streamed, never loaded whole), whole or sampled. Dumps are written into $TMPDIR
+ * (default /tmp) and removed. See bench/README.md. */
+#define _DEFAULT_SOURCE /* posix_fadvise */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +19,7 @@
 #include "harness/gp_runner.h"
 #include "harness/gp_scenario.h"
 
-int gp_bench_replay(int json, double gib);
+int gp_bench_replay(int json, double gib, int dense, uint64_t sample, int big_only);
 
 static double now_s(void)
 {
@@ -25,11 +28,21 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* A safetensors dump of K BF16 entries "w/step0/mb<k>" of E elements each. Dense: the
- * elements are generated (normal, scale 1e-3, rounded to bf16); sparse: the data area
- * is a hole (ftruncate), read back as zeros without using the disk. */
-static int write_dump(const char *path, uint64_t E, int K, int dense)
+/* How write_dump fills the data area. */
+enum {
+    DUMP_SPARSE = 0,  /* a hole (ftruncate), read back as zeros without using the disk */
+    DUMP_DENSE = 1,   /* every element generated (normal, scale 1e-3, rounded to bf16) */
+    DUMP_PATTERN = 2  /* a generated block of 2^16 bf16 values repeated (entry k starts
+                         k x 4099 values into it), written to disk and then evicted
+                         from the page cache (the replay reads the disk): fast to write
+                         at any size */
+};
+
+/* A safetensors dump of K BF16 entries "w/step0/mb<k>" of E elements each, filled as
+ * `mode` says. */
+static int write_dump(const char *path, uint64_t E, int K, int mode)
 {
+    int dense = mode == DUMP_DENSE;
     char hdr[8192];
     size_t h = (size_t)snprintf(hdr, sizeof hdr, "{");
     for (int k = 0; k < K; k++)
@@ -61,9 +74,30 @@ static int write_dump(const char *path, uint64_t E, int K, int dense)
                 bad = fwrite(b, 2, n, f) != n;
             }
     }
+    if (mode == DUMP_PATTERN) {
+        enum { B = 1 << 16, BUF = 1 << 20 };
+        static float v[B];
+        static uint16_t pat[B], buf[BUF];
+        gp_dist d;
+        memset(&d, 0, sizeof d);
+        d.kind = GP_DIST_NORMAL;
+        d.scale = 1e-3;
+        gp_generate(&d, 1, gp_stream_id(GP_STREAM_GRAD, 0, 0, 0), 0, B, v);
+        for (size_t j = 0; j < B; j++)
+            pat[j] = (uint16_t)gp_fmt_from_f32_bits(GP_BF16, gp_f32_bits(v[j]), GP_RNE, 0, 0, (unsigned *)0);
+        for (int k = 0; k < K && !bad; k++)
+            for (uint64_t i0 = 0; i0 < E && !bad; i0 += BUF) {
+                size_t n = E - i0 < BUF ? (size_t)(E - i0) : BUF;
+                for (size_t j = 0; j < n; j++)
+                    buf[j] = pat[(i0 + j + (uint64_t)k * 4099u) % B];
+                bad = fwrite(buf, 2, n, f) != n;
+            }
+    }
     bad |= fflush(f) != 0;
-    if (!dense)
+    if (mode == DUMP_SPARSE)
         bad |= ftruncate(fileno(f), (off_t)(8 + h + 2 * E * (uint64_t)K)) != 0;
+    if (mode == DUMP_PATTERN) /* on disk, then out of the page cache */
+        bad |= fsync(fileno(f)) != 0 || posix_fadvise(fileno(f), 0, 0, POSIX_FADV_DONTNEED) != 0;
     bad |= fclose(f) != 0;
     return bad ? -1 : 0;
 }
@@ -92,14 +126,15 @@ static double run_text(const char *yaml)
     return rc ? -1 : t;
 }
 
-static const char *replay_yaml = "name: replay\ntensors:\n  - name: w\n    grad: {replay: %s, key: w}\n"
+static const char *replay_yaml = "name: replay\ntensors:\n  - name: w\n    grad: {replay: %s, key: w}\n%s"
                                  "batch: {microbatches: %d, tokens: 512}\nprecision: {grad: bf16, accumulator: fp32}\n";
 static const char *gen_yaml = "name: generated\ntensors:\n  - name: w\n    size: %llu\n"
                               "    grad: {dist: normal, scale: 1.0e-3}\n"
                               "batch: {microbatches: %d, tokens: 512}\nprecision: {grad: bf16, accumulator: fp32}\n";
 
-/* The replay of `path` in a child process: its own peak resident memory (MiB) and time. */
-static int replay_child(const char *path, int K, double *peak_mib, double *secs)
+/* The replay of `path` (sample: elements, 0 = all) in a child process: its own peak
+ * resident memory (MiB) and time. */
+static int replay_child(const char *path, int K, uint64_t sample, double *peak_mib, double *secs)
 {
     int fd[2];
     if (pipe(fd) != 0)
@@ -107,8 +142,10 @@ static int replay_child(const char *path, int K, double *peak_mib, double *secs)
     pid_t pid = fork();
     if (pid == 0) {
         close(fd[0]);
-        char y[4600];
-        snprintf(y, sizeof y, replay_yaml, path, K);
+        char y[4700], smp[64] = "";
+        if (sample)
+            snprintf(smp, sizeof smp, "    sample: %llu\n", (unsigned long long)sample);
+        snprintf(y, sizeof y, replay_yaml, path, smp, K);
         double out[2] = {run_text(y), 0};
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
@@ -129,13 +166,56 @@ static int replay_child(const char *path, int K, double *peak_mib, double *secs)
     return 0;
 }
 
-int gp_bench_replay(int json, double gib)
+/* (g) alone: a dump of `gib` GiB (K = 8 bf16 entries; sparse, or written to disk with
+ * DUMP_PATTERN) replayed whole or with `sample: N` in its own process; prints its peak
+ * resident memory and speed. */
+static int bench_big(int json, double gib, int dense, uint64_t sample, const char *huge)
+{
+    enum { K = 8 };
+    uint64_t Eh = (uint64_t)(gib * 1073741824.0 / (2.0 * K));
+    if (Eh > ((uint64_t)1 << 31) || Eh < 1 || sample > Eh) {
+        fprintf(stderr, "gp_bench: --replay-gib %.2f: 1 to 2^31 elements a tensor with K = 8 (and sample <= that)\n",
+                gib);
+        return 2;
+    }
+    double t0 = now_s();
+    if (write_dump(huge, Eh, K, dense ? DUMP_PATTERN : DUMP_SPARSE) != 0) {
+        remove(huge);
+        fprintf(stderr, "gp_bench: cannot write %s\n", huge);
+        return 3;
+    }
+    double tw = now_s() - t0, peak = -1, th = 0;
+    int rc = replay_child(huge, K, sample, &peak, &th);
+    remove(huge);
+    if (rc != 0) {
+        fprintf(stderr, "gp_bench: the replay of %s failed\n", huge);
+        return 3;
+    }
+    double run_el = (double)(sample ? sample : Eh) * K;
+    if (json)
+        printf("{\"gib\": %.3f, \"dense\": %d, \"elements\": %llu, \"sample\": %llu, \"peak_mib\": %.1f, "
+               "\"replay_s\": %.2f, \"write_s\": %.1f, \"element_microbatches_per_s\": %.4g}\n", gib, dense,
+               (unsigned long long)Eh, (unsigned long long)sample, peak, th, tw, run_el / th);
+    else
+        printf("(g) replaying a %s %.2f GiB dump (%llu elements x K = 8, bf16)%s: peak resident memory %.1f MiB, "
+               "%.2f s (%.3g element-micro-batches/s%s); writing it took %.1f s\n",
+               dense ? "dense (on disk, not cached)" : "sparse", gib, (unsigned long long)Eh,
+               sample ? " SAMPLED" : " whole", peak, th, run_el / th, sample ? " of the sample" : "", tw);
+    if (sample && !json)
+        printf("    sampled: sample: %llu of %llu elements per entry (the report's metrics are estimates)\n",
+               (unsigned long long)sample, (unsigned long long)Eh);
+    return 0;
+}
+
+int gp_bench_replay(int json, double gib, int dense_big, uint64_t sample, int big_only)
 {
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     char dense[4096], small[4096], huge[4096], y[4600];
     snprintf(dense, sizeof dense, "%s/gp_bench_dense.safetensors", tmp);
     snprintf(small, sizeof small, "%s/gp_bench_small.safetensors", tmp);
     snprintf(huge, sizeof huge, "%s/gp_bench_huge.safetensors", tmp);
+    if (big_only || dense_big || sample)
+        return bench_big(json, gib, dense_big, sample, huge);
     enum { K = 8 };
     /* (f) throughput: the same 2^22 elements x 8 micro-batches, generated vs replayed
      * from a dense dump (64 MiB, in the page cache after writing it). Best of 3. */
@@ -149,7 +229,7 @@ int gp_bench_replay(int json, double gib)
         snprintf(y, sizeof y, gen_yaml, (unsigned long long)E, K);
         double t = run_text(y);
         tg = t >= 0 && t < tg ? t : tg;
-        snprintf(y, sizeof y, replay_yaml, dense, K);
+        snprintf(y, sizeof y, replay_yaml, dense, "", K);
         t = run_text(y);
         tr = t >= 0 && t < tr ? t : tr;
     }
@@ -162,7 +242,7 @@ int gp_bench_replay(int json, double gib)
         return 2;
     }
     if (write_dump(small, Es, K, 0) != 0 || write_dump(huge, Eh, K, 0) != 0 ||
-        replay_child(small, K, &peak_s, &ts) != 0 || replay_child(huge, K, &peak_h, &th) != 0) {
+        replay_child(small, K, 0, &peak_s, &ts) != 0 || replay_child(huge, K, 0, &peak_h, &th) != 0) {
         remove(small);
         remove(huge);
         fprintf(stderr, "gp_bench: the sparse replay failed\n");

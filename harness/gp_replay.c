@@ -28,6 +28,7 @@ struct gp_replay {
     size_t size;
     json_t *hdr;        /* safetensors: the parsed header */
     const unsigned char *data; /* safetensors: the data area */
+    int access;         /* GP_REPLAY_SEQUENTIAL / _RANDOM, or 0 (the kernel's default) */
 };
 
 static size_t width(gp_format f)
@@ -428,6 +429,15 @@ static int npy_entry(const char *file, gp_replay_entry *e, gp_error *err)
 
 /* ---- the dump ---- */
 
+static void advise(int access, const void *p, size_t len)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p & ~((uintptr_t)pg - 1);
+    if (access && len)
+        madvise((void *)a, len + ((uintptr_t)p - a), access == GP_REPLAY_RANDOM ? MADV_RANDOM : MADV_SEQUENTIAL);
+}
+
+
 int gp_replay_open(const char *path, gp_replay **out, gp_error *err)
 {
     *out = NULL;
@@ -472,7 +482,10 @@ int gp_replay_entry_get(gp_replay *r, const char *name, gp_replay_entry *e, gp_e
         struct stat st;
         if (stat(file, &st) != 0 && errno == ENOENT)
             return gp_error_set(err, "%s: entry '%s': missing (no file %s)", r->path, name, file);
-        return npy_entry(file, e, err);
+        if (npy_entry(file, e, err) != 0)
+            return -1;
+        advise(r->access, e->map, e->map_len);
+        return 0;
     }
     const json_t *v = json_object_get(r->hdr, name);
     if (!v)
@@ -483,6 +496,13 @@ int gp_replay_entry_get(gp_replay *r, const char *name, gp_replay_entry *e, gp_e
         return -1;
     e->data = r->data + b;
     return 0;
+}
+
+void gp_replay_access(gp_replay *r, int how)
+{
+    r->access = how;
+    if (!r->is_dir && r->map)
+        advise(how, r->map, r->size);
 }
 
 void gp_replay_entry_release(gp_replay_entry *e)
@@ -511,22 +531,50 @@ void gp_replay_read(const gp_replay_entry *e, uint64_t i0, size_t n, float *out)
         memcpy(out, e->data + i0 * 4, n * 4);
         return;
     }
+    if (e->fmt == GP_BF16) { /* bf16 is the top half of fp32 (NaN payloads included) */
+        const unsigned char *p = e->data + i0 * 2;
+        for (size_t j = 0; j < n; j++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * j, 2);
+            uint32_t b = (uint32_t)h << 16;
+            memcpy(out + j, &b, 4);
+        }
+        return;
+    }
     for (size_t j = 0; j < n; j++)
         out[j] = widen(e->fmt, e->data + (i0 + j) * w);
 }
 
-void gp_replay_read_idx(const gp_replay_entry *e, const uint64_t *idx, size_t n, float *out)
+void gp_replay_read_idx_stream(const gp_replay_entry *e, const uint64_t *idx, size_t n, float *out)
 {
-    size_t w = width(e->fmt);
-    for (size_t j = 0; j < n; j++)
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), w = width(e->fmt);
+    uintptr_t base = (uintptr_t)e->data;
+    size_t j0 = 0; /* the first element whose pages were not given back */
+    for (size_t j = 0; j < n; j++) {
         out[j] = widen(e->fmt, e->data + idx[j] * w);
+        if (((base + idx[j] * w) / pg) - ((base + idx[j0] * w) / pg) >= GP_REPLAY_DROP_PAGES) {
+            gp_replay_drop(e, idx[j0], idx[j] - idx[j0]); /* up to, not including, idx[j]'s page */
+            j0 = j;
+        }
+    }
+    if (n)
+        gp_replay_drop(e, idx[j0], idx[n - 1] - idx[j0]);
 }
 
 void gp_replay_drop(const gp_replay_entry *e, uint64_t i0, uint64_t n)
 {
+    /* From the page holding the first element up to, not including, the page holding
+     * the element after the last: the partial page at the start (shared with the
+     * previous chunk, which is done) goes, the one at the end stays mapped for the next
+     * chunk, which drops it. Rounding inwards at both ends would leave every shared page
+     * mapped by neither chunk (resident memory growing with the dump); outwards would
+     * drop a page the next chunk then faults in again, and the kernel's fault-around
+     * maps the aligned block around it, pages behind included, which nothing drops. */
+    if (!n)
+        return;
     long pg = sysconf(_SC_PAGESIZE);
     uintptr_t a = (uintptr_t)(e->data + i0 * width(e->fmt)), b = a + n * width(e->fmt);
-    uintptr_t lo = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1), hi = b & ~((uintptr_t)pg - 1);
+    uintptr_t lo = a & ~((uintptr_t)pg - 1), hi = b & ~((uintptr_t)pg - 1);
     if (hi > lo)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }

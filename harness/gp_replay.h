@@ -49,11 +49,22 @@ int gp_replay_entry_get(gp_replay *r, const char *name, gp_replay_entry *e, gp_e
 /* Release an entry (a .npy entry's mapping). */
 void gp_replay_entry_release(gp_replay_entry *e);
 
+/* How the run will read the dump's entries: GP_REPLAY_SEQUENTIAL (every element, in
+ * order: the kernel reads ahead) or GP_REPLAY_RANDOM (a sample: no read-ahead, only the
+ * pages of the chosen elements are read). A hint (madvise); applies to entries got after
+ * the call. */
+enum { GP_REPLAY_SEQUENTIAL = 1, GP_REPLAY_RANDOM = 2 };
+void gp_replay_access(gp_replay *r, int how);
+
 /* out[j] = element i0 + j of e as fp32 (exact widening), j < n (i0 + n <= e->n). */
 void gp_replay_read(const gp_replay_entry *e, uint64_t i0, size_t n, float *out);
 
-/* out[j] = element idx[j] of e as fp32, j < n (each idx[j] < e->n). */
-void gp_replay_read_idx(const gp_replay_entry *e, const uint64_t *idx, size_t n, float *out);
+/* out[j] = element idx[j] of e as fp32, j < n (idx increasing, each < e->n), giving the
+ * pages back as it goes (gp_replay_drop of what lies behind, every GP_REPLAY_DROP_PAGES
+ * pages and at the end up to the page of idx[n-1]), so a sample spread over a large
+ * entry holds a few pages, not every page its chunk touched. */
+#define GP_REPLAY_DROP_PAGES 64
+void gp_replay_read_idx_stream(const gp_replay_entry *e, const uint64_t *idx, size_t n, float *out);
 
 /* Tell the kernel the mapped bytes of elements [i0, i0 + n) are no longer needed (they
  * are read again from the file if touched), so a dump larger than memory streams

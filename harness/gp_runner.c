@@ -67,6 +67,8 @@ typedef struct {
     int step;           /* 0-based optimizer iteration */
     double shrink;      /* gradient magnitude factor of this iteration: shrink^step */
     double s;           /* loss scale (1 without a scaler) */
+    double rs;          /* replayed entries of this step carry the scale rs (1: unscaled;
+                           loss_scale.replay_scales): the entry is x_k * rs */
     gp_format gf, af;
     size_t n;           /* elements in this chunk */
     uint64_t i0;        /* first element */
@@ -570,15 +572,16 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
                      gp_replay_path(c->dump), name);
         return -2;
     }
-    if (c->idx)
-        gp_replay_read_idx(&e, c->idx + c->i0, c->n, c->m);
-    else {
+    if (c->idx) {
+        gp_replay_read_idx_stream(&e, c->idx + c->i0, c->n, c->m); /* a sample's pages leave too */
+    } else {
         gp_replay_read(&e, c->i0, c->n, c->m);
         gp_replay_drop(&e, c->i0, c->n); /* streamed: a dump larger than memory stays out of it */
     }
     gp_replay_entry_release(&e);
+    double f = c->s / c->rs; /* exact: s and rs are powers of two */
     for (size_t i = 0; i < c->n; i++)
-        c->xs[i] = (double)c->m[i] * c->s; /* exact: s is a power of two */
+        c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
     gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
     gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, sc->batch.tokens[k], N), c->n);
     store_grads(c);
@@ -598,8 +601,10 @@ static int generated_final(chunk *c, double N, int *found_inf, gp_error *err)
         uint64_t Nn = (uint64_t)N, A = (uint64_t)sc->batch.accumulation_steps;
         c->gacc[i] = widen(c->af, gp_pack_get(c->af, c->acc, i));
         c->gfull[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], sc->fullbatch == GP_FB_MEAN ? Nn : 1, &sticky);
-        if (c->dump) { /* the configuration's own formula: the entries' sum */
-            c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], 1, &sticky);
+        if (c->dump) { /* the configuration's own formula: the entries' sum (the exact sums
+                          hold the entries as stored: unscale exactly, rs a power of two) */
+            c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], 1, &sticky) / c->rs;
+            c->gfull[i] /= c->rs;
             continue;
         }
         uint64_t W = c->D ? (uint64_t)c->D->W : 1; /* the collective's average: 1/W of the ranks' sum */
@@ -1260,6 +1265,7 @@ typedef struct sim {
     int coupled, persist;
     int step_idx; /* 0-based iteration */
     float scale;  /* this iteration's loss scale */
+    double rscale; /* the scale this iteration's replayed entries carry (loss_scale.replay_scales; 1: unscaled) */
     gp_optim_step step;
     gp_dd ref_ss; /* this step's sum of squares of the exact full-batch gradient */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
@@ -1302,11 +1308,12 @@ static int optimize_chunk(sim *S, lane *L, size_t t, uint64_t i0, size_t n, cons
                 gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
                 return -2;
             }
-            if (S->idx[t])
-                gp_replay_read_idx(&e, S->idx[t] + i0, n, L->wbuf);
-            else if (i0 + n <= e.n)
+            if (S->idx[t]) {
+                gp_replay_read_idx_stream(&e, S->idx[t] + i0, n, L->wbuf);
+            } else if (i0 + n <= e.n) {
                 gp_replay_read(&e, i0, n, L->wbuf);
-            else {
+                gp_replay_drop(&e, i0, n);
+            } else {
                 gp_replay_entry_release(&e);
                 gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", spec->name,
                              gp_replay_path(S->wdump[t]), name);
@@ -1346,6 +1353,7 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->t = t;
     c->step = S->step_idx;
     c->s = S->scale;
+    c->rs = S->rscale;
     c->shrink = pow(sc->tensors[t].grad.shrink, c->step); /* binary64 pow: 1 for shrink 1 or step 0 */
     c->st = &U->gst[j];
     c->traj_err = U->traj_err;
@@ -2105,6 +2113,7 @@ static int simulate(sim *S, gp_error *err)
         memset(S->traj_err, 0, (size_t)res->nsteps * sizeof(double));
         memset(S->traj_ref, 0, (size_t)res->nsteps * sizeof(double));
         S->scale = scale;
+        S->rscale = sc->loss_scale.nreplay_scales ? sc->loss_scale.replay_scales[it - 1] : 1.0;
         S->ref_ss = (gp_dd){0.0, 0.0};
         int found_inf = 0, rc = 0;
         S->step.iter = it;
@@ -2174,6 +2183,8 @@ typedef struct {
     gp_replay **dump, **wdump; /* [ntensors] */
     uint64_t **idx;            /* [ntensors] */
     double *w;                 /* [ntensors] expansion weight M_h / n_h (1: not sampled) */
+    uint64_t *pop;             /* [ntensors] a sampled tensor's elements M (by `sample:` or
+                                  a dump that holds a sample, `population:`), else 0 */
     int sampled;
 } replay_run;
 
@@ -2191,6 +2202,7 @@ static void replay_end(replay_run *R, size_t nt)
     free(R->wdump);
     free(R->idx);
     free(R->w);
+    free(R->pop);
     free(R->view.tensors);
 }
 
@@ -2205,7 +2217,8 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
     R->wdump = calloc(nt ? nt : 1, sizeof *R->wdump);
     R->idx = calloc(nt ? nt : 1, sizeof *R->idx);
     R->w = malloc((nt ? nt : 1) * sizeof *R->w);
-    if (!R->view.tensors || !R->dump || !R->wdump || !R->idx || !R->w) {
+    R->pop = calloc(nt ? nt : 1, sizeof *R->pop);
+    if (!R->view.tensors || !R->dump || !R->wdump || !R->idx || !R->w || !R->pop) {
         replay_end(R, 0);
         return gp_error_set(err, "out of memory");
     }
@@ -2235,6 +2248,17 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
             }
             R->view.tensors[t].size = (size_t)n;
         }
+        uint64_t M = ts->population > ts->size ? ts->population : ts->size; /* the tensor's elements */
+        if (R->view.tensors[t].size < M) { /* sampled here, or in the dump (population: M) */
+            R->sampled = 1;
+            R->pop[t] = M;
+            R->w[t] = (double)M / (double)R->view.tensors[t].size;
+        }
+        int how = R->idx[t] ? GP_REPLAY_RANDOM : GP_REPLAY_SEQUENTIAL;
+        if (R->dump[t])
+            gp_replay_access(R->dump[t], how);
+        if (R->wdump[t])
+            gp_replay_access(R->wdump[t], how);
     }
     return 0;
 }
@@ -2252,7 +2276,7 @@ static void sampled_intervals(const gp_scenario *sc, const replay_run *R, gp_res
     size_t nt = res->ntensors;
     res->sampled = 1;
     for (size_t t = 0; t < nt; t++)
-        res->tensors[t].population = R->idx[t] ? sc->tensors[t].size : 0;
+        res->tensors[t].population = R->pop[t];
     if (sc->steps != 1)
         return;
     gp_ratio_sums *strata = malloc((nt ? nt : 1) * sizeof *strata);
@@ -2263,8 +2287,8 @@ static void sampled_intervals(const gp_scenario *sc, const replay_run *R, gp_res
         for (size_t t = 0; t < nt; t++) {
             gp_tensor_result *tr = &res->tensors[t];
             strata[t] = tr->st.est[e];
-            pop[t] = R->idx[t] ? (double)sc->tensors[t].size : strata[t].n;
-            if (R->idx[t] && gp_ratio_interval(&strata[t], &pop[t], 1, &est, &lo, &hi) == 0) {
+            pop[t] = R->pop[t] ? (double)R->pop[t] : strata[t].n;
+            if (R->pop[t] && gp_ratio_interval(&strata[t], &pop[t], 1, &est, &lo, &hi) == 0) {
                 tr->has_ci[m] = 1;
                 tr->ci_lo[m] = est_metric[e].root ? sqrt(lo) : lo;
                 tr->ci_hi[m] = est_metric[e].root ? sqrt(hi) : hi;
@@ -2391,8 +2415,8 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         gp_tensor_result *tr = &res->tensors[t];
         derive(&tr->st, tr->metric, tr->loss);
         /* a sampled tensor stands for all its elements: its sums count M/n times */
-        stats_add_w(&res->st, &tr->st, R->idx[t] ? (double)R->view.tensors[t].size : 1.0,
-                    R->idx[t] ? (double)sc->tensors[t].size : 1.0);
+        stats_add_w(&res->st, &tr->st, R->pop[t] ? (double)R->view.tensors[t].size : 1.0,
+                    R->pop[t] ? (double)R->pop[t] : 1.0);
         tr->metric[GP_M_SKIPPED_STEPS] = res->skipped_steps;
         tr->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     }

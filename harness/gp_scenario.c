@@ -143,6 +143,7 @@ void gp_scenario_free(gp_scenario *s)
     free(s->tensors);
     free(s->batch.tokens);
     free(s->distributed.tokens);
+    free(s->loss_scale.replay_scales);
     gp_scenario_init(s);
 }
 
@@ -241,7 +242,7 @@ typedef struct {
     size_t tok_len;                    /* TOK_LIST length (already in s->batch.tokens) */
     yaml_node_t **vnodes;              /* per tensor: its grad.values node, or NULL */
     yaml_node_t **name_nodes;          /* per tensor: its name node */
-    struct tensor_nodes { yaml_node_t *grad, *weight, *size, *sample; } *tn; /* per tensor: the
+    struct tensor_nodes { yaml_node_t *grad, *weight, *size, *sample, *population; } *tn; /* per tensor: the
                                           replay nodes of grad and weight, size, sample */
     const char *dir;                   /* the scenario file's folder ("" for text: the current one) */
     int total_given;                   /* schedule.total was written */
@@ -686,8 +687,8 @@ static int parse_dist(const loader *L, yaml_node_t *n, const char *path, int is_
 
 /* ---- tensors ---- */
 
-enum { T_NAME, T_SIZE, T_GRAD, T_WEIGHT, T_SAMPLE, T_N };
-static const char *const tensor_keys[T_N] = {"name", "size", "grad", "weight", "sample"};
+enum { T_NAME, T_SIZE, T_GRAD, T_WEIGHT, T_SAMPLE, T_POPULATION, T_N };
+static const char *const tensor_keys[T_N] = {"name", "size", "grad", "weight", "sample", "population"};
 
 static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
 {
@@ -719,6 +720,14 @@ static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
     if (v[T_SAMPLE] && t->grad.kind == GP_DIST_VALUES)
         return fail(L, v[T_SAMPLE], "%s: a tensor of explicit values is never sampled (it has one element)", p);
     t->sample = (size_t)sample;
+    L->tn[i].population = v[T_POPULATION];
+    pathf(p, "%s.population", path);
+    long long population = 0;
+    if (v[T_POPULATION] && get_ll(L, v[T_POPULATION], p, 1, (long long)1 << 62, &population))
+        return -1;
+    if (v[T_POPULATION] && t->grad.kind != GP_DIST_REPLAY)
+        return fail(L, v[T_POPULATION], "%s: population applies to replayed tensors (a dump holding a sample)", p);
+    t->population = (uint64_t)population;
     pathf(p, "%s.size", path);
     long long size = t->grad.kind == GP_DIST_VALUES ? 1 : DEFAULT_SIZE;
     if (v[T_SIZE] && get_ll(L, v[T_SIZE], p, 1, (long long)GP_MAX_TENSOR_SIZE, &size))
@@ -990,9 +999,26 @@ static int parse_precision(const loader *L, yaml_node_t *n, gp_scenario *s)
     return 0;
 }
 
-enum { L_MODE, L_INIT, L_GROWTH, L_BACKOFF, L_INTERVAL, L_UNSCALE, L_UPDATE, L_N };
+enum { L_MODE, L_INIT, L_GROWTH, L_BACKOFF, L_INTERVAL, L_UNSCALE, L_UPDATE, L_REPLAY, L_N };
 static const char *const ls_keys[L_N] = {"mode", "init", "growth", "backoff",
-                                         "interval", "unscale_before_clip", "update"};
+                                         "interval", "unscale_before_clip", "update", "replay_scales"};
+
+/* A loss scale: a power of two in [2^-126, 2^127] (scaling by it is exact: the
+ * accumulation model relies on it). */
+static int get_scale(const loader *L, yaml_node_t *n, const char *path, double *out)
+{
+    double x = 0;
+    int ex = 0;
+    if (get_double_in(L, n, path, 0.0, 1, INFINITY, 0, &x))
+        return -1;
+    if (frexp(x, &ex) != 0.5)
+        return fail(L, n, "%s must be a power of two (got %s)", path, sval(n));
+    if (ex - 1 < -126 || ex - 1 > 127)
+        return fail(L, n, "%s must be a power of two between 2^-126 and 2^127, a normal fp32 (got 2^%d)", path,
+                    ex - 1);
+    *out = x;
+    return 0;
+}
 
 static int parse_loss_scale(const loader *L, yaml_node_t *n, gp_scenario *s)
 {
@@ -1005,18 +1031,24 @@ static int parse_loss_scale(const loader *L, yaml_node_t *n, gp_scenario *s)
             return -1;
         s->loss_scale.mode = (gp_ls_mode)e;
     }
-    if (v[L_INIT]) {
-        /* Scaling by a power of two is exact: the accumulation model relies on it. */
-        double x = 0;
-        int ex = 0;
-        if (get_double_in(L, v[L_INIT], "loss_scale.init", 0.0, 1, INFINITY, 0, &x))
-            return -1;
-        if (frexp(x, &ex) != 0.5)
-            return fail(L, v[L_INIT], "loss_scale.init must be a power of two (got %s)", sval(v[L_INIT]));
-        if (ex - 1 < -126 || ex - 1 > 127)
-            return fail(L, v[L_INIT], "loss_scale.init must be a power of two between 2^-126 and "
-                        "2^127, a normal fp32 (got 2^%d)", ex - 1);
-        s->loss_scale.init = x;
+    if (v[L_INIT] && get_scale(L, v[L_INIT], "loss_scale.init", &s->loss_scale.init))
+        return -1;
+    if (v[L_REPLAY]) {
+        yaml_node_t *q = v[L_REPLAY];
+        size_t len = q->type == YAML_SEQUENCE_NODE ? seq_len(q) : 0;
+        if (len == 0)
+            return fail(L, q, "loss_scale.replay_scales: a list of one scale per optimizer step");
+        if (len > (size_t)INT_MAX / 2)
+            return fail(L, q, "loss_scale.replay_scales has too many entries");
+        if (!(s->loss_scale.replay_scales = malloc(len * sizeof(double))))
+            return oom(L, q);
+        s->loss_scale.nreplay_scales = (int)len;
+        for (size_t i = 0; i < len; i++) {
+            char p[PATHLEN];
+            pathf(p, "loss_scale.replay_scales[%zu]", i);
+            if (get_scale(L, seq_item(L, q, i), p, &s->loss_scale.replay_scales[i]))
+                return -1;
+        }
     }
     if (v[L_GROWTH] && get_double_in(L, v[L_GROWTH], "loss_scale.growth", 1.0, 1, INFINITY, 0,
                                      &s->loss_scale.growth))
@@ -1422,6 +1454,10 @@ static int resolve_replay(loader *L, gp_scenario *s)
             return fail(L, L->tn[i].size, "tensors[%zu].size is %zu but the dump's entries have %llu elements", i,
                         t->size, (unsigned long long)n);
         t->size = (size_t)n;
+        if (t->population && t->population < t->size)
+            return fail(L, L->tn[i].population, "tensors[%zu].population is %llu, fewer than the dump's %zu elements "
+                        "(population: the elements of the tensor the dump's entries were sampled from)", i,
+                        (unsigned long long)t->population, t->size);
         if (t->sample > t->size)
             return fail(L, L->tn[i].sample, "tensors[%zu].sample is %zu, more than the tensor's %zu elements", i,
                         t->sample, t->size);
@@ -1540,6 +1576,17 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
         return -1;
     if (resolve_replay(L, s))
         return -1;
+    if (s->loss_scale.nreplay_scales) {
+        int replayed = 0;
+        for (size_t i = 0; i < s->ntensors; i++)
+            replayed |= s->tensors[i].grad.kind == GP_DIST_REPLAY;
+        if (!replayed)
+            return fail(L, v[K_LOSS_SCALE], "loss_scale.replay_scales: no tensor is replayed (the scales the "
+                        "dump's entries carry)");
+        if (s->loss_scale.nreplay_scales != s->steps)
+            return fail(L, v[K_LOSS_SCALE], "loss_scale.replay_scales has %d entries, steps is %d (one scale per "
+                        "optimizer step)", s->loss_scale.nreplay_scales, s->steps);
+    }
     return check_size(L, root, v[K_TENSORS], v[K_STEPS], s);
 }
 
@@ -2110,6 +2157,8 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
             gp_buf_printf(&b, "\n    size: %zu\n", t->size);
             if (t->sample)
                 gp_buf_printf(&b, "    sample: %zu\n", t->sample);
+            if (t->population)
+                gp_buf_printf(&b, "    population: %llu\n", (unsigned long long)t->population);
             put_dist(&b, "grad", &t->grad, 1);
             put_dist(&b, "weight", &t->weight, 0);
         }
@@ -2134,6 +2183,12 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
     put_key_double(&b, "  ", "backoff", s->loss_scale.backoff);
     gp_buf_printf(&b, "  interval: %d\n  unscale_before_clip: %s\n  update: %s\n", s->loss_scale.interval,
         bool_name(s->loss_scale.unscale_before_clip), bool_name(s->loss_scale.update));
+    if (s->loss_scale.nreplay_scales) {
+        gp_buf_printf(&b, "  replay_scales: [");
+        for (int i = 0; i < s->loss_scale.nreplay_scales; i++)
+            gp_buf_printf(&b, "%s%.17g", i ? ", " : "", s->loss_scale.replay_scales[i]);
+        gp_buf_printf(&b, "]\n");
+    }
     gp_buf_printf(&b, "clip:\n");
     put_key_double(&b, "  ", "max_norm", s->clip.max_norm);
     gp_buf_printf(&b, "optimizer:\n  name: adamw\n");

@@ -69,6 +69,10 @@ typedef struct {
                        gradient's size comes from its dump) */
     size_t sample;  /* `sample: N`: metrics estimated on N elements chosen from the seed
                        (harness/gp_sample.h); 0 = every element (or the scenario's sample) */
+    uint64_t population; /* `population: M`: the dump's entries are already a sample of
+                       `size` elements chosen from the tensor's M (gradprec.torch.capture
+                       with sample=): metrics are estimates over them; 0 (or M = size):
+                       the dump holds the whole tensor */
     gp_dist grad;
     gp_dist weight; /* initial weights, default normal scale 0.02 */
 } gp_tensor_spec;
@@ -118,6 +122,12 @@ typedef struct {
         int interval;            /* default 2000 */
         int unscale_before_clip; /* default true */
         int update;              /* default true; false = the scale update is forgotten */
+        double *replay_scales;   /* `replay_scales`: [steps] the scale each optimizer step's
+                                    replayed entries carry (a GradScaler capture: the
+                                    backward's output is the loss scale times the
+                                    gradient); the replay divides it out (powers of two:
+                                    exact). NULL = the entries are unscaled. malloc'ed */
+        int nreplay_scales;
     } loss_scale;
 
     struct {

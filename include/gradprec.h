@@ -67,6 +67,17 @@ GRADPREC_API void gradprec_set_seed(gradprec_set *s, uint64_t seed);
 /* Free s. Results made from it stay valid (they hold their own reference). NULL is fine. */
 GRADPREC_API void gradprec_set_free(gradprec_set *s);
 
+/* ---- sampling ---- */
+
+/* The elements a `sample: n` on tensor number `tensor` (0-based position in the
+ * scenario's `tensors` list) of a scenario with seed `seed` replays, out of the tensor's
+ * M elements: idx[0..n) (caller's array), distinct, increasing; the same choice the
+ * runner makes (docs/replay.md, "Sampling"), so a capture can keep only these elements.
+ * 1 <= n <= M < 2^63. Returns GRADPREC_OK, GRADPREC_BAD_INPUT for n or M out of range,
+ * GRADPREC_INTERNAL when out of memory; err as for the other calls. */
+GRADPREC_API int gradprec_sample_indices(uint64_t seed, size_t tensor, uint64_t M, uint64_t n, uint64_t *idx,
+                                         char *err, size_t errlen);
+
 /* ---- running ---- */
 
 /* Run every scenario of s on one backend:

@@ -5,8 +5,12 @@
  * coverage of its intervals against the exact value of the whole tensor.
  * Arguments: a scratch folder, the gradprec binary. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gsl/gsl_cdf.h>
@@ -398,6 +402,176 @@ static void test_cli_sampled_report(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A dump that holds a sample (`population: M`) and one whose entries carry a loss scale
+ * (`loss_scale.replay_scales`): the hand case again. With population 8 the 4 entries
+ * stand for 8 elements: one tensor, so the ratio estimates equal the ratios of the 4
+ * (w = 8/4 cancels) and the report says "4 of 8". Entries stored as 4 x_k with
+ * replay_scales [4] are divided back exactly (and, under a scaler of 4, the backend
+ * accumulates the stored 4 x_k: every value exact): the hand values again. */
+static void test_population_and_replay_scales(void **state)
+{
+    (void)state;
+    char dump[4200], path[4200], text[2048];
+    snprintf(dump, sizeof dump, "%s/pop.safetensors", scratch);
+    st_entry en[] = {{"w/step0/mb0", "F32", 4, X0, 16}, {"w/step0/mb1", "F32", 4, X1, 16}};
+    write_safetensors(dump, en, 2);
+    gp_scenario sc;
+    gp_error e = {""};
+    assert_int_equal(load_scenario("pop.yaml", "pop.safetensors", "    population: 8\n", "fp32", "fp32", &sc, &e), 0);
+    assert_int_equal(sc.tensors[0].population, 8);
+    check_hand(&sc);
+    gp_backend b;
+    gp_result r;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    assert_int_equal(gp_run_scenario(&sc, &b, NULL, &r, &e), 0);
+    assert_true(r.sampled);
+    assert_int_equal(r.tensors[0].population, 8);
+    gp_result_free(&r);
+    gp_scenario_free(&sc);
+    assert_int_equal(load_scenario("pop3.yaml", "pop.safetensors", "    population: 3\n", "fp32", "fp32", &sc, &e), -1);
+    assert_non_null(strstr(e.msg, "population is 3, fewer than the dump's 4 elements"));
+
+    float X0s[4], X1s[4];
+    for (int i = 0; i < 4; i++)
+        X0s[i] = 4 * X0[i], X1s[i] = 4 * X1[i];
+    snprintf(dump, sizeof dump, "%s/scaled.safetensors", scratch);
+    st_entry es[] = {{"w/step0/mb0", "F32", 4, X0s, 16}, {"w/step0/mb1", "F32", 4, X1s, 16}};
+    write_safetensors(dump, es, 2);
+    const char *y = "name: scaled\ntensors:\n  - name: w\n    grad: {replay: scaled.safetensors, key: w}\n"
+                    "batch: {microbatches: 2, tokens: [1, 3]}\nreduction: mean\n"
+                    "optimizer: {lr: 0.0, weight_decay: 0.0}\nloss_scale: %s\n";
+    const char *ok[] = {"{mode: dynamic, init: 4, replay_scales: [4]}", "{mode: none, replay_scales: [4]}",
+                        "{mode: static, init: 1024, replay_scales: [4]}"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/scaled.yaml", scratch);
+        snprintf(text, sizeof text, y, ok[i]);
+        write_text(path, text);
+        if (gp_scenario_load_file(path, &sc, &e) != 0)
+            fail_msg("%s", e.msg);
+        check_hand(&sc);
+        gp_scenario_free(&sc);
+    }
+    const char *bad[][2] = {{"{mode: dynamic, replay_scales: [4, 4]}", "has 2 entries, steps is 1"},
+                            {"{mode: dynamic, replay_scales: [3]}", "replay_scales[0] must be a power of two"},
+                            {"{mode: dynamic, replay_scales: 4}", "a list of one scale per optimizer step"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(text, sizeof text, y, bad[i][0]);
+        write_text(path, text);
+        assert_int_equal(gp_scenario_load_file(path, &sc, &e), -1);
+        if (!strstr(e.msg, bad[i][1]))
+            fail_msg("'%s' lacks '%s'", e.msg, bad[i][1]);
+    }
+    /* Scenario-level metrics weight a sampled tensor by M/n: tensor a (the hand case,
+     * population 8 of its 4 entries: weight 2) has sums y = ||g_same - g_full||^2 =
+     * 1.453125, x = ||g_full||^2 = 11.078125; tensor b (x_0 = x_1 = X0, whole) has g_same
+     * = g_full = 2 X0: y = 0, x = 4 (1 + 4 + 0.25 + 1) = 25. normalization_rel_err =
+     * sqrt((2 * 1.453125 + 0) / (2 * 11.078125 + 25)) (every sum exact in binary64; the
+     * ratio and the root round: within 2^-50 relative). Unweighted it would be
+     * sqrt(1.453125 / 36.078125), 19% lower. */
+    snprintf(dump, sizeof dump, "%s/same.safetensors", scratch);
+    st_entry eb[] = {{"w/step0/mb0", "F32", 4, X0, 16}, {"w/step0/mb1", "F32", 4, X0, 16}};
+    write_safetensors(dump, eb, 2);
+    write_text(path, "tensors:\n  - {name: a, population: 8, grad: {replay: pop.safetensors, key: w}}\n"
+                     "  - {name: b, grad: {replay: same.safetensors, key: w}}\n"
+                     "batch: {microbatches: 2, tokens: [1, 3]}\nreduction: mean\n"
+                     "optimizer: {lr: 0.0, weight_decay: 0.0}\n");
+    if (gp_scenario_load_file(path, &sc, &e) != 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(gp_run_scenario(&sc, &b, NULL, &r, &e), 0);
+    double want = sqrt((2 * 1.453125) / (2 * 11.078125 + 25));
+    if (!(fabs(r.metric[GP_M_NORMALIZATION_REL_ERR] - want) <= 0x1p-50 * want))
+        fail_msg("normalization_rel_err %.17g, want %.17g", r.metric[GP_M_NORMALIZATION_REL_ERR], want);
+    gp_result_free(&r);
+    gp_scenario_free(&sc);
+    write_text(path, "tensors:\n  - name: g\nloss_scale: {mode: dynamic, replay_scales: [4]}\n");
+    assert_int_equal(gp_scenario_load_file(path, &sc, &e), -1);
+    assert_non_null(strstr(e.msg, "no tensor is replayed"));
+    write_text(path, "tensors:\n  - name: g\n    population: 9\n");
+    assert_int_equal(gp_scenario_load_file(path, &sc, &e), -1);
+    assert_non_null(strstr(e.msg, "population applies to replayed tensors"));
+    gp_backend_close(&b);
+}
+
+/* Peak resident memory (KiB) of a child process that replays `dump` (K = 2 bf16 entries
+ * of E elements, whole or with `sample: S`) on the CPU backend in-process. */
+static long replay_peak_kib(const char *dump, uint64_t E, uint64_t S)
+{
+    char yaml[4200], text[9000];
+    snprintf(yaml, sizeof yaml, "%s/peak.yaml", scratch);
+    snprintf(text, sizeof text, "name: peak\ntensors:\n  - name: w\n    grad: {replay: %s, key: w}\n%s"
+                                "batch: {microbatches: 2, tokens: [1, 3]}\nprecision: {grad: bf16}\n",
+             dump, S ? "    sample: 65536\n" : "");
+    write_text(yaml, text);
+    (void)E;
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        gp_scenario sc;
+        gp_error e = {""};
+        gp_backend b;
+        gp_result r;
+        struct rusage ru;
+        close(fd[0]);
+        if (gp_scenario_load_file(yaml, &sc, &e) != 0 || gp_backend_open("cpu", &b, &e) != 0 ||
+            gp_run_scenario(&sc, &b, NULL, &r, &e) != 0)
+            _exit(1);
+        getrusage(RUSAGE_SELF, &ru);
+        long kib = ru.ru_maxrss;
+        _exit(write(fd[1], &kib, sizeof kib) == (ssize_t)sizeof kib ? 0 : 1);
+    }
+    close(fd[1]);
+    long kib = -1;
+    ssize_t got = read(fd[0], &kib, sizeof kib);
+    close(fd[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(got == (ssize_t)sizeof kib && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    return kib;
+}
+
+/* A dense dump 8 times larger must not need more memory: the runner reads each chunk of
+ * 16384 elements (whole) or of 16384 chosen elements (sampled, 65536 of each entry) and
+ * gives the pages back. Dumps of 2 x 2^22 and 2 x 2^25 bf16 elements (16 and 128 MiB,
+ * data starting mid-page, in the page cache after writing); peak resident memory of a
+ * child replaying each. A sampled read that gave its pages back only after the chunk
+ * held every page the chunk touched (a quarter of an entry here: the larger run needed
+ * 16 MiB more, measured); the bound allows 4 MiB for allocator and page-table noise. */
+static void test_streaming_memory_does_not_grow(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer's quarantine keeps freed chunk buffers (up to 256 MiB): resident
+     * memory grows with the number of chunks whatever the replay does. */
+    skip();
+#endif
+    char dump[2][4200];
+    long peak[2][2];
+    for (int big = 0; big < 2; big++) {
+        uint64_t E = (uint64_t)1 << (big ? 25 : 22);
+        snprintf(dump[big], sizeof dump[big], "%s/dense%d.safetensors", scratch, big);
+        uint16_t *v = malloc((size_t)E * 2);
+        assert_non_null(v);
+        for (size_t i = 0; i < E; i++)
+            v[i] = (uint16_t)(0x3c00u + (i & 0xffu)); /* bf16 values near 2^-7 */
+        st_entry en[] = {{"w/step0/mb0", "BF16", E, v, (size_t)E * 2}, {"w/step0/mb1", "BF16", E, v, (size_t)E * 2}};
+        write_safetensors(dump[big], en, 2);
+        free(v);
+        for (int smp = 0; smp < 2; smp++)
+            peak[big][smp] = replay_peak_kib(dump[big], E, (uint64_t)smp);
+    }
+    for (int smp = 0; smp < 2; smp++) {
+        print_message("# %s: peak %ld KiB (16 MiB dump), %ld KiB (128 MiB dump)\n", smp ? "sampled" : "whole",
+                      peak[0][smp], peak[1][smp]);
+        if (peak[1][smp] - peak[0][smp] > 4096)
+            fail_msg("%s replay of a 128 MiB dump needed %ld KiB more than of a 16 MiB one", smp ? "a sampled" : "a whole",
+                     peak[1][smp] - peak[0][smp]);
+    }
+    remove(dump[0]);
+    remove(dump[1]);
+}
+
 static void test_sample_indices(void **state)
 {
     (void)state;
@@ -535,6 +709,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_malformed_npy),
         cmocka_unit_test(test_cli_exit2_nothing_written),
         cmocka_unit_test(test_sample_indices),
+        cmocka_unit_test(test_population_and_replay_scales),
+        cmocka_unit_test(test_streaming_memory_does_not_grow),
         cmocka_unit_test(test_sample_coverage),
         cmocka_unit_test(test_cli_sampled_report),
     };

@@ -25,6 +25,7 @@ __all__ = [
     "library_version",
     "library_path",
     "scenario_yaml",
+    "sample_indices",
 ]
 __version__ = "0.1.0"
 
@@ -45,6 +46,19 @@ def scenario_yaml(doc):
     """The YAML text gradprec reads for a scenario given as a dict (keys as in
     docs/scenarios.md)."""
     return _yaml.dump(doc)
+
+
+def sample_indices(seed, tensor, population, n):
+    """The n elements (distinct, increasing, each < population) that `sample: n` on the
+    scenario's tensor number `tensor` (0-based) with seed `seed` replays: the C runner's
+    own choice (gradprec_sample_indices), returned as a ctypes array of uint64 (a
+    buffer: torch.frombuffer / numpy.frombuffer read it without copying)."""
+    err = ctypes.create_string_buffer(_ERRLEN)
+    idx = (ctypes.c_uint64 * max(int(n), 1))()
+    rc = _lib.lib().gradprec_sample_indices(int(seed), int(tensor), int(population), int(n), idx, err, _ERRLEN)
+    if rc != 0:
+        raise GradprecError(rc, _err(err) or "gradprec_sample_indices failed (status %d)" % rc)
+    return idx
 
 
 class TensorResult:

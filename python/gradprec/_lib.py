@@ -46,6 +46,7 @@ def _declare(lib):
         "gradprec_set_name": (cp, [vp, sz]),
         "gradprec_set_seed": (None, [vp, c.c_uint64]),
         "gradprec_set_free": (None, [vp]),
+        "gradprec_sample_indices": (c.c_int, [c.c_uint64, sz, c.c_uint64, c.c_uint64, c.POINTER(c.c_uint64), cp, sz]),
         "gradprec_run": (c.c_int, [vp, cp, vp, cp, c.c_int, c.POINTER(vp), cp, sz]),
         "gradprec_result_count": (sz, [vp]),
         "gradprec_result_failed": (sz, [vp]),

@@ -11,12 +11,18 @@ Each parameter gets a tensor hook (`register_hook`): it sees the gradient autogr
 to `.grad` accumulation for that micro-batch's backward, before it is added, in the dtype
 torch produced. Entries are stored as KEY/step<S>/mb<K> (and KEY/weight, the weights at
 the start) in safetensors; scenario.yaml names them with `grad: {replay: ..., key: ...}`.
-Nothing is computed here beyond copying tensors; gradprec does the arithmetic.
+Each gradient is written to disk as its hook sees it (nothing is held across
+micro-batches); with sample=N only the N elements gradprec's own seeded choice picks
+(gradprec.sample_indices, the C runner's function) are kept. Under a GradScaler the
+entries are what the backward produced (scaled) and the scenario says by how much.
+Nothing is computed here beyond copying and indexing tensors; gradprec does the
+arithmetic.
 """
 import contextlib
 import fnmatch
 import json
 import os
+import struct
 import tempfile
 import warnings
 
@@ -28,6 +34,7 @@ __all__ = ["capture", "Capture"]
 
 REDUCTIONS = ("token_mean", "mean", "mean_no_div", "sum")
 _FORMATS = {_torch.float32: "fp32", _torch.bfloat16: "bf16", _torch.float16: "fp16"}
+_ST_DTYPES = {_torch.float32: "F32", _torch.bfloat16: "BF16", _torch.float16: "F16"}
 GRADS_FILE = "grads.safetensors"
 SCENARIO_FILE = "scenario.yaml"
 MANIFEST_FILE = "capture.json"
@@ -51,7 +58,7 @@ class Capture:
 
     def __init__(self, model, out_dir, reduction, accumulation_steps=None, fullbatch="mean", sample=None,
                  params=None, weights=True, optimizer=None, precision=None, name=None, seed=0,
-                 scenario=None):
+                 scenario=None, scaler=None):
         if reduction not in REDUCTIONS:
             raise ValueError("reduction: one of %s, not %r (how your loss divides each micro-batch)"
                              % (", ".join(REDUCTIONS), reduction))
@@ -59,8 +66,12 @@ class Capture:
             raise ValueError("fullbatch: 'mean' or 'sum', not %r" % (fullbatch,))
         if accumulation_steps is not None and (not isinstance(accumulation_steps, int) or accumulation_steps < 1):
             raise ValueError("accumulation_steps: an integer >= 1, not %r" % (accumulation_steps,))
-        if sample is not None and (not isinstance(sample, int) or sample < 1):
+        if sample is not None and (not isinstance(sample, int) or isinstance(sample, bool) or sample < 1):
             raise ValueError("sample: an integer >= 1 (elements per tensor), not %r" % (sample,))
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValueError("seed: an integer >= 0, not %r" % (seed,))
+        if scaler is not None and not all(hasattr(scaler, a) for a in ("get_scale", "is_enabled")):
+            raise TypeError("scaler: a torch.amp.GradScaler, not %s" % type(scaler).__name__)
         self.model = model
         self.out_dir = os.fspath(out_dir)
         self.reduction = reduction
@@ -73,14 +84,24 @@ class Capture:
         self.name = name
         self.seed = seed
         self.extra = dict(scenario or {})
+        self.scaler = scaler if scaler is not None and scaler.is_enabled() else None
         self.params = self._select(model, params)
+        for n, p in self.params:
+            _fmt(p.dtype, n)
         self.paths = None
         self._handles = []
-        self._windows = []  # closed windows: list of lists of micro-batch records
-        self._window = []   # the open window
+        self._windows = []   # closed windows: each a list of token counts
+        self._window = []    # the open window's token counts
+        self._scales = []    # closed windows: the loss scale of their backward passes
+        self._wscale = None  # the open window's
         self._current = None
         self._paused = False
-        self._initial = {}
+        self._sel = {}       # name -> the sampled elements (a LongTensor on the parameter's device), or None
+        self._gdtype = {}    # name -> the dtype of its gradients (first seen)
+        self._absent = []    # (name, step, micro-batch) that got no gradient: an exact zero entry
+        self._spool = None   # {element width: (open file, path)}: the data, streamed
+        self._index = []     # (entry, format, shape, width, offset, nbytes) in writing order
+        self._made_dir = False
 
     @staticmethod
     def _select(model, params):
@@ -102,37 +123,100 @@ class Capture:
     # ---- the context ----
 
     def __enter__(self):
-        if self._handles:
+        if self._handles or self._spool is not None:
             raise RuntimeError("capture: already entered")
-        for n, p in self.params:
-            if self.weights:
-                self._initial[n] = p.detach().to("cpu", copy=True).contiguous()
-            self._handles.append(p.register_hook(self._hook(n)))
+        from . import sample_indices
+
+        self._made_dir = not os.path.isdir(self.out_dir)
+        os.makedirs(self.out_dir, exist_ok=True)
+        self._spool = {}
+        try:
+            for w in (4, 2):  # 4-byte entries first: every entry stays aligned to its width
+                fd, path = tempfile.mkstemp(prefix=".tmp-spool%d-" % w, dir=self.out_dir)
+                self._spool[w] = (os.fdopen(fd, "wb"), path)
+            for t, (n, p) in enumerate(self.params):
+                sel = None
+                if self.sample is not None and self.sample < p.numel():
+                    # Tensor t of the scenario this capture writes, the scenario's seed:
+                    # the elements `gradprec run` would sample from the whole dump.
+                    idx = sample_indices(self.seed, t, p.numel(), self.sample)
+                    sel = _torch.frombuffer(idx, dtype=_torch.int64).clone().to(p.device)
+                self._sel[n] = sel
+                if self.weights:
+                    self._put("%s/weight" % n, p.detach(), sel, list(p.shape))
+                self._handles.append(p.register_hook(self._hook(n, p)))
+            self._flush()
+        except BaseException:
+            self._discard()
+            raise
         return self
 
     def __exit__(self, etype, evalue, tb):
         for h in self._handles:
             h.remove()
         self._handles = []
-        if etype is None:
-            if self._current is not None:
-                raise RuntimeError("capture: left inside a microbatch() block")
+        if etype is not None:
+            self._discard()
+            return False
+        if self._current is not None:
+            self._discard()
+            raise RuntimeError("capture: left inside a microbatch() block")
+        try:
             self.write()
+        except BaseException:
+            self._discard()
+            raise
         return False
 
-    def _hook(self, name):
+    def _discard(self):
+        """Removes the spool files (and out_dir when this capture made it and it is empty)."""
+        for f, path in (self._spool or {}).values():
+            f.close()
+            if os.path.exists(path):
+                os.unlink(path)
+        self._spool = None
+        if self._made_dir:
+            try:
+                os.rmdir(self.out_dir)
+            except OSError:
+                pass
+
+    def _flush(self):
+        for f, _ in self._spool.values():
+            f.flush()
+
+    def _put(self, entry, t, sel, shape):
+        """Appends tensor t (its elements sel, or all) as `entry` to the spool of its width."""
+        flat = t.detach().reshape(-1)
+        if sel is not None:
+            flat = flat.index_select(0, sel)
+            shape = [int(sel.numel())]
+        flat = flat.to("cpu").contiguous()
+        w = flat.element_size()
+        f, _ = self._spool[w]
+        off = f.tell()
+        f.write(flat.view(_torch.int32 if w == 4 else _torch.int16).numpy().tobytes())
+        self._index.append((entry, _ST_DTYPES[flat.dtype], shape, w, off, flat.numel() * w))
+
+    def _hook(self, name, param):
         def hook(grad):
             if self._paused:
                 return None
             if self._current is None:
                 raise RuntimeError("gradprec capture: a backward ran outside `with cap.microbatch(tokens=...)` "
                                    "(parameter %s); wrap each micro-batch's backward" % name)
-            grads = self._current["grads"]
-            if name in grads:
+            seen = self._current["grads"]
+            if name in seen:
                 raise RuntimeError("gradprec capture: parameter %s got a second gradient in micro-batch %d; "
                                    "use one backward per micro-batch" % (name, len(self._window)))
-            # A copy: AccumulateGrad may keep this very tensor as .grad and add into it later.
-            grads[name] = grad.detach().to("cpu", copy=True).contiguous()
+            _fmt(grad.dtype, name)
+            if self._gdtype.setdefault(name, grad.dtype) != grad.dtype:
+                raise TypeError("capture: parameter %s got gradients of several dtypes" % name)
+            # Written now (to disk, or its sample): AccumulateGrad may keep this very tensor
+            # as .grad and add into it later, after this hook returned.
+            self._put("%s/step%d/mb%d" % (name, len(self._windows), len(self._window)), grad, self._sel[name],
+                      list(param.shape))
+            seen.add(name)
             return None
         return hook
 
@@ -148,7 +232,14 @@ class Capture:
             raise RuntimeError("microbatch: blocks do not nest")
         if not self._handles:
             raise RuntimeError("microbatch: use it inside `with capture(...) as cap:`")
-        self._current = {"tokens": tokens, "grads": {}}
+        if self.scaler is not None:
+            s = float(self.scaler.get_scale())
+            if self._window and s != self._wscale:
+                raise RuntimeError("microbatch: the GradScaler's scale changed inside an accumulation window "
+                                   "(%g, then %g): call scaler.update() after the window's last micro-batch"
+                                   % (self._wscale, s))
+            self._wscale = s
+        self._current = {"tokens": tokens, "grads": set()}
         try:
             yield self
         except BaseException:
@@ -157,7 +248,10 @@ class Capture:
         rec, self._current = self._current, None
         if not rec["grads"]:
             raise RuntimeError("microbatch: no gradient reached the captured parameters (was backward() called?)")
-        self._window.append(rec)
+        self._flush()  # this micro-batch's gradients are on disk now, none in memory
+        S, K = len(self._windows), len(self._window)
+        self._absent += [(n, S, K) for n, _ in self.params if n not in rec["grads"]]
+        self._window.append(rec["tokens"])
         if self.accumulation_steps is not None and len(self._window) == self.accumulation_steps:
             self._close()
 
@@ -183,6 +277,7 @@ class Capture:
 
     def _close(self):
         self._windows.append(self._window)
+        self._scales.append(self._wscale)
         self._window = []
 
     # ---- writing ----
@@ -193,9 +288,8 @@ class Capture:
         if not self._windows:
             raise RuntimeError("capture: no micro-batch was recorded")
         K = len(self._windows[0])
-        toks = [r["tokens"] for r in self._windows[0]]
-        for s, w in enumerate(self._windows):
-            t = [r["tokens"] for r in w]
+        toks = self._windows[0]
+        for s, t in enumerate(self._windows):
             if t != toks:
                 raise ValueError(
                     "capture: optimizer step %d has token counts %s, step 0 has %s; a scenario holds one "
@@ -205,28 +299,24 @@ class Capture:
             raise ValueError("capture: %d micro-batches in a window, more than accumulation_steps=%d" % (K, A))
         return K, A, toks
 
-    def _entries(self):
-        """The safetensors entries and, per captured tensor, its grad format; parameters
-        that never received a gradient are reported, not written."""
-        entries, fmts, missing = {}, {}, []
+    def _formats(self):
+        """Per captured tensor (grad format, parameter format); the parameters that never
+        received a gradient (reported, not written)."""
+        fmts, missing = {}, []
         for n, p in self.params:
-            seen = [r["grads"].get(n) for w in self._windows for r in w]
-            got = [g for g in seen if g is not None]
-            if not got:
+            if n not in self._gdtype:
                 missing.append(n)
                 continue
-            dt = got[0].dtype
-            if any(g.dtype != dt for g in got):
-                raise TypeError("capture: parameter %s got gradients of several dtypes" % n)
-            fmts[n] = (_fmt(dt, n), _fmt(p.dtype, n))
-            for s, w in enumerate(self._windows):
-                for k, r in enumerate(w):
-                    g = r["grads"].get(n)
-                    # No gradient in this micro-batch: its contribution is exactly zero.
-                    entries["%s/step%d/mb%d" % (n, s, k)] = g if g is not None else _torch.zeros(p.shape, dtype=dt)
-            if self.weights:
-                entries["%s/weight" % n] = self._initial[n]
-        return entries, fmts, missing
+            fmts[n] = (_fmt(self._gdtype[n], n), _fmt(p.dtype, n))
+        return fmts, missing
+
+    def _loss_scale_block(self):
+        if self.scaler is None:
+            return None
+        sc = self.scaler
+        return {"mode": "dynamic", "init": self._scales[0], "growth": float(sc.get_growth_factor()),
+                "backoff": float(sc.get_backoff_factor()), "interval": int(sc.get_growth_interval()),
+                "replay_scales": list(self._scales)}
 
     def _optimizer_block(self):
         opt = self.optimizer
@@ -245,7 +335,7 @@ class Capture:
     def scenario(self):
         """The scenario (a dict) that replays what was captured."""
         K, A, toks = self._check()
-        _, fmts, _ = self._entries()
+        fmts, _ = self._formats()
         gf = {f[0] for f in fmts.values()}
         af = {f[1] for f in fmts.values()}
         if len(gf) > 1 or len(af) > 1:
@@ -260,8 +350,8 @@ class Capture:
             t = {"name": n, "grad": {"replay": GRADS_FILE, "key": n}}
             if self.weights:
                 t["weight"] = {"replay": GRADS_FILE, "key": n}
-            if self.sample is not None and self.sample < p.numel():
-                t["sample"] = self.sample
+            if self._sel.get(n) is not None:
+                t["population"] = p.numel()  # the dump holds a sample of this many elements
             tensors.append(t)
         doc = {}
         if self.name:
@@ -272,6 +362,9 @@ class Capture:
         doc["reduction"] = self.reduction
         doc["fullbatch"] = self.fullbatch
         doc["precision"] = prec
+        ls = self._loss_scale_block()
+        if ls is not None:
+            doc["loss_scale"] = ls
         opt = self._optimizer_block()
         if opt is not None:
             doc["optimizer"] = opt
@@ -280,16 +373,41 @@ class Capture:
             doc[k] = v
         return doc
 
+    def _zero_entries(self):
+        """Exact zero entries for the micro-batches in which a captured tensor got no
+        gradient (written in blocks: bounded memory)."""
+        fmts, _ = self._formats()
+        for n, S, K in self._absent:
+            if n not in fmts:
+                continue
+            p = dict(self.params)[n]
+            count = self._sel[n].numel() if self._sel[n] is not None else p.numel()
+            shape = [count] if self._sel[n] is not None else list(p.shape)
+            dt = self._gdtype[n]
+            w = _torch.empty((), dtype=dt).element_size()
+            f, _ = self._spool[w]
+            off = f.tell()
+            block = _torch.zeros(min(count, 1 << 20), dtype=_torch.int32 if w == 4 else _torch.int16).numpy()
+            left = count
+            while left:
+                m = min(left, block.size)
+                f.write(block[:m].tobytes())
+                left -= m
+            self._index.append(("%s/step%d/mb%d" % (n, S, K), _ST_DTYPES[dt], shape, w, off, count * w))
+        self._absent = []
+
     def write(self):
         """Writes grads.safetensors, scenario.yaml and capture.json into out_dir (each via
-        a temporary file renamed into place) and returns their paths (also in .paths)."""
-        from safetensors.torch import save_file
-
+        a temporary file renamed into place) and returns their paths (also in .paths).
+        grads.safetensors is assembled from the spool files: its header, then their bytes
+        copied by the kernel (os.copy_file_range) or in 1 MiB blocks."""
+        if self._spool is None:
+            raise RuntimeError("capture: write() after the files were written (or outside the with block)")
         doc = self.scenario()
-        entries, fmts, missing = self._entries()
+        fmts, missing = self._formats()
         if missing:
             warnings.warn("gradprec capture: no gradient reached %s; not in the dump" % ", ".join(missing))
-        os.makedirs(self.out_dir, exist_ok=True)
+        self._zero_entries()
         paths = {k: os.path.join(self.out_dir, f) for k, f in
                  (("grads", GRADS_FILE), ("scenario", SCENARIO_FILE), ("manifest", MANIFEST_FILE))}
         manifest = {
@@ -297,21 +415,49 @@ class Capture:
             "torch": _torch.__version__,
             "steps": len(self._windows),
             "microbatches": len(self._windows[0]),
-            "tokens": [[r["tokens"] for r in w] for w in self._windows],
+            "tokens": [list(w) for w in self._windows],
             "reduction": self.reduction,
+            "seed": self.seed,
+            "loss_scales": list(self._scales) if self.scaler is not None else None,
             "tensors": [{"name": n, "shape": list(p.shape), "grad_dtype": fmts[n][0], "param_dtype": fmts[n][1],
-                         "numel": p.numel(), "sample": doc_sample(self.sample, p.numel())}
-                        for n, p in self.params if n in fmts],
+                         "numel": p.numel(),
+                         "sample": int(self._sel[n].numel()) if self._sel[n] is not None else None,
+                         "scenario_index": i}
+                        for i, (n, p) in enumerate(self.params) if n in fmts],
             "not_captured": missing,
         }
         header = ("Written by gradprec.torch.capture (torch %s): %d optimizer step(s) of %d micro-batch(es).\n"
                   "Replay: gradprec run %s" % (_torch.__version__, len(self._windows), len(self._windows[0]),
                                                paths["scenario"]))
-        self._atomic(paths["grads"], lambda tmp: save_file(entries, tmp))
+        self._atomic(paths["grads"], self._assemble)
         self._atomic(paths["manifest"], lambda tmp: _write_text(tmp, json.dumps(manifest, indent=1) + "\n"))
         self._atomic(paths["scenario"], lambda tmp: _write_text(tmp, _yaml.dump(doc, header)))
+        self._made_dir = False
+        self._discard()
         self.paths = paths
         return paths
+
+    def _assemble(self, path):
+        """The safetensors file: 8-byte header length, the JSON header (padded with spaces
+        to 8 bytes), the 4-byte spool, the 2-byte spool (entries contiguous, each aligned
+        to its width)."""
+        sizes = {}
+        for w, (f, _) in self._spool.items():
+            f.flush()
+            sizes[w] = f.tell()
+        base = {4: 0, 2: sizes[4]}
+        hdr = {"__metadata__": {"format": "pt"}}
+        for entry, dt, shape, w, off, nbytes in self._index:
+            hdr[entry] = {"dtype": dt, "shape": shape, "data_offsets": [base[w] + off, base[w] + off + nbytes]}
+        text = json.dumps(hdr, separators=(",", ":")).encode()
+        text += b" " * (-(8 + len(text)) % 8)
+        with open(path, "wb") as out:
+            out.write(struct.pack("<Q", len(text)))
+            out.write(text)
+            out.flush()
+            for w in (4, 2):
+                with open(self._spool[w][1], "rb") as src:
+                    _copy(src, out, sizes[w])
 
     def _atomic(self, path, writer):
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.out_dir)
@@ -325,8 +471,26 @@ class Capture:
             raise
 
 
-def doc_sample(sample, numel):
-    return sample if sample is not None and sample < numel else None
+def _copy(src, dst, n):
+    """Copies n bytes from src to dst at their current positions, in the kernel when it can."""
+    left = n
+    if hasattr(os, "copy_file_range"):
+        try:
+            while left:
+                done = os.copy_file_range(src.fileno(), dst.fileno(), min(left, 1 << 30))
+                if done == 0:
+                    break
+                left -= done
+        except OSError:
+            pass
+    src.seek(n - left)
+    dst.seek(0, os.SEEK_END)
+    while left:
+        b = src.read(min(left, 1 << 20))
+        if not b:
+            raise OSError("capture: spool file shorter than written")
+        dst.write(b)
+        left -= len(b)
 
 
 def _write_text(path, text):
@@ -346,8 +510,15 @@ def capture(model, out_dir, reduction, accumulation_steps=None, **kw):
     accumulation_steps: micro-batches per optimizer step (the divisor of "mean"); windows
       close by themselves after that many, or at cap.step().
     fullbatch: "mean" (default) or "sum": what the full-batch loss means.
-    sample: N elements per tensor that gradprec samples (seeded) instead of all of them;
-      the dump still holds every element and the report says the metrics are estimates.
+    sample: N: for every tensor of more than N elements keep only the N elements that
+      `gradprec run` with `sample: N` would choose from the whole dump (the C library's
+      gradprec_sample_indices of the scenario's seed and the tensor's position); the
+      scenario says `population: M` and the report gives estimates over N of M elements
+      with their intervals. Gradients go to disk as they arrive either way.
+    scaler: the torch.amp.GradScaler whose scale(loss).backward() runs inside the
+      micro-batches: the entries are the scaled gradients the backward produced (bit for
+      bit); the scenario gets `loss_scale` (dynamic, the scaler's factors) with
+      `replay_scales`, the scale of each step, which replay divides out exactly.
     params: names or glob patterns (or a predicate f(name, param)) of the parameters to
       capture (default: every trainable one).
     weights: also store each parameter's initial value (default True).

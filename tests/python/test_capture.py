@@ -71,8 +71,14 @@ def test_bf16_model_sampling_and_params(tmp_path):
     assert all(v.dtype == torch.bfloat16 for v in d.values())
     y = (tmp_path / "scenario.yaml").read_text()
     assert 'grad: "bf16"' in y and 'accumulator: "bf16"' in y
-    # head.bias has 48 elements (< 100: no sampling), the others are sampled
-    assert y.count("    sample: 100\n") == 2
+    # head.bias has 48 elements (< 100: kept whole), the others keep a sample of 100
+    numel = dict((n, p.numel()) for n, p in model.named_parameters())
+    assert y.count("    population: ") == 2
+    for n in ("emb.weight", "head.weight"):
+        assert "    population: %d\n" % numel[n] in y
+        assert all(d["%s/step0/mb%d" % (n, k)].shape == (100,) for k in range(len(LENGTHS)))
+    assert all(d["head.bias/step0/mb%d" % k].shape == (48,) for k in range(len(LENGTHS)))
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["capture.json", "grads.safetensors", "scenario.yaml"]
     assert "weight:" not in y.split("tensors:")[1].split("batch:")[0].replace("emb.weight", "")
 
 
