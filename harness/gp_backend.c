@@ -111,6 +111,7 @@ int gp_backend_open(const char *spec, gp_backend *b, gp_error *err)
     memset(b, 0, sizeof *b);
     if (strcmp(spec, "cpu") == 0 || (strcmp(spec, "auto") == 0 && !gp_cuda_backend())) {
         b->ops = gp_cpu_backend();
+        b->builtin = 1;
         snprintf(b->label, sizeof b->label, "cpu");
         return 0;
     }
@@ -119,6 +120,7 @@ int gp_backend_open(const char *spec, gp_backend *b, gp_error *err)
         if (!b->ops)
             return gp_error_set(err, "backend cuda: %s",
                                 gp_cuda_device_count() ? "not usable" : "no CUDA device (or CUDA not built)");
+        b->builtin = 1;
         snprintf(b->label, sizeof b->label, "cuda");
         return 0;
     }

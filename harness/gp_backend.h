@@ -17,6 +17,7 @@ typedef struct {
     gp_plugin table;           /* room for a table the caller fills itself (tests) */
     struct gp_worker *worker;  /* the forked worker serving a plugin, else NULL */
     int staged;                /* ops is the CUDA staging adapter over table (gp_backend_from_table) */
+    int builtin;               /* gradprec's own cpu or cuda backend (not a subject under test) */
     char label[300];           /* "cpu", "cuda", "plugin:PATH (NAME)" */
 } gp_backend;
 

@@ -1,6 +1,8 @@
 /* gp_optim.c — see gp_optim.h. */
 #include "gp_optim.h"
 
+#include "../kernels/cpu/gp_cpu_backend.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,7 @@ gp_adamw_config gp_optim_config(const gp_scenario *sc)
                 : sc->optimizer.kahan  ? GP_ADAMW_KAHAN
                                        : GP_ADAMW_PLAIN;
     c.rounding = sc->optimizer.stochastic ? GP_STOCHASTIC : GP_RNE;
-    c.eval = GP_ADAMW_TORCH_CUDA;
+    c.eval = (gp_adamw_eval)sc->optimizer.evaluation;
     c.tail = 0; /* set per element by the backend */
     return c;
 }
@@ -38,7 +40,7 @@ size_t gp_optim_bytes_per_element(const gp_scenario *sc)
            2 * sizeof(double) + 6 * sizeof(double);
 }
 
-int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with_cmp, gp_error *err)
+int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with, gp_error *err)
 {
     memset(o, 0, sizeof *o);
     o->cap = cap;
@@ -53,9 +55,12 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
               !(o->old_m = malloc(ch * sb)) || !(o->old_v = malloc(ch * sb)) ||
               (kahan && !(o->old_comp = malloc(ch * pb))) || (master && !(o->old_master = malloc(ch * 4))) ||
               !(o->written = malloc(ch)) || !(o->mv_written = malloc(ch));
-    if (!oom && with_cmp)
+    if (!oom && (with & GP_OPTIM_WITH_CMP))
         oom = !(o->param2 = malloc(ch * pb)) || !(o->m2 = malloc(ch * sb)) || !(o->v2 = malloc(ch * sb)) ||
               (kahan && !(o->comp2 = malloc(ch * pb))) || (master && !(o->master2 = malloc(ch * 4)));
+    if (!oom && (with & GP_OPTIM_WITH_MODELS))
+        oom = !(o->param3 = malloc(ch * pb)) || !(o->m3 = malloc(ch * sb)) || !(o->v3 = malloc(ch * sb)) ||
+              (kahan && !(o->comp3 = malloc(ch * pb))) || (master && !(o->master3 = malloc(ch * 4)));
     return oom ? gp_error_set(err, "out of memory (optimizer state of %zu elements)", cap) : 0;
 }
 
@@ -80,7 +85,7 @@ void gp_optim_state_free(gp_optim_state *o)
 {
     void *p[] = {o->param, o->comp, o->m, o->v, o->master, o->lost, o->state_err, o->old_param, o->old_comp,
                  o->old_m, o->old_v, o->old_master, o->param2, o->comp2, o->m2, o->v2, o->master2,
-                 o->written, o->mv_written};
+                 o->param3, o->comp3, o->m3, o->v3, o->master3, o->written, o->mv_written};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     gp_adamw_dd_state_free(&o->ref);
@@ -176,6 +181,95 @@ static void copy_elems(gp_format f, void *dst, size_t doff, const void *src, siz
     memcpy((char *)dst + doff * w, (const char *)src + soff * w, n * w);
 }
 
+/* gradprec's AdamW models, by bit index: the scenario's variant in each operation order,
+ * the one-store variant in each, torch's fused CPU kernel. */
+static const struct {
+    const char *name;
+    int variant; /* -1: the scenario's */
+    int eval;
+} g_models[] = {{"torch_cuda", -1, GP_ADAMW_TORCH_CUDA},
+                {"torch_cpu", -1, GP_ADAMW_TORCH_CPU},
+                {"unfused", -1, GP_ADAMW_UNFUSED},
+                {"one_store/torch_cuda", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CUDA},
+                {"one_store/torch_cpu", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CPU},
+                {"one_store/unfused", GP_ADAMW_ONE_STORE, GP_ADAMW_UNFUSED},
+                {"torch_fused_cpu", GP_ADAMW_TORCH_FUSED_CPU, GP_ADAMW_TORCH_CPU}};
+
+int gp_optim_model_count(const gp_adamw_config *cfg)
+{
+    (void)cfg;
+    return (int)(sizeof g_models / sizeof g_models[0]);
+}
+
+/* Does model k apply to configuration cfg? */
+static int model_applies(const gp_adamw_config *cfg, int k)
+{
+    if (k < 3)
+        return cfg->variant != GP_ADAMW_TORCH_FUSED_CPU;
+    if (k < 6)
+        return cfg->variant == GP_ADAMW_PLAIN && cfg->param != GP_FP32;
+    return (cfg->variant == GP_ADAMW_PLAIN || cfg->variant == GP_ADAMW_TORCH_FUSED_CPU) && cfg->state == cfg->param &&
+           cfg->rounding == GP_RNE;
+}
+
+const char *gp_optim_model_name(const gp_adamw_config *cfg, int k)
+{
+    return k >= 0 && k < gp_optim_model_count(cfg) && model_applies(cfg, k) ? g_models[k].name : NULL;
+}
+
+/* Does any element of output f differ (NaN-ness for NaNs) between a (offset ao) and b? */
+static int differs(gp_format f, const void *a, size_t ao, const void *b, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        if (!gp_fmt_agree(f, gp_pack_get(f, a, ao + j), gp_pack_get(f, b, j)))
+            return 1;
+    return 0;
+}
+
+/* Run each AdamW model of gp_optim_model_name on the old state of the chunk (the CPU
+ * emulation's table, args a with the model's variant and order, scratch arrays) and
+ * compare every output with what the subject wrote; a model that differs anywhere gets
+ * its bit in cnt->models_differ. */
+static int check_models(gp_optim_state *o, const gp_plugin_adamw_args *a, size_t off, size_t n,
+                        gp_optim_counts *cnt)
+{
+    gp_format pf = o->cfg.param, sf = o->cfg.state;
+    for (int k = 0; k < gp_optim_model_count(&o->cfg); k++) {
+        if (!model_applies(&o->cfg, k))
+            continue;
+        copy_elems(pf, o->param3, 0, o->old_param, 0, n);
+        copy_elems(sf, o->m3, 0, o->old_m, 0, n);
+        copy_elems(sf, o->v3, 0, o->old_v, 0, n);
+        if (o->comp)
+            copy_elems(pf, o->comp3, 0, o->old_comp, 0, n);
+        if (o->master)
+            memcpy(o->master3, o->old_master, n * 4);
+        gp_plugin_adamw_args a3 = *a;
+        a3.variant = g_models[k].variant >= 0 ? g_models[k].variant : a->variant;
+        a3.evaluation = g_models[k].eval;
+        a3.param = o->param3;
+        a3.m = o->m3;
+        a3.v = o->v3;
+        a3.master = o->master3;
+        a3.comp = o->comp3;
+        int rc = gp_cpu_backend()->adamw(&a3);
+        if (rc == 1) { /* a configuration this model does not cover: it did not match */
+            cnt->models_checked |= 1u << k;
+            cnt->models_differ |= 1u << k;
+            continue;
+        }
+        if (rc != 0)
+            return -1;
+        int d = differs(sf, o->m, off, o->m3, n) || differs(sf, o->v, off, o->v3, n) ||
+                differs(pf, o->param, off, o->param3, n) ||
+                (o->master && differs(GP_FP32, o->master, off, o->master3, n)) ||
+                (o->comp && differs(pf, o->comp, off, o->comp3, n));
+        cnt->models_checked |= 1u << k;
+        cnt->models_differ |= (uint32_t)d << k;
+    }
+    return 0;
+}
+
 int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backend *b, const gp_backend *cmp,
                    gp_optim_state *o, size_t t, uint64_t i0, size_t n, size_t off, gp_format gf,
                    const void *grad, const double *gfull, gp_optim_counts *cnt, gp_error *err)
@@ -217,9 +311,12 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
     a.v = (char *)o->v + off * sb;
     a.master = o->master ? o->master + off : NULL;
     a.comp = o->comp ? (char *)o->comp + off * pb : NULL;
+    a.evaluation = (int32_t)o->cfg.eval;
     int rc = b->ops->adamw(&a);
     if (rc != 0)
         return fail(b, rc, err);
+    if (o->param3 && check_models(o, &a, off, n, cnt) != 0)
+        return gp_error_set(err, "adamw: gradprec's CPU model failed");
 
     uint8_t *diff = o->written, *mv_changed = o->mv_written;
     memset(diff, 0, n);

@@ -81,6 +81,10 @@ typedef struct {
     uint64_t state_underflow;/* ... stored as 0 */
     uint64_t skip_writes;    /* elements written during a skipped step (a backend bug) */
     uint64_t mismatches;     /* elements where the compared backend differed */
+    /* Which of gradprec's AdamW models (gp_optim_model_name) a subject that is not
+     * gradprec's own backend was checked against, and which it differed from in some
+     * output bit; combined over chunks with |, never weighted. */
+    uint32_t models_checked, models_differ;
 } gp_optim_counts;
 
 /* Sums of squares at the end of the run (add them over chunks and tensors). */
@@ -100,6 +104,8 @@ typedef struct {
     /* scratch for one chunk: old values, the compared backend's copies */
     void *old_param, *old_comp, *old_m, *old_v, *param2, *comp2, *m2, *v2;
     uint32_t *old_master, *master2;
+    void *param3, *comp3, *m3, *v3; /* a model's step (GP_OPTIM_WITH_MODELS) */
+    uint32_t *master3;
     uint8_t *written, *mv_written; /* per element of the chunk: weight state / m, v changed */
 } gp_optim_state;
 
@@ -112,9 +118,25 @@ void gp_optim_scratch_borrow(gp_optim_state *view, const gp_optim_state *o, cons
 /* The AdamW configuration of scenario sc (variant, formats, rounding). */
 gp_adamw_config gp_optim_config(const gp_scenario *sc);
 
-/* Allocate state for cap elements (compared-backend scratch when with_cmp). Returns 0,
+/* gp_optim_state_alloc's scratch flags. */
+enum { GP_OPTIM_WITH_CMP = 1,    /* a compared backend (--compare) */
+       GP_OPTIM_WITH_MODELS = 2 }; /* the backend is a subject, not gradprec's own (cpu,
+                                    * cuda): each step is also run through every AdamW
+                                    * model of gp_optim_model_name and compared bit for bit */
+
+/* Allocate state for cap elements (scratch as `with` says: GP_OPTIM_WITH_*). Returns 0,
  * or -1 with err set (out of memory); free with gp_optim_state_free either way. */
-int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with_cmp, gp_error *err);
+int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with, gp_error *err);
+
+/* The AdamW models a subject's steps are compared with, by bit index k <
+ * gp_optim_model_count: gradprec's CPU emulation of the scenario's variant in operation
+ * order torch_cuda, torch_cpu, unfused (k = 0..2; not for a fused scenario), the one-store
+ * variant in each (3..5; plain bf16/fp16 params only), torch's fused CPU kernel (6; plain
+ * or fused, state in the param's dtype, RNE). gp_optim_model_name gives the name
+ * ("torch_cpu", "one_store/torch_cuda", "torch_fused_cpu", ...; static), NULL for a k out
+ * of range or a model that does not apply to cfg. */
+int gp_optim_model_count(const gp_adamw_config *cfg);
+const char *gp_optim_model_name(const gp_adamw_config *cfg, int k);
 
 /* Bytes gp_optim_state_alloc holds per element of capacity for scenario sc (beyond its
  * one-chunk scratch): what a multi-step run keeps for every element. */

@@ -996,6 +996,8 @@ static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
     a->state_underflow += b->state_underflow;
     a->skip_writes += b->skip_writes;
     a->mismatches += b->mismatches;
+    a->models_checked |= b->models_checked;
+    a->models_differ |= b->models_differ;
 }
 
 static void stats_add(gp_stats *a, const gp_stats *b);
@@ -1896,6 +1898,13 @@ uint64_t gp_run_work(const gp_scenario *sc)
     return per_step > UINT64_MAX / steps ? UINT64_MAX : per_step * steps;
 }
 
+/* The optimizer state's scratch (gp_optim_state_alloc): a compared backend's copies with
+ * --compare, the model check's when the backend is a subject (not gradprec's cpu, cuda). */
+static int optim_with(const sim *S)
+{
+    return (S->cmp ? GP_OPTIM_WITH_CMP : 0) | (S->b->builtin ? 0 : GP_OPTIM_WITH_MODELS);
+}
+
 static int alloc_tensors(sim *S, gp_error *err)
 {
     const gp_scenario *sc = S->sc;
@@ -1911,7 +1920,7 @@ static int alloc_tensors(sim *S, gp_error *err)
                 !(ts->gfull = malloc(cap * sizeof(double))))
                 return gp_error_set(err, "out of memory (%zu elements)", cap);
         }
-        if (S->persist && gp_optim_state_alloc(&ts->opt, sc, (size_t)size, S->cmp != NULL, err) != 0)
+        if (S->persist && gp_optim_state_alloc(&ts->opt, sc, (size_t)size, optim_with(S), err) != 0)
             return -1;
     }
     return 0;
@@ -1962,7 +1971,7 @@ static int alloc_lanes(sim *S, int counters, gp_error *err)
             return gp_error_set(err, "out of memory");
         if (gp_scenario_distributed(sc) && !(L->D = dist_alloc(sc)))
             return gp_error_set(err, "out of memory");
-        if (gp_optim_state_alloc(&L->opt, sc, cap, S->cmp != NULL, err) != 0)
+        if (gp_optim_state_alloc(&L->opt, sc, cap, optim_with(S), err) != 0)
             return -1;
     }
     for (size_t u = 0; u < S->nunits; u++) {

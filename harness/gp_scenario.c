@@ -115,6 +115,7 @@ void gp_scenario_init(gp_scenario *s)
     s->optimizer.kahan = 0;
     s->optimizer.stochastic = 0;
     s->optimizer.fused = 0;
+    s->optimizer.evaluation = 0; /* GP_ADAMW_TORCH_CUDA */
     s->schedule.kind = GP_SCHED_CONSTANT;
     s->schedule.warmup = 0;
     s->schedule.total = 1;
@@ -157,6 +158,7 @@ static const char *const ls_names[] = {"none", "static", "dynamic"};
 static const char *const master_names[] = {"none", "fp32"};
 static const char *const fused_names[] = {"none", "torch_cpu"};
 static const char *const opt_names[] = {"adamw"};
+static const char *const eval_names[] = {"torch_cuda", "torch_cpu", "unfused"}; /* gp_adamw_eval order */
 static const char *const sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 static const char *const coll_names[] = {"ring", "tree", "reduce_scatter"};
 static const char *const avg_names[] = {"pre", "post", "op"};
@@ -212,6 +214,11 @@ long gp_scenario_tokens(const gp_scenario *s, int r, int k)
 {
     return s->distributed.tokens ? s->distributed.tokens[(size_t)r * (size_t)s->batch.microbatches + (size_t)k]
                                  : s->batch.tokens[k];
+}
+
+const char *gp_adamw_eval_name(int evaluation)
+{
+    return name_at(eval_names, COUNT(eval_names), evaluation);
 }
 
 static const char *enum_name(const char *const *names, int count, int v)
@@ -1078,9 +1085,9 @@ static int parse_clip(const loader *L, yaml_node_t *n, gp_scenario *s)
     return 0;
 }
 
-enum { OP_NAME, OP_LR, OP_BETAS, OP_EPS, OP_WD, OP_PARAM, OP_MASTER, OP_STATE, OP_KAHAN, OP_SR, OP_FUSED, OP_N };
+enum { OP_NAME, OP_LR, OP_BETAS, OP_EPS, OP_WD, OP_PARAM, OP_MASTER, OP_STATE, OP_KAHAN, OP_SR, OP_FUSED, OP_EVAL, OP_N };
 static const char *const opt_keys[OP_N] = {"name", "lr", "betas", "eps", "weight_decay", "param",
-                                           "master", "state", "kahan", "stochastic", "fused"};
+                                           "master", "state", "kahan", "stochastic", "fused", "evaluation"};
 
 static int parse_optimizer(const loader *L, yaml_node_t *n, gp_scenario *s)
 {
@@ -1119,6 +1126,9 @@ static int parse_optimizer(const loader *L, yaml_node_t *n, gp_scenario *s)
         return -1;
     if (v[OP_FUSED] &&
         get_enum(L, v[OP_FUSED], "optimizer.fused", fused_names, COUNT(fused_names), &s->optimizer.fused))
+        return -1;
+    if (v[OP_EVAL] && get_enum(L, v[OP_EVAL], "optimizer.evaluation", eval_names, COUNT(eval_names),
+                               &s->optimizer.evaluation))
         return -1;
     /* what the AdamW kernels implement (kernels/arith/gp_adamw.h) */
     if (v[OP_PARAM] && s->optimizer.param != GP_FP32 && s->optimizer.param != GP_BF16 && s->optimizer.param != GP_FP16)
@@ -2204,6 +2214,8 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
         gp_format_name(s->optimizer.param), master_names[s->optimizer.master != 0],
         gp_format_name(s->optimizer.state), bool_name(s->optimizer.kahan),
         bool_name(s->optimizer.stochastic), fused_names[s->optimizer.fused != 0]);
+    if (s->optimizer.evaluation != 0)
+        gp_buf_printf(&b, "  evaluation: %s\n", gp_adamw_eval_name(s->optimizer.evaluation));
     gp_buf_printf(&b, "schedule:\n  name: %s\n  warmup: %d\n  total: %d\n",
         enum_name(sched_names, COUNT(sched_names), (int)s->schedule.kind), s->schedule.warmup,
         s->schedule.total);

@@ -145,6 +145,7 @@ typedef struct {
         int stochastic;           /* stochastic rounding of the stored param, default false */
         int fused;                /* 0 none (default); 1 torch_cpu: torch.optim.AdamW(fused=True)'s
                                      CPU kernel (GP_ADAMW_TORCH_FUSED_CPU), state = param */
+        int evaluation;           /* operation order, a gp_adamw_eval: default torch_cuda */
     } optimizer;
 
     struct {
@@ -219,6 +220,8 @@ gp_format gp_scenario_reduce_dtype(const gp_scenario *s);
 
 /* Token count of micro-batch k on rank r (batch.tokens when no per-rank counts are given). */
 long gp_scenario_tokens(const gp_scenario *s, int r, int k);
+
+const char *gp_adamw_eval_name(int evaluation); /* "torch_cuda", "torch_cpu", "unfused" */
 
 /* Fill s with every default (one tensor named "grad" of 1024 elements, no tokens
  * allocated until needed). s owns nothing yet; gp_scenario_free is still safe. */

@@ -101,7 +101,17 @@ typedef struct {
     void *master;            /* n fp32 master weights (MASTER only), updated; else NULL */
     void *comp;              /* n compensation terms (KAHAN only), updated; else NULL */
     void *m, *v;             /* n first and second moments, updated */
+    /* Appended after version 3 (read it only when struct_size covers it; absent: 0):
+     * the operation order the scenario asks for (optimizer.evaluation), the values of
+     * kernels/arith/gp_adamw.h's gp_adamw_eval. A subject with its own order may ignore
+     * it: gradprec judges what it wrote, and names the model it matched, if any. */
+    int32_t evaluation;      /* GP_PLUGIN_EVAL_* */
 } gp_plugin_adamw_args;
+
+/* AdamW operation orders (same values as gp_adamw_eval). */
+enum { GP_PLUGIN_EVAL_TORCH_CUDA = 0, /* torch's CUDA kernels (gradprec's default) */
+       GP_PLUGIN_EVAL_TORCH_CPU = 1,  /* torch's CPU kernels: single-tensor and foreach */
+       GP_PLUGIN_EVAL_UNFUSED = 2 };  /* every operation rounded */
 
 /* Global-norm clipping, first half: the sum of the squares of n gradients (format
  * `format`, widened exactly to fp32, each square rounded to fp32) over gradprec's fixed

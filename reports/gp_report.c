@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../base/gp_buf.h"
+#include "../harness/gp_optim.h"
 #include "../kernels/gp_names.h"
 
 
@@ -40,9 +41,35 @@ static void note(gp_notes *o, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The AdamW models a subject's steps equalled bit for bit (matched != 0) or not, as
+ * "a, b" ("" when none). */
+static void model_list(const gp_scenario *sc, const gp_result *r, int matched, char *buf, size_t n)
+{
+    gp_adamw_config cfg = gp_optim_config(sc);
+    const gp_optim_counts *c = &r->st.opt;
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int m = 0; m < gp_optim_model_count(&cfg); m++)
+        if ((c->models_checked >> m & 1) && (int)(c->models_differ >> m & 1) != matched && k < n)
+            k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", gp_optim_model_name(&cfg, m));
+}
+
 void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
 {
     o->n = 0;
+    if (r->st.opt.models_checked) {
+        char names[200];
+        model_list(sc, r, 1, names, sizeof names);
+        if (names[0])
+            note(o, "the backend's AdamW steps equal gradprec's model(s) %s bit for bit (optimizer.evaluation "
+                 "of the scenario: %s)", names, gp_adamw_eval_name(sc->optimizer.evaluation));
+        else
+        {
+            model_list(sc, r, 0, names, sizeof names);
+            note(o, "the backend's AdamW steps match none of gradprec's models bit for bit (%s): judged against the "
+                 "exact reference only", names);
+        }
+    }
     uint64_t ns = 0, ms = 0;
     size_t nsampled = 0;
     for (size_t t = 0; t < r->ntensors; t++) {
@@ -269,7 +296,11 @@ static json_t *config_json(const gp_scenario *sc)
     json_object_set_new(op, "state", json_string(gp_format_name(sc->optimizer.state)));
     json_object_set_new(op, "kahan", json_boolean(sc->optimizer.kahan));
     json_object_set_new(op, "stochastic", json_boolean(sc->optimizer.stochastic));
+<<<<<<< HEAD
     json_object_set_new(op, "fused", sc->optimizer.fused ? json_string("torch_cpu") : json_null());
+=======
+    json_object_set_new(op, "evaluation", json_string(gp_adamw_eval_name(sc->optimizer.evaluation)));
+>>>>>>> 6c8f72d (optimizer.evaluation (torch_cuda | torch_cpu | unfused) chooses the CPU/CUDA emulation's AdamW operation order (ABI: adamw args gain 'evaluation'); a subject backend's AdamW steps are compared with each of gradprec's models and report.json names the ones matched bit for bit (adamw_models, a note))
     json_object_set_new(o, "optimizer", op);
     json_object_set_new(o, "schedule", json_string(gp_schedule_name(sc->schedule.kind)));
     json_object_set_new(o, "steps", json_integer(sc->steps));
@@ -501,6 +532,18 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         json_object_set_new(o, "loss_scale_by_step", scale);
         json_object_set_new(o, "lr_by_step", lr);
         json_object_set_new(o, "skipped_by_step", skipped);
+    }
+    if (r->st.opt.models_checked) { /* a subject: which of gradprec's AdamW models it equalled */
+        gp_adamw_config cfg = gp_optim_config(sc);
+        json_t *matched = json_array(), *differ = json_array();
+        for (int m = 0; m < gp_optim_model_count(&cfg); m++)
+            if (r->st.opt.models_checked >> m & 1)
+                json_array_append_new(r->st.opt.models_differ >> m & 1 ? differ : matched,
+                                      json_string(gp_optim_model_name(&cfg, m)));
+        json_t *am = json_object();
+        json_object_set_new(am, "matched", matched);
+        json_object_set_new(am, "differ", differ);
+        json_object_set_new(o, "adamw_models", am);
     }
     json_t *notes = json_array();
     gp_notes nt;

@@ -3,6 +3,8 @@
  * (CUDA, plugins) is compared with bit for bit. */
 #include "gp_cpu_backend.h"
 
+#include <stddef.h>
+
 #include "../arith/gp_accum.h"
 #include "../arith/gp_adamw.h"
 #include "../arith/gp_clip.h"
@@ -90,6 +92,10 @@ static int cpu_adamw(const gp_plugin_adamw_args *a)
                            (gp_adamw_variant)a->variant,
                            a->rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE, GP_ADAMW_TORCH_CUDA, 0};
     uint64_t tail = gp_adamw_fused_tail(cfg.param, a->n); /* this call is torch's tensor */
+    /* the operation order, in callers that know the field (older ones: torch's CUDA order) */
+    if (a->struct_size >= offsetof(gp_plugin_adamw_args, evaluation) + sizeof a->evaluation &&
+        a->evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a->evaluation <= GP_PLUGIN_EVAL_UNFUSED)
+        cfg.eval = (gp_adamw_eval)a->evaluation;
     gp_adamw_scalars s = gp_adamw_scalars_make(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, (long)a->step);
     gp_format gf = (gp_format)a->grad_format, pf = cfg.param, sf = cfg.state;
     for (uint64_t i = 0; i < a->n; i++) {

@@ -190,7 +190,9 @@ __global__ void gp_unscale_kernel(gp_plugin_unscale_args a)
 __global__ void gp_adamw_kernel(gp_plugin_adamw_args a, gp_adamw_scalars s)
 {
     gp_adamw_config cfg = {(gp_format)a.param_format, (gp_format)a.state_format, (gp_adamw_variant)a.variant,
-                           a.rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE, GP_ADAMW_TORCH_CUDA, 0};
+                           a.rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE,
+                           a.evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a.evaluation <= GP_PLUGIN_EVAL_UNFUSED
+                               ? (gp_adamw_eval)a.evaluation : GP_ADAMW_TORCH_CUDA, 0};
     if (*a.found_inf)
         return;
     uint64_t tail = gp_adamw_fused_tail(cfg.param, a.n); /* GP_ADAMW_TORCH_FUSED_CPU's remainder */
