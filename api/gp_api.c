@@ -10,6 +10,7 @@
 
 #include "../harness/gp_backend.h"
 #include "../harness/gp_generate.h"
+#include "../harness/gp_plugin_worker.h"
 #include "../harness/gp_run_all.h"
 #include "../harness/gp_sample.h"
 #include "../harness/gp_scenario.h"
@@ -134,6 +135,13 @@ static gp_run_report run_report(const gradprec_result *r, const gp_scenario **pt
         ptrs[i] = &r->set->sc[i];
     gp_run_report rep = {ptrs, r->res, r->n, r->backend, r->compare[0] ? r->compare : NULL, NULL};
     return rep;
+}
+
+int gradprec_serve(int fd, const struct gp_plugin *table, const char *refusal, char *fault, size_t faultlen)
+{
+    if (gp_worker_serve(fd, table, refusal, fault, faultlen) == 0)
+        return GRADPREC_OK;
+    return table ? GRADPREC_INTERNAL : GRADPREC_BAD_INPUT;
 }
 
 int gradprec_run(const gradprec_set *s, const char *backend, const struct gp_plugin *table, const char *compare,

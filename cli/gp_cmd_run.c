@@ -25,7 +25,7 @@ static const char run_usage[] =
     "references; writes DIR/report.json, report.md, report.xml, report.html and timing.json\n"
     "(DIR default ./gradprec-out) as one set: DIR holds the old set or the new, never a mix;\n"
     "DIR must be new, empty, or hold only such a set.\n"
-    "  --backend B   cpu (default), cuda, auto, or plugin:PATH.so\n"
+    "  --backend B   cpu (default), cuda, auto, plugin:PATH.so, or python:MODULE:NAME\n"
     "  --compare B   also run backend B on identical inputs and compare bit for bit\n"
     "  --seed N      override every scenario's seed (decimal, 0..18446744073709551615)\n"
     "  --seeds N     run each scenario with N seeds (seed, seed+1, ...): metrics are the\n"

@@ -101,6 +101,25 @@ static int open_plugin(const char *path, gp_backend *b, gp_error *err)
     return 0;
 }
 
+/* A Python backend object, served by a worker process running the interpreter
+ * (gp_plugin_worker.h): spec is "python:MODULE:NAME". */
+static int open_python(const char *spec, gp_backend *b, gp_error *err)
+{
+    const char *mod = spec + 7, *colon = strrchr(mod, ':');
+    if (!colon || colon == mod || !colon[1])
+        return gp_error_set(err, "backend %s: expected python:MODULE:NAME (e.g. python:gradprec.torch:AdamW)", spec);
+    gp_worker *w = NULL;
+    const gp_plugin *ops = NULL;
+    char name[128];
+    int rc = gp_worker_open(spec, &w, &ops, name, sizeof name, err);
+    if (rc != 0)
+        return rc;
+    b->ops = ops;
+    b->worker = w;
+    snprintf(b->label, sizeof b->label, "%s (%s)", spec, name);
+    return 0;
+}
+
 const char *gp_backend_fault(const gp_backend *b)
 {
     return b ? gp_worker_fault(b->worker) : NULL;
@@ -126,7 +145,9 @@ int gp_backend_open(const char *spec, gp_backend *b, gp_error *err)
     }
     if (strncmp(spec, "plugin:", 7) == 0 && spec[7])
         return open_plugin(spec + 7, b, err);
-    return gp_error_set(err, "unknown backend '%s' (cpu, cuda, auto, plugin:PATH)", spec);
+    if (strncmp(spec, "python:", 7) == 0)
+        return open_python(spec, b, err);
+    return gp_error_set(err, "unknown backend '%s' (cpu, cuda, auto, plugin:PATH, python:MODULE:NAME)", spec);
 }
 
 void gp_backend_close(gp_backend *b)

@@ -1,6 +1,7 @@
 /* gp_backend.h — choosing and opening the backend under test: "cpu" (the CPU
  * emulation), "cuda" (needs a CUDA build and a device), "auto" (cuda when usable,
- * else cpu) or "plugin:PATH" (a user's shared library exporting gp_plugin_entry). */
+ * else cpu), "plugin:PATH" (a user's shared library exporting gp_plugin_entry) or
+ * "python:MODULE:NAME" (a Python backend object, served by a worker process). */
 #ifndef GP_BACKEND_H
 #define GP_BACKEND_H
 

@@ -144,6 +144,11 @@ void gp_mismatch_note(gp_mismatch *first, const char *entry, const char *output,
 
 static int fail(const gp_backend *b, int rc, gp_error *err)
 {
+    const char *fault = gp_backend_fault(b);
+    if (fault) { /* its worker crashed, exited, hung, or a Python backend raised: -3 */
+        gp_error_set(err, "%s", fault);
+        return -3;
+    }
     gp_error_set(err, rc == 1 ? "backend %s: adamw: this configuration is not supported by the backend"
                               : "backend %s: adamw failed (returned %d)", b->label, rc);
     return rc == 1 ? -2 : -1;

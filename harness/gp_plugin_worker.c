@@ -11,6 +11,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -200,12 +201,20 @@ static int serve_call(const gp_plugin *p, int fn, void *args, uint32_t count)
     }
 }
 
-static void worker_main(int fd, const char *path)
+/* The answer code of a call whose function failed and left a message in the serving
+ * process's fault buffer (gp_worker_serve): the message follows, 512 bytes. */
+#define RAISED_RC ((int32_t)0x7fff0bad)
+#define RAISED_LEN 512
+
+int gp_worker_serve(int fd, const gp_plugin *p, const char *refusal, char *fault, size_t faultlen)
 {
     hello h;
     gp_plugin table;
     memset(&h, 0, sizeof h);
-    const gp_plugin *p = load(path, &table, h.why, sizeof h.why);
+    if (p && !(p = gp_plugin_table_adopt(p, &table, h.why, sizeof h.why)))
+        p = NULL;
+    else if (!p)
+        snprintf(h.why, sizeof h.why, "%s", refusal ? refusal : "no table");
     if (p) {
         h.ok = 1;
         h.abi = table.abi_version;
@@ -217,19 +226,25 @@ static void worker_main(int fd, const char *path)
             h.has[k] = fns[k] != NULL;
     }
     if (io(fd, &h, sizeof h, 1, 0) != 0 || !p)
-        _exit(0);
+        return -1;
     char *buf = NULL;
     size_t cap = 0;
+    int ret = -1;
     array_ref *r = malloc(MAX_ARRAYS * sizeof *r);
     for (;;) {
-        request q;
-        if (!r || io(fd, &q, sizeof q, 0, 0) != 0 || q.fn >= FN_N || !h.has[q.fn] || q.count < 1 ||
-            q.count > GP_PLUGIN_MANY_MAX || (q.fn != FN_MANY && q.count != 1))
-            _exit(0);
-        size_t as = args_size((int)q.fn) * q.count, need = as;
         _Alignas(16) char args[GP_PLUGIN_MANY_MAX * sizeof(gp_plugin_accumulate_args)];
+        request q;
+        int e = r ? io(fd, &q, sizeof q, 0, 0) : -1;
+        if (e != 0) {
+            ret = 0; /* the parent closed the connection: done */
+            break;
+        }
+        if (q.fn >= FN_N || !h.has[q.fn] || q.count < 1 || q.count > GP_PLUGIN_MANY_MAX ||
+            (q.fn != FN_MANY && q.count != 1))
+            break;
+        size_t as = args_size((int)q.fn) * q.count, need = as;
         if (io(fd, args, as, 0, 0) != 0)
-            _exit(0);
+            break;
         size_t nr = describe((int)q.fn, args, q.count, r);
         for (size_t k = 0; k < nr; k++)
             if (*r[k].slot)
@@ -238,24 +253,76 @@ static void worker_main(int fd, const char *path)
             free(buf);
             cap = need + need / 2;
             if (!(buf = aligned_alloc(64, (cap + 63) / 64 * 64)))
-                _exit(0);
+                break;
         }
-        size_t off = 0;
-        for (size_t k = 0; k < nr; k++) {
+        size_t off = 0, k;
+        for (k = 0; k < nr; k++) {
             if (!*r[k].slot)
                 continue;
             *r[k].slot = buf + off;
             if (io(fd, buf + off, r[k].bytes, 0, 0) != 0)
-                _exit(0);
+                break;
             off += (r[k].bytes + 63) / 64 * 64;
         }
+        if (k < nr)
+            break;
+        if (fault && faultlen)
+            fault[0] = '\0';
         int32_t rc = serve_call(p, (int)q.fn, args, q.count);
+        if (rc != 0 && rc != 1 && fault && faultlen && fault[0]) { /* a message instead of the arrays */
+            char msg[RAISED_LEN];
+            memset(msg, 0, sizeof msg);
+            snprintf(msg, sizeof msg, "%.*s", (int)(faultlen < RAISED_LEN ? faultlen : RAISED_LEN - 1), fault);
+            rc = RAISED_RC;
+            if (io(fd, &rc, sizeof rc, 1, 0) != 0 || io(fd, msg, sizeof msg, 1, 0) != 0)
+                break;
+            continue;
+        }
         if (io(fd, &rc, sizeof rc, 1, 0) != 0 || io(fd, args, as, 1, 0) != 0)
-            _exit(0);
-        for (size_t k = 0; k < nr; k++)
+            break;
+        for (k = 0; k < nr; k++)
             if (*r[k].slot && r[k].out && io(fd, *r[k].slot, r[k].bytes, 1, 0) != 0)
-                _exit(0);
+                break;
+        if (k < nr)
+            break;
     }
+    free(buf);
+    free(r);
+    return ret;
+}
+
+/* A plugin's worker: load it, serve it, end. */
+static void worker_main(int fd, const char *path)
+{
+    gp_plugin table;
+    char why[512] = "";
+    const gp_plugin *p = load(path, &table, why, sizeof why);
+    gp_worker_serve(fd, p, why, NULL, 0);
+    _exit(0);
+}
+
+/* A python: backend's worker: this process becomes the Python interpreter ($GP_PYTHON,
+ * else python3 on PATH) running gradprec._serve, which imports MODULE, makes NAME's
+ * backend object and serves it through gradprec_serve on the inherited socket fd. When
+ * the interpreter cannot be started, the refusal says so. */
+static void exec_python(int fd, const char *spec)
+{
+    const char *py = getenv("GP_PYTHON");
+    if (!py || !*py)
+        py = "python3";
+    char fdarg[24];
+    snprintf(fdarg, sizeof fdarg, "%d", fd);
+    int fl = fcntl(fd, F_GETFD);
+    if (fl >= 0)
+        fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
+    char *argv[] = {(char *)py, "-m", "gradprec._serve", (char *)spec, fdarg, NULL};
+    execvp(py, argv);
+    hello h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.why, sizeof h.why, "cannot run the Python interpreter '%s' ($GP_PYTHON, else python3): %s", py,
+             strerror(errno));
+    io(fd, &h, sizeof h, 1, 0);
+    _exit(0);
 }
 
 /* ---- the parent's side ---- */
@@ -274,6 +341,12 @@ struct gp_worker {
 static gp_worker *g_slot[SLOTS];
 static pthread_mutex_t g_slots_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* How messages name what a worker serves: "plugin PATH", or "backend python:M:N". */
+static const char *kind_of(const char *path)
+{
+    return strncmp(path, "python:", 7) == 0 ? "backend" : "plugin";
+}
+
 /* Wait up to `grace` seconds for the worker to end, then kill it; its wait status. */
 static pid_t reap(pid_t pid, double grace, int *st)
 {
@@ -290,8 +363,9 @@ static pid_t reap(pid_t pid, double grace, int *st)
     return r;
 }
 
-/* The worker is gone or stuck: reap it and say how, naming the entry point. */
-static void set_fault(gp_worker *w, const char *fn, int timed_out)
+/* The worker is gone or stuck: reap it and say how, naming the entry point. Returns the
+ * worker's exit status when it exited, else -1. */
+static int set_fault(gp_worker *w, const char *fn, int timed_out)
 {
     int st = 0;
     pid_t r = reap(w->pid, timed_out ? 0.0 : 2.0, &st);
@@ -306,7 +380,8 @@ static void set_fault(gp_worker *w, const char *fn, int timed_out)
         snprintf(how, sizeof how, "ended the process (exit status %d) instead of returning", WEXITSTATUS(st));
     else
         snprintf(how, sizeof how, "lost its worker process");
-    snprintf(w->fault, sizeof w->fault, "plugin %.200s: %.40s: %.200s", w->path, fn, how);
+    snprintf(w->fault, sizeof w->fault, "%s %.200s: %.40s: %.200s", kind_of(w->path), w->path, fn, how);
+    return !timed_out && r > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static double until_of_call(void)
@@ -343,6 +418,15 @@ static int call(gp_worker *w, int fn, void *args, uint32_t count)
         orig[k] = *r[k].slot;
     if (e == 0)
         e = io(w->fd, &rc, sizeof rc, 0, until);
+    if (e == 0 && rc == RAISED_RC) { /* the function failed and said why: that line is the fault */
+        char msg[RAISED_LEN];
+        if ((e = io(w->fd, msg, sizeof msg, 0, until)) == 0) {
+            msg[sizeof msg - 1] = '\0';
+            snprintf(w->fault, sizeof w->fault, "%s", msg);
+            pthread_mutex_unlock(&w->mu);
+            return GP_WORKER_FAULT;
+        }
+    }
     if (e == 0)
         e = io(w->fd, back, as, 0, until);
     for (size_t k = 0; k < nr && e == 0; k++)
@@ -387,7 +471,7 @@ int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char
     *wp = NULL;
     gp_worker *w = calloc(1, sizeof *w);
     if (!w)
-        return gp_error_set(err, "plugin %s: out of memory", path);
+        return gp_error_set(err, "%s %s: out of memory", kind_of(path), path);
     snprintf(w->path, sizeof w->path, "%s", path);
     w->slot = -1;
     w->fd = -1;
@@ -401,12 +485,12 @@ int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char
     pthread_mutex_unlock(&g_slots_mu);
     if (w->slot < 0) {
         free(w);
-        gp_error_set(err, "plugin %s: more than %d plugins open at once", path, SLOTS);
+        gp_error_set(err, "%s %s: more than %d plugins open at once", kind_of(path), path, SLOTS);
         return -3;
     }
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-        gp_error_set(err, "plugin %s: cannot start its worker process: %s", path, strerror(errno));
+        gp_error_set(err, "%s %s: cannot start its worker process: %s", kind_of(path), path, strerror(errno));
         gp_worker_close(w);
         return -3;
     }
@@ -420,13 +504,15 @@ int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char
         const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP};
         for (size_t k = 0; k < sizeof fatal / sizeof fatal[0]; k++)
             signal(fatal[k], SIG_DFL);
+        if (strncmp(path, "python:", 7) == 0)
+            exec_python(sv[1], path + 7);
         worker_main(sv[1], path);
         _exit(0);
     }
     close(sv[1]);
     w->fd = sv[0];
     if (pid < 0) {
-        gp_error_set(err, "plugin %s: cannot start its worker process: %s", path, strerror(errno));
+        gp_error_set(err, "%s %s: cannot start its worker process: %s", kind_of(path), path, strerror(errno));
         close(w->fd);
         w->fd = -1;
         gp_worker_close(w);
@@ -437,14 +523,21 @@ int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char
     double left = gp_deadline_left();
     int e = io(w->fd, &h, sizeof h, 0, mono() + (left < LOAD_TIMEOUT_S ? (left > 0 ? left : 0) : LOAD_TIMEOUT_S));
     if (e != 0) {
-        set_fault(w, GP_PLUGIN_ENTRY_SYMBOL, e == -2);
+        int exited = set_fault(w, GP_PLUGIN_ENTRY_SYMBOL, e == -2);
+        if (exited >= 0 && strncmp(path, "python:", 7) == 0) { /* the interpreter could not start serving */
+            gp_error_set(err, "backend %s: the Python interpreter ended (exit status %d) before serving it: can "
+                         "$GP_PYTHON (else python3) import gradprec? (PYTHONPATH=python, or pip install ./python)",
+                         path, exited);
+            gp_worker_close(w);
+            return -1;
+        }
         gp_error_set(err, "%s", w->fault);
         gp_worker_close(w);
         return -3;
     }
     if (!h.ok) {
         h.why[sizeof h.why - 1] = '\0';
-        gp_error_set(err, "plugin %s: %s", path, h.why);
+        gp_error_set(err, "%s %s: %s", kind_of(path), path, h.why);
         gp_worker_close(w);
         return -1;
     }

@@ -28,6 +28,20 @@ typedef struct gp_worker gp_worker;
 int gp_worker_open(const char *path, gp_worker **w, const gp_plugin **ops, char *name, size_t namelen,
                    gp_error *err);
 
+/* A path "python:MODULE:NAME" starts a Python backend instead: the worker process execs
+ * the interpreter ($GP_PYTHON, else python3 on PATH) with `-m gradprec._serve
+ * MODULE:NAME FD`, which serves the object's table over the inherited socket through
+ * gp_worker_serve (the public gradprec_serve). Everything else is as for a plugin. */
+
+/* Serve table p to the gradprec process at the other end of socket fd (the worker
+ * protocol), checking it first as gp_plugin_table_adopt does; with p NULL (or refused),
+ * tell the parent why (`refusal`) and return. fault (faultlen bytes, may be NULL): a
+ * buffer that p's functions may fill with one line before returning a failure (neither
+ * 0 nor 1); the parent then reports that line as the backend's fault (exit 3) instead
+ * of the code. Returns 0 when the parent closed the connection, -1 when the table was
+ * refused or the connection broke. Serves one call at a time. */
+int gp_worker_serve(int fd, const gp_plugin *p, const char *refusal, char *fault, size_t faultlen);
+
 /* How the worker failed ("plugin PATH: ENTRY: crashed (signal 11, Segmentation fault)"),
  * or NULL while it is healthy. */
 const char *gp_worker_fault(const gp_worker *w);

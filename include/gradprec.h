@@ -113,6 +113,18 @@ GRADPREC_API int gradprec_adamw_step(const char *variant, const char *param_form
                                      double weight_decay, int64_t step, uint64_t n, const void *grad, void *param,
                                      void *m, void *v, char *err, size_t errlen);
 
+/* Serve `table` to a gradprec process over the connected socket fd: the worker side of
+ * a `python:MODULE:NAME` backend (gradprec's run forks a worker that execs
+ * `$GP_PYTHON -m gradprec._serve MODULE:NAME FD`, docs/python.md). The table is checked
+ * as gradprec_run checks one; table NULL: the backend is refused and `refusal` (one
+ * line) is what gradprec prints. fault: faultlen bytes (may be NULL) that the table's
+ * functions may fill with one line before returning a failure (neither 0 nor 1):
+ * gradprec then reports that line (exit 3) instead of the code. Serves calls one at a
+ * time until gradprec closes the connection: returns GRADPREC_OK then, else
+ * GRADPREC_BAD_INPUT (refused) or GRADPREC_INTERNAL (the connection broke). */
+GRADPREC_API int gradprec_serve(int fd, const struct gp_plugin *table, const char *refusal, char *fault,
+                                size_t faultlen);
+
 /* ---- results ---- */
 
 /* Number of scenarios, and how many failed their thresholds. */

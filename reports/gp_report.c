@@ -63,8 +63,7 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         if (names[0])
             note(o, "the backend's AdamW steps equal gradprec's model(s) %s bit for bit (optimizer.evaluation "
                  "of the scenario: %s)", names, gp_adamw_eval_name(sc->optimizer.evaluation));
-        else
-        {
+        else {
             model_list(sc, r, 0, names, sizeof names);
             note(o, "the backend's AdamW steps match none of gradprec's models bit for bit (%s): judged against the "
                  "exact reference only", names);

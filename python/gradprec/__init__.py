@@ -170,15 +170,25 @@ def _report_entries(report):
 
 def run(scenario, backend="cpu", out_dir=None, seed=None, jobs=1, compare=None):
     """Run a scenario (a path, YAML text, or a dict with the keys of docs/scenarios.md;
-    a `sweep:` gives several scenarios) on `backend` ("cpu", "cuda", "auto" or
-    "plugin:PATH.so"), optionally compared bit for bit with a second backend `compare`.
+    a `sweep:` gives several scenarios) on `backend` ("cpu", "cuda", "auto",
+    "plugin:PATH.so", "python:MODULE:NAME", or a Python backend object: one with
+    accumulate/unscale/adamw methods, docs/python.md, run in this process), optionally
+    compared bit for bit with a second backend `compare` (a name).
     `seed` overrides the scenario's seed (as `gradprec run --seed`); `jobs` scenarios run
     in parallel (results do not depend on it). With out_dir, report.json, report.md,
     report.xml, report.html and timing.json are written there (as `gradprec run --out`).
 
     Returns a RunResult. Raises BadInputError (status 2: a bad scenario, replay dump or
-    backend; nothing written) or InternalError (status 3), carrying gradprec's line."""
+    backend, a configuration the backend refused; nothing written) or InternalError
+    (status 3; for a backend object whose method raised, the line names the entry and the
+    exception), carrying gradprec's line."""
     lib = _lib.lib()
+    table, pb = None, None
+    if backend is not None and not isinstance(backend, str):
+        from . import _plugin
+
+        pb = _plugin.PythonBackend(backend)
+        table, backend = ctypes.byref(pb.table), None
     err = ctypes.create_string_buffer(_ERRLEN)
     s = _load(lib, scenario, err)
     if not s:
@@ -194,7 +204,7 @@ def run(scenario, backend="cpu", out_dir=None, seed=None, jobs=1, compare=None):
         rc = lib.gradprec_run(
             s,
             backend.encode() if backend else None,
-            None,
+            table,
             compare.encode() if compare else None,
             jobs,
             ctypes.byref(res),
@@ -202,6 +212,10 @@ def run(scenario, backend="cpu", out_dir=None, seed=None, jobs=1, compare=None):
             _ERRLEN,
         )
         if rc != 0:
+            if pb is not None and pb.error is not None:
+                raise GradprecError(3, pb.error)
+            if pb is not None and rc == 2 and pb.refusal is not None:
+                raise GradprecError(2, "%s (%s)" % (_err(err), pb.refusal))
             raise GradprecError(rc, _err(err) or "gradprec_run failed (status %d)" % rc)
     finally:
         lib.gradprec_set_free(s)

@@ -65,6 +65,7 @@ def _declare(lib):
             [cp, cp, cp, cp, c.c_double, c.c_double, c.c_double, c.c_double, c.c_double, c.c_int64,
              c.c_uint64, vp, vp, vp, vp, cp, sz],
         ),
+        "gradprec_serve": (c.c_int, [c.c_int, vp, cp, cp, sz]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)

@@ -28,9 +28,22 @@ import warnings
 
 import torch as _torch
 
-from . import _yaml
+from .. import _yaml
 
-__all__ = ["capture", "Capture"]
+from .backends import (  # noqa: E402  (backends under test: docs/python.md)
+    AdamW,
+    AdamWCUDA,
+    AdamWForeach,
+    AdamWForeachCUDA,
+    AdamWFused,
+    AdamWFusedCUDA,
+    Backend,
+    OptimiAdamW,
+    TorchaoAdamW,
+)
+
+__all__ = ["capture", "Capture", "Backend", "AdamW", "AdamWForeach", "AdamWFused", "AdamWCUDA", "AdamWForeachCUDA",
+           "AdamWFusedCUDA", "OptimiAdamW", "TorchaoAdamW"]
 
 REDUCTIONS = ("token_mean", "mean", "mean_no_div", "sum")
 _FORMATS = {_torch.float32: "fp32", _torch.bfloat16: "bf16", _torch.float16: "fp16"}
