@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates the project-local virtual environment .venv/ (gitignored) for gradprec's Python
-# package and its tests: numpy, safetensors, torch (PyPI's default wheel), pytest, and
-# ./python itself. Idempotent: what is already installed is kept (torch is large), only
+# package and its tests: numpy, safetensors, torch (PyPI's default wheel), pytest, the
+# third-party optimizers tested as subjects (torch-optimi, torchao; installed without
+# their dependencies so that torch is never replaced), and ./python itself. Idempotent: what is already installed is kept (torch is large), only
 # ./python is reinstalled, offline. GP_VENV=DIR picks another folder, PYTHON=... the
 # interpreter (default: Debian's python3, whose venv module scripts/install-deps.sh installs).
 set -euo pipefail
@@ -29,6 +30,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   "$py" -m pip install --disable-pip-version-check -q "${missing[@]}"
 else
   echo "install-python: numpy, safetensors, torch, pytest present in $venv"
+fi
+
+# Optimizers under test (tests/python/test_backends.py): pure Python packages over torch.
+extra=()
+for pair in optimi:torch-optimi torchao:torchao; do
+  mod="${pair%%:*}"
+  if ! "$py" -c "import $mod" >/dev/null 2>&1; then extra+=("${pair##*:}"); fi
+done
+if [ ${#extra[@]} -gt 0 ]; then
+  echo "install-python: installing ${extra[*]} from PyPI (--no-deps: torch stays as it is)"
+  "$py" -m pip install --disable-pip-version-check -q --no-deps "${extra[@]}"
 fi
 
 # The package itself: no network, no build isolation (the venv's setuptools builds it).
