@@ -350,3 +350,18 @@ def test_optimi_and_torchao_as_subjects(capsys):
                                              sc.verdict))
     for label, sc in rows:
         assert sc.metrics["weight_rel_err"] == sc.metrics["weight_rel_err"], label  # not NaN
+
+
+def test_readme_optimizer_example(tmp_path):
+    # The README's "Test an optimizer" class, as printed, on the scenario file the README
+    # makes from a preset: it prints the verdict, pass (its arithmetic is torch's).
+    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    sec = text[text.index("## Test an optimizer"):]
+    sec = sec[:sec.index("\n## ", 1)]
+    block = re.findall(r"```python\n(.*?)```", sec, re.S)[0]
+    (tmp_path / "adamw.yaml").write_text(subprocess.run([CLI, "show", "adamw-large-decay"], capture_output=True,
+                                                        text=True, check=True).stdout)
+    (tmp_path / "example.py").write_text(block)
+    p = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, env=cli_env())
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "pass"
