@@ -295,11 +295,8 @@ static json_t *config_json(const gp_scenario *sc)
     json_object_set_new(op, "state", json_string(gp_format_name(sc->optimizer.state)));
     json_object_set_new(op, "kahan", json_boolean(sc->optimizer.kahan));
     json_object_set_new(op, "stochastic", json_boolean(sc->optimizer.stochastic));
-<<<<<<< HEAD
     json_object_set_new(op, "fused", sc->optimizer.fused ? json_string("torch_cpu") : json_null());
-=======
     json_object_set_new(op, "evaluation", json_string(gp_adamw_eval_name(sc->optimizer.evaluation)));
->>>>>>> 6c8f72d (optimizer.evaluation (torch_cuda | torch_cpu | unfused) chooses the CPU/CUDA emulation's AdamW operation order (ABI: adamw args gain 'evaluation'); a subject backend's AdamW steps are compared with each of gradprec's models and report.json names the ones matched bit for bit (adamw_models, a note))
     json_object_set_new(o, "optimizer", op);
     json_object_set_new(o, "schedule", json_string(gp_schedule_name(sc->schedule.kind)));
     json_object_set_new(o, "steps", json_integer(sc->steps));
