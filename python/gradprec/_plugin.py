@@ -18,7 +18,7 @@ import threading
 ABI_VERSION = 3
 FORMATS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")  # GP_PLUGIN_FP32 ... (values 0..4)
 ROUNDINGS = ("rne", "rtz", "stochastic", "kahan")
-VARIANTS = ("plain", "one_store", "master", "kahan")
+VARIANTS = ("plain", "one_store", "master", "kahan", "torch_fused_cpu")
 EVALUATIONS = ("torch_cuda", "torch_cpu", "unfused")
 _WIDTH = (4, 2, 2, 1, 1)
 
@@ -133,7 +133,8 @@ def _adamw_args(a):
     n = a.n
     ev = a.evaluation if a.struct_size >= ctypes.sizeof(AdamwArgs) else 0
     return _Args(a, param_format=FORMATS[a.param_format], state_format=FORMATS[a.state_format],
-                 grad_format=FORMATS[a.grad_format], variant=VARIANTS[a.variant],
+                 grad_format=FORMATS[a.grad_format],
+                 variant=VARIANTS[a.variant] if 0 <= a.variant < len(VARIANTS) else a.variant,
                  rounding=ROUNDINGS[a.rounding], lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps,
                  weight_decay=a.weight_decay, step=a.step, inv_scale=a.inv_scale,
                  found_inf=bool(a.found_inf[0]), seed=a.seed, stream=a.stream, first_index=a.first_index, n=n,

@@ -140,18 +140,30 @@ def test_torch_sqrt_is_the_only_difference_fp32():
 
 def test_fused_compare_names_matched_model(tmp_path):
     # torch's fused CPU AdamW on bf16 params keeps m, v and the denominator in fp32 within
-    # the step and stores the param once: none of gradprec's models (plain or one store,
-    # each operation order). --compare cpu reports the differing elements (the first one
-    # with both bit patterns) and the report says no model matched.
-    # TODO(issue 12 item 3): when the fused variant lands, it must be the one matched.
+    # the step and stores the param once: it differs from the scenario's plain variant.
+    # --compare cpu reports the differing elements (the first one with both bit patterns)
+    # and the report names the model it matched bit for bit: torch_fused_cpu.
     text = preset("bf16-weights-cosine-no-master", **BF16_PLAIN)
     p, sub = cli_run(tmp_path, text, "--backend", "python:gradprec.torch:AdamWFused", "--compare", "cpu")
     e = entry(sub)
-    assert p.returncode == 1, p.stderr
+    assert p.returncode == 1, p.stderr  # the compared backends differ: not as expected
     assert e["events"]["optimizer_mismatches"] > 0
     assert e["first_mismatch"]["entry_point"] == "adamw"
-    assert e["adamw_models"]["matched"] == []
-    assert any("match none of gradprec's models" in n for n in e["notes"])
+    assert e["adamw_models"]["matched"] == ["torch_fused_cpu"]
+    assert any("equal gradprec's model(s) torch_fused_cpu bit for bit" in n for n in e["notes"])
+
+
+@pytest.mark.parametrize("param", ["fp32", "bf16"])
+def test_fused_adapter_equals_fused_variant(param):
+    # the scenario asks for torch's fused kernel (optimizer.fused: torch_cpu): the fused
+    # adapter's report equals the CPU emulation's in every metric, no element differs.
+    over = dict(fused="torch_cpu", state=param, grad=param, accumulator=param)
+    text = preset("bf16-weights-cosine-no-master", param=param, **over)
+    sub = gradprec.run(text, backend=gt.AdamWFused(), compare="cpu")[0]
+    ref = gradprec.run(text, backend="cpu")[0]
+    assert sub.metrics == ref.metrics
+    assert sub.report["events"]["optimizer_mismatches"] == 0
+    assert sub.report["adamw_models"]["matched"] == ["torch_fused_cpu"]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch's CUDA AdamW not run")

@@ -72,7 +72,7 @@ def _plain_or_master(a, what):
         if a.state_format != "fp32":
             raise NotImplementedError("%s on an fp32 master keeps fp32 state (optimizer.state: fp32)" % what)
         return a.master, a.grad if a.grad_format == "fp32" else a.grad.float()
-    if a.variant != "plain":
+    if a.variant not in ("plain", "torch_fused_cpu"):  # the param updated in place
         raise NotImplementedError("%s has no %s variant" % (what, a.variant))
     if a.grad_format != a.param_format:
         raise NotImplementedError("%s needs .grad in the param's dtype (%s gradients for %s params)"
@@ -205,7 +205,7 @@ class TorchaoAdamW(Backend):
     def adamw(self, a):
         if a.found_inf:
             return
-        if a.inv_scale != 1.0 or a.variant != "plain" or a.grad_format != a.param_format:
+        if a.inv_scale != 1.0 or a.variant not in ("plain", "torch_fused_cpu") or a.grad_format != a.param_format:
             raise NotImplementedError("torchao's AdamW: plain variant, .grad in the param's dtype")
         if a.state_format != a.param_format:
             raise NotImplementedError("torchao keeps exp_avg and exp_avg_sq in the param's dtype: set "
