@@ -138,7 +138,7 @@ class Capture:
     def __enter__(self):
         if self._handles or self._spool is not None:
             raise RuntimeError("capture: already entered")
-        from . import sample_indices
+        from .. import sample_indices
 
         self._made_dir = not os.path.isdir(self.out_dir)
         os.makedirs(self.out_dir, exist_ok=True)
