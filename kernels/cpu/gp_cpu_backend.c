@@ -43,6 +43,22 @@ GP_CPU_CLONES static void accumulate_bf16_rne(uint16_t *acc, const float *g, uin
     }
 }
 
+/* bf16 grads: widened to fp32 by the bit move << 16, which is gp_fmt_to_f32_bits(GP_BF16, .)
+ * on every input, NaNs included. Into fp32 and into bf16, as the two loops above. */
+GP_CPU_CLONES static void accumulate_f32_rne_bf16g(float *acc, const uint16_t *g, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        acc[i] = acc[i] + gp_f32_from_bits((uint32_t)g[i] << 16);
+}
+
+GP_CPU_CLONES static void accumulate_bf16_rne_bf16g(uint16_t *acc, const uint16_t *g, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float s = gp_f32_from_bits((uint32_t)acc[i] << 16) + gp_f32_from_bits((uint32_t)g[i] << 16);
+        acc[i] = (uint16_t)gp_bf16_rne_from_f32_bits(gp_f32_bits(s));
+    }
+}
+
 static int cpu_accumulate(const gp_plugin_accumulate_args *a)
 {
     gp_format gf = (gp_format)a->grad_format, af = (gp_format)a->acc_format;
@@ -53,6 +69,14 @@ static int cpu_accumulate(const gp_plugin_accumulate_args *a)
     }
     if (af == GP_BF16 && gf == GP_FP32 && r == GP_ACC_RNE && !a->ftz) {
         accumulate_bf16_rne(a->acc, a->grad, a->n);
+        return 0;
+    }
+    if (af == GP_FP32 && gf == GP_BF16 && r == GP_ACC_RNE && !a->ftz) {
+        accumulate_f32_rne_bf16g(a->acc, a->grad, a->n);
+        return 0;
+    }
+    if (af == GP_BF16 && gf == GP_BF16 && r == GP_ACC_RNE && !a->ftz) {
+        accumulate_bf16_rne_bf16g(a->acc, a->grad, a->n);
         return 0;
     }
     for (uint64_t i = 0; i < a->n; i++) {
