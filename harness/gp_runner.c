@@ -117,16 +117,33 @@ static size_t width_bytes(gp_format f)
     return (size_t)gp_fmt_get(f).width / 8;
 }
 
-static double widen(gp_format f, uint32_t bits)
+static inline double widen(gp_format f, uint32_t bits)
 {
-    return gp_fmt_to_f64(f, bits);
+    return gp_fmt_to_f64_fast(f, bits);
+}
+
+/* The per-element loops below are written once as always-inline bodies taking the formats
+ * as arguments, and instantiated with constant formats for the common configurations
+ * (the format tests fold away) plus once with the run's formats for the rest: the same
+ * operations in the same order, so the same results. */
+#define GP_HOT static inline __attribute__((always_inline))
+
+/* The binary exponent e of finite non-zero x with |x| in [2^(e-1), 2^e): frexp's, read
+ * from the bits for normal x. */
+static inline int exp_of(double x)
+{
+    int e = (int)(gp_f64_bits(x) >> 52 & 0x7ff);
+    if (e == 0)
+        frexp(x, &e);
+    else
+        e -= 1022;
+    return e;
 }
 
 /* Which mechanism a rounding of the exact value `exact` to `bits` in format f falls
  * under, and whether it was a loss at all. */
-static gp_mechanism classify(gp_format f, double exact, uint32_t bits, unsigned ev)
+static inline gp_mechanism classify_v(gp_format f, double exact, uint32_t bits, double v, unsigned ev)
 {
-    double v = widen(f, bits);
     if (isinf(v) && isfinite(exact))
         return GP_MECH_OVERFLOW;
     if (v != v || isinf(exact) || exact != exact)
@@ -138,6 +155,11 @@ static gp_mechanism classify(gp_format f, double exact, uint32_t bits, unsigned 
     return GP_MECH_ROUNDING;
 }
 
+static gp_mechanism classify(gp_format f, double exact, uint32_t bits, unsigned ev)
+{
+    return classify_v(f, exact, bits, widen(f, bits), ev);
+}
+
 static void note_error(chunk *c, size_t i, gp_mechanism m, double delta)
 {
     c->err[m][i] += delta * c->errw;
@@ -145,42 +167,63 @@ static void note_error(chunk *c, size_t i, gp_mechanism m, double delta)
 
 /* The stored gradients of one micro-batch: round xs to the grad dtype (RNE, as the
  * backward writes it) with events, and count what happened. */
-static void store_grads(chunk *c)
+GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
 {
     int ftz = c->sc->precision.ftz;
+    gp_stats *st = c->st;
+    double ss_x = st->ss_x, scale = c->s, errw = c->errw;
+    uint64_t rounded_nonzero = st->rounded_nonzero, stored_nonzero = st->stored_nonzero;
+    uint64_t subnormal = st->subnormal, underflow = st->underflow, overflow = st->overflow;
+    uint64_t *hist = c->hist;
+    const uint32_t magmask = (1u << (gp_fmt_get(gf).width - 1)) - 1u, minnormal = 1u << (gp_fmt_get(gf).p - 1);
     for (size_t i = 0; i < c->n; i++) {
         unsigned ev = 0;
-        uint32_t g = gp_fmt_from_f64(c->gf, c->xs[i], GP_RNE, 0, ftz, &ev);
-        double x = c->xs[i] / c->s, xw = x * c->errw; /* its share of the final gradient */
+        double xs = c->xs[i];
+        uint32_t g = gp_fmt_from_f64_rne(gf, gp_f64_bits(xs), ftz, &ev);
+        double x = xs / scale, xw = x * errw; /* its share of the final gradient */
         c->partial[i] += xw;
-        if (isfinite(x))
-            c->st->ss_x += xw * xw;
-        if (x != 0 && isfinite(x)) {
-            int e;
-            frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
-            int b = e - 1 - GP_HIST_MIN_EXP;
-            c->hist[b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b]++;
+        if (isfinite(x)) {
+            ss_x += xw * xw;
+            if (x != 0) {
+                int b = exp_of(x) - 1 - GP_HIST_MIN_EXP; /* |x| in [2^(e-1), 2^e) */
+                hist[b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b]++;
+            }
         }
-        gp_pack_set(c->gf, c->grad, i, g);
-        double v = widen(c->gf, g);
-        if (c->xs[i] != 0) {
-            c->st->rounded_nonzero++;
+        gp_pack_set(gf, c->grad, i, g);
+        double v = widen(gf, g);
+        if (xs != 0) {
+            rounded_nonzero++;
             CNT_EL(c, CNT_RND, i);
         }
         if (v != 0) {
-            c->st->stored_nonzero++;
-            uint32_t mag = g & ((1u << (gp_fmt_get(c->gf).width - 1)) - 1u);
-            if (mag < (1u << (gp_fmt_get(c->gf).p - 1)))
-                c->st->subnormal++;
+            stored_nonzero++;
+            if ((g & magmask) < minnormal)
+                subnormal++;
         }
-        gp_mechanism m = classify(c->gf, c->xs[i], g, ev);
+        gp_mechanism m = classify_v(gf, xs, g, v, ev);
         if (m == GP_MECH_UNDERFLOW) {
-            c->st->underflow++;
+            underflow++;
             CNT_EL(c, CNT_UND, i);
         }
         if (m == GP_MECH_OVERFLOW)
-            c->st->overflow++;
-        note_error(c, i, m, (v - c->xs[i]) / c->s);
+            overflow++;
+        note_error(c, i, m, (v - xs) / scale);
+    }
+    st->ss_x = ss_x;
+    st->rounded_nonzero = rounded_nonzero;
+    st->stored_nonzero = stored_nonzero;
+    st->subnormal = subnormal;
+    st->underflow = underflow;
+    st->overflow = overflow;
+}
+
+__attribute__((flatten, noinline)) static void store_grads(chunk *c)
+{
+    switch (c->gf) {
+    case GP_BF16: store_grads_fmt(c, GP_BF16); break;
+    case GP_FP16: store_grads_fmt(c, GP_FP16); break;
+    case GP_FP32: store_grads_fmt(c, GP_FP32); break;
+    default: store_grads_fmt(c, c->gf); break;
     }
 }
 
@@ -294,22 +337,20 @@ static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, doub
     c->sr_prev[i] = u;
 }
 
-/* After: count disagreements with the compared backend, attribute every element's
- * rounding to its mechanism, add this micro-batch's trajectory sums. */
-static void accumulate_after(chunk *c, int k)
+/* The attribution loop of accumulate_after for accumulator format af and grad format gf
+ * (see store_grads_fmt for the instances): every element's rounding to its mechanism, and
+ * this micro-batch's trajectory sums. */
+GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
 {
-    if (c->cmp)
-        for (size_t i = 0; i < c->n; i++) {
-            int bad_acc = diverged(c, "accumulate", "acc", k, i, c->acc, c->acc2);
-            int bad_comp = c->comp && diverged(c, "accumulate", "comp", k, i, c->comp, c->comp2);
-            c->st->mismatches += (uint64_t)(bad_acc | bad_comp);
-        }
     int sr = c->sc->precision.rounding == GP_ACC_STOCHASTIC;
-    double prev_u = 0;
+    double prev_u = 0, scale = c->s;
+    gp_stats *st = c->st;
+    uint64_t rounded_nonzero = st->rounded_nonzero, adds_nonzero = st->adds_nonzero, absorbed = st->absorbed;
+    uint64_t underflow = st->underflow, overflow = st->overflow;
     for (size_t i = 0; i < c->n; i++) {
-        uint32_t ob = gp_pack_get(c->af, c->old, i), nb = gp_pack_get(c->af, c->acc, i);
-        double a = widen(c->af, ob), g = widen(c->gf, gp_pack_get(c->gf, c->grad, i));
-        double nv = widen(c->af, nb);
+        uint32_t ob = gp_pack_get(af, c->old, i), nb = gp_pack_get(af, c->acc, i);
+        double a = widen(af, ob), g = widen(gf, gp_pack_get(gf, c->grad, i));
+        double nv = widen(af, nb);
         if (sr)
             sr_observe(c, i, a, g, nb, &prev_u);
         double s = a + g, bb = s - a, e = (a - (s - bb)) + (g - bb); /* exact sum s + e */
@@ -317,38 +358,69 @@ static void accumulate_after(chunk *c, int k)
             e = 0;
         double exact = gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0);
         if (s != 0 || e != 0) {
-            c->st->rounded_nonzero++;
+            rounded_nonzero++;
             CNT_EL(c, CNT_RND, i);
         }
-        double delta = ((nv - s) - e) / c->s;
+        double delta = ((nv - s) - e) / scale;
         if (g != 0) {
-            c->st->adds_nonzero++;
+            adds_nonzero++;
             CNT_EL(c, CNT_ADD, i);
             if (nb == ob) {
-                c->st->absorbed++;
+                absorbed++;
                 CNT_EL(c, CNT_ABS, i);
                 note_error(c, i, GP_MECH_ABSORPTION, delta);
                 continue;
             }
         }
-        gp_mechanism m = classify(c->af, exact, nb, isinf(nv) && isfinite(s) ? GP_EV_OVERFLOW : 0);
+        gp_mechanism m = classify_v(af, exact, nb, nv, isinf(nv) && isfinite(s) ? GP_EV_OVERFLOW : 0);
         if (m == GP_MECH_UNDERFLOW) {
-            c->st->underflow++;
+            underflow++;
             CNT_EL(c, CNT_UND, i);
         }
         if (m == GP_MECH_OVERFLOW)
-            c->st->overflow++;
+            overflow++;
         note_error(c, i, m, delta);
     }
+    st->rounded_nonzero = rounded_nonzero;
+    st->adds_nonzero = adds_nonzero;
+    st->absorbed = absorbed;
+    st->underflow = underflow;
+    st->overflow = overflow;
     /* trajectory: the accumulated error after this step is the sum of every local error
      * so far (unscaled); the reference is the exact partial sum */
+    double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k];
     for (size_t i = 0; i < c->n; i++) {
         double e = 0;
         for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
             e += c->err[m][i];
-        c->traj_err[k] += e * e;
-        c->traj_ref[k] += c->partial[i] * c->partial[i];
+        traj_err += e * e;
+        traj_ref += c->partial[i] * c->partial[i];
     }
+    c->traj_err[k] = traj_err;
+    c->traj_ref[k] = traj_ref;
+}
+
+/* After: count disagreements with the compared backend, attribute every element's
+ * rounding to its mechanism, add this micro-batch's trajectory sums. */
+__attribute__((flatten, noinline)) static void accumulate_after(chunk *c, int k)
+{
+    if (c->cmp)
+        for (size_t i = 0; i < c->n; i++) {
+            int bad_acc = diverged(c, "accumulate", "acc", k, i, c->acc, c->acc2);
+            int bad_comp = c->comp && diverged(c, "accumulate", "comp", k, i, c->comp, c->comp2);
+            c->st->mismatches += (uint64_t)(bad_acc | bad_comp);
+        }
+#define GP_PAIR(a, g) ((a) * GP_NFORMATS + (g))
+    switch (GP_PAIR(c->af, c->gf)) {
+    case GP_PAIR(GP_BF16, GP_BF16): attribute_fmt(c, k, GP_BF16, GP_BF16); break;
+    case GP_PAIR(GP_FP32, GP_BF16): attribute_fmt(c, k, GP_FP32, GP_BF16); break;
+    case GP_PAIR(GP_FP32, GP_FP16): attribute_fmt(c, k, GP_FP32, GP_FP16); break;
+    case GP_PAIR(GP_FP32, GP_FP32): attribute_fmt(c, k, GP_FP32, GP_FP32); break;
+    case GP_PAIR(GP_BF16, GP_FP32): attribute_fmt(c, k, GP_BF16, GP_FP32); break;
+    case GP_PAIR(GP_FP16, GP_FP16): attribute_fmt(c, k, GP_FP16, GP_FP16); break;
+    default: attribute_fmt(c, k, c->af, c->gf); break;
+    }
+#undef GP_PAIR
 }
 
 /* Micro-batch k of the chunks G[0..ng), whose gradients are stored: accumulate on the

@@ -30,6 +30,73 @@ static void test_bf16_fast_conversion(void **state)
                        gp_fmt_from_f32_bits(GP_BF16, (uint32_t)u, GP_RNE, 0, 0, NULL), "fp32 0x%08x", (unsigned)u);
 }
 
+/* The fast RNE rounding from binary64 equals the general routine, events included, for
+ * fp32, bf16, fp16 (and the formats it hands over): doubles at every format's binade
+ * edges (normal range ends, subnormals, overflow threshold) with low bits 0, 1, tie-1,
+ * tie, tie+1 and all ones, both signs, ftz on and off; then random bit patterns (every
+ * class: zeros, subnormal doubles, infinities, NaNs). */
+static void check_from_f64_rne(gp_format f, uint64_t u, int ftz)
+{
+    unsigned e1 = 0, e2 = 0;
+    uint32_t got = gp_fmt_from_f64_rne(f, u, ftz, &e1);
+    uint32_t want = gp_fmt_from_f64_bits(f, u, GP_RNE, 0, ftz, &e2);
+    gp_assert_bits(got, want, "format %d double 0x%016llx ftz %d", (int)f, (unsigned long long)u, ftz);
+    gp_assert_bits(e1, e2, "events: format %d double 0x%016llx ftz %d", (int)f, (unsigned long long)u, ftz);
+}
+
+static void test_from_f64_rne_fast(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(77);
+    for (int f = 0; f < GP_NFORMATS; f++) {
+        int d = 53 - gp_fmt_get((gp_format)f).p;
+        if (d > 50)
+            d = 50;
+        const uint64_t lows[] = {0, 1, (1ull << (d - 1)) - 1, 1ull << (d - 1), (1ull << (d - 1)) + 1, (1ull << d) - 1};
+        for (int E = 0; E <= 0x7ff; E++) /* every binary64 exponent: each format's edges included */
+            for (int m = 0; m < 8; m++)
+                for (int k = 0; k < 6; k++)
+                    for (int sg = 0; sg < 2; sg++) {
+                        uint64_t top = m == 7 ? ((1ull << (52 - d)) - 1) : (uint64_t)m; /* all-ones: the carry */
+                        uint64_t u = (uint64_t)sg << 63 | (uint64_t)E << 52 | top << d | lows[k];
+                        check_from_f64_rne((gp_format)f, u, 0);
+                        check_from_f64_rne((gp_format)f, u, 1);
+                    }
+        for (int j = 0; j < 200000; j++) {
+            uint64_t u = gp_test_next(&s);
+            check_from_f64_rne((gp_format)f, u, j & 1);
+        }
+    }
+}
+
+/* The fast widening equals gp_fmt_to_f64 (bit for bit, NaN payloads and signalling NaNs
+ * included): every 8- and 16-bit pattern, fp32 at every exponent with edge mantissas, and
+ * random fp32 patterns. */
+static void test_to_f64_fast(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(78);
+    for (int f = 0; f < GP_NFORMATS; f++) {
+        uint32_t lim = gp_fmt_get((gp_format)f).width == 32 ? 0 : 1u << gp_fmt_get((gp_format)f).width;
+        for (uint32_t b = 0; b < lim; b++)
+            gp_assert_bits(gp_f64_bits(gp_fmt_to_f64_fast((gp_format)f, b)), gp_f64_bits(gp_fmt_to_f64((gp_format)f, b)),
+                           "format %d bits 0x%x", f, b);
+    }
+    const uint32_t mants[] = {0, 1, 0x200000, 0x400000, 0x400001, 0x7fffff};
+    for (uint32_t e = 0; e < 256; e++)
+        for (int k = 0; k < 6; k++)
+            for (uint32_t sg = 0; sg < 2; sg++) {
+                uint32_t b = sg << 31 | e << 23 | mants[k];
+                gp_assert_bits(gp_f64_bits(gp_fmt_to_f64_fast(GP_FP32, b)), gp_f64_bits(gp_fmt_to_f64(GP_FP32, b)),
+                               "fp32 0x%08x", b);
+            }
+    for (int j = 0; j < 1000000; j++) {
+        uint32_t b = (uint32_t)gp_test_next(&s);
+        gp_assert_bits(gp_f64_bits(gp_fmt_to_f64_fast(GP_FP32, b)), gp_f64_bits(gp_fmt_to_f64(GP_FP32, b)),
+                       "fp32 0x%08x", b);
+    }
+}
+
 /* Random gradients and accumulators: the CPU backend (fast paths included) equals a
  * loop of gp_accum_step with events requested (the generic, instrumented path). */
 static void test_backend_equals_definition(void **state)
@@ -165,6 +232,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_fast_conversion),
+        cmocka_unit_test(test_from_f64_rne_fast),
+        cmocka_unit_test(test_to_f64_fast),
         cmocka_unit_test(test_backend_equals_definition),
         cmocka_unit_test(test_absorption_and_kahan),
         cmocka_unit_test(test_fp32_directed_equals_ieee),

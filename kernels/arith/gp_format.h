@@ -183,6 +183,34 @@ GP_ARITH uint32_t gp_fmt_from_f64_bits(gp_format f, uint64_t u, gp_rmode mode,
     return out;
 }
 
+/* gp_fmt_from_f64_bits(f, u, GP_RNE, 0, ftz, ev) with a fast path for fp32, bf16 and fp16:
+ * a finite u whose magnitude lies in the format's normal range is rounded to nearest even
+ * on the bits (adding half an ulp minus one plus the lowest kept bit carries exactly when
+ * the discarded part is above the tie, or at the tie with an odd kept part; a carry into
+ * the exponent field is the next binade) and rebiased; the only event is INEXACT. A
+ * result past the largest finite value, and every other input, takes the general routine.
+ * Equal to it on every input (tests/test_accum.c: every class, ties, binade edges). */
+GP_ARITH uint32_t gp_fmt_from_f64_rne(gp_format f, uint64_t u, int ftz, unsigned *ev)
+{
+    if (f == GP_FP32 || f == GP_BF16 || f == GP_FP16) {
+        gp_fmt_info i = gp_fmt_get(f);
+        uint64_t a = u & 0x7fffffffffffffffull;
+        int X = (int)(a >> 52) - 1023;          /* |x| in [2^X, 2^(X+1)) for normal x */
+        if (X >= i.emin && X <= i.emax) {       /* a normal result, unless it overflows */
+            int d = 53 - i.p;                   /* discarded bits */
+            uint64_t low = a & ((1ull << d) - 1u);
+            uint64_t r = (a + ((1ull << (d - 1)) - 1u) + ((a >> d) & 1u)) >> d;
+            uint64_t mag = r - ((uint64_t)(1023 + i.emin - 1) << (i.p - 1));
+            if (mag <= i.maxfin) {
+                if (ev && low)
+                    *ev |= GP_EV_INEXACT;
+                return (uint32_t)(u >> 63) << (i.width - 1) | (uint32_t)mag;
+            }
+        }
+    }
+    return gp_fmt_from_f64_bits(f, u, GP_RNE, 0, ftz, ev);
+}
+
 /* Convenience forms of the two routines above on float/double values. */
 GP_ARITH uint32_t gp_fmt_from_f64(gp_format f, double x, gp_rmode mode, uint32_t rbits,
                                   int ftz, unsigned *ev)
@@ -199,6 +227,19 @@ GP_ARITH double gp_fmt_to_f64(gp_format f, uint32_t bits)
 {
     return gp_f64_from_bits(gp_fmt_to_f64_bits(f, bits));
 }
+/* gp_fmt_to_f64, faster for fp32 and bf16: a non-NaN value converted as a float (exact),
+ * a NaN as gp_fmt_to_f64 moves its bits (a float conversion would quiet a signalling NaN).
+ * Equal to gp_fmt_to_f64 on every input (tests/test_accum.c checks every bf16 pattern and
+ * fp32 samples of every class). */
+GP_ARITH double gp_fmt_to_f64_fast(gp_format f, uint32_t bits)
+{
+    if (f == GP_FP32 && (bits & 0x7fffffffu) <= 0x7f800000u)
+        return (double)gp_f32_from_bits(bits);
+    if (f == GP_BF16 && (bits & 0x7fffu) <= 0x7f80u)
+        return (double)gp_f32_from_bits(bits << 16);
+    return gp_fmt_to_f64(f, bits);
+}
+
 /* Widen to binary32 bits: exact (every format here fits in fp32); NaNs keep payload. */
 GP_ARITH uint32_t gp_fmt_to_f32_bits(gp_format f, uint32_t bits)
 {
