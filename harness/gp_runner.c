@@ -128,6 +128,21 @@ static inline double widen(gp_format f, uint32_t bits)
  * operations in the same order, so the same results. */
 #define GP_HOT static inline __attribute__((always_inline))
 
+/* x / s for the loss scale s: a multiplication by 1/s when s is a power of two whose
+ * reciprocal is a binary64 normal (both are the one correct rounding of the same real
+ * x * 2^-k, so the results are equal), else the division. inv: 1/s in that case, else 0. */
+static double scale_inverse(double s)
+{
+    int e;
+    double m = frexp(s, &e);
+    return m == 0.5 && e - 1 <= 1022 && e - 1 >= -1022 ? ldexp(1.0, 1 - e) : 0.0;
+}
+
+static inline double unscaled(double x, double s, double inv)
+{
+    return inv != 0 ? x * inv : x / s;
+}
+
 /* The binary exponent e of finite non-zero x with |x| in [2^(e-1), 2^e): frexp's, read
  * from the bits for normal x. */
 static inline int exp_of(double x)
@@ -171,7 +186,7 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
 {
     int ftz = c->sc->precision.ftz;
     gp_stats *st = c->st;
-    double ss_x = st->ss_x, scale = c->s, errw = c->errw;
+    double ss_x = st->ss_x, scale = c->s, errw = c->errw, inv = scale_inverse(scale);
     uint64_t rounded_nonzero = st->rounded_nonzero, stored_nonzero = st->stored_nonzero;
     uint64_t subnormal = st->subnormal, underflow = st->underflow, overflow = st->overflow;
     uint64_t *hist = c->hist;
@@ -180,7 +195,7 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
         unsigned ev = 0;
         double xs = c->xs[i];
         uint32_t g = gp_fmt_from_f64_rne(gf, gp_f64_bits(xs), ftz, &ev);
-        double x = xs / scale, xw = x * errw; /* its share of the final gradient */
+        double x = unscaled(xs, scale, inv), xw = x * errw; /* its share of the final gradient */
         c->partial[i] += xw;
         if (isfinite(x)) {
             ss_x += xw * xw;
@@ -207,7 +222,7 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
         }
         if (m == GP_MECH_OVERFLOW)
             overflow++;
-        note_error(c, i, m, (v - xs) / scale);
+        note_error(c, i, m, unscaled(v - xs, scale, inv));
     }
     st->ss_x = ss_x;
     st->rounded_nonzero = rounded_nonzero;
@@ -343,59 +358,78 @@ static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, doub
 GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
 {
     int sr = c->sc->precision.rounding == GP_ACC_STOCHASTIC;
-    double prev_u = 0, scale = c->s;
+    double prev_u = 0, scale = c->s, inv = scale_inverse(scale), errw = c->errw;
     gp_stats *st = c->st;
     uint64_t rounded_nonzero = st->rounded_nonzero, adds_nonzero = st->adds_nonzero, absorbed = st->absorbed;
     uint64_t underflow = st->underflow, overflow = st->overflow;
+    double *err[GP_MECH_GRAD_END];
+    for (int m = 0; m < GP_MECH_GRAD_END; m++)
+        err[m] = c->err[m];
+    const double *partial = c->partial;
+    const void *old = c->old, *acc = c->acc, *grad = c->grad;
+    const int counting = c->cnt[0] != NULL;
+    /* trajectory: the accumulated error after this step is the sum of every local error
+     * so far (unscaled); the reference is the exact partial sum. Element i's terms are
+     * added once its local error of this micro-batch is noted: the order of the sums is
+     * the element order. */
+    double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k];
     for (size_t i = 0; i < c->n; i++) {
-        uint32_t ob = gp_pack_get(af, c->old, i), nb = gp_pack_get(af, c->acc, i);
-        double a = widen(af, ob), g = widen(gf, gp_pack_get(gf, c->grad, i));
+        uint32_t ob = gp_pack_get(af, old, i), nb = gp_pack_get(af, acc, i);
+        double a = widen(af, ob), g = widen(gf, gp_pack_get(gf, grad, i));
         double nv = widen(af, nb);
         if (sr)
             sr_observe(c, i, a, g, nb, &prev_u);
         double s = a + g, bb = s - a, e = (a - (s - bb)) + (g - bb); /* exact sum s + e */
         if (!isfinite(s))
             e = 0;
-        double exact = gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0);
         if (s != 0 || e != 0) {
             rounded_nonzero++;
-            CNT_EL(c, CNT_RND, i);
+            if (counting)
+                c->cnt[CNT_RND][i]++;
         }
-        double delta = ((nv - s) - e) / scale;
-        if (g != 0) {
+        double delta = unscaled((nv - s) - e, scale, inv);
+        gp_mechanism m;
+        if (g != 0 && nb == ob) {
             adds_nonzero++;
-            CNT_EL(c, CNT_ADD, i);
-            if (nb == ob) {
-                absorbed++;
-                CNT_EL(c, CNT_ABS, i);
-                note_error(c, i, GP_MECH_ABSORPTION, delta);
-                continue;
+            absorbed++;
+            if (counting) {
+                c->cnt[CNT_ADD][i]++;
+                c->cnt[CNT_ABS][i]++;
             }
+            m = GP_MECH_ABSORPTION;
+        } else {
+            if (g != 0) {
+                adds_nonzero++;
+                if (counting)
+                    c->cnt[CNT_ADD][i]++;
+            }
+            double exact = gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0);
+            m = classify_v(af, exact, nb, nv, isinf(nv) && isfinite(s) ? GP_EV_OVERFLOW : 0);
+            if (m == GP_MECH_UNDERFLOW) {
+                underflow++;
+                if (counting)
+                    c->cnt[CNT_UND][i]++;
+            }
+            if (m == GP_MECH_OVERFLOW)
+                overflow++;
         }
-        gp_mechanism m = classify_v(af, exact, nb, nv, isinf(nv) && isfinite(s) ? GP_EV_OVERFLOW : 0);
-        if (m == GP_MECH_UNDERFLOW) {
-            underflow++;
-            CNT_EL(c, CNT_UND, i);
+        double te = 0; /* classify never names GP_MECH_NORMALIZATION: m is one of these */
+        for (int j = GP_MECH_UNDERFLOW; j < GP_MECH_GRAD_END; j++) {
+            double x = err[j][i];
+            if (j == (int)m) {
+                x += delta * errw; /* note_error */
+                err[j][i] = x;
+            }
+            te += x;
         }
-        if (m == GP_MECH_OVERFLOW)
-            overflow++;
-        note_error(c, i, m, delta);
+        traj_err += te * te;
+        traj_ref += partial[i] * partial[i];
     }
     st->rounded_nonzero = rounded_nonzero;
     st->adds_nonzero = adds_nonzero;
     st->absorbed = absorbed;
     st->underflow = underflow;
     st->overflow = overflow;
-    /* trajectory: the accumulated error after this step is the sum of every local error
-     * so far (unscaled); the reference is the exact partial sum */
-    double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k];
-    for (size_t i = 0; i < c->n; i++) {
-        double e = 0;
-        for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
-            e += c->err[m][i];
-        traj_err += e * e;
-        traj_ref += c->partial[i] * c->partial[i];
-    }
     c->traj_err[k] = traj_err;
     c->traj_ref[k] = traj_ref;
 }
@@ -491,12 +525,30 @@ static int unscale(chunk *c, int *found_inf, gp_error *err)
 /* ---- exact backward outputs ---- */
 
 /* Exact x = S/den as a nudged binary64 given S = n * m exactly (n integer, m fp32). */
-static double quotient(double m, double n, double den)
+GP_HOT double quotient(double m, double n, double den)
 {
     double hi = n * m, lo = fma(n, m, -hi); /* n*m = hi + lo exactly */
     double q = hi / den;
     double r = fma(-q, den, hi) + lo;      /* sign of (S - q*den): exact sign */
     return gp_f64_nudge(q, r > 0 ? 1 : r < 0 ? -1 : 0);
+}
+
+/* xs[i] = quotient(m[i] * mul, nk, den) * s for i < n (an FMA clone: see GP_DD_CLONES). */
+GP_DD_CLONES static void fill_xs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s)
+{
+    for (size_t i = 0; i < n; i++)
+        xs[i] = quotient((double)m[i] * mul, nk, den) * s;
+}
+
+/* acc + the sum of x[i]^2 (i < n, in order) in DD arithmetic (an FMA clone). */
+GP_DD_CLONES static gp_dd dd_sumsq_add(gp_dd acc, const double *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double p, e;
+        gp_dd_two_prod(x[i], x[i], &p, &e);
+        acc = gp_dd_add(acc, (gp_dd){p, e});
+    }
+    return acc;
 }
 
 /* The per-micro-batch divisor of S_k under the configured reduction. */
@@ -602,8 +654,7 @@ static int generate_microbatch(chunk *c, double N, int k, gp_error *err)
     if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */
         for (size_t i = 0; i < c->n; i++)
             c->m[i] = (float)((double)c->m[i] * c->shrink);
-    for (size_t i = 0; i < c->n; i++)
-        c->xs[i] = quotient((double)c->m[i] * mul, (double)nk, den) * c->s;
+    fill_xs(c->xs, c->m, c->n, mul, (double)nk, den, c->s);
     if (c->D)
         dist_same_add(c);
     gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
@@ -1531,11 +1582,7 @@ static void window_run(sim *S, lane *L, size_t u)
         chunk *c = &G[j];
         int smp = S->w[c->t] != 1.0;
         gp_dd ss = {0.0, 0.0}, *to = smp ? &ss : &U->ref_ss;
-        for (size_t i = 0; i < c->n; i++) { /* the reference's clipping norm */
-            double p, e, x = c->gfull[i];
-            gp_dd_two_prod(x, x, &p, &e);
-            *to = gp_dd_add(*to, (gp_dd){p, e});
-        }
+        *to = dd_sumsq_add(*to, c->gfull, c->n); /* the reference's clipping norm */
         /* a sampled tensor's elements stand for M_h / n_h elements each: the estimate of
          * the whole model's norm (gp_runner.h) */
         if (smp)

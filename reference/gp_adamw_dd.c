@@ -117,31 +117,18 @@ void gp_adamw_dd_state_get(const gp_adamw_dd_state *st, size_t i, double *w, dou
 
 /* ---- the step ---- */
 
-void gp_adamw_dd_step(const gp_adamw_dd_scalars *s, gp_adamw_dd_state *st, size_t i0, size_t n,
-                      const double *g, gp_dd gcoef, double *upd_out)
+GP_DD_CLONES void gp_adamw_dd_step(const gp_adamw_dd_scalars *s, gp_adamw_dd_state *st, size_t i0, size_t n,
+                                   const double *g, gp_dd gcoef, double *upd_out)
 {
-    /* per call: (1 - beta1) c and (1 - beta2) c^2, exact when c == 1 */
-    gp_dd c1 = s->one_m_beta1, c2 = s->one_m_beta2;
-    if (!(gcoef.hi == 1.0 && gcoef.lo == 0.0)) {
-        c1 = gp_dd_mul(c1, gcoef);
-        c2 = gp_dd_mul(gp_dd_mul(c2, gcoef), gcoef);
-    }
-    const double beta1 = s->beta1, beta2 = s->beta2, eps = s->eps;
-    const gp_dd neg_step = s->neg_step, isb2 = s->inv_sqrt_bc2, decay = s->decay;
-    const int has_decay = s->has_decay;
+    gp_dd c1, c2; /* per call: (1 - beta1) c and (1 - beta2) c^2, exact when c == 1 */
+    gp_adamw_dd_factors(s, gcoef, &c1, &c2);
+    const gp_adamw_dd_scalars sc = *s;
     double *restrict whi = st->w_hi + i0, *restrict wlo = st->w_lo + i0;
     double *restrict mhi = st->m_hi + i0, *restrict mlo = st->m_lo + i0;
     double *restrict vhi = st->v_hi + i0, *restrict vlo = st->v_lo + i0;
     for (size_t j = 0; j < n; j++) {
-        double gj = g[j];
         gp_dd m = {mhi[j], mlo[j]}, v = {vhi[j], vlo[j]}, w = {whi[j], wlo[j]};
-        m = gp_dd_add(gp_dd_mul_d(m, beta1), gp_dd_mul_d(c1, gj));
-        v = gp_dd_add(gp_dd_mul_d(v, beta2), gp_dd_mul_d(gp_dd_mul_d(c2, gj), gj));
-        gp_dd den = gp_dd_add_d(gp_dd_mul(gp_dd_sqrt(v), isb2), eps);
-        gp_dd upd = gp_dd_div(gp_dd_mul(neg_step, m), den);
-        if (has_decay)
-            w = gp_dd_mul(w, decay);
-        w = gp_dd_add(w, upd);
+        gp_dd upd = gp_adamw_dd_element(&sc, c1, c2, g[j], &w, &m, &v);
         mhi[j] = m.hi;
         mlo[j] = m.lo;
         vhi[j] = v.hi;

@@ -106,6 +106,16 @@
 #include <math.h>
 #include <stddef.h>
 
+/* On a function with fma() calls in its loops (the DD operations below, when inlined): an
+ * FMA clone chosen at run time on x86-64, where each fma() is the hardware instruction,
+ * inline, instead of a libm call. The same correctly rounded operation, so the same
+ * results; -ffp-contract=off still forbids any other contraction. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GP_DD_CLONES __attribute__((target_clones("fma", "default")))
+#else
+#define GP_DD_CLONES
+#endif
+
 /* A double-double: the value hi + lo, with |lo| <= ulp(hi)/2 (normalized). */
 typedef struct {
     double hi, lo;
@@ -267,6 +277,35 @@ typedef struct {
  * exponent range and flags are saved and restored. Cannot fail. */
 gp_adamw_dd_scalars gp_adamw_dd_scalars_make(double lr, double beta1, double beta2, double eps,
                                              double weight_decay, long t);
+
+/* One element of gp_adamw_dd_step: w, m, v updated in place with the binary64 gradient g,
+ * c1 = (1-beta1) gcoef and c2 = (1-beta2) gcoef^2 (the per-call factors, see the step);
+ * returns upd. The step's loop is this function (in an FMA clone where the CPU has FMA);
+ * tests/test_adamw_dd.c compares it, compiled without FMA, with the step bit for bit. */
+static inline gp_dd gp_adamw_dd_element(const gp_adamw_dd_scalars *s, gp_dd c1, gp_dd c2, double g, gp_dd *w,
+                                        gp_dd *m, gp_dd *v)
+{
+    *m = gp_dd_add(gp_dd_mul_d(*m, s->beta1), gp_dd_mul_d(c1, g));
+    *v = gp_dd_add(gp_dd_mul_d(*v, s->beta2), gp_dd_mul_d(gp_dd_mul_d(c2, g), g));
+    gp_dd den = gp_dd_add_d(gp_dd_mul(gp_dd_sqrt(*v), s->inv_sqrt_bc2), s->eps);
+    gp_dd upd = gp_dd_div(gp_dd_mul(s->neg_step, *m), den);
+    if (s->has_decay)
+        *w = gp_dd_mul(*w, s->decay);
+    *w = gp_dd_add(*w, upd);
+    return upd;
+}
+
+/* The per-call factors of gp_adamw_dd_element: c1 = (1 - beta1) gcoef, c2 = (1 - beta2)
+ * gcoef^2, exact when gcoef == 1. */
+static inline void gp_adamw_dd_factors(const gp_adamw_dd_scalars *s, gp_dd gcoef, gp_dd *c1, gp_dd *c2)
+{
+    *c1 = s->one_m_beta1;
+    *c2 = s->one_m_beta2;
+    if (!(gcoef.hi == 1.0 && gcoef.lo == 0.0)) {
+        *c1 = gp_dd_mul(*c1, gcoef);
+        *c2 = gp_dd_mul(gp_dd_mul(*c2, gcoef), gcoef);
+    }
+}
 
 /* The state of n elements, struct of arrays: element i is w = w_hi[i] + w_lo[i], etc. */
 typedef struct {

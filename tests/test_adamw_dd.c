@@ -451,6 +451,51 @@ static void test_binary64_state_detected(void **state)
     assert_true(s.over_bound * 10 >= s.elements * 8);
 }
 
+/* The step (an FMA clone where the CPU has FMA: hardware fma inline) equals its element
+ * function compiled here without FMA (libm's fma), bit for bit: random normalized DD
+ * states and gradients of spread magnitudes, with and without a clipping coefficient,
+ * with and without decay, several steps. */
+static void test_step_equals_element(void **state)
+{
+    (void)state;
+    enum { NE = 2003 };
+    uint64_t r = gp_test_seed(31);
+    gp_adamw_dd_state st;
+    assert_int_equal(gp_adamw_dd_state_alloc(&st, NE), 0);
+    static double g[NE], upd[NE];
+    static gp_dd w[NE], m[NE], v[NE];
+    for (int i = 0; i < NE; i++) {
+        double x = ldexp((double)(gp_test_next(&r) >> 11) * 0x1p-53 - 0.5, -(int)(gp_test_next(&r) % 20));
+        gp_adamw_dd_state_set(&st, (size_t)i, x);
+        st.w_lo[i] = x * 0x1p-58 * ((double)(gp_test_next(&r) % 1000) / 1000 - 0.5); /* below ulp(x)/2 */
+        w[i] = (gp_dd){st.w_hi[i], st.w_lo[i]};
+        m[i] = v[i] = (gp_dd){0.0, 0.0};
+    }
+    for (int t = 1; t <= 6; t++) {
+        for (int i = 0; i < NE; i++)
+            g[i] = ldexp((double)(gp_test_next(&r) >> 11) * 0x1p-53 - 0.5, -(int)(gp_test_next(&r) % 30));
+        gp_adamw_dd_scalars s = gp_adamw_dd_scalars_make(1e-3, 0.9, 0.999, 1e-8, t & 1 ? 0.01 : 0.0, t);
+        gp_dd gcoef = t % 3 == 0 ? gp_dd_two_sum(0.7, 0x1p-60) : gp_dd_from_double(1.0);
+        gp_adamw_dd_step(&s, &st, 0, NE, g, gcoef, upd);
+        gp_dd c1, c2;
+        gp_adamw_dd_factors(&s, gcoef, &c1, &c2);
+        for (int i = 0; i < NE; i++) {
+            gp_dd u = gp_adamw_dd_element(&s, c1, c2, g[i], &w[i], &m[i], &v[i]);
+            gp_assert_bits(gp_f64_bits(upd[i]), gp_f64_bits(u.hi), "step %d element %d upd", t, i);
+            gp_assert_bits(gp_f64_bits(st.w_hi[i]), gp_f64_bits(w[i].hi), "step %d element %d w_hi", t, i);
+            gp_assert_bits(gp_f64_bits(st.w_lo[i]), gp_f64_bits(w[i].lo), "step %d element %d w_lo", t, i);
+            gp_assert_bits(gp_f64_bits(st.m_hi[i]), gp_f64_bits(m[i].hi), "step %d element %d m_hi", t, i);
+            gp_assert_bits(gp_f64_bits(st.m_lo[i]), gp_f64_bits(m[i].lo), "step %d element %d m_lo", t, i);
+            gp_assert_bits(gp_f64_bits(st.v_hi[i]), gp_f64_bits(v[i].hi), "step %d element %d v_hi", t, i);
+            gp_assert_bits(gp_f64_bits(st.v_lo[i]), gp_f64_bits(v[i].lo), "step %d element %d v_lo", t, i);
+        }
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    printf("# the step ran its %s clone\n", __builtin_cpu_supports("fma") ? "FMA" : "default");
+#endif
+    gp_adamw_dd_state_free(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -458,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_hand_step),
         cmocka_unit_test(test_random_trajectories),
         cmocka_unit_test(test_binary64_state_detected),
+        cmocka_unit_test(test_step_equals_element),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
