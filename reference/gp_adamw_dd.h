@@ -109,8 +109,9 @@
 /* On a function with fma() calls in its loops (the DD operations below, when inlined): an
  * FMA clone chosen at run time on x86-64, where each fma() is the hardware instruction,
  * inline, instead of a libm call. The same correctly rounded operation, so the same
- * results; -ffp-contract=off still forbids any other contraction. */
-#if defined(__x86_64__) && defined(__GNUC__)
+ * results; -ffp-contract=off still forbids any other contraction. Not under ThreadSanitizer
+ * (an ifunc resolver cannot run before its runtime). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define GP_DD_CLONES __attribute__((target_clones("fma", "default")))
 #else
 #define GP_DD_CLONES

@@ -133,6 +133,33 @@ static void test_generate_at(void **state)
     }
 }
 
+/* gp_generate draws Philox in blocks (vectorised) and gp_generate_at one element at a time:
+ * equal at every index, bit for bit, over a range that is no multiple of the block and
+ * whose counter crosses 2^32 (the high word changes inside a block). */
+static void test_generate_blocks(void **state)
+{
+    (void)state;
+    enum { M = 1003 };
+    static float all[M], one[M];
+    static uint64_t idx[M];
+    gp_dist d;
+    memset(&d, 0, sizeof d);
+    d.kind = GP_DIST_NORMAL;
+    d.scale = 1e-3;
+    d.sparsity = 0.1;
+    d.outlier_frac = 0.01;
+    d.outlier_scale = 100;
+    const uint64_t starts[] = {0, 5, (1ull << 32) - 300};
+    for (size_t s0 = 0; s0 < sizeof starts / sizeof starts[0]; s0++) {
+        for (size_t j = 0; j < M; j++)
+            idx[j] = starts[s0] + j;
+        gp_generate(&d, 0x123456789abcdefull, 777, starts[s0], M, all);
+        gp_generate_at(&d, 0x123456789abcdefull, 777, idx, M, one);
+        for (size_t j = 0; j < M; j++)
+            gp_assert_bits(gp_f32_bits(all[j]), gp_f32_bits(one[j]), "element %llu", (unsigned long long)idx[j]);
+    }
+}
+
 static char *report_json(const gp_scenario *sc, int threads)
 {
     gp_error e = {""};
@@ -294,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_allocation_by_hand),
         cmocka_unit_test(test_loader_checks),
         cmocka_unit_test(test_generate_at),
+        cmocka_unit_test(test_generate_blocks),
         cmocka_unit_test(test_threads_same_report),
         cmocka_unit_test(test_verdict_on_interval),
         cmocka_unit_test(test_coverage),
