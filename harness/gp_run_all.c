@@ -105,22 +105,26 @@ void gp_progress_line(double done, double total, double elapsed, size_t sc_done,
              100 * frac, d, t, r, eta);
 }
 
-/* Redraw the progress line every half second, from o->progress_after seconds on. */
+/* Redraw the progress line every half second, from o->progress_after seconds on (with
+ * progress_after 0, also once at the start: a run shorter than half a second shows it). */
 static void *progress_thread(void *arg)
 {
     work *w = arg;
     double t0 = now_s();
-    int drawn = 0;
+    int drawn = 0, first = w->o->progress_after <= 0;
     pthread_mutex_lock(&w->mu);
     while (!w->finished) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 500000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
+        if (!first) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 500000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&w->cv, &w->mu, &until);
         }
-        pthread_cond_timedwait(&w->cv, &w->mu, &until);
+        first = 0;
         double el = now_s() - t0;
         if (w->finished || el < w->o->progress_after)
             continue;
