@@ -1,10 +1,12 @@
 # Quick start: `make run` (install what is missing, build, run the main job) and
-# `make test` (the whole suite: a plain build, then again under ASan+UBSan).
+# `make test` (the whole suite: a plain build, then again under ASan+UBSan, then the
+# default suite's branch coverage in build-cov).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+COV_BUILD ?= build-cov
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build build-asan run test test-python test-asan fuzz bench clean
+.PHONY: all deps build build-asan build-cov run test test-python test-coverage test-asan fuzz bench clean
 
 all: build
 
@@ -23,18 +25,31 @@ $(ASAN_BUILD)/CMakeCache.txt: | deps
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
+# The coverage build (tests/coverage.py): only gradprec and the example plugin, with the CPU
+# backend and the runner instrumented (-DGP_COVERAGE=ON).
+$(COV_BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(COV_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_COVERAGE=ON -DGP_CUDA=OFF
+
+build-cov: deps $(COV_BUILD)/CMakeCache.txt
+	cmake --build $(COV_BUILD) -j $(JOBS) --target gradprec gp_example_plugin
+
 # Exit 1 means scenarios failed their thresholds (the default suite reproduces known
 # incidents, so some do): findings, not a broken tool.
 run: build
 	./$(BUILD)/gradprec run || [ $$? -eq 1 ]
 
-# The sanitizer run goes first, then the plain build; the Python tests (tests/python,
-# in the project-local .venv that scripts/install-python.sh keeps) run last over the
-# plain build's libgradprec.so, so the last line printed is pytest's summary.
+# The sanitizer run goes first, then the plain build, then the default suite's branch
+# coverage (build-cov, tests/coverage.py); the Python tests (tests/python, in the
+# project-local .venv that scripts/install-python.sh keeps) run last over the plain
+# build's libgradprec.so, so the last line printed is pytest's summary.
 test: build build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-coverage
 	$(MAKE) --no-print-directory test-python
+
+test-coverage: build-cov
+	cd $(COV_BUILD) && ctest --output-on-failure -L coverage
 
 test-python: build
 	@scripts/install-python.sh
@@ -49,4 +64,4 @@ bench: build
 	./$(BUILD)/bench/gp_bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(COV_BUILD) build-fuzz

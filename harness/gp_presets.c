@@ -55,7 +55,8 @@
     "reduction: " RED "\n"                                                              \
     "precision: {grad: fp32, accumulator: fp32}\n"
 
-#define FP16_TINY(NAME, LS)                                                             \
+#define FP16_TINY(NAME, LS) FP16_TINY_ACC(NAME, LS, "fp32")
+#define FP16_TINY_ACC(NAME, LS, ACC)                                                    \
     "name: " NAME "\n"                                                                  \
     "seed: 11\n"                                                                        \
     "tensors:\n"                                                                        \
@@ -64,7 +65,7 @@
     "    grad: {dist: lognormal, scale: 1.0e-7, sigma: 1.0, sign: 0.5}\n"               \
     "batch: {microbatches: 8, tokens: 512}\n"                                           \
     "reduction: token_mean\n"                                                           \
-    "precision: {grad: fp16, accumulator: fp32}\n"                                      \
+    "precision: {grad: fp16, accumulator: " ACC "}\n"                                   \
     "loss_scale: " LS "\n"
 
 /* bf16 weights at 1.0 pushed up by steady gradients (-1e-3 every step) under a cosine
@@ -74,20 +75,7 @@
  * at t = 51, so steps 51..99 are stale; step 100 has lr 0 and no update to lose:
  * stale_update_frac = 49/99 = 0.495. Steps 1..50 move one ulp each (lr_t in (0.5, 1.5)
  * ulps), so w stays below 1.4. */
-#define BF16_COSINE(NAME, OPT, THR)                                                     \
-    "name: " NAME "\n"                                                                  \
-    "seed: 21\n"                                                                        \
-    "tensors:\n"                                                                        \
-    "  - name: norm.weight\n"                                                           \
-    "    size: 4096\n"                                                                  \
-    "    grad: {dist: constant, scale: 1.0e-3, sign: 1.0}\n"                            \
-    "    weight: {dist: constant, scale: 1.0, sign: 0.0}\n"                             \
-    "batch: {microbatches: 1, tokens: 1}\n"                                             \
-    "reduction: sum\n"                                                                  \
-    "fullbatch: sum\n"                                                                  \
-    "optimizer: {lr: 8.0e-3, weight_decay: 0.0, param: bf16" OPT "}\n"                  \
-    "schedule: {name: cosine, total: 100}\n"                                            \
-    "steps: 100\n" THR
+#define BF16_COSINE(NAME, OPT, THR) BF16_SCHED(NAME, OPT, "{name: cosine, total: 100}", "100", THR)
 
 /* Gradients N(0, 1e-4^2), 10 AdamW steps at lr 1e-3 with m and v in STATE. In fp16,
  * v = 0.001 g^2 ~ 1e-11 lies far below half the smallest subnormal (2^-25 = 2.98e-8):
@@ -249,6 +237,40 @@
     "batch: {microbatches: 1, tokens: 1}\n"                                             \
     "precision: {grad: fp16, accumulator: fp16}\n"                                      \
     "distributed: {world_size: 8, reduce_dtype: fp16, average: " AVG "}\n"
+/* bf16 weights at 1.0 pushed by steady gradients as BF16_COSINE (Adam's normalised step
+ * lr_t (1 - 1e-5); an update below half a bf16 ulp in [1, 2), 2^-8 = 3.906e-3, rounds
+ * away), under other schedules (issue 18: every schedule of gp_schedule.h reached from
+ * the suite). */
+#define BF16_SCHED(NAME, OPT, SCHED, STEPS, THR)                                        \
+    "name: " NAME "\n"                                                                  \
+    "seed: 21\n"                                                                        \
+    "tensors:\n"                                                                        \
+    "  - name: norm.weight\n"                                                           \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: constant, scale: 1.0e-3, sign: 1.0}\n"                            \
+    "    weight: {dist: constant, scale: 1.0, sign: 0.0}\n"                             \
+    "batch: {microbatches: 1, tokens: 1}\n"                                             \
+    "reduction: sum\n"                                                                  \
+    "fullbatch: sum\n"                                                                  \
+    "optimizer: {lr: 8.0e-3, weight_decay: 0.0, param: bf16" OPT "}\n"                  \
+    "schedule: " SCHED "\n"                                                             \
+    "steps: " STEPS "\n" THR
+
+/* Tiny gradients where the format has no subnormals (FTZ): lognormal around 1e-38 (fp32's
+ * min normal is 2^-126 = 1.18e-38), fp32 gradients summed over 8 micro-batches. FTZ flushes
+ * every stored gradient and every sum below 2^-126 to 0: the underflow a kernel built
+ * with --use_fast_math (fp32) or a TPU-style bf16 unit (no bf16 subnormals) causes. */
+#define FTZ_TINY(NAME, SEED, ACC)                                                       \
+    "name: " NAME "\n"                                                                  \
+    "seed: " SEED "\n"                                                                  \
+    "tensors:\n"                                                                        \
+    "  - name: embed\n"                                                                 \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: lognormal, scale: 1.0e-38, sigma: 1.0}\n"                         \
+    "batch: {microbatches: 8, tokens: 1}\n"                                             \
+    "reduction: sum\n"                                                                  \
+    "fullbatch: sum\n"                                                                  \
+    "precision: {grad: fp32, accumulator: " ACC ", ftz: true}\n" EXPECT_FAIL("underflow")
 
 #define NORM_RATIO_ONE "thresholds: {grad_norm_ratio: {min: 0.99999905, max: 1.00000095}}\n"
 
@@ -578,6 +600,177 @@ static const gp_preset presets[] = {
     {"fsdp-reduce-scatter-bf16",
      "FSDP reduce-scatter in bf16 at 8 ranks with its default divisions (4 before, 2 after)",
      DDP("fsdp-reduce-scatter-bf16", "8", "4", "fp32", "fp32", "bf16", ", collective: reduce_scatter")},
+    /* ---- issue 18, item 1: presets that reach the branches tests/coverage.py lists ---- */
+    {"rtz-fp32-accum",
+     "64 positive micro-batches summed in fp32 rounding toward zero (a truncating fp32 accumulator, as measured "
+     "on some tensor cores): every rounding loses magnitude, at most 64 fp32 ulps in all: grad_norm_ratio in "
+     "[1 - 2^-17 - 2^-24, 1 + 2^-24]",
+     /* K = 64 RTZ roundings of a growing positive sum each lose less than ulp(S) <= 2^-23 S (S the final
+      * sum): the accumulated value lies in ((1 - 64 * 2^-23) S, S] = ((1 - 2^-17) S, S]; the stored fp32
+      * gradients (one RNE rounding each, relative 2^-24 either way) widen it by 2^-24 on both sides. */
+     "name: rtz-fp32-accum\n"
+     "seed: 89\n"
+     "tensors:\n"
+     "  - name: mlp.w1\n"
+     "    size: 4096\n"
+     "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 0.5, sign: 0.0}\n"
+     "batch: {microbatches: 64, tokens: 64}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp32, accumulator: fp32, rounding: rtz}\n"
+     "thresholds: {grad_norm_ratio: {min: 0.99999231, max: 1.0000000596}}\n"},
+    {"ftz-fp32-accum",
+     "fp32 gradients around 1e-38 summed in fp32 with flush-to-zero (a kernel built with --use_fast_math): "
+     "everything below 2^-126 = 1.18e-38 is flushed to 0 (underflow)",
+     FTZ_TINY("ftz-fp32-accum", "97", "fp32")},
+    {"bf16-ftz-accum",
+     "the same gradients summed in bf16 with flush-to-zero (a bf16 unit without subnormals, as on TPUs): "
+     "bf16 has fp32's exponent range, so the same values underflow",
+     FTZ_TINY("bf16-ftz-accum", "101", "bf16")},
+    {"fp16-tiny-grads-unscaled-in-fp16",
+     "fp16-tiny-grads-scaled with the gradients accumulated and unscaled in fp16 (fp16 params, no fp32 "
+     "master grads): unscaling by 2^-16 in place puts the 1e-8 values back below fp16's subnormals",
+     FP16_TINY_ACC("fp16-tiny-grads-unscaled-in-fp16", "{mode: static, init: 65536}", "fp16") EXPECT_FAIL("underflow")},
+    {"explicit-tokens-mean",
+     "the classic example with explicit per-token values: one micro-batch of 1 token with gradient 4, one of 3 "
+     "tokens of 0; the mean of per-micro-batch means is 2, the full batch 1: normalization_rel_err = 1 "
+     "(beside a generated tensor with the same token counts)",
+     "name: explicit-tokens-mean\n"
+     "seed: 103\n"
+     "tensors:\n"
+     "  - name: lm_head\n"
+     "    size: 1024\n"
+     "    grad: {dist: normal, scale: 1.0e-3}\n"
+     "  - name: bias\n"
+     "    size: 1\n"
+     "    grad: {values: [[4.0], [0.0, 0.0, 0.0]]}\n"
+     "batch: {microbatches: 2, tokens: [1, 3]}\n"
+     "reduction: mean\n"
+     "precision: {grad: fp32, accumulator: fp32}\n" EXPECT_FAIL("normalization")},
+    {"clip-global-norm-three-tensors",
+     "three tensors (4096, 1000 and 96 elements, N(0, 1e-2^2)) clipped together at max_norm 0.1: the global "
+     "norm (about 0.72) is summed over tensors of sizes that are not powers of two; nothing lost but the clip",
+     "name: clip-global-norm-three-tensors\n"
+     "seed: 107\n"
+     "tensors:\n"
+     "  - name: attn.q\n"
+     "    size: 4096\n"
+     "    grad: {dist: normal, scale: 1.0e-2}\n"
+     "  - name: attn.k\n"
+     "    size: 1000\n"
+     "    grad: {dist: normal, scale: 1.0e-2}\n"
+     "  - name: attn.bias\n"
+     "    size: 96\n"
+     "    grad: {dist: normal, scale: 1.0e-2}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "clip: {max_norm: 0.1}\n"
+     "steps: 3\n"},
+    {"embedding-padding-row-kahan",
+     "embedding gradients, sparse (90% of rows not in the batch are exactly 0) and heavy-tailed, in bf16 with a "
+     "Kahan-compensated bf16 accumulator, beside the padding row (weights 0, gradient 0) under weight decay: "
+     "it must stay 0",
+     "name: embedding-padding-row-kahan\n"
+     "seed: 109\n"
+     "tensors:\n"
+     "  - name: embed\n"
+     "    size: 4096\n"
+     "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 2.0, sparsity: 0.9}\n"
+     "  - name: embed.padding_row\n"
+     "    size: 64\n"
+     "    grad: {dist: constant, scale: 1.0e-3, sparsity: 0.999999}\n"
+     "    weight: {dist: constant, scale: 0.0}\n"
+     "batch: {microbatches: 8, tokens: 64}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: bf16, accumulator: bf16, rounding: kahan}\n"
+     "optimizer: {weight_decay: 0.1}\n"
+     "steps: 2\n"},
+    {"bf16-weights-cosine-sr",
+     "bf16-weights-cosine-no-master with stochastic rounding of the stored weights and a cosine schedule that "
+     "ends at step 80 of 100: updates below half an ulp move the weight with their probability, so the "
+     "trajectory stays within sqrt(79)/2 bf16 ulps RMS of the exact one (weight_rel_err <= 0.0625)",
+     /* Each of the 79 non-zero updates is one stochastic rounding: an error in (-ulp, ulp), mean 0 given the
+      * past, variance <= ulp^2/4 (ulp = 2^-7 in [1, 2), where w stays: it moves at most 0.5 in 79 steps of
+      * lr <= 8e-3). Adam's update here does not depend on w (weight_decay 0), so the final error is their sum,
+      * a martingale: E[err^2] <= 79 ulp^2 / 4, RMS <= 4.44 * 2^-7 = 0.0347 absolute, and relative (w >= 1);
+      * weight_rel_err is that RMS over 4096 independent elements, so it stays near its expectation: 0.0625
+      * (1.8 x the bound) fails a biased rounding (RTZ: about 79 ulps / 2 = 0.31) and not a correct one.
+      * stale_update_frac is no loss under stochastic rounding (an unchanged weight is a draw): bound 1. */
+     BF16_SCHED("bf16-weights-cosine-sr", ", stochastic: true", "{name: cosine, total: 80}", "100",
+                "thresholds: {weight_rel_err: 0.0625, stale_update_frac: 1.0}\n")},
+    {"bf16-weights-linear-warmup-no-master",
+     "the bf16 weights under 10 warmup steps then a linear decay to 0 at step 90 (of 100): updates below 2^-8 "
+     "round away at steps 1..4 (warmup) and 51..89: stale_update_frac = 43/89",
+     /* lr_t = 8e-3 t/10 for t <= 10: 3.2e-3 < 3.906e-3 at t = 4, 4e-3 at t = 5; then 8e-3 (90 - t)/80: 4e-3 at
+      * t = 50, 3.9e-3 at t = 51; 0 from t = 90 (no update to lose): 4 + 39 stale of 89 non-zero updates. */
+     BF16_SCHED("bf16-weights-linear-warmup-no-master", "", "{name: linear, warmup: 10, total: 90}", "100", "")
+     EXPECT_FAIL("stale update")},
+    {"bf16-weights-invsqrt-no-master",
+     "the bf16 weights under an inverse-square-root schedule without warmup (lr 8e-3 / sqrt(t)): from step 5 "
+     "on the update is below 2^-8 and rounds away: stale_update_frac = 16/20",
+     /* 8e-3 / sqrt(4) = 4e-3 > 3.906e-3 > 8e-3 / sqrt(5) = 3.58e-3. */
+     BF16_SCHED("bf16-weights-invsqrt-no-master", "", "{name: inverse_sqrt}", "20", "")
+     EXPECT_FAIL("stale update")},
+    {"bf16-weights-invsqrt-warmup-master",
+     "the same weights with fp32 master weights under 10 warmup steps then the inverse square root (the "
+     "Transformer's schedule): nothing stale",
+     BF16_SCHED("bf16-weights-invsqrt-warmup-master", ", master: fp32", "{name: inverse_sqrt, warmup: 10}", "40", "")},
+    {"bf16-weights-step-decay-no-master",
+     "the bf16 weights under a step schedule (x0.1 every 20 steps): after the first decay the update 8e-4 is "
+     "below 2^-8 and rounds away: stale_update_frac = 20/40",
+     BF16_SCHED("bf16-weights-step-decay-no-master", "", "{name: step, step_size: 20, gamma: 0.1}", "40", "")
+     EXPECT_FAIL("stale update")},
+    {"adamw-sign-descent",
+     "AdamW with betas (0, 0): m = g and v = g^2, so every weight moves by lr x sign(g) (times |g| / (|g| + eps)): "
+     "sign descent, as the exact reference computes it",
+     "name: adamw-sign-descent\n"
+     "seed: 113\n"
+     "tensors:\n"
+     "  - name: w\n"
+     "    size: 4096\n"
+     "    grad: {dist: normal, scale: 1.0e-3}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "optimizer: {lr: 1.0e-3, betas: [0.0, 0.0], weight_decay: 0.0}\n"
+     "steps: 5\n"},
+    {"nonfinite-nan-bf16-accum",
+     "fp32 gradients of 2e38 and -1e38 under a GradScaler at 4: both overflow fp32 when scaled and meet as "
+     "+inf + -inf = NaN in the bf16 accumulator; at scale 2 +inf alone; at 1 the step runs: skipped_steps = 2",
+     /* scale 4: 8e38 and -4e38 are beyond fp32's 3.4e38 (+-inf), their sum NaN; scale 2: 4e38 (inf) and
+      * -2e38; scale 1: finite. Two of three equal steps lost: scaling_rel_err = sqrt(2/3) = 0.816. */
+     "name: nonfinite-nan-bf16-accum\n"
+     "seed: 131\n"
+     "tensors:\n"
+     "  - name: bias\n"
+     "    size: 1\n"
+     "    grad: {values: [[2.0e38], [-1.0e38]]}\n"
+     "batch: {microbatches: 2, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp32, accumulator: bf16}\n"
+     "loss_scale: {mode: dynamic, init: 4}\n"
+     "steps: 3\n"
+     "thresholds: {skipped_steps: {min: 2, max: 2}, scaling_rel_err: 0.9, weight_rel_err: 1.0}\n"},
+    {"fp32-accum-gradient-spike",
+     "a loss spike: 1% of the per-micro-batch gradients are 1e9 times the rest (1e-3); after a spike the later "
+     "micro-batches' gradients of that element are absorbed even in fp32 (below 2^-25 of the sum): "
+     "absorbed_frac about 3.5%, invisible in the norm (error 1e-8)",
+     /* An element's addition k (k = 0..7) is absorbed when an earlier micro-batch spiked on it: probability
+      * 1 - 0.99^k; the mean over k is 1 - (1 - 0.99^8) / (8 x 0.01) = 0.0347 (measured 0.0374), above the
+      * default 0.01. */
+     "name: fp32-accum-gradient-spike\n"
+     "seed: 137\n"
+     "tensors:\n"
+     "  - name: mlp.w1\n"
+     "    size: 4096\n"
+     "    grad: {dist: normal, scale: 1.0e-3, outliers: {frac: 0.01, scale: 1.0e9}}\n"
+     "batch: {microbatches: 8, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp32, accumulator: fp32}\n" EXPECT_FAIL("absorption")},
     {NULL, NULL, NULL},
 };
 

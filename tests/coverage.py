@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Branch coverage of the default suite (issue 18 item 1).
+
+Runs the default suite with the `gradprec` of a coverage build (cmake -DGP_COVERAGE=ON:
+-O0 --coverage) twice, as CI runs it: on the CPU backend, and on the example plugin with
+`--compare cpu`; then reads gcov's JSON (gcov --json-format, no other tool) and counts,
+per source file, the branches the two runs reached in the measured code:
+
+  kernels/arith/*.h           every function the program instantiates (union over the
+                              translation units that include the header);
+  kernels/cpu/gp_cpu_backend.c  the CPU backend, whole;
+  harness/gp_runner.c         the runner's per-step functions (RUNNER_STEP below);
+  harness/gp_optim.c          the optimizer step the runner calls (OPTIM_STEP below).
+
+A branch is gcov's: each outcome of a conditional jump at -O0 (both sides of an `if`,
+each operand of `&&` / `||` / `?:`, each `case` of a switch). The check fails (exit 1)
+when a branch that is not excluded below is not reached, when a file reaches fewer
+branches than RECORDED, or when an exclusion no longer matches anything (stale).
+Exit 2: bad usage or the suite did not run.
+
+Usage: coverage.py --build BUILD_COV [--source ROOT] [--drop PRESET]... [--quiet] [--verbose]
+  --drop PRESET: run the suite without that preset (the test that the check is a net:
+  removing a preset that reaches a listed branch must fail it).
+gcda files go to a private folder (GCOV_PREFIX), so concurrent runs do not mix.
+"""
+import argparse
+import glob
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# The runner's per-step logic: what one iteration does (accumulate -> unscale -> clip ->
+# AdamW -> loss-scale update) and the attribution beside it. Not measured: the replay and
+# sampling paths (no preset replays a dump: tests/test_replay.c covers them), the metric
+# and verdict code after the run, allocation and the multi-seed aggregation.
+RUNNER_STEP = {
+    "classify", "store_grads", "accumulate_args", "accumulate_on", "accumulate_before", "diverged",
+    "sr_observe", "accumulate_after", "accumulate", "unscale", "quotient", "reduction_den",
+    "generate_microbatch", "generated_final", "run_generated", "run_explicit", "run_group",
+    "accumulate_step", "clip_ops", "clip_step", "ref_clip_coef", "compare_grad_scale",
+    "coupled_step", "scaler_step", "simulate", "chunk_begin", "optimize_chunk",
+}
+OPTIM_STEP = {"gp_optim_chunk", "compare", "compare_outputs", "weight_at", "gp_optim_final"}
+
+MEASURED = {  # source file (relative) -> function filter (None: every function)
+    "kernels/cpu/gp_cpu_backend.c": None,
+    "harness/gp_runner.c": RUNNER_STEP,
+    "harness/gp_optim.c": OPTIM_STEP,
+}
+ARITH_DIR = "kernels/arith/"
+
+# Justified exclusions: an unreached branch is tolerated when its source line matches `line`
+# (a regular expression searched in the line's text) inside `func` (None: any function)
+# of `file`, and, where `arms` is given, it is one of those branch numbers of the line
+# (gcov's numbering of the line's branches; --verbose prints every unreached branch with
+# its number and the exclusion that covers it). Each says why no preset of
+# a default suite reaches it. "OPEN" marks branches a scenario can reach but no preset
+# does yet (docs/testing.md lists them); the others cannot be reached from a scenario
+# with correct backends.
+A = ARITH_DIR
+R = "harness/gp_runner.c"
+O = "harness/gp_optim.c"
+C = "kernels/cpu/gp_cpu_backend.c"
+WHY_FAIL = ("a backend call failed or refused the configuration, or a failure propagates: correct backends do "
+            "not fail (hostile_plugin_faults and test_accumulate's broken plugins reach these)")
+WHY_MISMATCH = ("the two backends of --compare disagree: the correct example plugin never does; the 24 wrong "
+                "plugins of default_suite_fails_wrong_plugins reach these with the same default suite")
+WHY_EV = ("the instrumented form (an events pointer): the backends run the production form (ev = NULL); "
+          "test_accum, test_adamw and test_oracle run the other")
+WHY_EVAL = ("torch's CPU and the unfused evaluation orders (gp_adamw_eval): no scenario selects them, the "
+            "backends run GP_ADAMW_TORCH_CUDA (test_adamw checks the others against torch's values)")
+WHY_REPLAY = "replayed or sampled tensors only: no preset replays a dump (test_replay, tests/python cover it)"
+EXCLUSIONS = [
+    # --- failures, faults, limits
+    (R, None, r"backend_failure|if \(rc != 0\)|if \(arc != 0\)|&& rc == 0|rc == 0 &&|rc == 0\)|"
+     r"if \(\(rc = |\(rc = compare_grad_scale|sc->loss_scale.update &&", None, WHY_FAIL),
+    (O, None, r"if \(rc != 0\)|cmp->ops->adamw\(&a2\)\) != 0", None, WHY_FAIL),
+    (C, "cpu_accumulate_many", r"if \(rc != 0\)", None, WHY_FAIL),
+    (R, None, r"out of memory|if \(!norms\)|if \(!copy\)|!\(before = malloc", None,
+     "allocation failure: not reachable without fault injection"),
+    (R, None, r"malloc\(\(sc->ntensors \? sc->ntensors : 1\)|malloc\(bytes \? bytes : 1\)", None,
+     "the size-0 guard of a malloc: a scenario without tensors, or an empty tensor under clipping (degenerate)"),
+    (R, None, r"gp_deadline_passed\(\)", None,
+     "the --max-seconds limit: the suite sets none (hostile_plugin_faults reaches it)"),
+    # --- replayed and sampled gradients
+    (R, None, r"c->dump|S->wdump\[t\]|S->idx\[t\]|e\.n\)|if \(c->cnt\[0\]\)|CNT_EL|p->cnt\[0\]", None, WHY_REPLAY),
+    # --- the other backend of --compare disagrees
+    (R, None, r"diverged\(|gp_fmt_agree\(|found_inf != 0\) != |if \(bad_scale|s2\.tracker != scaler->tracker", None,
+     WHY_MISMATCH),
+    (O, "compare_outputs", r"if \(j < n && s->first\)", None, WHY_MISMATCH),
+    (R, "clip_ops", r"p->grad_sumsq && p->grad_scale", None,
+     "a backend without the optional grad_sumsq / grad_scale / scaler_update (the CPU emulation then clips): "
+     "the suite's backends have them; test_accumulate runs plugins without them"),
+    # --- the runner's attribution: arms no correct rounding produces
+    (R, "classify", r"exact != exact", None,
+     "a NaN exact value stored as a number: a correct store keeps the NaN (tested first: v != v)"),
+    (R, "classify", r"if \(ev & GP_EV_OVERFLOW\)", None,
+     "an overflow event with a finite stored value (an RTZ store saturating): the runner's stores are RNE, "
+     "and accumulate_after passes the event only with an infinite result, classified above"),
+    (R, "store_grads", r"^if \(isfinite\(x\)\)$|if \(x != 0 && isfinite\(x\)\)", None,
+     "x = an exact quotient of finite values divided by a power-of-two loss scale: always finite"),
+    (R, "store_grads", r"c->res->hist\[b < 0", None,
+     "the report histogram's clamp: exact outputs below 2^-160 or from 2^140 (no metric depends on it)"),
+    (R, "accumulate_after", r"if \(s != 0 \|\| e != 0\)", None,
+     "e != 0 with s = 0: impossible (s = RN(a + g) = 0 means the exact sum a + g is 0)"),
+    (R, "sr_observe", r"if \(af == GP_FP32\)|c->sc->precision.ftz && fabs|e > 0 \? 1 : e < 0", None,
+     "stochastic rounding into an fp32 accumulator or with FTZ: no training setup does it (fuzz_backend "
+     "covers the combinations)"),
+    (R, "sr_observe", r"if \(isfinite\(vhi\) && frac > 0", (1, 5, 9),
+     "a stochastic rounding next to the largest finite value (vhi = inf), frac >= 1 (impossible: v lies "
+     "between its neighbours), or a stored value that is neither neighbour (a wrong backend only)"),
+    (R, "ref_clip_coef", r"coef\.hi == 1\.0", None,
+     "the exact clip coefficient equal to 1 in binary64 with a positive low part: max_norm / (||g|| + 1e-6) "
+     "within 2^-53 of 1"),
+    (R, "accumulate_step", r"ng == GP_PLUGIN_MANY_MAX", (8,),
+     "OPEN: a window of more than 256 tensors (GP_PLUGIN_MANY_MAX) each under 64 elements: reachable, no "
+     "preset (test_cuda_parity's accumulate_many runs 200 segments)"),
+    (R, "generate_microbatch", r"gd->token_snr > 0", None,
+     "OPEN: the signal + noise gradient model (token_snr): the GA sweep example uses it "
+     "(examples_scenarios_run), no preset does"),
+    (O, "gp_optim_chunk", r"isfinite\(us\) \? us - ux : INFINITY", None,
+     "OPEN: a finite exact update made non-finite by the stored m and v (fp16 moments overflowing for "
+     "gradients above 6.5e5): reachable, no preset"),
+    # --- kernels/arith: forms the backends do not run
+    (A + "gp_accum.h", "gp_accum_step", r"if \(r == GP_ACC_RNE && !ftz && !ev\)", (5,), WHY_EV),
+    (A + "gp_accum.h", "gp_accum_step", r"^if \(ev\)$", None, WHY_EV),
+    (A + "gp_adamw.h", "gp_adamw_madd_store", r"if \(!ev && mode == GP_RNE\)", (1,), WHY_EV),
+    (A + "gp_adamw.h", "gp_adamw_mul_store", r"if \(!ev\)|f == GP_FP32 \? p : gp_fmt_from_f32_bits", None, WHY_EV),
+    (A + "gp_adamw.h", "gp_adamw_step", r"unsigned \*pe = ev|unsigned \*pes = ev_state|^if \(ev\)$|^if \(ev_state\)$",
+     None, WHY_EV),
+    (A + "gp_adamw.h", "gp_adamw_madd_store", r"^if \(fused\) \{$|^if \(!fused\)", None, WHY_EVAL),
+    (A + "gp_adamw.h", "gp_adamw_step", r"if \(cpu\)|cpu \? |fused && !cpu|fused && s->addcmul_v == 1\.0f|"
+     r"if \(fused_upd\)", None, WHY_EVAL),
+    (A + "gp_adamw.h", "gp_adamw_madd_store", r"^if \(f == GP_FP32\)$", None,
+     "stochastic rounding of an fp32 param (the only way to this arm with an RNE-free store): no setup does it"),
+    (A + "gp_adamw.h", "gp_adamw_step", r"^if \(found_inf\)$", None,
+     "the backends return before their element loop in a skipped step (found_inf), so the element step "
+     "never sees it set"),
+    (A + "gp_adamw.h", "gp_adamw_step", r"switch \(cfg\.variant\)|stale = nonzero && out == param;", None,
+     "the one-store variant (GP_ADAMW_ONE_STORE): not selectable by a scenario (gp_optim_config); test_adamw "
+     "checks it"),
+    (A + "gp_clip.h", "gp_clip_coef", r"if \(torch_cpu\)", None,
+     "torch's CPU rounding of eps: the runner computes the coefficient as torch's CUDA path (test_clip checks "
+     "the other)"),
+    # --- kernels/arith: inputs no scenario produces
+    (A + "gp_arith.h", "gp_f64_nudge", r"^if \(r == 0\)$|sticky > 0 \? 1ull", None,
+     "a binary64 result 0 with a non-zero remainder: an exact value below 2^-1075; no scenario's values "
+     "come near"),
+    (A + "gp_format.h", "gp_fmt_from_f64_bits", r"if \(!\(\(m >> 51\) & 1u\)\)", None,
+     "a signalling NaN input: arithmetic only makes quiet NaNs, and generated gradients are finite "
+     "(test_formats, test_oracle check it)"),
+    (A + "gp_format.h", "gp_fmt_from_f64_bits", r": \(sign \| i\.qnan\);|else if \(i\.inf\)", None,
+     "a NaN or an infinity converted to e4m3 (no infinities): the suite converts only finite values to e4m3 "
+     "(its NaN comes from overflow, through the rounding path)"),
+    (A + "gp_format.h", "gp_fmt_from_f64_bits", r"e == 0 && m == 0|e \? \(m \| |e \? \(int\)e - 1075", None,
+     "binary64 subnormal inputs (below 2^-1022): no scenario's values come near"),
+    (A + "gp_format.h", "gp_fmt_from_f64_bits", r"if \(shift <= 0\)", None,
+     "dead for these formats: a normal binary64 input has 53 significant bits, more than any target's 24, so "
+     "shift >= 29 (the routine is generic)"),
+    (A + "gp_format.h", "gp_fmt_from_f64_bits", r"shift - 64 < 64", None,
+     "an input more than 2^128 below the target's smallest subnormal quantum (fp16: below 2^-99): the arm "
+     "only avoids an undefined shift; the result is 0 either way"),
+    (A + "gp_format.h", "gp_fmt_from_f64_bits", r"mag = mode == GP_RTZ \? i\.maxfin", None,
+     "OPEN: an RTZ accumulator saturating at its max finite, and an e4m3 overflow to NaN: reachable, no "
+     "preset (an e4m3 overflow preset found that the verdict names absorption, not non-finite, once a NaN "
+     "accumulator stops changing: docs/testing.md)"),
+    (A + "gp_format.h", "gp_fmt_isnan", r"i\.inf \? i\.inf : i\.maxfin", None,
+     "the NaN test of an e4m3 value: only when two e4m3 results differ (a mismatching backend); params and "
+     "states are never e4m3"),
+    (A + "gp_format.h", "gp_fmt_agree", r"gp_fmt_isnan\(f, a\) && gp_fmt_isnan\(f, b\)", (6,),
+     "two NaNs with different bit patterns in the optimizer's before/after comparison: the backends keep a "
+     "NaN's bits"),
+]
+
+# The level recorded when the last preset was added: branches reached per file (the check
+# also fails when a file reaches fewer, e.g. after an exclusion was widened).
+RECORDED = {}
+
+
+def load_source(root, rel):
+    with open(os.path.join(root, rel), encoding="utf-8") as f:
+        return f.read().split("\n")
+
+
+def presets(gradprec):
+    out = subprocess.run([gradprec, "run", "--list"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def run_suite(gradprec, plugin, names, data, work, quiet):
+    env = dict(os.environ, GCOV_PREFIX=data, GCOV_PREFIX_STRIP="0")
+    args = []
+    for n in names:
+        args += ["--preset", n]
+    runs = [("cpu", []), ("example-vs-cpu", ["--backend", "plugin:" + plugin, "--compare", "cpu"])]
+    for label, extra in runs:
+        cmd = [gradprec, "run", "--quiet", "-j", "2", "--out", os.path.join(work, label)] + extra + args
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if r.returncode not in (0, 1):
+            sys.stderr.write(r.stdout + r.stderr)
+            print("coverage.py: the %s run exited %d" % (label, r.returncode), file=sys.stderr)
+            sys.exit(2)
+        if not quiet:
+            print("ran the suite (%d presets) %s: exit %d" % (len(names), label, r.returncode))
+
+
+def gcov_json(data, build, work):
+    """gcov JSON of every gcda written under the private prefix `data`."""
+    jdir = os.path.join(work, "json")
+    os.makedirs(jdir)
+    out = []
+    for gcda in glob.glob(os.path.join(data, "**", "*.gcda"), recursive=True):
+        orig = gcda[len(data):]  # the absolute path the object was built at
+        gcno = orig[:-5] + ".gcno"
+        if not os.path.exists(gcno):
+            continue
+        shutil.copy(gcno, gcda[:-5] + ".gcno")
+        r = subprocess.run(["gcov", "--json-format", "--branch-probabilities", "--object-directory",
+                            os.path.dirname(gcda), gcda], cwd=jdir, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("coverage.py: gcov failed on %s: %s" % (gcda, r.stderr.strip()))
+    for j in glob.glob(os.path.join(jdir, "*.gcov.json.gz")):
+        with gzip.open(j, "rt") as f:
+            out.append(json.load(f))
+    return out
+
+
+def base_fn(name):
+    return re.sub(r"\.(avx2|default|resolver)$", "", name or "")
+
+
+def collect(root, docs):
+    """{(file, fn, line, idx): reached} over the measured code, union over TUs."""
+    br = {}
+    root = os.path.realpath(root) + os.sep
+    for d in docs:
+        for fi in d["files"]:
+            path = os.path.realpath(fi["file"])
+            if not path.startswith(root):
+                continue
+            rel = path[len(root):]
+            if rel.startswith(ARITH_DIR) and rel.endswith(".h"):
+                filt = None
+            elif rel in MEASURED:
+                filt = MEASURED[rel]
+            else:
+                continue
+            for ln in fi["lines"]:
+                fn = base_fn(ln.get("function_name"))
+                if filt is not None and fn not in filt:
+                    continue
+                for i, b in enumerate(ln["branches"]):
+                    k = (rel, fn, ln["line_number"], i)
+                    br[k] = br.get(k, False) or b["count"] > 0
+    return br
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--source", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--drop", action="append", default=[])
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--verbose", action="store_true", help="also list the excluded unreached branches")
+    a = ap.parse_args()
+    build = os.path.realpath(a.build)
+    gradprec = os.path.join(build, "gradprec")
+    plugin = os.path.join(build, "examples", "plugins", "libgp_example_plugin.so")
+    for f in (gradprec, plugin):
+        if not os.path.exists(f):
+            print("coverage.py: %s: missing (build the coverage build first: make coverage)" % f, file=sys.stderr)
+            return 2
+    names = presets(gradprec)
+    for d in a.drop:
+        if d not in names:
+            print("coverage.py: --drop %s: no such preset" % d, file=sys.stderr)
+            return 2
+    names = [n for n in names if n not in a.drop]
+    work = tempfile.mkdtemp(prefix="gp-coverage-")
+    try:
+        data = os.path.join(work, "gcda")
+        run_suite(gradprec, plugin, names, data, work, a.quiet)
+        br = collect(a.source, gcov_json(data, build, work))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    src = {}
+    excl_used = [0] * len(EXCLUSIONS)
+    per_file = {}
+    missing = []
+    for (rel, fn, line, idx), hit in sorted(br.items()):
+        if rel not in src:
+            src[rel] = load_source(a.source, rel)
+        text = src[rel][line - 1].strip() if line - 1 < len(src[rel]) else ""
+        s = per_file.setdefault(rel, [0, 0, 0])  # reached, total, excluded-unreached
+        s[1] += 1
+        if hit:
+            s[0] += 1
+            continue
+        ex = None
+        for n, (f, xfn, pat, arms, _) in enumerate(EXCLUSIONS):
+            if f == rel and (xfn is None or xfn == fn) and re.search(pat, text) and (arms is None or idx in arms):
+                ex = n
+                break
+        if ex is None:
+            missing.append((rel, line, fn, idx, text))
+        else:
+            excl_used[ex] += 1
+            s[2] += 1
+            if a.verbose:
+                print("excluded: %s:%d (%s, branch %d): %s  [%s]" % (rel, line, fn, idx, text, EXCLUSIONS[ex][4][:60]))
+    rc = 0
+    print("%-34s %9s %7s %9s %9s" % ("file", "reached", "total", "excluded", "missing"))
+    for rel in sorted(per_file):
+        r, t, x = per_file[rel]
+        print("%-34s %9d %7d %9d %9d" % (rel, r, t, x, t - r - x))
+        if r < RECORDED.get(rel, 0):
+            print("coverage: %s: %d branches reached, below the recorded %d" % (rel, r, RECORDED[rel]))
+            rc = 1
+    for rel, line, fn, idx, text in missing:
+        print("not reached: %s:%d (%s, branch %d): %s" % (rel, line, fn, idx, text))
+        rc = 1
+    for n, used in enumerate(excl_used):
+        if not used and not a.drop:
+            print("stale exclusion (matches no unreached branch): %s %s /%s/ %s" % EXCLUSIONS[n][:4])
+            rc = 1
+    print("coverage: %s" % ("FAIL" if rc else "ok: every branch not excluded is reached"))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

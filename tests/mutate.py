@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Mutation score of the project's own tests (issue 18 item 8).
+
+Applies, one at a time, each one-line source mutation of MUTANTS (below) to
+kernels/arith and harness in a scratch copy of the tree (the tracked files, copied to a
+temporary folder: the working tree is never touched), rebuilds incrementally, runs the
+test subset TESTS, and reports which mutants the tests kill. A mutant is killed when a
+test fails. A mutant that does not compile is reported and not counted (each of the
+list below compiles). The score is killed / mutants.
+
+Usage: tests/mutate.py [--source ROOT] [--keep DIR] [--only N,...] [--jobs N]
+  --keep DIR: build in DIR (kept between invocations: a second run rebuilds only what
+  the mutants touch); default a fresh temporary folder, removed at the end.
+  --only: run the listed mutant numbers (1-based) only.
+Exit status: 0 when the score is above 90%, 1 otherwise, 2 on bad usage or when the
+unmutated tree fails the subset (nothing can be judged then).
+
+The subset (docs/testing.md, "Mutation score"), chosen so that one run of every mutant
+fits in about an hour on two loaded cores: the unit suites of the formats, Philox,
+accumulation, AdamW, the scaler and clipping, the oracle sweep shortened to
+GP_SWEEP_N=20000 hard values per format and mode, the example plugin equal to the CPU
+on the default suite (--compare), and the default suite gated against ci/baseline.json.
+Not run: the ASan pass, test_accumulate, test_verdicts, the fuzz corpora, hostile
+inputs, reports, the wrong-plugin net and the CUDA shim (slow, or about other layers).
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+TESTS = ["test_philox", "test_formats", "test_accum", "test_adamw", "test_scaler", "test_clip", "test_oracle",
+         "cli_run_example_plugin_equals_cpu", "gate_default_suite_against_baseline"]
+TARGETS = ["gradprec", "gp_example_plugin", "test_philox", "test_formats", "test_accum", "test_adamw",
+           "test_scaler", "test_clip", "test_oracle"]
+
+# (file, the exact text of the original (unique in the file), its replacement, what it breaks)
+MUTANTS = [
+    # kernels/arith/gp_format.h
+    ('kernels/arith/gp_format.h',
+     'up = frac > 0x8000000000000000ull || (frac == 0x8000000000000000ull && (kept & 1u));',
+     'up = frac > 0x8000000000000000ull || (frac == 0x8000000000000000ull);', 'RNE ties away from zero'),
+    ('kernels/arith/gp_format.h',
+     'up = frac > 0x8000000000000000ull ||',
+     'up = frac >= 0x8000000000000000ull ||', 'RNE: >= at the tie'),
+    ('kernels/arith/gp_format.h',
+     'up = rbits < (uint32_t)(frac >> 32);',
+     'up = rbits <= (uint32_t)(frac >> 32);', 'stochastic rounding: <= (biased up)'),
+    ('kernels/arith/gp_format.h',
+     'if (ftz && X < i.emin) {',
+     'if (ftz && X < i.emin - 1) {', 'FTZ threshold one binade low'),
+    ('kernels/arith/gp_format.h',
+     '            if (q < qmin)\n',
+     '            if (q < qmin - 1)\n', 'subnormal quantum off by one'),
+    ('kernels/arith/gp_format.h',
+     'mag = mode == GP_RTZ ? i.maxfin : (i.inf ? i.inf : i.qnan);',
+     'mag = i.inf ? i.inf : i.qnan;', 'RTZ overflow gives inf instead of max finite'),
+    ('kernels/arith/gp_format.h',
+     '            if (mag > i.maxfin) {',
+     '            if (mag > i.maxfin + 1) {', 'overflow threshold'),
+    ('kernels/arith/gp_format.h',
+     '    return a == b || (gp_fmt_isnan(f, a) && gp_fmt_isnan(f, b));',
+     '    return a == b || (gp_fmt_isnan(f, a) || gp_fmt_isnan(f, b));', 'agree: one NaN suffices'),
+    ('kernels/arith/gp_format.h',
+     '    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;',
+     '    uint32_t rounded = (u + 0x8000u) >> 16;', 'fast bf16 RNE: ties away'),
+    ('kernels/arith/gp_format.h',
+     '    return 2 * (64 - GP_CLZ64((uint64_t)mag)) < i.p; /* 2 * significant bits < p */',
+     '    return 2 * (64 - GP_CLZ64((uint64_t)mag)) <= i.p; /* 2 * significant bits < p */', 'underflow loss: half the bits counted as lost'),
+    # kernels/arith/gp_arith.h
+    ('kernels/arith/gp_arith.h',
+     '    int away = (sticky > 0) == !(u >> 63);',
+     '    int away = (sticky > 0);', 'nudge: direction ignores the sign'),
+    ('kernels/arith/gp_arith.h',
+     '    if (u & 1)\n        return r;',
+     '    if (u & 2)\n        return r;', 'nudge: wrong parity bit'),
+    # kernels/arith/gp_accum.h
+    ('kernels/arith/gp_accum.h',
+     '        float y = g - c;',
+     '        float y = g + c;', 'Kahan: compensation added'),
+    ('kernels/arith/gp_accum.h',
+     '        float cn = (t - a) - y;',
+     '        float cn = (t - a) + y;', 'Kahan: new compensation sign'),
+    ('kernels/arith/gp_accum.h',
+     '        absorbed = g != 0.0f && out == acc && newc == *comp;',
+     '        absorbed = g != 0.0f && out == acc;', 'Kahan absorption ignores the compensation'),
+    ('kernels/arith/gp_accum.h',
+     '    if ((vb & 0x7f800000u) == 0x7f800000u)\n        *found_inf = 1;',
+     '    if ((vb & 0x7fffffffu) == 0x7f800000u)\n        *found_inf = 1;', 'unscale: NaN not found'),
+    ('kernels/arith/gp_accum.h',
+     '    double prod = (double)gp_f32_from_bits(vb) * (double)inv_scale; /* exact: 24x24 bits */',
+     '    double prod = (double)gp_f32_from_bits(vb) * (double)gp_f32_from_bits(gp_f32_bits(inv_scale) & 0xffff0000u);', 'unscale multiplier truncated to bf16'),
+    # kernels/arith/gp_scaler.h
+    ('kernels/arith/gp_scaler.h',
+     '        s->tracker = 0;\n        return;',
+     '        return;', 'backoff keeps the tracker'),
+    ('kernels/arith/gp_scaler.h',
+     '    if (successful == interval) {',
+     '    if (successful > interval) {', 'growth one step late'),
+    ('kernels/arith/gp_scaler.h',
+     '        if ((gp_f32_bits(grown) & 0x7f800000u) != 0x7f800000u) /* finite */\n',
+     '        if (1) /* finite */\n', 'growth to inf accepted'),
+    # kernels/arith/gp_adamw.h
+    ('kernels/arith/gp_adamw.h',
+     '    s.bc2 = 1.0 - b2t;',
+     '    s.bc2 = 1.0 - b1t;', 'bias correction 2 uses beta1'),
+    ('kernels/arith/gp_adamw.h',
+     '    s.decay = (float)(1.0 - lrwd);',
+     '    s.decay = (float)(1.0 - lrwd * 0.5);', 'half the weight decay'),
+    ('kernels/arith/gp_adamw.h',
+     '        if (rh < tiny)\n            return 0.0;',
+     '        if (rh < 1e-3)\n            return 0.0;', 'beta^t cut early'),
+    ('kernels/arith/gp_adamw.h',
+     '    if (w < 0.5f && w > -0.5f)',
+     '    if (w < 0.5f && w > 0.5f)', 'lerp: always the second form'),
+    ('kernels/arith/gp_adamw.h',
+     '        stale = nonzero && nm == *master;',
+     '        stale = nm == *master;', 'master: stale counted for zero updates'),
+    ('kernels/arith/gp_adamw.h',
+     '        float cn = moved - y;',
+     '        float cn = y - moved;', 'AdamW Kahan compensation negated'),
+    # kernels/arith/gp_clip.h
+    ('kernels/arith/gp_clip.h',
+     '    return c > 1.0f ? 1.0f : c;',
+     '    return c;', 'clip coefficient not clamped'),
+    # kernels/arith/gp_schedule.h
+    ('kernels/arith/gp_schedule.h',
+     '    if (W > 0 && t <= W)',
+     '    if (W > 0 && t < W)', 'warmup one step short'),
+    # kernels/arith/gp_philox.h
+    ('kernels/arith/gp_philox.h',
+     '    return gp_philox4x32_10(c, k).v[index & 3];',
+     '    return gp_philox4x32_10(c, k).v[index & 1];', 'random words reused'),
+    # harness/gp_runner.c
+    ('harness/gp_runner.c',
+     '    case GP_RED_MEAN: return (double)nk * sc->batch.accumulation_steps;',
+     '    case GP_RED_MEAN: return (double)nk * sc->batch.microbatches;', 'mean: divides by K seen, not A'),
+    ('harness/gp_runner.c',
+     '    case GP_RED_MEAN_NO_DIV: return (double)nk;',
+     '    case GP_RED_MEAN_NO_DIV: return N;', 'mean_no_div as token_mean'),
+    ('harness/gp_runner.c',
+     '    if (isinf(v) && isfinite(exact))\n        return GP_MECH_OVERFLOW;',
+     '    if (isinf(v) && isfinite(exact))\n        return GP_MECH_ROUNDING;', 'overflow classified as rounding'),
+    ('harness/gp_runner.c',
+     '            if (nb == ob) {',
+     '            if (nb == ob && 0) {', 'absorption never counted'),
+    ('harness/gp_runner.c',
+     '    if (u.found_inf)\n        *found_inf = 1;',
+     '    if (u.found_inf && 0)\n        *found_inf = 1;', 'found_inf dropped'),
+    ('harness/gp_runner.c',
+     '    *coef = sc->loss_scale.unscale_before_clip ? *right : gp_clip_coef(af, scaled, sc->clip.max_norm, 0);',
+     '    *coef = *right;', 'clip order ignored'),
+    ('harness/gp_runner.c',
+     '    if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */',
+     '    if (c->shrink != 1.0 && 0) /* the shrunk value, made fp32, is the exact input */', 'shrink ignored'),
+    ('harness/gp_runner.c',
+     '    if (st->mismatches || st->opt.mismatches || st->opt.skip_writes)\n        r->verdict = GP_FAIL;',
+     '    if (st->opt.mismatches || st->opt.skip_writes)\n        r->verdict = GP_FAIL;', 'accumulate mismatches do not fail'),
+    # harness/gp_optim.c
+    ('harness/gp_optim.c',
+     '            if (nonzero && !diff[j]) {',
+     '            if (!diff[j]) {', 'stale counted for zero updates'),
+    ('harness/gp_optim.c',
+     '        compare_outputs(s, "v", sf, o->v, off, o->v2, n, t, i0, diff);',
+     '', 'v not compared'),
+    # harness/gp_generate.c
+    ('harness/gp_generate.c',
+     '        if (signed_dist && (w.v[3] >> 16) < neg_cut)',
+     '        if ((w.v[3] >> 16) < neg_cut)', 'sign flips for normal distributions too'),
+]
+
+
+STILLBORN = "does not compile"
+
+
+def sh(cmd, cwd, env=None, log=None):
+    r = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if log is not None:
+        log.write(r.stdout)
+    return r.returncode, r.stdout
+
+
+def copy_tree(src, dst):
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=src, capture_output=True, check=True).stdout.split(b"\0")
+    for f in files:
+        if not f:
+            continue
+        f = f.decode()
+        s = os.path.join(src, f)
+        if not os.path.isfile(s):
+            continue
+        d = os.path.join(dst, f)
+        if os.path.exists(d) and open(s, "rb").read() == open(d, "rb").read():
+            continue  # unchanged: keep its mtime, the build stays incremental
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        shutil.copy2(s, d)
+
+
+def build_and_test(tree, build, jobs, log):
+    rc, _ = sh(["cmake", "--build", build, "-j", str(jobs), "--target"] + TARGETS, tree, log=log)
+    if rc != 0:
+        return STILLBORN
+    env = dict(os.environ, GP_SWEEP_N="20000")
+    rc, out = sh(["ctest", "-j", str(jobs), "--stop-on-failure", "--timeout", "600", "-R",
+                  "^(" + "|".join(TESTS) + ")$"], build, env=env, log=log)
+    if rc == 0:
+        return None
+    bad = [l.split(":", 1)[1].split()[0] for l in out.splitlines()
+           if "***" in l and ":" in l and " Test " in l]
+    return "failed: " + (", ".join(bad) if bad else "ctest exit %d" % rc)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--source", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--keep")
+    ap.add_argument("--only")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--check", action="store_true", help="only check that every mutant applies")
+    a = ap.parse_args()
+    for n, (f, old, new, _) in enumerate(MUTANTS, 1):
+        text = open(os.path.join(a.source, f)).read()
+        if text.count(old) != 1:
+            print("mutate.py: mutant %d: the original text occurs %d times in %s" % (n, text.count(old), f),
+                  file=sys.stderr)
+            return 2
+    if a.check:
+        print("mutate.py: %d mutants, each applies once" % len(MUTANTS))
+        return 0
+    pick = list(range(1, len(MUTANTS) + 1))
+    if a.only:
+        pick = [int(x) for x in a.only.split(",")]
+    work = a.keep or tempfile.mkdtemp(prefix="gp-mutate-")
+    tree, build = os.path.join(work, "src"), os.path.join(work, "build")
+    os.makedirs(tree, exist_ok=True)
+    copy_tree(a.source, tree)
+    log = open(os.path.join(work, "mutate.log"), "w")
+    print("mutate.py: scratch copy in %s (log: mutate.log there)" % work, flush=True)
+    if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+        rc, out = sh(["cmake", "-S", tree, "-B", build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DGP_CUDA=OFF"], tree, log=log)
+        if rc != 0:
+            print(out, file=sys.stderr)
+            return 2
+    t0 = time.time()
+    why = build_and_test(tree, build, a.jobs, log)
+    if why:
+        print("mutate.py: the unmutated tree fails the subset (%s): nothing to judge" % why, file=sys.stderr)
+        return 2
+    print("mutate.py: unmutated tree passes the subset (%.0f s)" % (time.time() - t0), flush=True)
+    killed, survived, stillborn = 0, [], []
+    try:
+        for n in pick:
+            f, old, new, what = MUTANTS[n - 1]
+            path = os.path.join(tree, f)
+            orig = open(path).read()
+            open(path, "w").write(orig.replace(old, new))
+            t0 = time.time()
+            log.write("\n==== mutant %d: %s: %s\n" % (n, f, what))
+            try:
+                why = build_and_test(tree, build, a.jobs, log)
+            finally:
+                open(path, "w").write(orig)
+            if why == STILLBORN:
+                stillborn.append(n)
+            elif why:
+                killed += 1
+            else:
+                survived.append(n)
+            print("mutant %2d %-8s %-24s %s (%.0f s)%s" % (n, "killed" if why else "SURVIVED", f.split("/")[-1], what,
+                                                          time.time() - t0, " -- " + why if why else ""), flush=True)
+    finally:
+        log.close()
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    total = len(pick) - len(stillborn)  # a mutant that does not compile is no test of the tests
+    for n in stillborn:
+        print("not counted (does not compile): mutant %d" % n)
+    score = 100.0 * killed / total if total else 0.0
+    print("mutation score: %d of %d mutants killed (%.1f%%)" % (killed, total, score))
+    for n in survived:
+        print("survivor %d: %s: %s" % (n, MUTANTS[n - 1][0], MUTANTS[n - 1][3]))
+    return 0 if score > 90.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
