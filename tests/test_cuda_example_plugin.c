@@ -6,8 +6,8 @@
  * fp16, must show no mismatching element and no write in a skipped step; stochastic
  * rounding, which the plugin does not implement, must be refused as unsupported (-2).
  * A preset that needs what the plugin documents as not implemented (FTZ, stochastic
- * rounding of the accumulator, an fp8 gradient or accumulator) must be refused the same
- * way; every other preset must run.
+ * rounding of the accumulator or of the stored weights, an fp8 gradient or accumulator)
+ * must be refused the same way; every other preset must run.
  * Without a device: the plugin (where it was built) must be refused with one line naming
  * device memory, then exit 77 (skipped). Argument: the folder of the example plugins. */
 #include <stdio.h>
@@ -59,7 +59,7 @@ static int needs_unimplemented(const char *name, const char *yaml)
     }
     int fp8 = sc.precision.grad == GP_FP8_E4M3 || sc.precision.grad == GP_FP8_E5M2 ||
               sc.precision.accumulator == GP_FP8_E4M3 || sc.precision.accumulator == GP_FP8_E5M2;
-    int r = sc.precision.ftz || sc.precision.rounding == GP_ACC_STOCHASTIC || fp8;
+    int r = sc.precision.ftz || sc.precision.rounding == GP_ACC_STOCHASTIC || sc.optimizer.stochastic || fp8;
     gp_scenario_free(&sc);
     return r;
 }

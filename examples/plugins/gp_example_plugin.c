@@ -20,8 +20,8 @@
  * compensation), -DGP_EXAMPLE_BIASED_SR (stochastic rounding up half as often as it
  * should), -DGP_EXAMPLE_RUNNING_MEAN (each micro-batch averaged into the buffer).
  * The correct plugin implements rne and Kahan accumulation for fp32/bf16/fp16 (fp8
- * gradients read), round-toward-zero into bf16/fp16, FTZ, and stochastic rounding into
- * bf16.
+ * gradients read), round-toward-zero into fp32/bf16/fp16, FTZ, and stochastic rounding
+ * into bf16 (the accumulator, and AdamW's stored bf16 weights).
  *
  * The wrong plugins of the default suite's net (tests/wrong_plugins.sh; each correct but
  * for one bug, GP_WRONG_<NAME> below): one per compared output, per kind of non-finite
@@ -158,6 +158,21 @@ static uint16_t f32_to_bf16_sr(float f, uint32_t r)
     return (uint16_t)((u >> 16) + (uint32_t)up); /* a carry moves into the exponent, up to inf */
 }
 
+/* a + b rounded toward zero in fp32: the exact sum is s + err (binary64 TwoSum of two
+ * floats); f = (float)s is the nearest float to it (s lies within 2^-53 of the sum), so
+ * the truncation is f, or f's neighbour toward zero when f is beyond the sum (the sign
+ * of (f - s) - err: f - s is exact). Overflow gives +-FLT_MAX; NaN and inf stay. */
+static float f32_add_rtz(float a, float b)
+{
+    double s = (double)a + (double)b, bb = s - (double)a;
+    double err = ((double)a - (s - bb)) + ((double)b - bb);
+    float f = (float)s;
+    double d = ((double)f - s) - err;
+    if ((f > 0.0f && d > 0.0) || (f < 0.0f && d < 0.0))
+        f = nextafterf(f, 0.0f);
+    return f;
+}
+
 /* The 32 random bits of element i of an accumulation. */
 static uint32_t sr_bits(const gp_plugin_accumulate_args *a, uint64_t i)
 {
@@ -175,8 +190,7 @@ static int accumulate(const gp_plugin_accumulate_args *a)
     int32_t af = a->acc_format;
     int sr = a->rounding == GP_PLUGIN_STOCHASTIC, kahan = a->rounding == GP_PLUGIN_KAHAN;
     int rtz = a->rounding == GP_PLUGIN_RTZ;
-    if (!readable(a->grad_format) || !supported(af) || (rtz && af == GP_PLUGIN_FP32) ||
-        (sr && (af != GP_PLUGIN_BF16 || a->ftz)))
+    if (!readable(a->grad_format) || !supported(af) || (sr && (af != GP_PLUGIN_BF16 || a->ftz)))
         return 1; /* not implemented here */
     for (uint64_t i = 0; i < a->n; i++) {
         float acc = load(af, a->acc, i), g = load(a->grad_format, a->grad, i);
@@ -205,7 +219,7 @@ static int accumulate(const gp_plugin_accumulate_args *a)
 #endif
             continue;
         }
-        float sum = acc + g;
+        float sum = rtz && af == GP_PLUGIN_FP32 ? f32_add_rtz(acc, g) : acc + g;
 #ifdef GP_EXAMPLE_BF16_AS_FP32
         if (af == GP_PLUGIN_FP32)
             sum = bf16_to_f32(f32_to_bf16(sum)); /* the bug: a bf16 accumulator in disguise */
@@ -264,13 +278,26 @@ static float round_to(int32_t fmt, float v)
     }
 }
 
+/* The new weight v of element i stored in the param format: RNE, or (sr) stochastically
+ * rounded to bf16 from the fp32 value with the element's bits of the AdamW stream (the
+ * rule of f32_to_bf16_sr). */
+static void store_param(const gp_plugin_adamw_args *a, uint64_t i, float v, int sr)
+{
+    if (sr)
+        ((uint16_t *)a->param)[i] = f32_to_bf16_sr(v, gp_rand_u32(a->seed, a->stream, a->first_index + i));
+    else
+        store(a->param_format, a->param, i, v);
+}
+
 /* AdamW as torch's CUDA kernels compute it (see the ABI header for the formula):
  * lerp and addcmul/addcdiv as fused multiply-adds, the scalars in double as Python
  * computes them. Round-to-nearest-even only. */
 static int adamw(const gp_plugin_adamw_args *a)
 {
     int32_t pf = a->param_format, sf = a->state_format;
-    if (a->rounding != GP_PLUGIN_RNE || !supported(pf) || !readable(a->grad_format) || !supported(sf) ||
+    int sr = a->rounding == GP_PLUGIN_STOCHASTIC; /* of the stored bf16 weights (not Kahan) */
+    if ((a->rounding != GP_PLUGIN_RNE && !(sr && pf == GP_PLUGIN_BF16 && a->variant != GP_PLUGIN_ADAMW_KAHAN)) ||
+        !supported(pf) || !readable(a->grad_format) || !supported(sf) ||
         a->variant < GP_PLUGIN_ADAMW_PLAIN || a->variant > GP_PLUGIN_ADAMW_KAHAN)
         return 1;
     if (*a->found_inf)
@@ -321,20 +348,20 @@ static int adamw(const gp_plugin_adamw_args *a)
         case GP_PLUGIN_ADAMW_PLAIN:
 #ifdef GP_WRONG_DECAY_AFTER_UPDATE
             /* the bug: weight decay applied to the updated weight */
-            store(pf, a->param, i, round_to(pf, fmaf(neg_step, ratio, w)) * decay);
+            store_param(a, i, round_to(pf, fmaf(neg_step, ratio, w)) * decay, sr);
 #else
-            store(pf, a->param, i, fmaf(neg_step, ratio, round_to(pf, w * decay)));
+            store_param(a, i, fmaf(neg_step, ratio, round_to(pf, w * decay)), sr);
 #endif
             break;
         case GP_PLUGIN_ADAMW_ONE_STORE:
-            store(pf, a->param, i, fmaf(neg_step, ratio, w * decay));
+            store_param(a, i, fmaf(neg_step, ratio, w * decay), sr);
             break;
         case GP_PLUGIN_ADAMW_MASTER: {
             float nm = fmaf(neg_step, ratio, w * decay);
 #ifndef GP_WRONG_MASTER_STALE
             ((float *)a->master)[i] = nm; /* (the bug: the master is never written back) */
 #endif
-            store(pf, a->param, i, nm);
+            store_param(a, i, nm, sr);
             break;
         }
         default: { /* Kahan: the compensated sum of the decayed weight and the update */
