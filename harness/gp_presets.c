@@ -602,9 +602,9 @@ static const gp_preset presets[] = {
      DDP("fsdp-reduce-scatter-bf16", "8", "4", "fp32", "fp32", "bf16", ", collective: reduce_scatter")},
     /* ---- issue 18, item 1: presets that reach the branches tests/coverage.py lists ---- */
     {"rtz-fp32-accum",
-     "64 positive micro-batches summed in fp32 rounding toward zero (a truncating fp32 accumulator, as measured "
-     "on some tensor cores): every rounding loses magnitude, at most 64 fp32 ulps in all: grad_norm_ratio in "
-     "[1 - 2^-17 - 2^-24, 1 + 2^-24]",
+     "64 positive micro-batches (lognormal, sigma 3: ten decades) summed in fp32 rounding toward zero (a truncating "
+     "fp32 accumulator, as measured on some tensor cores): every rounding loses magnitude, at most 64 fp32 ulps in "
+     "all: grad_norm_ratio in [1 - 2^-17 - 2^-24, 1 + 2^-24]; the smallest addends truncate away",
      /* K = 64 RTZ roundings of a growing positive sum each lose less than ulp(S) <= 2^-23 S (S the final
       * sum): the accumulated value lies in ((1 - 64 * 2^-23) S, S] = ((1 - 2^-17) S, S]; the stored fp32
       * gradients (one RNE rounding each, relative 2^-24 either way) widen it by 2^-24 on both sides. */
@@ -613,7 +613,7 @@ static const gp_preset presets[] = {
      "tensors:\n"
      "  - name: mlp.w1\n"
      "    size: 4096\n"
-     "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 0.5, sign: 0.0}\n"
+     "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 3.0, sign: 0.0}\n"
      "batch: {microbatches: 64, tokens: 64}\n"
      "reduction: sum\n"
      "fullbatch: sum\n"
@@ -668,15 +668,16 @@ static const gp_preset presets[] = {
      "clip: {max_norm: 0.1}\n"
      "steps: 3\n"},
     {"embedding-padding-row-kahan",
-     "embedding gradients, sparse (90% of rows not in the batch are exactly 0) and heavy-tailed, in bf16 with a "
-     "Kahan-compensated bf16 accumulator, beside the padding row (weights 0, gradient 0) under weight decay: "
-     "it must stay 0",
+     "embedding gradients, sparse (90% of rows not in the batch are exactly 0) and heavy-tailed (lognormal, "
+     "sigma 3), in bf16 with a Kahan-compensated bf16 accumulator, beside the padding row (weights 0, gradient 0) "
+     "under weight decay: it must stay 0; the compensation carries the small addends (absorbed_frac is no loss "
+     "here, as in long-accum-bf16-kahan-k1024)",
      "name: embedding-padding-row-kahan\n"
      "seed: 109\n"
      "tensors:\n"
      "  - name: embed\n"
      "    size: 4096\n"
-     "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 2.0, sparsity: 0.9}\n"
+     "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 3.0, sparsity: 0.9}\n"
      "  - name: embed.padding_row\n"
      "    size: 64\n"
      "    grad: {dist: constant, scale: 1.0e-3, sparsity: 0.999999}\n"
@@ -686,7 +687,8 @@ static const gp_preset presets[] = {
      "fullbatch: sum\n"
      "precision: {grad: bf16, accumulator: bf16, rounding: kahan}\n"
      "optimizer: {weight_decay: 0.1}\n"
-     "steps: 2\n"},
+     "steps: 2\n"
+     "thresholds: {absorbed_frac: 1.0}\n"},
     {"bf16-weights-cosine-sr",
      "bf16-weights-cosine-no-master with stochastic rounding of the stored weights and a cosine schedule that "
      "ends at step 80 of 100: updates below half an ulp move the weight with their probability, so the "
@@ -771,6 +773,40 @@ static const gp_preset presets[] = {
      "reduction: sum\n"
      "fullbatch: sum\n"
      "precision: {grad: fp32, accumulator: fp32}\n" EXPECT_FAIL("absorption")},
+    {"fp16-overflow-backoff-clipped",
+     "fp16-overflow-scale-backoff with clipping at max_norm 1: the overflowing step 1 is skipped before any "
+     "clipping (no norm of an infinite gradient), the scale backs off, the 9 other steps are clipped: "
+     "skipped_steps = 1 exactly, scaling_rel_err = sqrt(1/10)",
+     "name: fp16-overflow-backoff-clipped\n"
+     "seed: 19\n"
+     "tensors:\n"
+     "  - name: lm_head\n"
+     "    size: 4096\n"
+     "    grad: {dist: constant, scale: 1.5}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp16, accumulator: fp32}\n"
+     "loss_scale: {mode: dynamic, init: 65536}\n"
+     "clip: {max_norm: 1.0}\n"
+     "steps: 10\n"
+     "thresholds: {skipped_steps: {min: 1, max: 1}, scaling_rel_err: 0.5, weight_rel_err: 1.0}\n"},
+    {"bf16-weights-master-tiny-lr",
+     "bf16 weights at 1.0 with fp32 master weights and lr 1e-8 (the tail of a decayed schedule): the update "
+     "1e-8 is below half an fp32 ulp at 1 (2^-24 = 6e-8), so even the master weights never move: "
+     "stale_update_frac = 1",
+     "name: bf16-weights-master-tiny-lr\n"
+     "seed: 21\n"
+     "tensors:\n"
+     "  - name: norm.weight\n"
+     "    size: 4096\n"
+     "    grad: {dist: constant, scale: 1.0e-3, sign: 1.0}\n"
+     "    weight: {dist: constant, scale: 1.0, sign: 0.0}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "optimizer: {lr: 1.0e-8, weight_decay: 0.0, param: bf16, master: fp32}\n"
+     "steps: 10\n" EXPECT_FAIL("stale update")},
     {NULL, NULL, NULL},
 };
 

@@ -148,7 +148,7 @@ def copy_tree(src, dst):
         if os.path.exists(d) and open(s, "rb").read() == open(d, "rb").read():
             continue  # unchanged: keep its mtime, the build stays incremental
         os.makedirs(os.path.dirname(d), exist_ok=True)
-        shutil.copy2(s, d)
+        shutil.copy(s, d)  # a new mtime: make rebuilds what depends on it
 
 
 def build_and_test(tree, build, jobs, log):
