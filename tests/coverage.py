@@ -133,6 +133,10 @@ EXCLUSIONS = [
      "gradients above 6.5e5): reachable, no preset"),
     # --- kernels/arith: forms the backends do not run
     (A + "gp_accum.h", "gp_accum_step", r"if \(r == GP_ACC_RNE && !ftz && !ev\)", (5,), WHY_EV),
+    (A + "gp_accum.h", "gp_accum_step", r"absorbed = g != 0\.0f && out == acc && newc == \*comp;", (4,),
+     "OPEN: a Kahan addend that changes neither the sum nor the compensation (below half an ulp of the "
+     "compensation, about 2^-18 of the sum in bf16): reachable with addends spread over more than 18 "
+     "binades on one element; embedding-padding-row-kahan's ten decades do not reach it"),
     (A + "gp_accum.h", "gp_accum_step", r"^if \(ev\)$", None, WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_madd_store", r"if \(!ev && mode == GP_RNE\)", (1,), WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_mul_store", r"if \(!ev\)|f == GP_FP32 \? p : gp_fmt_from_f32_bits", None, WHY_EV),
@@ -194,7 +198,12 @@ EXCLUSIONS = [
 
 # The level recorded when the last preset was added: branches reached per file (the check
 # also fails when a file reaches fewer, e.g. after an exclusion was widened).
-RECORDED = {}
+RECORDED = {
+    "harness/gp_optim.c": 72, "harness/gp_runner.c": 347, "kernels/arith/gp_accum.h": 39,
+    "kernels/arith/gp_adamw.h": 72, "kernels/arith/gp_arith.h": 7, "kernels/arith/gp_clip.h": 15,
+    "kernels/arith/gp_format.h": 87, "kernels/arith/gp_philox.h": 4, "kernels/arith/gp_scaler.h": 6,
+    "kernels/arith/gp_schedule.h": 20, "kernels/cpu/gp_cpu_backend.c": 53,
+}
 
 
 def load_source(root, rel):
