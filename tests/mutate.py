@@ -79,8 +79,8 @@ MUTANTS = [
      '    if (successful > interval) {', 'growth one step late'),
     # kernels/arith/gp_adamw.h
     ('kernels/arith/gp_adamw.h',
-     '    s.bc2 = 1.0 - b2t;',
-     '    s.bc2 = 1.0 - b1t;', 'bias correction 2 uses beta1'),
+     '    double b2t = gp_adamw_pow(beta2, t);',
+     '    double b2t = gp_adamw_pow(beta1, t);', 'bias correction 2 uses beta1'),
     ('kernels/arith/gp_adamw.h',
      '    if (w < 0.5f && w > -0.5f)',
      '    if (w < 0.5f && w > 0.5f)', 'lerp: always the second form'),
@@ -110,7 +110,7 @@ MUTANTS = [
      '    if (u.found_inf && 0)\n        *found_inf = 1;', 'found_inf dropped'),
     ('harness/gp_runner.c',
      '    *coef = sc->loss_scale.unscale_before_clip ? *right : gp_clip_coef(af, scaled, sc->clip.max_norm, 0);',
-     '    *coef = *right;', 'clip order ignored'),
+     '    *coef = 1 ? *right : gp_clip_coef(af, scaled, sc->clip.max_norm, 0);', 'clip order ignored'),
     ('harness/gp_runner.c',
      '    if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */',
      '    if (c->shrink != 1.0 && 0) /* the shrunk value, made fp32, is the exact input */', 'shrink ignored'),
@@ -120,8 +120,8 @@ MUTANTS = [
      '            if (!diff[j]) {', 'stale counted for zero updates'),
     # harness/gp_generate.c
     ('harness/gp_generate.c',
-     '        if (signed_dist && (w.v[3] >> 16) < neg_cut)',
-     '        if ((w.v[3] >> 16) < neg_cut)', 'sign flips for normal distributions too'),
+     '    if (signed_dist && (w.v[3] >> 16) < neg_cut)',
+     '    if ((w.v[3] >> 16) < neg_cut)', 'sign flips for normal distributions too'),
 ]
 
 
@@ -221,7 +221,8 @@ def main():
                 killed += 1
             else:
                 survived.append(n)
-            print("mutant %2d %-8s %-24s %s (%.0f s)%s" % (n, "killed" if why else "SURVIVED", f.split("/")[-1], what,
+            label = "n/a" if why == STILLBORN else "killed" if why else "SURVIVED"
+            print("mutant %2d %-8s %-24s %s (%.0f s)%s" % (n, label, f.split("/")[-1], what,
                                                           time.time() - t0, " -- " + why if why else ""), flush=True)
     finally:
         log.close()
