@@ -76,6 +76,9 @@ WHY_EV = ("the instrumented form (an events pointer): the backends run the produ
           "test_accum, test_adamw and test_oracle run the other")
 WHY_EVAL = ("torch's CPU and the unfused evaluation orders (gp_adamw_eval): no scenario selects them, the "
             "backends run GP_ADAMW_TORCH_CUDA (test_adamw checks the others against torch's values)")
+WHY_FUSED = ("torch's fused CPU AdamW (optimizer.fused: torch_cpu): the example plugin does not implement it, so "
+             "a preset using it would be refused by the --compare run; test_adamw and "
+             "tests/python/test_fused_adamw.py check it against torch")
 WHY_REPLAY = "replayed or sampled tensors only: no preset replays a dump (test_replay, tests/python cover it)"
 EXCLUSIONS = [
     # --- failures, faults, limits
@@ -153,6 +156,12 @@ EXCLUSIONS = [
     (A + "gp_adamw.h", "gp_adamw_madd_store", r"^if \(fused\) \{$|^if \(!fused\)", None, WHY_EVAL),
     (A + "gp_adamw.h", "gp_adamw_step", r"if \(cpu\)|cpu \? |fused && !cpu|fused && s->addcmul_v == 1\.0f|"
      r"if \(fused_upd\)", None, WHY_EVAL),
+    (A + "gp_adamw.h", "gp_adamw_fused_step", r"", None, WHY_FUSED),
+    (A + "gp_adamw.h", "gp_adamw_fused_ok", r"", None, WHY_FUSED),
+    (A + "gp_adamw.h", "gp_adamw_step", r"cfg\.variant == GP_ADAMW_TORCH_FUSED_CPU", None, WHY_FUSED),
+    (C, "cpu_adamw", r"GP_PLUGIN_ADAMW_TORCH_FUSED_CPU|gp_adamw_fused_ok|a->rounding == GP_PLUGIN_RNE \? GP_RNE|"
+     r"a->master \|\| a->comp", None, WHY_FUSED),
+    (A + "gp_adamw.h", "gp_adamw_lerp_store", r"^if \(vec_form\)$", None, WHY_EVAL),
     (A + "gp_adamw.h", "gp_adamw_madd_store", r"^if \(f == GP_FP32\)$", None,
      "stochastic rounding of an fp32 param (the only way to this arm with an RNE-free store): no setup does it"),
     (A + "gp_adamw.h", "gp_adamw_step", r"^if \(found_inf\)$", None,
