@@ -98,6 +98,11 @@ void gp_shim_run(const char *kernel, const char *file, int line, dim3 grid, dim3
                  void (*body)(void *), void *ctx);
 /* __syncthreads: park this thread until every thread of the block arrives. */
 void gp_shim_syncthreads(void);
+/* A warp-level call (GP_SHIM_WARP_*): park this thread until every lane of `mask` waits
+ * at the same call, then get the answer in *result: a shuffle copies `size` bytes of the
+ * source lane's *value (arg: source lane, delta or lane mask; width: segment width), a
+ * vote the unsigned ballot / any / all of the lanes' predicates (arg). */
+void gp_shim_warp(int op, unsigned mask, const void *value, void *result, unsigned size, int arg, int width);
 /* A __shared__ array is being declared by the running thread: poison it (0x5a bytes) if
  * it is the first time in this block. */
 void gp_shim_shared_seen_raw(void *p, size_t bytes);
@@ -184,9 +189,48 @@ static inline gp_shim_launcher<P...> gp_shim_launch(void (*fn)(P...), const char
     return gp_shim_launcher<P...>{fn, name, file, line, grid, block, shmem};
 }
 
-/* ---- barriers, atomics (fibers of one block never run at once: a plain read-modify-
- * write is atomic), warp-level calls not provided yet (docs/cuda.md) ---- */
+/* ---- barriers, warp-level calls, atomics (fibers of one block never run at once: a
+ * plain read-modify-write is atomic) ---- */
 static inline void __syncthreads(void) { gp_shim_syncthreads(); }
+enum { GP_SHIM_WARP_IDX, GP_SHIM_WARP_UP, GP_SHIM_WARP_DOWN, GP_SHIM_WARP_XOR, GP_SHIM_WARP_BALLOT, GP_SHIM_WARP_ANY,
+       GP_SHIM_WARP_ALL, GP_SHIM_WARP_SYNC };
+/* The lanes of `mask` all reach the call before any returns (a warp-level barrier), as on
+ * a GPU since Volta for the _sync forms; a lane of the mask that exits or waits elsewhere
+ * fails the launch with a message. Shuffles: T of at most 8 bytes; a lane outside its
+ * width segment (up, down, xor) gets its own value back. */
+template <typename T> static inline T gp_shim_shfl(int op, unsigned mask, T var, int arg, int width)
+{
+    static_assert(sizeof(T) <= 8, "a shuffled value has at most 8 bytes");
+    T r = var;
+    gp_shim_warp(op, mask, &var, &r, sizeof(T), arg, width);
+    return r;
+}
+template <typename T> static inline T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32)
+{
+    return gp_shim_shfl(GP_SHIM_WARP_IDX, mask, var, src_lane, width);
+}
+template <typename T> static inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32)
+{
+    return gp_shim_shfl(GP_SHIM_WARP_UP, mask, var, (int)delta, width);
+}
+template <typename T> static inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32)
+{
+    return gp_shim_shfl(GP_SHIM_WARP_DOWN, mask, var, (int)delta, width);
+}
+template <typename T> static inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32)
+{
+    return gp_shim_shfl(GP_SHIM_WARP_XOR, mask, var, lane_mask, width);
+}
+static inline unsigned gp_shim_vote(int op, unsigned mask, int pred)
+{
+    unsigned r = 0;
+    gp_shim_warp(op, mask, NULL, &r, sizeof r, pred != 0, 32);
+    return r;
+}
+static inline unsigned __ballot_sync(unsigned mask, int pred) { return gp_shim_vote(GP_SHIM_WARP_BALLOT, mask, pred); }
+static inline int __any_sync(unsigned mask, int pred) { return (int)gp_shim_vote(GP_SHIM_WARP_ANY, mask, pred); }
+static inline int __all_sync(unsigned mask, int pred) { return (int)gp_shim_vote(GP_SHIM_WARP_ALL, mask, pred); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)gp_shim_vote(GP_SHIM_WARP_SYNC, mask, 0); }
 static inline void __threadfence(void) {}
 template <typename T> static inline T atomicAdd(T *p, T v) { T o = *p; *p = o + v; return o; }
 template <typename T> static inline T atomicSub(T *p, T v) { T o = *p; *p = o - v; return o; }

@@ -119,7 +119,18 @@ cudaError_t fail(cudaError_t e)
 
 /* ---- launches ---- */
 
-enum { T_NEW, T_RUNNING, T_PARKED, T_DONE };
+enum { T_NEW, T_RUNNING, T_PARKED, T_WARP, T_DONE }; /* T_PARKED: at __syncthreads; T_WARP: at a warp-level call */
+
+/* A thread waiting at a warp-level call: what it asked, and where its answer goes. */
+struct warp_call {
+    int op;            /* GP_SHIM_WARP_* */
+    unsigned mask;     /* the lanes that must all take part */
+    const void *value; /* the value it offers (shuffles), on its fiber's stack */
+    void *result;      /* where the answer goes (on its fiber's stack) */
+    unsigned size;     /* bytes of value/result (shuffles: 1 .. 8) */
+    int arg;           /* source lane, delta or lane mask (shuffles); the predicate (votes) */
+    int width;         /* shuffles: the segment width, a power of two 1 .. 32 */
+};
 
 struct fiber {
     ucontext_t ctx;
@@ -139,6 +150,7 @@ struct launch {
     std::vector<unsigned char> state;
     std::vector<fiber *> fib_of;
     std::vector<unsigned> order;
+    std::vector<warp_call> wcall;
     uint64_t block_gen;
     int failed;
 };
@@ -316,6 +328,90 @@ fiber *idle_fiber(void)
     return f;
 }
 
+/* Warp w's lanes are the block's linear threads 32w .. 32w + 31 (fewer in a last partial
+ * warp). A warp-level call completes when every lane named in its mask waits at a call
+ * with the same operation and mask — like a barrier of those lanes: all answers are
+ * computed from the offered values before any lane resumes. Marks the lanes answered in
+ * ready[]. Returns the number answered, or -1 with a message (a lane of the mask exited,
+ * waits at __syncthreads or at a different warp-level call, or does not exist; the caller
+ * is not in its own mask; a shuffle reads a lane outside the mask). */
+int resolve_warps(std::vector<unsigned char> &ready)
+{
+    unsigned n = L.nthreads, answered = 0;
+    static const char *const opname[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+                                         "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp"};
+    for (unsigned w0 = 0; w0 < n; w0 += 32) {
+        unsigned lanes = n - w0 < 32 ? n - w0 : 32;
+        for (unsigned l = 0; l < lanes; l++) {
+            unsigned t = w0 + l;
+            if (L.state[t] != T_WARP || ready[t])
+                continue;
+            const warp_call &c = L.wcall[t];
+            const char *why = NULL;
+            unsigned bad = l;
+            if (!(c.mask >> l & 1u))
+                why = "calls it with a mask that leaves out its own lane";
+            for (unsigned k = 0; k < 32 && !why; k++) {
+                if (!(c.mask >> k & 1u))
+                    continue;
+                bad = k;
+                if (k >= lanes)
+                    why = "names a lane the block does not have";
+                else if (L.state[w0 + k] == T_DONE)
+                    why = "names a lane that has exited";
+                else if (L.state[w0 + k] == T_WARP && (L.wcall[w0 + k].op != c.op || L.wcall[w0 + k].mask != c.mask))
+                    why = "names a lane waiting at a different warp-level call (operation or mask)";
+            }
+            if (why) {
+                fprintf(stderr, "gp_shim: kernel %s (launched at %s:%d) block (%u,%u,%u) thread %u: %s(0x%08x, ...) "
+                        "%s (lane %u of warp %u)\n", L.kernel, L.file, L.line, blockIdx.x, blockIdx.y, blockIdx.z,
+                        t, opname[c.op], c.mask, why, bad, w0 / 32);
+                return -1;
+            }
+            int all_here = 1;
+            for (unsigned k = 0; k < lanes; k++)
+                if ((c.mask >> k & 1u) && L.state[w0 + k] != T_WARP)
+                    all_here = 0; /* some lane still runs toward it, or waits at __syncthreads */
+            if (!all_here)
+                continue;
+            unsigned ballot = 0;
+            for (unsigned k = 0; k < lanes; k++)
+                if ((c.mask >> k & 1u) && L.wcall[w0 + k].arg)
+                    ballot |= 1u << k;
+            for (unsigned k = 0; k < lanes; k++) {
+                if (!(c.mask >> k & 1u))
+                    continue;
+                warp_call &me = L.wcall[w0 + k];
+                if (c.op <= GP_SHIM_WARP_XOR) {
+                    int width = me.width, seg = (int)k & ~(width - 1), src = (int)k;
+                    switch (me.op) {
+                    case GP_SHIM_WARP_IDX: src = seg + (me.arg & (width - 1)); break;
+                    case GP_SHIM_WARP_UP: src = (int)k - me.arg >= seg ? (int)k - me.arg : (int)k; break;
+                    case GP_SHIM_WARP_DOWN: src = (int)k + me.arg < seg + width ? (int)k + me.arg : (int)k; break;
+                    default: src = ((int)k ^ me.arg) < seg + width ? (int)k ^ me.arg : (int)k; break;
+                    }
+                    if (src < 0 || src >= 32 || !(c.mask >> src & 1u)) {
+                        fprintf(stderr, "gp_shim: kernel %s (launched at %s:%d) block (%u,%u,%u) thread %u: "
+                                "%s(0x%08x, ...) reads lane %d, which is not in the mask (warp %u)\n", L.kernel,
+                                L.file, L.line, blockIdx.x, blockIdx.y, blockIdx.z, w0 + k, opname[me.op], c.mask,
+                                src, w0 / 32);
+                        return -1;
+                    }
+                    memcpy(me.result, L.wcall[w0 + (unsigned)src].value, me.size);
+                } else if (c.op != GP_SHIM_WARP_SYNC) {
+                    unsigned v = c.op == GP_SHIM_WARP_BALLOT ? ballot
+                               : c.op == GP_SHIM_WARP_ANY   ? (unsigned)(ballot != 0)
+                                                            : (unsigned)(ballot == c.mask);
+                    memcpy(me.result, &v, sizeof v);
+                }
+                ready[w0 + k] = 1;
+                answered++;
+            }
+        }
+    }
+    return (int)answered;
+}
+
 /* Run one block: every thread to completion, through its barriers. 0, or -1 with a
  * message printed (threads left at a barrier that others never reach). */
 int run_block(uint64_t salt)
@@ -323,6 +419,7 @@ int run_block(uint64_t salt)
     unsigned n = L.nthreads;
     L.state.assign(n, T_NEW);
     L.fib_of.assign(n, NULL);
+    L.wcall.assign(n, warp_call());
     make_order(L.order, n, salt);
     L.next = 0;
     L.block_gen++;
@@ -333,21 +430,42 @@ int run_block(uint64_t salt)
         g_starting = NULL;
     }
     for (unsigned round = 1;; round++) {
-        unsigned parked = 0, done = 0;
+        unsigned parked = 0, done = 0, warp = 0;
         for (unsigned t = 0; t < n; t++) {
             parked += L.state[t] == T_PARKED;
             done += L.state[t] == T_DONE;
+            warp += L.state[t] == T_WARP;
         }
-        if (parked == 0)
+        if (parked == 0 && warp == 0)
             return 0;
+        std::vector<unsigned> resume;
+        make_order(resume, n, salt ^ ((uint64_t)round << 40));
+        if (warp) { /* warp-level calls first: a barrier opens only when no warp call is pending */
+            std::vector<unsigned char> ready(n, 0);
+            int rc = resolve_warps(ready);
+            if (rc < 0)
+                return -1;
+            if (rc == 0) {
+                fprintf(stderr, "gp_shim: kernel %s (launched at %s:%d) block (%u,%u,%u): %u threads wait at a "
+                        "warp-level call (__shfl_sync, __ballot_sync, ...) that lanes of their mask never reach "
+                        "(%u wait at __syncthreads, %u have exited)\n", L.kernel, L.file, L.line, blockIdx.x,
+                        blockIdx.y, blockIdx.z, warp, parked, done);
+                return -1;
+            }
+            for (unsigned t : resume)
+                if (ready[t]) {
+                    L.state[t] = T_RUNNING;
+                    set_thread(t);
+                    enter(L.fib_of[t]);
+                }
+            continue;
+        }
         if (done) {
             fprintf(stderr, "gp_shim: kernel %s (launched at %s:%d) block (%u,%u,%u): %u threads wait at "
                     "__syncthreads while %u have exited without reaching it\n", L.kernel, L.file, L.line,
                     blockIdx.x, blockIdx.y, blockIdx.z, parked, done);
             return -1;
         }
-        std::vector<unsigned> resume;
-        make_order(resume, n, salt ^ ((uint64_t)round << 40));
         for (unsigned t : resume) {
             L.state[t] = T_RUNNING;
             set_thread(t);
@@ -522,6 +640,21 @@ extern "C" void gp_shim_syncthreads(void)
 {
     unsigned t = L.cur;
     L.state[t] = T_PARKED;
+    leave(L.fib_of[t]);
+}
+
+extern "C" void gp_shim_warp(int op, unsigned mask, const void *value, void *result, unsigned size, int arg,
+                             int width)
+{
+    unsigned t = L.cur;
+    if (!L.active || size > 8 || width < 1 || width > 32 || (width & (width - 1))) {
+        fprintf(stderr, "gp_shim: a warp-level call outside a kernel, of a value over 8 bytes, or with a width "
+                "(%d) that is not a power of two 1 .. 32\n", width);
+        abort();
+    }
+    warp_call c = {op, mask, value, result, size, arg, width};
+    L.wcall[t] = c;
+    L.state[t] = T_WARP;
     leave(L.fib_of[t]);
 }
 
