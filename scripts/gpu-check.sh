@@ -2,9 +2,13 @@
 # gpu-check.sh — one command for a machine with an NVIDIA GPU: builds gradprec with the
 # CUDA backend, runs the device tests (test_cuda_parity with all 2^32 fp32 inputs per
 # format and mode, test_cuda_example_plugin), `gradprec run --backend cuda --compare cpu`
-# over the default suite, the backend fuzz corpus replayed on the device, and writes one
-# Markdown summary (OUT/summary.md, default gpu-check-out/). Without a GPU it says so in
-# one line and exits 0 having run nothing. Exit 1 when any step fails.
+# over the default suite, the backend fuzz corpus replayed on the device, the GPU
+# benchmarks (the fused AdamW kernel's bandwidth as a fraction of a device-to-device copy
+# on the same device, build/bench/gp_bench_cuda_adamw; torch.optim.AdamW(fused=True)
+# measured the same way when a Python with torch and CUDA is there: $GP_PYTHON, else
+# python3), and writes one Markdown summary (OUT/summary.md, default gpu-check-out/).
+# Without a GPU it says so in one line and exits 0 having run nothing. Exit 1 when any
+# step fails.
 # Usage: scripts/gpu-check.sh [OUT_DIR]
 set -u
 
@@ -53,6 +57,21 @@ step "default suite --backend cuda --compare cpu" suite.log \
 step "fuzz corpus 'backend' replayed on the device" fuzz.log \
     sh -c "'$build/fuzz/fuzz_backend_regress' '$root'/fuzz/corpus/backend/* && echo 'corpus replayed'"
 
+step "GPU benchmark: fused AdamW kernel vs device-to-device copy" bench.log \
+    "$build/bench/gp_bench_cuda_adamw"
+py=${GP_PYTHON:-python3}
+"$py" "$root/bench/gp_bench_torch_adamw.py" >"$out/bench-torch.log" 2>&1
+torch_rc=$?
+case $torch_rc in
+    0) rows+=("| GPU benchmark: torch fused AdamW vs device-to-device copy | pass | | see below |") ;;
+    77) rows+=("| GPU benchmark: torch fused AdamW | skipped | | \`$(tail -n 1 "$out/bench-torch.log" | tr '|' '/')\` |") ;;
+    *) rows+=("| GPU benchmark: torch fused AdamW | FAIL (exit $torch_rc) | | \`$(tail -n 1 "$out/bench-torch.log" | tr '|' '/')\` |")
+       status=1 ;;
+esac
+
+# "| **AdamW / copy** | **R** |" of a benchmark's output -> R
+ratio() { sed -n 's/^| \*\*AdamW \/ copy\*\* | \*\*\([0-9.]*\)\*\* |$/\1/p' "$1"; }
+
 {
     echo "# gradprec GPU check"
     echo
@@ -62,8 +81,21 @@ step "fuzz corpus 'backend' replayed on the device" fuzz.log \
     echo "|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     echo
-    echo "Not covered yet: GPU benchmarks (fused AdamW bandwidth against a device-to-device"
-    echo "copy, against torch's fused AdamW): bench/ has no CUDA benchmark so far."
+    echo "## GPU benchmarks (this device, one run each)"
+    echo
+    if grep -q '^| ' "$out/bench.log"; then grep '^| ' "$out/bench.log"; else echo "gradprec: not measured (see bench.log)"; fi
+    echo
+    if [ $torch_rc -eq 0 ]; then
+        grep '^| ' "$out/bench-torch.log"
+        g=$(ratio "$out/bench.log") t=$(ratio "$out/bench-torch.log")
+        if [ -n "$g" ] && [ -n "$t" ]; then
+            echo
+            echo "gradprec's fraction of the copy bandwidth over torch's: $(awk -v g="$g" -v t="$t" 'BEGIN { printf "%.3f", g / t }')"
+        fi
+    else
+        echo "torch fused AdamW: not measured ($(tail -n 1 "$out/bench-torch.log"))"
+    fi
+    echo
     echo "Logs: $out/*.log"
 } >"$summary"
 echo "gpu-check: summary in $summary"

@@ -227,7 +227,7 @@ GP_ARITH uint32_t gp_adamw_store(gp_format f, float x, unsigned *ev)
 {
     if (f == GP_FP32)
         return gp_f32_bits(x);
-    return gp_fmt_from_f32_bits(f, gp_f32_bits(x), GP_RNE, 0, 0, ev);
+    return ev ? gp_fmt_from_f32_bits(f, gp_f32_bits(x), GP_RNE, 0, 0, ev) : gp_fmt_store_f32(f, x, 0);
 }
 
 /* base + a*b written to format f: the float op (fused: one rounding of the exact
@@ -240,15 +240,9 @@ GP_ARITH uint32_t gp_adamw_store(gp_format f, float x, unsigned *ev)
 GP_ARITH uint32_t gp_adamw_madd_store(gp_format f, float base, float a, float b, int fused,
                                       gp_rmode mode, uint32_t rbits, unsigned *ev)
 {
-    if (!ev && mode == GP_RNE) {
-        float r;
-        if (fused) {
-            r = fmaf(a, b, base);
-        } else {
-            float x = a * b;
-            r = base + x;
-        }
-        return f == GP_FP32 ? gp_f32_bits(r) : gp_fmt_from_f32_bits(f, gp_f32_bits(r), GP_RNE, 0, 0, ev);
+    if (!ev && mode == GP_RNE) { /* kernel code: CUDA's IEEE intrinsics and conversions */
+        float r = fused ? GP_FMAF_RN(a, b, base) : GP_FADD_RN(base, GP_FMUL_RN(a, b));
+        return gp_fmt_store_f32(f, r, 0);
     }
     double P = (double)a * (double)b; /* exact: 24 x 24 bits */
     if (!fused) /* the float product, with its flags */
@@ -268,10 +262,8 @@ GP_ARITH uint32_t gp_adamw_madd_store(gp_format f, float base, float a, float b,
  * then for a narrower f stored (with the store's flags). */
 GP_ARITH uint32_t gp_adamw_mul_store(gp_format f, float a, float b, unsigned *ev)
 {
-    if (!ev) {
-        float p = a * b;
-        return gp_adamw_store(f, p, ev);
-    }
+    if (!ev)
+        return gp_adamw_store(f, GP_FMUL_RN(a, b), ev);
     uint32_t p = gp_fmt_from_f64(GP_FP32, (double)a * (double)b, GP_RNE, 0, 0, ev);
     return f == GP_FP32 ? p : gp_fmt_from_f32_bits(f, p, GP_RNE, 0, 0, ev);
 }
@@ -491,7 +483,8 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     case GP_ADAMW_MASTER: {
         float d = gp_f32_from_bits(gp_adamw_mul_store(GP_FP32, w, s->decay, pe));
         uint32_t nm = gp_adamw_madd_store(GP_FP32, d, ua, ub, fused_upd, GP_RNE, 0, pe);
-        out = gp_fmt_from_f32_bits(pf, nm, cfg.rounding, rbits, 0, pe);
+        out = !pe && cfg.rounding == GP_RNE ? gp_fmt_store_f32(pf, gp_f32_from_bits(nm), 0)
+                                            : gp_fmt_from_f32_bits(pf, nm, cfg.rounding, rbits, 0, pe);
         stale = nonzero && nm == *master;
         *master = nm;
         break;
@@ -501,7 +494,7 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
         float c = gp_adamw_load(pf, *comp);
         float y;
         if (fused_upd) {
-            y = fmaf(ua, ub, -c);
+            y = GP_FMAF_RN(ua, ub, -c);
         } else {
             float upd = ua * ub;
             y = upd - c;

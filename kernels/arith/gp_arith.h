@@ -22,6 +22,23 @@
 #define GP_CLZ64(x) __builtin_clzll(x)
 #endif
 
+/* fp32 operations rounded to nearest even, never contracted: CUDA's IEEE intrinsics in
+ * device code and in the host launch shim (whose __fadd_rn ... are the host's IEEE
+ * binary32 operations), the plain operators elsewhere (the build has no contraction:
+ * -ffp-contract=off, nvcc --fmad=false). sqrtf is IEEE everywhere (no fast math). */
+#if defined(__CUDA_ARCH__) || defined(GP_SHIM_CUDA)
+#define GP_DEVICE_CODE 1 /* a CUDA kernel's code (on a device, or in the host launch shim) */
+#define GP_FADD_RN(a, b) __fadd_rn((a), (b))
+#define GP_FSUB_RN(a, b) __fsub_rn((a), (b))
+#define GP_FMUL_RN(a, b) __fmul_rn((a), (b))
+#define GP_FMAF_RN(a, b, c) __fmaf_rn((a), (b), (c))
+#else
+#define GP_FADD_RN(a, b) ((a) + (b))
+#define GP_FSUB_RN(a, b) ((a) - (b))
+#define GP_FMUL_RN(a, b) ((a) * (b))
+#define GP_FMAF_RN(a, b, c) fmaf((a), (b), (c))
+#endif
+
 /* Rounding modes of a conversion or of a rounded operation. */
 typedef enum {
     GP_RNE = 0,        /* round to nearest, ties to even */

@@ -99,7 +99,7 @@ GP_ARITH void gp_clip_tree_push(gp_clip_tree *t, float v)
     uint64_t c = t->count;
     int k = 0;
     for (; c & 1u; c >>= 1, k++)
-        v = t->level[k] + v;
+        v = GP_FADD_RN(t->level[k], v);
     t->level[k] = v;
     t->count++;
 }
@@ -111,7 +111,7 @@ GP_ARITH float gp_clip_tree_result(const gp_clip_tree *t)
     uint64_t c = t->count;
     for (int k = 0; c; c >>= 1, k++) {
         if (c & 1u) {
-            acc = have ? t->level[k] + acc : t->level[k];
+            acc = have ? GP_FADD_RN(t->level[k], acc) : t->level[k];
             have = 1;
         }
     }
@@ -132,7 +132,7 @@ GP_ARITH float gp_clip_tree_sum(const float *x, uint64_t n)
 GP_ARITH float gp_clip_square(gp_format f, uint32_t bits)
 {
     float w = gp_f32_from_bits(gp_fmt_to_f32_bits(f, bits));
-    return w * w;
+    return GP_FMUL_RN(w, w);
 }
 
 /* T over the squares of n packed elements of format f (a tensor, or one aligned chunk). */
@@ -149,14 +149,13 @@ GP_ARITH float gp_clip_sumsq(gp_format f, const void *packed, uint64_t n)
  * result in an nf tensor and reading it again gives. */
 GP_ARITH float gp_clip_round(gp_format nf, float x)
 {
-    uint32_t b = gp_fmt_from_f32_bits(nf, gp_f32_bits(x), GP_RNE, 0, 0, (unsigned *)0);
-    return gp_f32_from_bits(gp_fmt_to_f32_bits(nf, b));
+    return gp_f32_from_bits(gp_fmt_to_f32_bits(nf, gp_fmt_store_f32(nf, x, 0)));
 }
 
 /* A norm from its sum of squares: the bits of store_nf(sqrtf(sumsq)). */
 GP_ARITH uint32_t gp_clip_norm_store(gp_format nf, float sumsq)
 {
-    return gp_fmt_from_f32_bits(nf, gp_f32_bits(sqrtf(sumsq)), GP_RNE, 0, 0, (unsigned *)0);
+    return gp_fmt_store_f32(nf, sqrtf(sumsq), 0);
 }
 
 /* The total norm over k per-tensor norms (bits of nf, in tensor order): bits of nf. */

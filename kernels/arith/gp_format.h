@@ -7,6 +7,26 @@
 
 #include "gp_arith.h"
 
+/* Hardware conversions (GP_HW_CONVERT): in a CUDA kernel compiled for a device that has
+ * them (nvcc's device pass for sm_80 and later), fp32 <-> bf16/fp16 without FTZ and
+ * without events go through CUDA's intrinsics — __float2bfloat16_rn/_rz,
+ * __float2half_rn/_rz, __bfloat162float, __half2float, i.e. cvt.{rn,rz}.{bf16,f16}.f32 —
+ * instead of gradprec's rounding, so that the device parity test checks the GPU's
+ * conversions against this model. The host launch shim (GP_SHIM_CUDA, set by its
+ * cuda_runtime.h) takes the same path, but its cuda_bf16.h / cuda_fp16.h implement those
+ * intrinsics with gradprec's own rounding (gp_fmt_from_f32_bits), so a shim run checks
+ * the kernels' structure, not NVIDIA's rounding. Everywhere else (the CPU emulation, the
+ * host pass) only gradprec's rounding. The results are the same bits except a NaN's
+ * payload, which the hardware may canonicalise (compare NaN-ness: gp_fmt_agree).
+ * Stochastic rounding, FTZ (the hardware flushes after rounding, gradprec before), fp8
+ * (sm_80 has no fp8 conversion; sm_89+ converts only with .satfinite, not OCP's
+ * non-saturating overflow) and events always use gradprec's rounding. */
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(GP_SHIM_CUDA)
+#define GP_HW_CONVERT 1
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
 typedef enum {
     GP_FP32 = 0,
     GP_BF16 = 1,
@@ -240,15 +260,51 @@ GP_ARITH double gp_fmt_to_f64_fast(gp_format f, uint32_t bits)
     return gp_fmt_to_f64(f, bits);
 }
 
-/* Widen to binary32 bits: exact (every format here fits in fp32); NaNs keep payload. */
+/* Widen to binary32 bits: exact (every format here fits in fp32); NaNs keep payload
+ * (with GP_HW_CONVERT a bf16/fp16 NaN's payload is the hardware's). */
 GP_ARITH uint32_t gp_fmt_to_f32_bits(gp_format f, uint32_t bits)
 {
     if (f == GP_FP32)
         return bits;
+#ifdef GP_HW_CONVERT
+    if (f == GP_BF16)
+        return gp_f32_bits(__bfloat162float(__ushort_as_bfloat16((unsigned short)bits)));
+    if (f == GP_FP16)
+        return gp_f32_bits(__half2float(__ushort_as_half((unsigned short)bits)));
+#endif
     uint64_t d = gp_fmt_to_f64_bits(f, bits);
     if (((d >> 52) & 0x7ffu) == 0x7ffu) /* inf or NaN: move the bits */
         return (uint32_t)(d >> 32 & 0x80000000u) | 0x7f800000u | (uint32_t)((d >> 29) & 0x7fffffu);
     return gp_f32_bits((float)gp_f64_from_bits(d)); /* exact: value is an fp32 */
+}
+
+/* Does format f have a hardware conversion from fp32 here (see GP_HW_CONVERT)? A
+ * constant once f is. */
+GP_ARITH int gp_fmt_hw(gp_format f)
+{
+#ifdef GP_HW_CONVERT
+    return f == GP_BF16 || f == GP_FP16;
+#else
+    (void)f;
+    return 0;
+#endif
+}
+
+/* The float x stored in format f rounded to nearest even (rtz non-zero: toward zero),
+ * no FTZ, no events: gp_fmt_from_f32_bits(f, bits of x, mode, 0, 0, NULL), by the
+ * hardware's conversion where gp_fmt_hw(f) (same bits but for a NaN's payload).
+ * fp32: x itself (a NaN as it is). */
+GP_ARITH uint32_t gp_fmt_store_f32(gp_format f, float x, int rtz)
+{
+    if (f == GP_FP32)
+        return gp_f32_bits(x);
+#ifdef GP_HW_CONVERT
+    if (f == GP_BF16)
+        return __bfloat16_as_ushort(rtz ? __float2bfloat16_rz(x) : __float2bfloat16_rn(x));
+    if (f == GP_FP16)
+        return __half_as_ushort(rtz ? __float2half_rz(x) : __float2half_rn(x));
+#endif
+    return gp_fmt_from_f32_bits(f, gp_f32_bits(x), rtz ? GP_RTZ : GP_RNE, 0, 0, (unsigned *)0);
 }
 
 /* Do two results of format f agree? Equal bits, or both NaN: NaN bit patterns may

@@ -1,10 +1,20 @@
 /* gp_cuda_accum.cu — the CUDA backend's kernels: accumulate (one tensor's chunk, or the
- * chunks of many tensors in one launch), unscale, AdamW, clipping's two halves and the
- * scaler update, over the per-element steps of kernels/arith (the code the CPU
- * emulation runs), reading and writing 8 elements at a time with 16-byte vector
- * transactions. They form a device-memory gp_plugin table (gp_cuda_device_plugin);
- * gp_cuda_backend serves it to the runner through the staging adapter of
- * gp_cuda_stage.cu. Random bits: Philox(seed, stream, element).
+ * chunks of many tensors in one launch per pair of formats), unscale, AdamW, clipping's
+ * two halves and the scaler update, over the per-element steps of kernels/arith (the
+ * model the CPU emulation runs), reading and writing 8 elements at a time with 16-byte
+ * vector transactions. Production form: each kernel is a template over the formats of
+ * its arrays (the host switches on the runtime formats once per launch: gp_with_format),
+ * and the arithmetic is the hardware's where CUDA has it — IEEE __fadd_rn/__fmul_rn/
+ * __fmaf_rn, __fadd_rz, sqrtf (IEEE: no fast math), and the bf16/fp16 conversions
+ * __float2bfloat16_rn/_rz, __float2half_rn/_rz, __bfloat162float, __half2float (through
+ * GP_FADD_RN ... and gp_fmt_store_f32 / gp_fmt_to_f32_bits of kernels/arith, see
+ * GP_HW_CONVERT in gp_format.h); gradprec's software rounding only where the hardware has
+ * none: stochastic rounding, FTZ (flushed before rounding), fp8. The rounding mode and
+ * FTZ flag are uniform branches (the same for every thread of a launch). They form a
+ * device-memory gp_plugin table (gp_cuda_device_plugin); gp_cuda_backend serves it to the
+ * runner through the staging adapter of gp_cuda_stage.cu. Random bits: Philox(seed,
+ * stream, element). Sum of squares: one block per 2^14-element chunk replaying
+ * gradprec's fixed tree with warp shuffles (gp_clip.h, "GPU replay").
  * Build: part of gradprec_core when nvcc is found (--fmad=false, sm_80/sm_90).
  * Run:   gradprec run --backend cuda (needs a device). */
 #include <cuda_runtime.h>
@@ -16,68 +26,59 @@
 #include "../arith/gp_scaler.h"
 #include "../arith/gp_philox.h"
 #include "gp_cuda.h"
+#include "gp_cuda_kernels.cuh"
 
-/* Eight packed elements of format f starting at element 8*g, loaded with 16-byte
- * (uint4) transactions — two for fp32, one for bf16/fp16, an 8-byte one for fp8. The
+/* Eight packed elements of format F starting at element 8*g, loaded with 16-byte (uint4)
+ * transactions — two for fp32, one for bf16/fp16 — or one 8-byte (uint2) for fp8. The
  * base must be 16-byte aligned (vec_ok checks). */
 #define GP_GROUP 8
-__device__ __forceinline__ void load8(gp_format f, const void *base, uint64_t g, uint32_t v[GP_GROUP])
+template <int F> __device__ __forceinline__ void load8(const void *base, uint64_t g, uint32_t v[GP_GROUP])
 {
-    switch (gp_fmt_get(f).width) {
-    case 32: {
+    if constexpr (gp_width<F> == 32) {
         const uint4 *p = (const uint4 *)base + 2 * g;
         uint4 a = p[0], b = p[1];
         v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
         v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-        break;
-    }
-    case 16: {
+    } else if constexpr (gp_width<F> == 16) {
         uint4 a = ((const uint4 *)base)[g];
         uint32_t w[4] = {a.x, a.y, a.z, a.w};
         for (int k = 0; k < 4; k++) {
             v[2 * k] = w[k] & 0xffffu;
             v[2 * k + 1] = w[k] >> 16;
         }
-        break;
-    }
-    default: {
+    } else {
         uint2 a = ((const uint2 *)base)[g];
         for (int k = 0; k < 4; k++) {
             v[k] = (a.x >> (8 * k)) & 0xffu;
             v[4 + k] = (a.y >> (8 * k)) & 0xffu;
         }
-        break;
-    }
     }
 }
 
-__device__ __forceinline__ void store8(gp_format f, void *base, uint64_t g, const uint32_t v[GP_GROUP])
+template <int F> __device__ __forceinline__ void store8(void *base, uint64_t g, const uint32_t v[GP_GROUP])
 {
-    switch (gp_fmt_get(f).width) {
-    case 32: {
+    if constexpr (gp_width<F> == 32) {
         uint4 *p = (uint4 *)base + 2 * g;
         p[0] = make_uint4(v[0], v[1], v[2], v[3]);
         p[1] = make_uint4(v[4], v[5], v[6], v[7]);
-        break;
-    }
-    case 16:
+    } else if constexpr (gp_width<F> == 16) {
         ((uint4 *)base)[g] = make_uint4(v[0] | v[1] << 16, v[2] | v[3] << 16, v[4] | v[5] << 16, v[6] | v[7] << 16);
-        break;
-    default:
+    } else {
         ((uint2 *)base)[g] = make_uint2(v[0] | v[1] << 8 | v[2] << 16 | v[3] << 24,
                                         v[4] | v[5] << 8 | v[6] << 16 | v[7] << 24);
-        break;
     }
 }
 
-/* One element: the shared step of kernels/arith (the CPU emulation runs the same). */
+/* One element: the shared step of kernels/arith, accumulator format AF and gradient
+ * format GF fixed at compile time. */
+template <int AF, int GF>
 __device__ __forceinline__ uint32_t accum_one(const gp_plugin_accumulate_args &a, uint64_t i, uint32_t acc,
                                               uint32_t *comp, uint32_t grad_bits)
 {
     gp_acc_rounding r = (gp_acc_rounding)a.rounding;
     uint32_t rb = r == GP_ACC_STOCHASTIC ? gp_rand_u32(a.seed, a.stream, a.first_index + i) : 0u;
-    float g = gp_f32_from_bits(gp_fmt_to_f32_bits((gp_format)a.grad_format, grad_bits));
-    return gp_accum_step((gp_format)a.acc_format, r, a.ftz, acc, comp, g, rb, (unsigned *)0);
+    float g = gp_f32_from_bits(gp_fmt_to_f32_bits((gp_format)GF, grad_bits));
+    return gp_accum_step((gp_format)AF, r, a.ftz, acc, comp, g, rb, (unsigned *)0);
 }
 
 /* Groups of GP_GROUP elements in n (the last one may be short). */
@@ -89,28 +90,29 @@ __host__ __device__ static inline uint64_t groups_of(uint64_t n)
 /* Group g (< groups_of(a.n)) of one accumulation: elements 8g .. min(8g + 8, n) - 1.
  * A whole group goes through load8/store8 when the arrays allow it (vec), anything
  * else element by element; both apply accum_one, so the results are the same. */
+template <int AF, int GF>
 __device__ __forceinline__ void accum_group(const gp_plugin_accumulate_args &a, int vec, uint64_t g)
 {
-    gp_format gf = (gp_format)a.grad_format, af = (gp_format)a.acc_format;
+    constexpr gp_format gf = (gp_format)GF, af = (gp_format)AF;
     int kahan = a.rounding == GP_ACC_KAHAN;
     uint64_t i0 = g * GP_GROUP;
     if (vec && a.n - i0 >= GP_GROUP) {
         uint32_t acc[GP_GROUP], grad[GP_GROUP], comp[GP_GROUP] = {0, 0, 0, 0, 0, 0, 0, 0};
-        load8(af, a.acc, g, acc);
-        load8(gf, a.grad, g, grad);
+        load8<AF>(a.acc, g, acc);
+        load8<GF>(a.grad, g, grad);
         if (kahan)
-            load8(af, a.comp, g, comp);
+            load8<AF>(a.comp, g, comp);
         for (int k = 0; k < GP_GROUP; k++)
-            acc[k] = accum_one(a, i0 + (uint64_t)k, acc[k], &comp[k], grad[k]);
-        store8(af, a.acc, g, acc);
+            acc[k] = accum_one<AF, GF>(a, i0 + (uint64_t)k, acc[k], &comp[k], grad[k]);
+        store8<AF>(a.acc, g, acc);
         if (kahan)
-            store8(af, a.comp, g, comp);
+            store8<AF>(a.comp, g, comp);
         return;
     }
     uint64_t end = a.n - i0 < GP_GROUP ? a.n : i0 + GP_GROUP;
     for (uint64_t i = i0; i < end; i++) {
         uint32_t comp = kahan ? gp_pack_get(af, a.comp, i) : 0u;
-        uint32_t out = accum_one(a, i, gp_pack_get(af, a.acc, i), &comp, gp_pack_get(gf, a.grad, i));
+        uint32_t out = accum_one<AF, GF>(a, i, gp_pack_get(af, a.acc, i), &comp, gp_pack_get(gf, a.grad, i));
         gp_pack_set(af, a.acc, i, out);
         if (kahan)
             gp_pack_set(af, a.comp, i, comp);
@@ -125,15 +127,16 @@ static int vec_ok(const gp_plugin_accumulate_args *a)
 }
 
 /* One accumulation: thread t takes groups t, t + stride, ... */
-__global__ void gp_accum_kernel(gp_plugin_accumulate_args a, int vec)
+template <int AF, int GF> __global__ void gp_accum_kernel(gp_plugin_accumulate_args a, int vec)
 {
     uint64_t ngroups = groups_of(a.n), stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < ngroups; g += stride)
-        accum_group(a, vec, g);
+        accum_group<AF, GF>(a, vec, g);
 }
 
-/* The segments of one accumulate_many launch (multi_tensor_apply's idea): segment s
- * owns the global groups begin[s] .. begin[s + 1] - 1; begin[count] is the total. */
+/* The segments of one gp_accum_many_kernel launch (multi_tensor_apply's idea), all of
+ * one pair of formats: segment s owns the global groups begin[s] .. begin[s + 1] - 1;
+ * begin[count] is the total. */
 typedef struct {
     gp_plugin_accumulate_args seg[GP_PLUGIN_MANY_MAX];
     int32_t vec[GP_PLUGIN_MANY_MAX]; /* vec_ok of each segment */
@@ -143,8 +146,8 @@ typedef struct {
 
 /* Device scratch shared by all callers, used under g_mu: the segment table, unscale's
  * found flag, grad_sumsq's result. A caller fills, launches and reads back holding the
- * lock; the next caller's copy to the device is ordered after that launch on the legacy
- * default stream, so it never overwrites what a running kernel reads. */
+ * lock; the next copy to the device is ordered after that launch on the legacy default
+ * stream, so it never overwrites what a running kernel reads. */
 __device__ many_table gp_many;
 __device__ int gp_found;
 __device__ float gp_sumsq;
@@ -153,13 +156,13 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* All segments of gp_many in one launch: each global group index is mapped to its
  * (segment, group) by a binary search over begin[], kept in shared memory. */
-__global__ void gp_accum_many_kernel(void)
+template <int AF, int GF> __global__ void gp_accum_many_kernel(void)
 {
     __shared__ uint64_t begin[GP_PLUGIN_MANY_MAX + 1];
     uint32_t count = gp_many.count;
     for (uint32_t s = threadIdx.x; s <= count; s += blockDim.x)
         begin[s] = gp_many.begin[s];
-    __syncthreads();
+    /* the table is complete */ __syncthreads();
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < begin[count]; g += stride) {
         uint32_t lo = 0, hi = count - 1; /* the last segment with begin <= g (empty ones share it) */
@@ -170,13 +173,13 @@ __global__ void gp_accum_many_kernel(void)
             else
                 hi = mid - 1;
         }
-        accum_group(gp_many.seg[lo], gp_many.vec[lo], g - begin[lo]);
+        accum_group<AF, GF>(gp_many.seg[lo], gp_many.vec[lo], g - begin[lo]);
     }
 }
 
-__global__ void gp_unscale_kernel(gp_plugin_unscale_args a)
+template <int AF> __global__ void gp_unscale_kernel(gp_plugin_unscale_args a)
 {
-    gp_format af = (gp_format)a.acc_format;
+    constexpr gp_format af = (gp_format)AF;
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     int mine = 0;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride)
@@ -185,25 +188,25 @@ __global__ void gp_unscale_kernel(gp_plugin_unscale_args a)
         atomicOr(&gp_found, 1);
 }
 
-/* One AdamW step per element (kernels/arith/gp_adamw.h, the CPU emulation's code);
+/* One AdamW step per element (kernels/arith/gp_adamw.h, the CPU emulation's model);
  * found_inf is read on the device, so a skipped step needs no host synchronisation. */
-__global__ void gp_adamw_kernel(gp_plugin_adamw_args a, gp_adamw_scalars s)
+template <int PF, int SF, int GF> __global__ void gp_adamw_kernel(gp_plugin_adamw_args a, gp_adamw_scalars s)
 {
-    gp_adamw_config cfg = {(gp_format)a.param_format, (gp_format)a.state_format, (gp_adamw_variant)a.variant,
+    gp_adamw_config cfg = {(gp_format)PF, (gp_format)SF, (gp_adamw_variant)a.variant,
                            a.rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE,
                            a.evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a.evaluation <= GP_PLUGIN_EVAL_UNFUSED
                                ? (gp_adamw_eval)a.evaluation : GP_ADAMW_TORCH_CUDA, 0};
     if (*a.found_inf)
         return;
     uint64_t tail = gp_adamw_fused_tail(cfg.param, a.n); /* GP_ADAMW_TORCH_FUSED_CPU's remainder */
-    gp_format gf = (gp_format)a.grad_format, pf = cfg.param, sf = cfg.state;
+    constexpr gp_format gf = (gp_format)GF, pf = (gp_format)PF, sf = (gp_format)SF;
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride) {
         uint32_t master = a.master ? ((const uint32_t *)a.master)[i] : 0u;
         uint32_t comp = a.comp ? gp_pack_get(pf, a.comp, i) : 0u;
         uint32_t m = gp_pack_get(sf, a.m, i), v = gp_pack_get(sf, a.v, i);
         uint32_t rb = cfg.rounding == GP_STOCHASTIC ? gp_rand_u32(a.seed, a.stream, a.first_index + i) : 0u;
-        float g = gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gp_pack_get(gf, a.grad, i))) * a.inv_scale;
+        float g = GP_FMUL_RN(gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gp_pack_get(gf, a.grad, i))), a.inv_scale);
         cfg.tail = i >= tail;
         uint32_t p = gp_adamw_step(cfg, &s, gp_pack_get(pf, a.param, i), &master, &comp, &m, &v, g, 0, rb,
                                    (unsigned *)0, (unsigned *)0);
@@ -217,17 +220,59 @@ __global__ void gp_adamw_kernel(gp_plugin_adamw_args a, gp_adamw_scalars s)
     }
 }
 
-/* The fixed tree of gp_clip.h run by one thread: the exact order, not a fast block
- * reduction (a block tree replaying it is described in gp_clip.h; not written yet). */
-__global__ void gp_sumsq_kernel(int32_t format, uint64_t n, const void *grad)
+/* Sum of squares, first pass: block b owns elements [2^14 b, 2^14 (b + 1)) and writes
+ * their T (gp_clip.h) to partial[b], replaying the fixed tree ("GPU replay" there): each
+ * of its 1024 threads squares its 16 consecutive elements and sums them pairwise
+ * ((0+1)+(2+3))+..., out-of-range elements as +0; __shfl_xor_sync with lane masks 1, 2,
+ * 4, 8, 16 combines adjacent threads (both lanes of a pair get the same sum: fp32
+ * addition commutes bit for bit); warp 0 combines the 32 warp sums the same way. */
+#define GP_SUMSQ_CHUNK 16384 /* 2^14 = GP_SUMSQ_THREADS x 16 */
+#define GP_SUMSQ_THREADS 1024
+template <int F> __global__ void gp_sumsq_chunk_kernel(uint64_t n, const void *grad, float *partial)
 {
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-        gp_sumsq = gp_clip_sumsq((gp_format)format, grad, n);
+    __shared__ float warp_sum[GP_SUMSQ_THREADS / 32];
+    constexpr gp_format f = (gp_format)F;
+    unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    uint64_t i0 = (uint64_t)blockIdx.x * GP_SUMSQ_CHUNK + (uint64_t)threadIdx.x * 16;
+    float s[16];
+    if (i0 + 16 <= n && ((uintptr_t)grad & 15u) == 0) {
+        uint32_t v[2 * GP_GROUP];
+        load8<F>(grad, i0 / GP_GROUP, v);
+        load8<F>(grad, i0 / GP_GROUP + 1, v + GP_GROUP);
+        for (int k = 0; k < 16; k++)
+            s[k] = gp_clip_square(f, v[k]);
+    } else {
+        for (int k = 0; k < 16; k++)
+            s[k] = i0 + (uint64_t)k < n ? gp_clip_square(f, gp_pack_get(f, grad, i0 + (uint64_t)k)) : 0.0f;
+    }
+    for (int w = 1; w < 16; w *= 2)
+        for (int k = 0; k < 16; k += 2 * w)
+            s[k] = GP_FADD_RN(s[k], s[k + w]);
+    float t = s[0];
+    for (int lanes = 1; lanes < 32; lanes *= 2)
+        t = GP_FADD_RN(t, __shfl_xor_sync(0xffffffffu, t, lanes));
+    if (lane == 0)
+        warp_sum[warp] = t;
+    __syncthreads();
+    if (warp == 0) {
+        float u = warp_sum[lane];
+        for (int m = 1; m < 32; m *= 2)
+            u = GP_FADD_RN(u, __shfl_xor_sync(0xffffffffu, u, m));
+        if (lane == 0)
+            partial[blockIdx.x] = u;
+    }
 }
 
-__global__ void gp_scale_kernel(gp_plugin_scale_args a)
+/* Second pass, one thread: T over the chunk sums, in order (gp_clip.h property 1). */
+__global__ void gp_sumsq_tree_kernel(const float *partial, uint64_t chunks)
 {
-    gp_format f = (gp_format)a.format;
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        gp_sumsq = gp_clip_tree_sum(partial, chunks);
+}
+
+template <int F> __global__ void gp_scale_kernel(gp_plugin_scale_args a)
+{
+    constexpr gp_format f = (gp_format)F;
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride)
         gp_pack_set(f, a.grad, i, gp_clip_apply(f, a.ftz, gp_pack_get(f, a.grad, i), a.coef, (unsigned *)0));
@@ -261,31 +306,59 @@ static int launched(void)
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
-static int dev_accumulate(const gp_plugin_accumulate_args *a)
+/* The kernel for formats (af, gf): 0 when launched, 1 for a format not supported, -1 when
+ * the launch failed. */
+template <typename Launch> static int with_formats(int32_t af, int32_t gf, Launch &&launch)
 {
-    gp_accum_kernel<<<blocks_for(groups_of(a->n)), GP_THREADS>>>(*a, vec_ok(a));
-    return launched();
+    int inner = 0, outer = gp_with_format(af, [&](auto A) {
+        inner = gp_with_format(gf, [&](auto G) { launch(A, G); });
+    });
+    return outer != 0 || inner != 0 ? 1 : launched();
 }
 
-/* The segments in one launch: the table goes to gp_many, then gp_accum_many_kernel. */
+static int dev_accumulate(const gp_plugin_accumulate_args *a)
+{
+    unsigned blocks = blocks_for(groups_of(a->n));
+    int vec = vec_ok(a);
+    return with_formats(a->acc_format, a->grad_format, [&](auto A, auto G) {
+        gp_accum_kernel<decltype(A)::value, decltype(G)::value><<<blocks, GP_THREADS>>>(*a, vec);
+    });
+}
+
+/* The segments in one launch per pair of formats (in the order their first segments
+ * come): each pair's table goes to gp_many, then gp_accum_many_kernel for those formats. */
 static int dev_accumulate_many(const gp_plugin_accumulate_args *a, uint32_t count)
 {
     if (count == 0 || count > GP_PLUGIN_MANY_MAX)
         return count == 0 ? 0 : -1;
-    int rc = -1;
+    unsigned char taken[GP_PLUGIN_MANY_MAX] = {0};
+    int rc = 0;
     pthread_mutex_lock(&g_mu);
-    uint64_t total = 0;
-    for (uint32_t s = 0; s < count; s++) {
-        h_many.seg[s] = a[s];
-        h_many.vec[s] = vec_ok(&a[s]);
-        h_many.begin[s] = total;
-        total += groups_of(a[s].n);
-    }
-    h_many.begin[count] = total;
-    h_many.count = count;
-    if (cudaMemcpyToSymbol(gp_many, &h_many, sizeof h_many) == cudaSuccess) {
-        gp_accum_many_kernel<<<blocks_for(total), GP_THREADS>>>();
-        rc = launched();
+    for (uint32_t first = 0; first < count && rc == 0; first++) {
+        if (taken[first])
+            continue;
+        int32_t af = a[first].acc_format, gf = a[first].grad_format;
+        uint64_t total = 0;
+        uint32_t k = 0;
+        for (uint32_t s = first; s < count; s++) {
+            if (taken[s] || a[s].acc_format != af || a[s].grad_format != gf)
+                continue;
+            taken[s] = 1;
+            h_many.seg[k] = a[s];
+            h_many.vec[k] = vec_ok(&a[s]);
+            h_many.begin[k] = total;
+            total += groups_of(a[s].n);
+            k++;
+        }
+        h_many.begin[k] = total;
+        h_many.count = k;
+        if (cudaMemcpyToSymbol(gp_many, &h_many, sizeof h_many) != cudaSuccess) {
+            rc = -1;
+            break;
+        }
+        rc = with_formats(af, gf, [&](auto A, auto G) {
+            gp_accum_many_kernel<decltype(A)::value, decltype(G)::value><<<blocks_for(total), GP_THREADS>>>();
+        });
     }
     pthread_mutex_unlock(&g_mu);
     return rc;
@@ -296,8 +369,12 @@ static int dev_unscale(gp_plugin_unscale_args *a)
     int zero = 0, found = 0, rc = -1;
     pthread_mutex_lock(&g_mu);
     if (cudaMemcpyToSymbol(gp_found, &zero, sizeof zero) == cudaSuccess) {
-        gp_unscale_kernel<<<blocks_for(a->n), GP_THREADS>>>(*a);
-        if (launched() == 0 && cudaMemcpyFromSymbol(&found, gp_found, sizeof found) == cudaSuccess)
+        int launch = gp_with_format(a->acc_format, [&](auto A) {
+            gp_unscale_kernel<decltype(A)::value><<<blocks_for(a->n), GP_THREADS>>>(*a);
+        });
+        if (launch != 0)
+            rc = 1;
+        else if (launched() == 0 && cudaMemcpyFromSymbol(&found, gp_found, sizeof found) == cudaSuccess)
             rc = 0;
     }
     pthread_mutex_unlock(&g_mu);
@@ -314,25 +391,50 @@ static int dev_adamw(const gp_plugin_adamw_args *a)
         return 1;
     /* the scalars are host binary64 arithmetic (CPython's), as in torch */
     gp_adamw_scalars s = gp_adamw_scalars_make(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, (long)a->step);
-    gp_adamw_kernel<<<blocks_for(a->n), GP_THREADS>>>(*a, s);
-    return launched();
+    unsigned blocks = blocks_for(a->n);
+    int rs = 0, rg = 0, rp = gp_with_format<GP_FMT_PARAM>(a->param_format, [&](auto P) {
+        rs = gp_with_format<GP_FMT_STATE>(a->state_format, [&](auto S) {
+            rg = gp_with_format(a->grad_format, [&](auto G) {
+                gp_adamw_kernel<decltype(P)::value, decltype(S)::value, decltype(G)::value><<<blocks, GP_THREADS>>>(*a, s);
+            });
+        });
+    });
+    int rc = rp | rs | rg;
+    return rc != 0 ? 1 : launched();
 }
 
+/* Chunk sums into a device array (one block per chunk), then their tree: two launches. */
 static int dev_grad_sumsq(gp_plugin_sumsq_args *a)
 {
+    uint64_t chunks = (a->n + GP_SUMSQ_CHUNK - 1) / GP_SUMSQ_CHUNK;
+    float *partial = NULL;
     int rc = -1;
     pthread_mutex_lock(&g_mu);
-    gp_sumsq_kernel<<<1, 1>>>(a->format, a->n, a->grad);
-    if (launched() == 0 && cudaMemcpyFromSymbol(&a->sumsq, gp_sumsq, sizeof a->sumsq) == cudaSuccess)
-        rc = 0;
+    if (cudaMalloc((void **)&partial, (chunks ? chunks : 1) * sizeof *partial) == cudaSuccess) {
+        int launch = chunks == 0 ? 0 : gp_with_format(a->format, [&](auto F) {
+            gp_sumsq_chunk_kernel<decltype(F)::value><<<(unsigned)chunks, GP_SUMSQ_THREADS>>>(a->n, a->grad, partial);
+        });
+        if (launch != 0)
+            rc = 1;
+        else if (launched() == 0) {
+            gp_sumsq_tree_kernel<<<1, 1>>>(partial, chunks);
+            if (launched() == 0 && cudaMemcpyFromSymbol(&a->sumsq, gp_sumsq, sizeof a->sumsq) == cudaSuccess)
+                rc = 0;
+        }
+        cudaFree(partial);
+    } else {
+        (void)cudaGetLastError();
+    }
     pthread_mutex_unlock(&g_mu);
     return rc;
 }
 
 static int dev_grad_scale(const gp_plugin_scale_args *a)
 {
-    gp_scale_kernel<<<blocks_for(a->n), GP_THREADS>>>(*a);
-    return launched();
+    int rc = gp_with_format(a->format, [&](auto F) {
+        gp_scale_kernel<decltype(F)::value><<<blocks_for(a->n), GP_THREADS>>>(*a);
+    });
+    return rc != 0 ? 1 : launched();
 }
 
 static int dev_scaler_update(const gp_plugin_scaler_args *a)

@@ -1,24 +1,33 @@
-/* gp_cuda_convert.cu — format conversion on the device, for the CUDA == CPU parity
- * test. Each thread converts one fp32 pattern with kernels/arith/gp_format.h, the
- * same code the CPU emulation runs; random bits come from Philox(seed, 0, pattern),
- * never from thread ids.
+/* gp_cuda_convert.cu — format conversion on the device, for the CUDA parity test: the
+ * GPU's conversions against gradprec's model (kernels/arith/gp_format.h), which the CPU
+ * emulation runs. One kernel per format (a template: the format is switched on once per
+ * launch). Each thread converts one fp32 pattern: the bits by the hardware's conversion
+ * where CUDA has one (bf16/fp16, RNE or RTZ, no FTZ: __float2bfloat16_rn/_rz,
+ * __float2half_rn/_rz via gp_fmt_store_f32), else by gradprec's rounding (stochastic,
+ * FTZ, fp8, fp32); the events always by gradprec's rounding (the hardware reports none).
+ * Random bits come from Philox(seed, 0, pattern), never from thread ids.
  * Build: part of gradprec_core when nvcc is found (nvcc --fmad=false, sm_80/sm_90).
  * Run:   build/tests/test_cuda_parity (skips with CTest code 77 without a device). */
 #include <cuda_runtime.h>
 
 #include "../arith/gp_philox.h"
 #include "gp_cuda.h"
+#include "gp_cuda_kernels.cuh"
 
-__global__ void gp_convert_range_kernel(gp_format f, gp_rmode mode, int ftz, uint64_t seed,
-                                        uint32_t start, size_t n, uint32_t *bits, uint8_t *ev)
+template <int F>
+__global__ void gp_convert_range_kernel(gp_rmode mode, int ftz, uint64_t seed, uint32_t start, size_t n,
+                                        uint32_t *bits, uint8_t *ev)
 {
+    constexpr gp_format f = (gp_format)F;
+    int hw = gp_fmt_hw(f) && !ftz && mode != GP_STOCHASTIC;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (; i < n; i += stride) {
         uint32_t x = start + (uint32_t)i;
         uint32_t r = mode == GP_STOCHASTIC ? gp_rand_u32(seed, 0, x) : 0u;
         unsigned e = 0;
-        bits[i] = gp_fmt_from_f32_bits(f, x, mode, r, ftz, &e);
+        uint32_t b = gp_fmt_from_f32_bits(f, x, mode, r, ftz, &e);
+        bits[i] = hw ? gp_fmt_store_f32(f, gp_f32_from_bits(x), mode == GP_RTZ) : b;
         ev[i] = (uint8_t)e;
     }
 }
@@ -53,7 +62,12 @@ extern "C" int gp_cuda_convert_range(gp_format f, gp_rmode mode, int ftz, uint64
         return gp_error_set(err, "no CUDA device present");
     GP_CUDA_TRY(cudaMalloc((void **)&d_bits, n * sizeof *d_bits));
     GP_CUDA_TRY(cudaMalloc((void **)&d_ev, n * sizeof *d_ev));
-    gp_convert_range_kernel<<<1024, 256>>>(f, mode, ftz, seed, start, n, d_bits, d_ev);
+    if (gp_with_format(f, [&](auto F) {
+            gp_convert_range_kernel<decltype(F)::value><<<1024, 256>>>(mode, ftz, seed, start, n, d_bits, d_ev);
+        }) != 0) {
+        gp_error_set(err, "format %d: not a gradprec format", (int)f);
+        goto fail;
+    }
     GP_CUDA_TRY(cudaGetLastError());
     GP_CUDA_TRY(cudaMemcpy(out_bits, d_bits, n * sizeof *d_bits, cudaMemcpyDeviceToHost));
     GP_CUDA_TRY(cudaMemcpy(out_ev, d_ev, n * sizeof *d_ev, cudaMemcpyDeviceToHost));

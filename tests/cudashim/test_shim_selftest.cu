@@ -4,7 +4,8 @@
  * copies, the garbage fill of fresh device memory, the copy range checks, a bad launch
  * configuration; exit 0 when all hold, 1 otherwise.
  * Also the warp-level calls (shuffles, votes) on kernels whose results are known by hand.
- * `read_past`, `host_touch`, `barrier_divergence`, `warp_exited`, `warp_outside_mask`:
+ * `read_past`, `read_past_small` (under GP_SHIM_TIGHT=1), `host_touch`,
+ * `barrier_divergence`, `warp_exited`, `warp_outside_mask`:
  * each does the wrong thing once; the shim must stop it with a one-line message (the
  * CTest cases check the message). */
 #include <cuda_runtime.h>
@@ -193,10 +194,11 @@ int main(int argc, char **argv)
         return failures ? 1 : 0;
     }
     float *in = NULL, *out = NULL;
-    if (strcmp(what, "read_past") == 0) {
-        cudaMalloc((void **)&in, 1024 * sizeof *in);
+    if (strcmp(what, "read_past") == 0 || strcmp(what, "read_past_small") == 0) {
+        int n = what[9] ? 1 : 1024; /* 4 bytes: inside the 256-byte slack unless GP_SHIM_TIGHT=1 */
+        cudaMalloc((void **)&in, (size_t)n * sizeof *in);
         cudaMalloc((void **)&out, sizeof *out);
-        read_past_kernel<<<1, 32>>>(in, out, 1024);
+        read_past_kernel<<<1, 32>>>(in, out, n);
         cudaDeviceSynchronize();
         printf("read past the allocation went unnoticed\n");
         return 0;
@@ -225,7 +227,7 @@ int main(int argc, char **argv)
         printf("after the warp-level call: %s\n", cudaGetErrorName(e));
         return e == cudaSuccess ? 0 : 1;
     }
-    fprintf(stderr, "usage: test_shim_selftest ok|read_past|host_touch|barrier_divergence|warp_exited|"
+    fprintf(stderr, "usage: test_shim_selftest ok|read_past|read_past_small|host_touch|barrier_divergence|warp_exited|"
             "warp_outside_mask\n");
     return 2;
 }

@@ -18,7 +18,9 @@
 #include <tuple>
 #include <utility>
 
-#include "../../arith/gp_accum.h"
+/* Kernel code compiled through the shim: kernels/arith takes the kernels' paths (CUDA's
+ * intrinsics, which cuda_bf16.h / cuda_fp16.h here implement with gradprec's rounding). */
+#define GP_SHIM_CUDA 1
 
 /* ---- qualifiers ---- */
 #define __global__
@@ -110,6 +112,12 @@ void gp_shim_shared_seen_raw(void *p, size_t bytes);
 void *gp_shim_symbol_alloc(size_t bytes, size_t align, const char *name, const char *file, int line);
 /* cudaMemcpyToSymbol (to_symbol 1: host -> symbol + offset) and FromSymbol (0). */
 cudaError_t gp_shim_symbol_copy(const void *symbol, void *host, size_t count, size_t offset, int to_symbol);
+/* gradprec's own rounding behind the intrinsics (kernels/arith/gp_format.h, gp_accum.h):
+ * a + b rounded once toward zero; fp32 bits -> format (RNE, or RTZ when rtz), no FTZ;
+ * format bits -> fp32 bits (exact). */
+float gp_shim_fadd_rz(float a, float b);
+unsigned gp_shim_fmt_from_f32(int format, unsigned f32_bits, int rtz);
+unsigned gp_shim_fmt_to_f32(int format, unsigned bits);
 
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
@@ -244,12 +252,19 @@ template <typename T> static inline T atomicCAS(T *p, T cmp, T v) { T o = *p; if
 
 /* ---- intrinsics: bit moves, and the IEEE binary32 operations (the host's SSE
  * arithmetic, no contraction); directed rounding through gradprec's own rounding ---- */
-static inline unsigned int __float_as_uint(float f) { return gp_f32_bits(f); }
-static inline float __uint_as_float(unsigned int u) { return gp_f32_from_bits(u); }
-static inline int __float_as_int(float f) { return (int)gp_f32_bits(f); }
-static inline float __int_as_float(int u) { return gp_f32_from_bits((uint32_t)u); }
-static inline long long __double_as_longlong(double d) { return (long long)gp_f64_bits(d); }
-static inline double __longlong_as_double(long long u) { return gp_f64_from_bits((uint64_t)u); }
+template <typename To, typename From> static inline To gp_shim_bit_cast(From v)
+{
+    static_assert(sizeof(To) == sizeof(From), "a bit move keeps the size");
+    To t;
+    memcpy(&t, &v, sizeof t);
+    return t;
+}
+static inline unsigned int __float_as_uint(float f) { return gp_shim_bit_cast<unsigned int>(f); }
+static inline float __uint_as_float(unsigned int u) { return gp_shim_bit_cast<float>(u); }
+static inline int __float_as_int(float f) { return gp_shim_bit_cast<int>(f); }
+static inline float __int_as_float(int u) { return gp_shim_bit_cast<float>(u); }
+static inline long long __double_as_longlong(double d) { return gp_shim_bit_cast<long long>(d); }
+static inline double __longlong_as_double(long long u) { return gp_shim_bit_cast<double>(u); }
 static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
 static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
@@ -261,9 +276,6 @@ static inline float __fsqrt_rn(float a) { return sqrtf(a); }
 static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 /* a + b rounded once toward zero: gradprec's fp32 accumulation step in that mode (the
  * exact sum by TwoSum, rounded by gp_fmt_from_f64). */
-static inline float __fadd_rz(float a, float b)
-{
-    return gp_f32_from_bits(gp_accum_step(GP_FP32, GP_ACC_RTZ, 0, gp_f32_bits(a), (uint32_t *)0, b, 0, (unsigned *)0));
-}
+static inline float __fadd_rz(float a, float b) { return gp_shim_fadd_rz(a, b); }
 
 #endif

@@ -16,6 +16,10 @@
 #include <map>
 #include <vector>
 
+/* gradprec's rounding, included before cuda_runtime.h: here it is the CPU emulation's
+ * code (GP_SHIM_CUDA not yet defined), which the shim's intrinsics call. */
+#include "../../arith/gp_accum.h"
+
 #include "cuda_runtime.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -169,6 +173,7 @@ enum order_kind { ORDER_FORWARD, ORDER_REVERSE, ORDER_SHUFFLE };
 order_kind g_order = ORDER_FORWARD;
 uint64_t g_order_seed;
 size_t g_stack_bytes = (size_t)256 << 10;
+int g_tight;      /* GP_SHIM_TIGHT=1: cudaMalloc memory ends exactly at its guard page */
 
 uint64_t splitmix(uint64_t *x)
 {
@@ -226,6 +231,14 @@ void read_config(void)
             fprintf(stderr, "GP_SHIM_ORDER=%s: expected forward, reverse or shuffle:SEED\n", o);
             exit(2);
         }
+    }
+    const char *tight = getenv("GP_SHIM_TIGHT");
+    if (tight && *tight) {
+        if (strcmp(tight, "0") != 0 && strcmp(tight, "1") != 0) {
+            fprintf(stderr, "GP_SHIM_TIGHT=%s: expected 0 or 1\n", tight);
+            exit(2);
+        }
+        g_tight = tight[0] == '1';
     }
     const char *k = getenv("GP_SHIM_STACK_KIB");
     if (k && *k) {
@@ -658,6 +671,21 @@ extern "C" void gp_shim_warp(int op, unsigned mask, const void *value, void *res
     leave(L.fib_of[t]);
 }
 
+extern "C" float gp_shim_fadd_rz(float a, float b)
+{
+    return gp_f32_from_bits(gp_accum_step(GP_FP32, GP_ACC_RTZ, 0, gp_f32_bits(a), (uint32_t *)0, b, 0, (unsigned *)0));
+}
+
+extern "C" unsigned gp_shim_fmt_from_f32(int format, unsigned f32_bits, int rtz)
+{
+    return gp_fmt_from_f32_bits((gp_format)format, f32_bits, rtz ? GP_RTZ : GP_RNE, 0, 0, (unsigned *)0);
+}
+
+extern "C" unsigned gp_shim_fmt_to_f32(int format, unsigned bits)
+{
+    return gp_fmt_to_f32_bits((gp_format)format, bits);
+}
+
 extern "C" void gp_shim_shared_seen_raw(void *p, size_t bytes)
 {
     for (auto &s : g_shared)
@@ -713,7 +741,12 @@ extern "C" cudaError_t cudaMalloc(void **p, size_t bytes)
     *p = NULL;
     if (bytes == 0)
         return cudaSuccess;
-    *p = map_device(bytes, 256, NULL, NULL, 0, FILL_DEVICE); /* cudaMalloc's alignment */
+    /* cudaMalloc's alignment, 256; GP_SHIM_TIGHT: the largest power of two up to 256 that
+     * divides the size, so that the allocation ends where its guard page begins and a
+     * read one element past it faults (16-byte vector accesses stay aligned for sizes
+     * that are multiples of 16) */
+    size_t align = g_tight ? (bytes & (~bytes + 1)) : 256;
+    *p = map_device(bytes, align < 256 ? align : 256, NULL, NULL, 0, FILL_DEVICE);
     return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
