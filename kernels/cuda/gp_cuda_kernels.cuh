@@ -24,7 +24,7 @@ template <int F> constexpr int gp_width = F == GP_FP32 ? 32 : F == GP_BF16 || F 
  * outside `allowed`: a configuration the kernels do not support. */
 #define GP_FMT_ALL ((1u << GP_NFORMATS) - 1u)
 #define GP_FMT_PARAM ((1u << GP_FP32) | (1u << GP_BF16) | (1u << GP_FP16)) /* AdamW params */
-#define GP_FMT_STATE ((1u << GP_FP32) | (1u << GP_BF16))                   /* AdamW m, v */
+#define GP_FMT_STATE GP_FMT_PARAM                                          /* AdamW m, v */
 template <unsigned allowed = GP_FMT_ALL, typename Fn> static inline int gp_with_format(int32_t f, Fn &&fn)
 {
     if (f < 0 || f >= GP_NFORMATS || !(allowed >> f & 1u))
