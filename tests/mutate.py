@@ -62,8 +62,8 @@ MUTANTS = [
      '    int away = (sticky > 0);', 'nudge: direction ignores the sign'),
     # kernels/arith/gp_accum.h
     ('kernels/arith/gp_accum.h',
-     '        float y = g - c;',
-     '        float y = g + c;', 'Kahan: compensation added'),
+     '        float y = GP_FSUB_RN(g, c);',
+     '        float y = GP_FADD_RN(g, c);', 'Kahan: compensation added'),
     ('kernels/arith/gp_accum.h',
      '    if ((vb & 0x7f800000u) == 0x7f800000u)\n        *found_inf = 1;',
      '    if ((vb & 0x7fffffffu) == 0x7f800000u)\n        *found_inf = 1;', 'unscale: NaN not found'),
