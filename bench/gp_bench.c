@@ -41,23 +41,7 @@
 #include "reference/gp_adamw_dd.h"
 #include "reference/gp_adamw_ref.h"
 #include "reference/gp_exact.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* CPU seconds of this process: the throughput figures (h)-(l) and the --big runs are
- * single-threaded, and on a shared, loaded machine the wall clock counts other
- * processes' time too. */
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "gp_bench_clock.h"
 
 static double peak_mib(void)
 {
@@ -110,16 +94,16 @@ static void bench_exact(double *t_exact, double *t_plain)
     double *d = malloc((size_t)N * sizeof *d);
     *t_exact = *t_plain = 1e30;
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = now();
+        double t0 = gp_bench_wall();
         memset(acc, 0, (size_t)N * sizeof *acc);
         memset(spill, 0, (size_t)N * sizeof *spill);
         for (int k = 0; k < K; k++)
             gp_exactsum_add(acc, spill, m + (size_t)k * N, (uint32_t)(100 + k), N);
-        double t1 = now();
+        double t1 = gp_bench_wall();
         memset(d, 0, (size_t)N * sizeof *d);
         for (int k = 0; k < K; k++)
             plain_fp64_add(d, m + (size_t)k * N, (double)(100 + k), N);
-        double t2 = now();
+        double t2 = gp_bench_wall();
         g_sink = d[N / 2] + acc[N / 2];
         if (t1 - t0 < *t_exact) *t_exact = t1 - t0;
         if (t2 - t1 < *t_plain) *t_plain = t2 - t1;
@@ -143,7 +127,7 @@ static void bench_bf16(double *t_bf16, double *t_fp32)
     *t_bf16 = *t_fp32 = 1e30;
     for (int rep = 0; rep < 5; rep++) {
         memset(acc16, 0, (size_t)N * sizeof *acc16);
-        double t0 = now();
+        double t0 = gp_bench_wall();
         for (int k = 0; k < K; k++) {
             gp_plugin_accumulate_args a;
             memset(&a, 0, sizeof a);
@@ -157,11 +141,11 @@ static void bench_bf16(double *t_bf16, double *t_fp32)
             a.acc = acc16;
             cpu->accumulate(&a);
         }
-        double t1 = now();
+        double t1 = gp_bench_wall();
         memset(acc32, 0, (size_t)N * sizeof *acc32);
         for (int k = 0; k < K; k++)
             plain_fp32_add(acc32, g + (size_t)k * N, N);
-        double t2 = now();
+        double t2 = gp_bench_wall();
         g_sink = acc32[N / 3] + acc16[N / 3];
         if (t1 - t0 < *t_bf16) *t_bf16 = t1 - t0;
         if (t2 - t1 < *t_fp32) *t_fp32 = t2 - t1;
@@ -205,19 +189,19 @@ static void bench_adamw(adamw_times *at)
     for (int rep = 0; rep < 5; rep++) {
         for (size_t i = 0; i < NA; i++)
             gp_adamw_dd_state_set(&st, i, (double)w0[i]);
-        double t0 = now();
+        double t0 = gp_bench_wall();
         for (long t = 1; t <= ASTEPS; t++) {
             gp_adamw_dd_scalars s = gp_adamw_dd_scalars_make(lr, b1, b2, eps, wd, t);
             gp_adamw_dd_step(&s, &st, 0, NA, g, gp_dd_from_double(1.0), NULL);
         }
-        double t1 = now();
+        double t1 = gp_bench_wall();
         unsigned evsum = 0;
         for (int instrumented = 1; instrumented >= 0; instrumented--) {
             for (size_t i = 0; i < NA; i++) {
                 p[i] = gp_f32_bits(w0[i]);
                 m[i] = v[i] = 0;
             }
-            double t2 = now();
+            double t2 = gp_bench_wall();
             for (long t = 1; t <= ASTEPS; t++) {
                 gp_adamw_scalars s = gp_adamw_scalars_make(lr, b1, b2, eps, wd, t);
                 if (instrumented) {
@@ -231,7 +215,7 @@ static void bench_adamw(adamw_times *at)
                         p[i] = gp_adamw_step(cfg, &s, p[i], NULL, NULL, &m[i], &v[i], gf[i], 0, 0, NULL, NULL);
                 }
             }
-            double dt = (now() - t2) / ((double)ASTEPS * NA);
+            double dt = (gp_bench_wall() - t2) / ((double)ASTEPS * NA);
             double *slot = instrumented ? &at->fp32_ev : &at->fp32;
             if (dt < *slot) *slot = dt;
         }
@@ -249,11 +233,11 @@ static void bench_adamw(adamw_times *at)
     for (int rep = 0; rep < 5; rep++) {
         for (size_t i = 0; i < NA_MPFR; i++)
             gp_adamw_ref_init(&r[i], (double)w0[i]);
-        double t0 = now();
+        double t0 = gp_bench_wall();
         for (long t = 1; t <= ASTEPS; t++)
             for (size_t i = 0; i < NA_MPFR; i++)
                 gp_adamw_ref_step(&r[i], g[i], lr, &h, t);
-        double dt = (now() - t0) / ((double)ASTEPS * NA_MPFR);
+        double dt = (gp_bench_wall() - t0) / ((double)ASTEPS * NA_MPFR);
         if (dt < at->mpfr) at->mpfr = dt;
         g_sink = gp_adamw_ref_param(&r[NA_MPFR / 2]);
         for (size_t i = 0; i < NA_MPFR; i++)
@@ -301,13 +285,13 @@ static double run_yaml(const char *yaml, const char *origin)
         exit(3);
     }
     gp_backend_open("cpu", &b, &e);
-    double t0 = now(), c0 = cpu_now();
+    double t0 = gp_bench_wall(), c0 = gp_bench_cpu();
     if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0) {
         fprintf(stderr, "%s\n", e.msg);
         exit(3);
     }
-    double t = now() - t0;
-    g_last_cpu = cpu_now() - c0;
+    double t = gp_bench_wall() - t0;
+    g_last_cpu = gp_bench_cpu() - c0;
     gp_result_free(&r);
     gp_backend_close(&b);
     gp_scenario_free(&sc);
@@ -351,7 +335,7 @@ static double fma_calls(int n, int dirty)
         a[i] = 1 + i * 0x1p-30;
         b[i] = 1 - i * 0x1p-30;
     }
-    double s = 0, t0 = cpu_now();
+    double s = 0, t0 = gp_bench_cpu();
     if (dirty)
         dirty_upper(); /* after the clock's system call, which may leave the state clean */
     for (int r = 0; r < n / 1024; r++)
@@ -360,7 +344,7 @@ static double fma_calls(int n, int dirty)
 #if defined(__x86_64__)
     __asm__ volatile("vzeroupper");
 #endif
-    double t = cpu_now() - t0;
+    double t = gp_bench_cpu() - t0;
     g_sink = s;
     return 1e9 * t / (double)(n / 1024 * 1024);
 }
@@ -416,13 +400,13 @@ static void bench_throughput(tput_times *tt)
     gp_adamw_dd_factors(&sc, one, &c1, &c2);
     tt->dd_fma_ns = tt->dd_libm_ns = 1e30;
     for (int r = 0; r < 5; r++) {
-        double t0 = cpu_now();
+        double t0 = gp_bench_cpu();
         gp_adamw_dd_step(&sc, &st, 0, ND, g, one, NULL);
-        double t1 = cpu_now();
+        double t1 = gp_bench_cpu();
         double acc = 0;
         for (size_t i = 0; i < ND; i++)
             acc += gp_adamw_dd_element(&sc, c1, c2, g[i], &w[i], &m[i], &v[i]).hi;
-        double t3 = cpu_now();
+        double t3 = gp_bench_cpu();
         g_sink = acc;
         if (1e9 * (t1 - t0) / ND < tt->dd_fma_ns)
             tt->dd_fma_ns = 1e9 * (t1 - t0) / ND;
@@ -452,13 +436,13 @@ static void bench_throughput(tput_times *tt)
     for (int r = 0; r < 5; r++) {
         unsigned ev = 0;
         uint32_t x = 0;
-        double t0 = cpu_now();
+        double t0 = gp_bench_cpu();
         for (size_t i = 0; i < NR; i++)
             x ^= gp_fmt_from_f64_rne(GP_BF16, u[i], 0, &ev);
-        double t1 = cpu_now();
+        double t1 = gp_bench_cpu();
         for (size_t i = 0; i < NR; i++)
             x ^= gp_fmt_from_f64_bits(GP_BF16, u[i], GP_RNE, 0, 0, &ev);
-        double t3 = cpu_now();
+        double t3 = gp_bench_cpu();
         g_sink = (double)(x ^ ev);
         if (1e9 * (t1 - t0) / NR < tt->rne_fast_ns)
             tt->rne_fast_ns = 1e9 * (t1 - t0) / NR;
@@ -506,12 +490,12 @@ static double best_of_5(const char *yaml, const char *origin, uint64_t *hops)
             fprintf(stderr, "%s\n", e.msg);
             exit(3);
         }
-        double t0 = now();
+        double t0 = gp_bench_wall();
         if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0) {
             fprintf(stderr, "%s\n", e.msg);
             exit(3);
         }
-        double t = now() - t0;
+        double t = gp_bench_wall() - t0;
         if (t < best)
             best = t;
         if (hops)

@@ -18,15 +18,9 @@
 #include "harness/gp_generate.h"
 #include "harness/gp_runner.h"
 #include "harness/gp_scenario.h"
+#include "gp_bench_clock.h"
 
 int gp_bench_replay(int json, double gib, int dense, uint64_t sample, int big_only);
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* How write_dump fills the data area. */
 enum {
@@ -114,9 +108,9 @@ static double run_text(const char *yaml)
         return -1;
     }
     gp_backend_open("cpu", &b, &e);
-    double t0 = now_s();
+    double t0 = gp_bench_wall();
     int rc = gp_run_scenario(&sc, &b, NULL, &r, &e);
-    double t = now_s() - t0;
+    double t = gp_bench_wall() - t0;
     if (rc != 0)
         fprintf(stderr, "%s\n", e.msg);
     else
@@ -178,13 +172,13 @@ static int bench_big(int json, double gib, int dense, uint64_t sample, const cha
                 gib);
         return 2;
     }
-    double t0 = now_s();
+    double t0 = gp_bench_wall();
     if (write_dump(huge, Eh, K, dense ? DUMP_PATTERN : DUMP_SPARSE) != 0) {
         remove(huge);
         fprintf(stderr, "gp_bench: cannot write %s\n", huge);
         return 3;
     }
-    double tw = now_s() - t0, peak = -1, th = 0;
+    double tw = gp_bench_wall() - t0, peak = -1, th = 0;
     int rc = replay_child(huge, K, sample, &peak, &th);
     remove(huge);
     if (rc != 0) {

@@ -18,22 +18,9 @@
 #include "harness/gp_backend.h"
 #include "harness/gp_runner.h"
 #include "harness/gp_scenario.h"
+#include "gp_bench_clock.h"
 
 int gp_bench_scale(int json, int threads, int sampled);
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double cpu_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int load(const char *yaml, gp_scenario *sc)
 {
@@ -60,11 +47,11 @@ static double run_cpu(const gp_scenario *sc, int threads, gp_result *r, double *
     gp_run_ctl ctl = {threads, NULL};
     if (gp_backend_open("cpu", &b, &e) != 0)
         return -1;
-    double t0 = now_s(), c0 = cpu_s();
+    double t0 = gp_bench_wall(), c0 = gp_bench_cpu();
     int rc = gp_run_scenario_ctl(sc, &ctl, &b, NULL, r, &e);
-    double t = now_s() - t0;
+    double t = gp_bench_wall() - t0;
     if (cpu)
-        *cpu = cpu_s() - c0;
+        *cpu = gp_bench_cpu() - c0;
     gp_backend_close(&b);
     if (rc != 0) {
         fprintf(stderr, "gp_bench: %s\n", e.msg);
@@ -92,7 +79,7 @@ static double control(int n, uint64_t total)
 {
     pthread_t th[3];
     uint64_t arg[3][2];
-    double t0 = now_s();
+    double t0 = gp_bench_wall();
     for (int i = 0; i < n; i++) {
         arg[i][0] = (uint64_t)i + 1;
         arg[i][1] = total / (uint64_t)n;
@@ -102,7 +89,7 @@ static double control(int n, uint64_t total)
     spin(arg[0]);
     for (int i = 1; i < n; i++)
         pthread_join(th[i], NULL);
-    return now_s() - t0;
+    return gp_bench_wall() - t0;
 }
 
 /* One big scenario: 8 tensors of 2^20 elements, K = 8, bf16 gradients into an fp32

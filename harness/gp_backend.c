@@ -82,6 +82,22 @@ int gp_backend_from_table(const gp_plugin *p, gp_backend *b, gp_error *err)
     return 0;
 }
 
+/* Starts the worker that serves `spec` (a plugin path or python:MODULE:NAME) and makes
+ * it b's table; b's label is `prefix`, spec and the name the backend gives itself. */
+static int open_worker(const char *spec, const char *prefix, gp_backend *b, gp_error *err)
+{
+    gp_worker *w = NULL;
+    const gp_plugin *ops = NULL;
+    char name[128];
+    int rc = gp_worker_open(spec, &w, &ops, name, sizeof name, err);
+    if (rc != 0)
+        return rc;
+    b->ops = ops;
+    b->worker = w;
+    snprintf(b->label, sizeof b->label, "%s%s (%s)", prefix, spec, name);
+    return 0;
+}
+
 /* A user's plugin: checked as an input file when it names one, then loaded and served
  * by a forked worker (gp_plugin_worker.h). */
 static int open_plugin(const char *path, gp_backend *b, gp_error *err)
@@ -89,16 +105,7 @@ static int open_plugin(const char *path, gp_backend *b, gp_error *err)
     gp_error e = {""};
     if (strchr(path, '/') && gp_file_check_input(path, GP_FILE_MAX_PLUGIN, &e) != 0)
         return gp_error_set(err, "plugin %s", e.msg);
-    gp_worker *w = NULL;
-    const gp_plugin *ops = NULL;
-    char name[128];
-    int rc = gp_worker_open(path, &w, &ops, name, sizeof name, err);
-    if (rc != 0)
-        return rc;
-    b->ops = ops;
-    b->worker = w;
-    snprintf(b->label, sizeof b->label, "plugin:%s (%s)", path, name);
-    return 0;
+    return open_worker(path, "plugin:", b, err);
 }
 
 /* A Python backend object, served by a worker process running the interpreter
@@ -108,16 +115,7 @@ static int open_python(const char *spec, gp_backend *b, gp_error *err)
     const char *mod = spec + 7, *colon = strrchr(mod, ':');
     if (!colon || colon == mod || !colon[1])
         return gp_error_set(err, "backend %s: expected python:MODULE:NAME (e.g. python:gradprec.torch:AdamW)", spec);
-    gp_worker *w = NULL;
-    const gp_plugin *ops = NULL;
-    char name[128];
-    int rc = gp_worker_open(spec, &w, &ops, name, sizeof name, err);
-    if (rc != 0)
-        return rc;
-    b->ops = ops;
-    b->worker = w;
-    snprintf(b->label, sizeof b->label, "%s (%s)", spec, name);
-    return 0;
+    return open_worker(spec, "", b, err);
 }
 
 const char *gp_backend_fault(const gp_backend *b)
