@@ -389,7 +389,9 @@ GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
         }
         double delta = unscaled((nv - s) - e, scale, inv);
         gp_mechanism m;
-        if (g != 0 && nb == ob) {
+        /* absorbed: a non-zero addend left a finite sum unchanged (a non-finite one has
+         * nothing to absorb into: its result is classified, as non-finite) */
+        if (g != 0 && nb == ob && isfinite(a)) {
             adds_nonzero++;
             absorbed++;
             if (counting) {
