@@ -18,7 +18,8 @@ unmutated tree fails the subset (nothing can be judged then).
 The subset (docs/testing.md, "Mutation score"), chosen so that one run of the 24 mutants
 fits in about an hour on two heavily loaded cores (a mutated header rebuilds every file
 that includes it): the unit suites of the formats, Philox, accumulation, AdamW, the
-scaler and clipping, the oracle sweep shortened to GP_SWEEP_N=20000 hard values per
+scaler and clipping, the runner's attribution around non-finite values
+(test_attribution: scenarios of one element), the oracle sweep shortened to GP_SWEEP_N=20000 hard values per
 format and mode, and the default suite gated against ci/baseline.json. Not run: the ASan
 pass, test_accumulate, test_verdicts, the --compare and wrong-plugin tests, the fuzz
 corpora, hostile inputs, reports and the CUDA shim (slow, or about other layers; a
@@ -33,10 +34,10 @@ import sys
 import tempfile
 import time
 
-TESTS = ["test_philox", "test_formats", "test_accum", "test_adamw", "test_scaler", "test_clip", "test_oracle",
-         "gate_default_suite_against_baseline"]
+TESTS = ["test_philox", "test_formats", "test_accum", "test_adamw", "test_scaler", "test_clip", "test_attribution",
+         "test_oracle", "gate_default_suite_against_baseline"]
 TARGETS = ["gradprec", "test_philox", "test_formats", "test_accum", "test_adamw",
-           "test_scaler", "test_clip", "test_oracle"]
+           "test_scaler", "test_clip", "test_attribution", "test_oracle"]
 
 # (file, the exact text of the original (unique in the file), its replacement, what it breaks)
 MUTANTS = [
@@ -103,8 +104,8 @@ MUTANTS = [
      '    if (isinf(v) && isfinite(exact))\n        return GP_MECH_OVERFLOW;',
      '    if (isinf(v) && isfinite(exact))\n        return GP_MECH_ROUNDING;', 'overflow classified as rounding'),
     ('harness/gp_runner.c',
-     '        if (g != 0 && nb == ob) {\n            adds_nonzero++;',
-     '        if (g != 0 && nb == ob && 0) {\n            adds_nonzero++;', 'absorption never counted'),
+     '        if (g != 0 && nb == ob && isfinite(a)) {\n            adds_nonzero++;',
+     '        if (g != 0 && nb == ob && isfinite(a) && 0) {\n            adds_nonzero++;', 'absorption never counted'),
     ('harness/gp_runner.c',
      '    if (u.found_inf)\n        *found_inf = 1;',
      '    if (u.found_inf && 0)\n        *found_inf = 1;', 'found_inf dropped'),
