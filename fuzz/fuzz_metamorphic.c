@@ -31,6 +31,47 @@
  *      by powers of two are exact, so collective_rel_err and grad_rel_err_rounding must be
  *      exactly 0 and nothing absorbed or overflowed. (World size 1 in the accumulator's
  *      dtype is the one-process run by construction: gp_scenario_distributed is false.)
+ *  (d) A partial last window under every reduction (DESIGN.md section 3), judged against
+ *      the exact full batch of the tokens actually seen: a scenario S of K micro-batches
+ *      in a window of A > K (A in 2..16, K in 1..A-1; token counts 1..4096, equal in half
+ *      the cases; reduction, full-batch meaning, dtypes, rounding, tensor size and
+ *      gradient scale drawn from the case's seed) run on the CPU backend, and its twin S'
+ *      whose window is exactly the K micro-batches seen (accumulation_steps = K):
+ *      - every reduction: the exact full-batch gradient depends only on the tokens seen,
+ *        so ss_full of S and S' are the same bits;
+ *      - token_mean (S_k / N), mean_no_div (S_k / n_k) and sum (S_k) never divide by A:
+ *        S and S' are the same computation, so every metric and every sum of squares is
+ *        the same bits;
+ *      - mean divides by n_k A instead of n_k K: g_same(S) = (K/A) g_same(S') element by
+ *        element, each a correctly rounded binary64 quotient of the same exact sum T_i
+ *        (fl(T_i/A), fl(T_i/K): relative errors d1, d2 <= u = 2^-53); each ss is a sum of
+ *        n rounded squares (any order: relative error <= gamma_n = nu/(1-nu)), so
+ *        |A^2 ss_same(S) - K^2 ss_same(S')| <= ((1+u)^3 (1+gamma_n) / ((1-u)^3 (1-gamma_n))
+ *        - 1) K^2 ss_same(S') < (2n + 8) u K^2 ss_same(S') (the A^2, K^2 products: one
+ *        rounding each; second-order terms covered by the margin of 2u);
+ *      - the exact normalization relation: with g_full = t (t_i = T_i / N, or T_i when
+ *        the full-batch loss is a sum), g_same = c t for a constant c the semantics fix:
+ *        full-batch mean: token_mean 1, mean K/A (equal token counts), mean_no_div K
+ *        (equal counts), sum N; full-batch sum: token_mean 1/N, mean 1/(n A), mean_no_div
+ *        1/n (equal counts n), sum 1. normalization_rel_err = ||g_same - g_full|| /
+ *        ||g_full|| must be |c - 1|: exactly 0 for c = 1 (the same rounded quotient);
+ *        otherwise each s_i - f_i = (c - 1) t_i (1 + e_i) with |e_i| <= ((c + 1)/|c - 1| +
+ *        1) u + O(u^2), the two sums of squares add gamma_n each (half of it after the
+ *        square root), the square roots and the division u each: within
+ *        2 ((c + 1)/|c - 1| + n + 8) u relatively (the factor 2 covers the second-order
+ *        terms).
+ *      - mean with A = 2^a (half the cases draw one) and fp32/bf16 gradients and
+ *        accumulators: each stored gradient S_k / (n_k A) is exactly m_k / 2^a, the
+ *        mean_no_div one (S_k / n_k = m_k) times 2^-a, and every non-zero value
+ *        stays above 2^-126 after the scaling (the generator's normal deviates are at
+ *        least about 2^-53 in magnitude, u = (j + 1/2) 2^-53: gradients of scale >= 2^-30
+ *        are at least 2^-83, every sum of them a multiple of a quantum >= 2^-106, divided by
+ *        at most 16) and far below overflow, so every rounding of the accumulation (RNE, RTZ, Kahan, stochastic: the
+ *        same dropped bits, the same random bits) commutes with the scaling: g_acc and
+ *        g_same of S are mean_no_div's times 2^-a element by element, and their sums of
+ *        squares (binary64, far from underflow) times 4^-a, bit for bit;
+ *      A harness that normalises a partial window by the window instead of the tokens seen
+ *      (or the reverse) breaks one of these.
  * Features: the mechanisms of run (a) x the bucket of the normalization divergence
  * |mean - token_mean| / |token_mean| (what the `mean` reduction loses with these token
  * counts), and which relations could be checked. */
@@ -48,7 +89,7 @@
 
 #define META_STREAM 0x6d657461ull /* "meta" */
 
-GP_FUZZ_COUNTERS counters[GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + 4];
+GP_FUZZ_COUNTERS counters[GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + 8];
 
 static uint32_t draw(const gp_accum_case *c, uint64_t i)
 {
@@ -245,6 +286,101 @@ static int check_collective_exact(const gp_accum_case *c)
     return 1;
 }
 
+/* (d) Returns the reduction checked (0..3). */
+static int check_partial_window(const gp_accum_case *c)
+{
+    static gp_backend cpu;
+    static int opened;
+    gp_error e = {""};
+    if (!opened) {
+        GP_FUZZ_CHECK(gp_backend_open("cpu", &cpu, &e) == 0, "%s", e.msg);
+        opened = 1;
+    }
+    static const char *const red[] = {"token_mean", "mean", "mean_no_div", "sum"}, *const fb[] = {"mean", "sum"};
+    static const char *const gf[] = {"fp32", "bf16", "fp16"}, *const af[] = {"fp32", "bf16"};
+    static const char *const rnd[] = {"rne", "kahan", "rtz", "stochastic"};
+    uint64_t i = 1000;
+    uint32_t wa = draw(c, i++);
+    int A = (wa & 1u) ? 2 << ((wa >> 1) % 4) : 2 + (int)((wa >> 1) % 15); /* half: a power of two */
+    int K = 1 + (int)(draw(c, i++) % (uint32_t)(A - 1));
+    int R = (int)(draw(c, i++) % 4), F = (int)(draw(c, i++) % 2), equal = (int)(draw(c, i++) % 2);
+    int a = (int)(draw(c, i++) % 2), g = (int)(draw(c, i++) % 3), ro = (int)(draw(c, i++) % (a == 1 ? 4 : 3));
+    int size = 1 + (int)(draw(c, i++) % 200), ex = (int)(draw(c, i++) % 41) - 30;
+    unsigned sd = draw(c, i++);
+    char tok[16 * 12 + 4] = "", text[1024];
+    size_t used = 0;
+    uint64_t N = 0;
+    uint32_t n0 = 1 + draw(c, i) % 4096;
+    for (int k = 0; k < K; k++) {
+        uint32_t nk = equal ? n0 : 1 + draw(c, i + 1 + (uint64_t)k) % 4096;
+        N += nk;
+        used += (size_t)snprintf(tok + used, sizeof tok - used, "%s%u", k ? ", " : "", nk);
+    }
+    /* mean with A = 2^a and fp32/bf16 gradients: a third run, mean_no_div (below) */
+    int pow2 = (A & (A - 1)) == 0 && R == 1 && g < 2;
+    gp_result r[3];
+    for (int twin = 0; twin < 2 + pow2; twin++) { /* S: window A; S': window K; mean_no_div */
+        snprintf(text, sizeof text,
+                 "tensors: [{name: g, size: %d, grad: {dist: normal, scale: %a}}]\n"
+                 "seed: %u\nbatch: {accumulation_steps: %d, microbatches: %d, tokens: [%s]}\n"
+                 "reduction: %s\nfullbatch: %s\nprecision: {grad: %s, accumulator: %s, rounding: %s}\n",
+                 size, ldexp(1.0, ex), sd, twin == 1 ? K : A, K, tok, red[twin == 2 ? 2 : R], fb[F], gf[g], af[a],
+                 rnd[ro]);
+        gp_scenario s;
+        GP_FUZZ_CHECK(gp_scenario_load_string(text, strlen(text), "meta", &s, &e) == 0, "%s\n%s", e.msg, text);
+        GP_FUZZ_CHECK(gp_run_scenario(&s, &cpu, NULL, &r[twin], &e) == 0, "%s\n%s", e.msg, text);
+        gp_scenario_free(&s);
+    }
+    const gp_stats *p = &r[0].st, *w = &r[1].st;
+    GP_FUZZ_CHECK(gp_f64_bits(p->ss_full) == gp_f64_bits(w->ss_full),
+                  "partial window: the full batch of the tokens seen depends on the window (A %d, K %d): "
+                  "ss_full %a vs %a\n%s", A, K, p->ss_full, w->ss_full, text);
+    if (R != 1) { /* no division by A: the same computation */
+        const double a0[] = {p->ss_same, p->ss_acc, p->ss_acc_full, p->ss_acc_same, p->ss_same_full};
+        const double a1[] = {w->ss_same, w->ss_acc, w->ss_acc_full, w->ss_acc_same, w->ss_same_full};
+        for (int j = 0; j < 5; j++)
+            GP_FUZZ_CHECK(gp_f64_bits(a0[j]) == gp_f64_bits(a1[j]),
+                          "partial window (%s, A %d, K %d): sum of squares %d differs from the window of the "
+                          "tokens seen: %a vs %a\n%s", red[R], A, K, j, a0[j], a1[j], text);
+        for (int m = 0; m < GP_NMETRICS; m++)
+            GP_FUZZ_CHECK(gp_f64_bits(r[0].metric[m]) == gp_f64_bits(r[1].metric[m]),
+                          "partial window (%s, A %d, K %d): %s %a vs %a in the window of the tokens seen\n%s",
+                          red[R], A, K, gp_metric_name((gp_metric)m), r[0].metric[m], r[1].metric[m], text);
+    } else {
+        double u = 0x1p-53, lhs = (double)A * A * p->ss_same, rhs = (double)K * K * w->ss_same;
+        GP_FUZZ_CHECK(fabs(lhs - rhs) <= (2.0 * size + 8) * u * rhs,
+                      "partial window (mean, A %d, K %d): A^2 ss_same %a != K^2 ss_same' %a\n%s", A, K, lhs, rhs,
+                      text);
+    }
+    /* the normalization relation: c where the semantics fix it (mean, mean_no_div: equal counts) */
+    double cst = -1, Nd = (double)N, nd = (double)n0;
+    if (F == 0)
+        cst = R == 0 ? 1.0 : R == 1 ? (equal ? (double)K / A : -1) : R == 2 ? (equal ? (double)K : -1) : Nd;
+    else
+        cst = R == 0 ? 1.0 / Nd : R == 1 ? (equal ? 1.0 / (nd * A) : -1) : R == 2 ? (equal ? 1.0 / nd : -1) : 1.0;
+    if (cst > 0) {
+        double got = r[0].metric[GP_M_NORMALIZATION_REL_ERR], want = fabs(cst - 1.0);
+        double tol = cst == 1.0 ? 0.0 : 2.0 * ((cst + 1.0) / want + size + 8) * 0x1p-53 * want;
+        GP_FUZZ_CHECK(fabs(got - want) <= tol,
+                      "partial window (%s, full batch %s, A %d, K %d, N %llu): normalization_rel_err %a, the "
+                      "semantics give |c - 1| = %a (tolerance %a)\n%s", red[R], fb[F], A, K, (unsigned long long)N,
+                      got, want, tol, text);
+    }
+    if (pow2) { /* g_acc(mean, window A) = g_acc(mean_no_div) / A exactly, element by element */
+        const gp_stats *q = &r[2].st;
+        double s2 = (double)A * A;
+        const double a0[] = {p->ss_acc, p->ss_same, p->ss_acc_same}, a2[] = {q->ss_acc, q->ss_same, q->ss_acc_same};
+        for (int j = 0; j < 3; j++)
+            GP_FUZZ_CHECK(gp_f64_bits(s2 * a0[j]) == gp_f64_bits(a2[j]),
+                          "partial window (mean, A %d, K %d): A^2 x sum of squares %d is %a, mean_no_div's %a\n%s",
+                          A, K, j, s2 * a0[j], a2[j], text);
+        gp_result_free(&r[2]);
+    }
+    gp_result_free(&r[0]);
+    gp_result_free(&r[1]);
+    return R;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     gp_accum_case c;
@@ -254,8 +390,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int equal = 0;
     double div = check_references(&c, &equal);
     check_collective_exact(&c);
+    int red = check_partial_window(&c);
     gp_fuzz_feature(counters, (mech % GP_FUZZ_NMECH) * GP_FUZZ_BUCKETS + gp_fuzz_bucket(div < 0 ? 0 : div));
     gp_fuzz_feature(counters, GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + (unsigned)ran_a);
     gp_fuzz_feature(counters, GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + 2 + (unsigned)equal);
+    gp_fuzz_feature(counters, GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + 4 + (unsigned)red);
     return 0;
 }
