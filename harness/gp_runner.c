@@ -15,6 +15,7 @@
 #include "../kernels/arith/gp_schedule.h"
 #include "../kernels/cpu/gp_cpu_backend.h"
 #include "../reference/gp_exact.h"
+#include "gp_attrib.h"
 #include "gp_collective.h"
 #include "gp_generate.h"
 #include "gp_replay.h"
@@ -128,9 +129,9 @@ static inline double widen(gp_format f, uint32_t bits)
  * operations in the same order, so the same results. */
 #define GP_HOT static inline __attribute__((always_inline))
 
-/* x / s for the loss scale s: a multiplication by 1/s when s is a power of two whose
- * reciprocal is a binary64 normal (both are the one correct rounding of the same real
- * x * 2^-k, so the results are equal), else the division. inv: 1/s in that case, else 0. */
+/* 1/s for the loss scale s when s is a power of two whose reciprocal is a binary64 normal
+ * (x * (1/s) and x / s are then the one correct rounding of the same real x * 2^-k, so
+ * the results are equal), else 0: what gp_attrib_unscaled takes. */
 static double scale_inverse(double s)
 {
     int e;
@@ -138,10 +139,6 @@ static double scale_inverse(double s)
     return m == 0.5 && e - 1 <= 1022 && e - 1 >= -1022 ? ldexp(1.0, 1 - e) : 0.0;
 }
 
-static inline double unscaled(double x, double s, double inv)
-{
-    return inv != 0 ? x * inv : x / s;
-}
 
 /* The binary exponent e of finite non-zero x with |x| in [2^(e-1), 2^e): frexp's, read
  * from the bits for normal x. */
@@ -156,23 +153,10 @@ static inline int exp_of(double x)
 }
 
 /* Which mechanism a rounding of the exact value `exact` to `bits` in format f falls
- * under, and whether it was a loss at all. */
-static inline gp_mechanism classify_v(gp_format f, double exact, uint32_t bits, double v, unsigned ev)
-{
-    if (isinf(v) && isfinite(exact))
-        return GP_MECH_OVERFLOW;
-    if (v != v || isinf(exact) || exact != exact)
-        return GP_MECH_NONFINITE;
-    if (ev & GP_EV_OVERFLOW)
-        return GP_MECH_OVERFLOW;
-    if (gp_fmt_underflow_loss(f, bits, exact != 0, v != exact))
-        return GP_MECH_UNDERFLOW;
-    return GP_MECH_ROUNDING;
-}
-
+ * under, and whether it was a loss at all (gp_classify_v). */
 static gp_mechanism classify(gp_format f, double exact, uint32_t bits, unsigned ev)
 {
-    return classify_v(f, exact, bits, widen(f, bits), ev);
+    return gp_classify_v(f, exact, bits, widen(f, bits), ev);
 }
 
 static void note_error(chunk *c, size_t i, gp_mechanism m, double delta)
@@ -195,7 +179,7 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
         unsigned ev = 0;
         double xs = c->xs[i];
         uint32_t g = gp_fmt_from_f64_rne(gf, gp_f64_bits(xs), ftz, &ev);
-        double x = unscaled(xs, scale, inv), xw = x * errw; /* its share of the final gradient */
+        double x = gp_attrib_unscaled(xs, scale, inv), xw = x * errw; /* its share of the final gradient */
         c->partial[i] += xw;
         if (isfinite(x)) {
             ss_x += xw * xw;
@@ -215,14 +199,14 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
             if ((g & magmask) < minnormal)
                 subnormal++;
         }
-        gp_mechanism m = classify_v(gf, xs, g, v, ev);
+        gp_mechanism m = gp_classify_v(gf, xs, g, v, ev);
         if (m == GP_MECH_UNDERFLOW) {
             underflow++;
             CNT_EL(c, CNT_UND, i);
         }
         if (m == GP_MECH_OVERFLOW)
             overflow++;
-        note_error(c, i, m, unscaled(v - xs, scale, inv));
+        note_error(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
     }
     st->ss_x = ss_x;
     st->rounded_nonzero = rounded_nonzero;
@@ -352,69 +336,48 @@ static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, doub
     c->sr_prev[i] = u;
 }
 
-/* The attribution loop of accumulate_after for accumulator format af and grad format gf
- * (see store_grads_fmt for the instances): every element's rounding to its mechanism, and
- * this micro-batch's trajectory sums. */
-GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
+/* The attribution of elements [i0, i1) of chunk c for micro-batch k, one at a time
+ * (gp_attrib_one): accumulator format af, grad format gf (see store_grads_fmt for the
+ * instances); adds the trajectory terms to *traj_err and *traj_ref in element order. */
+GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_format gf, double *prev_u,
+                            double *traj_err, double *traj_ref)
 {
     int sr = c->sc->precision.rounding == GP_ACC_STOCHASTIC;
-    double prev_u = 0, scale = c->s, inv = scale_inverse(scale), errw = c->errw;
+    double scale = c->s, inv = scale_inverse(scale), errw = c->errw;
     gp_stats *st = c->st;
-    uint64_t rounded_nonzero = st->rounded_nonzero, adds_nonzero = st->adds_nonzero, absorbed = st->absorbed;
-    uint64_t underflow = st->underflow, overflow = st->overflow;
-    double *err[GP_MECH_GRAD_END];
-    for (int m = 0; m < GP_MECH_GRAD_END; m++)
-        err[m] = c->err[m];
+    double *const *err = c->err;
     const double *partial = c->partial;
     const void *old = c->old, *acc = c->acc, *grad = c->grad;
     const int counting = c->cnt[0] != NULL;
-    /* trajectory: the accumulated error after this step is the sum of every local error
-     * so far (unscaled); the reference is the exact partial sum. Element i's terms are
-     * added once its local error of this micro-batch is noted: the order of the sums is
-     * the element order. */
-    double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k];
-    for (size_t i = 0; i < c->n; i++) {
-        uint32_t ob = gp_pack_get(af, old, i), nb = gp_pack_get(af, acc, i);
-        double a = widen(af, ob), g = widen(gf, gp_pack_get(gf, grad, i));
-        double nv = widen(af, nb);
+    for (size_t i = i0; i < i1; i++) {
+        uint32_t ob = gp_pack_get(af, old, i), nb = gp_pack_get(af, acc, i), gb = gp_pack_get(gf, grad, i);
         if (sr)
-            sr_observe(c, i, a, g, nb, &prev_u);
-        double s = a + g, bb = s - a, e = (a - (s - bb)) + (g - bb); /* exact sum s + e */
-        if (!isfinite(s))
-            e = 0;
-        if (s != 0 || e != 0) {
-            rounded_nonzero++;
+            sr_observe(c, i, widen(af, ob), widen(gf, gb), nb, prev_u);
+        double delta;
+        unsigned f;
+        gp_mechanism m = gp_attrib_one(af, gf, ob, nb, gb, scale, inv, &delta, &f);
+        if (f & GP_AT_ROUNDED) {
+            st->rounded_nonzero++;
             if (counting)
                 c->cnt[CNT_RND][i]++;
         }
-        double delta = unscaled((nv - s) - e, scale, inv);
-        gp_mechanism m;
-        /* absorbed: a non-zero addend left a finite sum unchanged (a non-finite one has
-         * nothing to absorb into: its result is classified, as non-finite) */
-        if (g != 0 && nb == ob && isfinite(a)) {
-            adds_nonzero++;
-            absorbed++;
-            if (counting) {
+        if (f & GP_AT_ADD) {
+            st->adds_nonzero++;
+            if (counting)
                 c->cnt[CNT_ADD][i]++;
-                c->cnt[CNT_ABS][i]++;
-            }
-            m = GP_MECH_ABSORPTION;
-        } else {
-            if (g != 0) {
-                adds_nonzero++;
-                if (counting)
-                    c->cnt[CNT_ADD][i]++;
-            }
-            double exact = gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0);
-            m = classify_v(af, exact, nb, nv, isinf(nv) && isfinite(s) ? GP_EV_OVERFLOW : 0);
-            if (m == GP_MECH_UNDERFLOW) {
-                underflow++;
-                if (counting)
-                    c->cnt[CNT_UND][i]++;
-            }
-            if (m == GP_MECH_OVERFLOW)
-                overflow++;
         }
+        if (f & GP_AT_ABSORBED) {
+            st->absorbed++;
+            if (counting)
+                c->cnt[CNT_ABS][i]++;
+        }
+        if (m == GP_MECH_UNDERFLOW) {
+            st->underflow++;
+            if (counting)
+                c->cnt[CNT_UND][i]++;
+        }
+        if (m == GP_MECH_OVERFLOW)
+            st->overflow++;
         double te = 0; /* classify never names GP_MECH_NORMALIZATION: m is one of these */
         for (int j = GP_MECH_UNDERFLOW; j < GP_MECH_GRAD_END; j++) {
             double x = err[j][i];
@@ -424,14 +387,47 @@ GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
             }
             te += x;
         }
-        traj_err += te * te;
-        traj_ref += partial[i] * partial[i];
+        *traj_err += te * te;
+        *traj_ref += partial[i] * partial[i];
     }
-    st->rounded_nonzero = rounded_nonzero;
-    st->adds_nonzero = adds_nonzero;
-    st->absorbed = absorbed;
-    st->underflow = underflow;
-    st->overflow = overflow;
+}
+
+/* The attribution loop of accumulate_after for accumulator format af and grad format gf:
+ * every element's rounding to its mechanism, and this micro-batch's trajectory sums.
+ * trajectory: the accumulated error after this step is the sum of every local error so
+ * far (unscaled); the reference is the exact partial sum. Element i's terms are added
+ * once its local error of this micro-batch is noted: the order of the sums is the
+ * element order. Blocks of finite values without stochastic rounding or per-element
+ * counters go through the vectorised gp_attrib_block (the same results). */
+GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
+{
+    int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && c->cnt[0] == NULL;
+    double prev_u = 0, scale = c->s, inv = scale_inverse(scale);
+    double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k];
+    double te2[GP_ATTRIB_BLOCK];
+    size_t w = gp_fmt_get(af).width / 8, wg = gp_fmt_get(gf).width / 8;
+    for (size_t i0 = 0; i0 < c->n; i0 += GP_ATTRIB_BLOCK) {
+        size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
+        gp_attrib_counts cnt = {0, 0, 0, 0};
+        double *err[GP_MECH_GRAD_END];
+        for (int m = 0; m < GP_MECH_GRAD_END; m++)
+            err[m] = c->err[m] + i0;
+        if (fast && gp_attrib_block(af, gf, (const char *)c->old + i0 * w, (const char *)c->acc + i0 * w,
+                                    (const char *)c->grad + i0 * wg, n, scale, inv, c->errw, err, te2, &cnt)) {
+            gp_stats *st = c->st;
+            st->rounded_nonzero += cnt.rounded_nonzero;
+            st->adds_nonzero += cnt.adds_nonzero;
+            st->absorbed += cnt.absorbed;
+            st->underflow += cnt.underflow;
+            const double *partial = c->partial + i0;
+            for (size_t i = 0; i < n; i++) {
+                traj_err += te2[i];
+                traj_ref += partial[i] * partial[i];
+            }
+        } else {
+            attribute_range(c, i0, i0 + n, af, gf, &prev_u, &traj_err, &traj_ref);
+        }
+    }
     c->traj_err[k] = traj_err;
     c->traj_ref[k] = traj_ref;
 }

@@ -100,12 +100,14 @@ MUTANTS = [
     ('harness/gp_runner.c',
      '    case GP_RED_MEAN_NO_DIV: return (double)nk;',
      '    case GP_RED_MEAN_NO_DIV: return N;', 'mean_no_div as token_mean'),
-    ('harness/gp_runner.c',
+    # harness/gp_attrib.h
+    ('harness/gp_attrib.h',
      '    if (isinf(v) && isfinite(exact))\n        return GP_MECH_OVERFLOW;',
      '    if (isinf(v) && isfinite(exact))\n        return GP_MECH_ROUNDING;', 'overflow classified as rounding'),
-    ('harness/gp_runner.c',
-     '        if (g != 0 && nb == ob && isfinite(a)) {\n            adds_nonzero++;',
-     '        if (g != 0 && nb == ob && isfinite(a) && 0) {\n            adds_nonzero++;', 'absorption never counted'),
+    ('harness/gp_attrib.h',
+     '    if (g != 0 && nb == ob && isfinite(a)) {\n        f |= GP_AT_ABSORBED;',
+     '    if (g != 0 && nb == ob && isfinite(a) && 0) {\n        f |= GP_AT_ABSORBED;', 'absorption never counted'),
+    # harness/gp_runner.c
     ('harness/gp_runner.c',
      '    if (u.found_inf)\n        *found_inf = 1;',
      '    if (u.found_inf && 0)\n        *found_inf = 1;', 'found_inf dropped'),

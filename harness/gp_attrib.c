@@ -1,0 +1,144 @@
+/* gp_attrib.c — the vectorised attribution kernel (see gp_attrib.h). For finite values the
+ * branches of gp_attrib_one fold into selects:
+ *  - widening: exact, so a bit move to fp32 (bf16), the fp32 value itself, or for fp16 the
+ *    bit move of a normal and mag * 2^-24 (exact in fp32) of a subnormal;
+ *  - a, g finite in formats of at most 24 bits: s = a + g is finite (no binary64 overflow),
+ *    so e is kept; nv finite: classify_v names neither overflow nor non-finite;
+ *  - exact = nudge(s, sign e) is non-zero iff s or e is (s = 0 forces e = 0), and differs
+ *    from nv iff e != 0 or nv != s: with e != 0, exact is odd in binary64 (or its least
+ *    subnormal), never a value of a format of at most 24 bits whose exponents lie inside
+ *    binary64's normal range;
+ *  - gp_fmt_underflow_loss(f, bits, nz, inexact) = nz && inexact && mag < 2^((p-1)/2)
+ *    (integer division): zero, or 2 * (significant bits of mag) < p.
+ * The per-element error sums keep their order; the counts are integers. */
+#include "gp_attrib.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) /* ThreadSanitizer cannot run an
+                                                             ifunc resolver at load time */
+#define GP_ATTRIB_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define GP_ATTRIB_CLONES
+#endif
+
+#define GP_AT_INLINE static inline __attribute__((always_inline))
+
+/* The widening of a finite value of format f (bf16, fp16, fp32) to binary64. */
+GP_AT_INLINE double fin_widen(gp_format f, uint32_t b)
+{
+    if (f == GP_BF16)
+        return (double)gp_f32_from_bits(b << 16);
+    if (f == GP_FP32)
+        return (double)gp_f32_from_bits(b);
+    uint32_t mag = b & 0x7fffu, sign = (b & 0x8000u) << 16; /* fp16 */
+    float nrm = gp_f32_from_bits(sign | (mag + ((127u - 15u) << 10)) << 13);
+    float sub = gp_f32_from_bits(sign | gp_f32_bits((float)(int32_t)mag * 0x1p-24f));
+    return (double)(mag >= 0x400u ? nrm : sub);
+}
+
+GP_AT_INLINE uint32_t load(gp_format f, const void *p, size_t i)
+{
+    return f == GP_FP32 ? ((const uint32_t *)p)[i] : ((const uint16_t *)p)[i];
+}
+
+/* Is every value of p[0..n) finite in format f? */
+GP_AT_INLINE int all_finite(gp_format f, const void *p, size_t n)
+{
+    uint32_t bad = 0;
+    if (f == GP_FP32) {
+        const uint32_t *q = p;
+        for (size_t i = 0; i < n; i++)
+            bad |= (q[i] & 0x7fffffffu) >= 0x7f800000u;
+    } else {
+        const uint16_t *q = p;
+        uint32_t inf = gp_fmt_get(f).inf;
+        for (size_t i = 0; i < n; i++)
+            bad |= (uint32_t)(q[i] & 0x7fffu) >= inf;
+    }
+    return !bad;
+}
+
+GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old, const void *acc, const void *grad,
+                        size_t n, double scale, double inv, double errw, double *const *err, double *restrict te2,
+                        gp_attrib_counts *cnt)
+{
+    double *restrict eu = err[GP_MECH_UNDERFLOW], *restrict ea = err[GP_MECH_ABSORPTION];
+    double *restrict er = err[GP_MECH_ROUNDING];
+    const double *restrict eo = err[GP_MECH_OVERFLOW], *restrict en = err[GP_MECH_NONFINITE];
+    gp_fmt_info fi = gp_fmt_get(af);
+    const uint32_t magmask = (1u << (fi.width - 1)) - 1u, uthr = 1u << ((fi.p - 1) / 2);
+    uint64_t rnz = 0, add = 0, abs = 0, und = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ob = load(af, old, i), nb = load(af, acc, i), gb = load(gf, grad, i);
+        double a = fin_widen(af, ob), g = fin_widen(gf, gb), nv = fin_widen(af, nb);
+        double s = a + g, bb = s - a, e = (a - (s - bb)) + (g - bb);
+        double d = (nv - s) - e;
+        d = divide ? d / scale : d * inv;
+        double dw = d * errw;
+        int gnz = g != 0, ab = gnz & (nb == ob);
+        int nz = (s != 0) | (e != 0), inexact = (e != 0) | (nv != s);
+        int un = (ab ^ 1) & nz & inexact & ((nb & magmask) < uthr);
+        int rd = (ab | un) ^ 1;
+        double xu = eu[i], xa = ea[i], xo = eo[i], xr = er[i], xn = en[i];
+        xu = un ? xu + dw : xu;
+        xa = ab ? xa + dw : xa;
+        xr = rd ? xr + dw : xr;
+        eu[i] = xu;
+        ea[i] = xa;
+        er[i] = xr;
+        double te = 0;
+        te += xu;
+        te += xa;
+        te += xo;
+        te += xr;
+        te += xn;
+        te2[i] = te * te;
+        rnz += (uint64_t)nz;
+        add += (uint64_t)gnz;
+        abs += (uint64_t)ab;
+        und += (uint64_t)un;
+    }
+    cnt->rounded_nonzero += rnz;
+    cnt->adds_nonzero += add;
+    cnt->absorbed += abs;
+    cnt->underflow += und;
+}
+
+#define GP_AT_PAIR(a, g) ((a) * GP_NFORMATS + (g))
+
+GP_ATTRIB_CLONES int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
+                                     size_t n, double s, double inv, double errw, double *const *err, double *te2,
+                                     gp_attrib_counts *cnt)
+{
+    int pair = GP_AT_PAIR(af, gf), divide = inv == 0;
+    switch (pair) {
+    case GP_AT_PAIR(GP_BF16, GP_BF16):
+    case GP_AT_PAIR(GP_FP32, GP_BF16):
+    case GP_AT_PAIR(GP_FP32, GP_FP16):
+    case GP_AT_PAIR(GP_FP32, GP_FP32):
+    case GP_AT_PAIR(GP_BF16, GP_FP32):
+    case GP_AT_PAIR(GP_FP16, GP_FP16): break;
+    default: return 0;
+    }
+    if (n > GP_ATTRIB_BLOCK || !all_finite(af, old, n) || !all_finite(af, acc, n) || !all_finite(gf, grad, n))
+        return 0;
+#define GP_AT_CASE(A, G)                                                                                  \
+    case GP_AT_PAIR(A, G):                                                                                \
+        if (divide)                                                                                       \
+            block(A, G, 1, old, acc, grad, n, s, inv, errw, err, te2, cnt);                                \
+        else                                                                                              \
+            block(A, G, 0, old, acc, grad, n, s, inv, errw, err, te2, cnt);                                \
+        break;
+    switch (pair) {
+        GP_AT_CASE(GP_BF16, GP_BF16)
+        GP_AT_CASE(GP_FP32, GP_BF16)
+        GP_AT_CASE(GP_FP32, GP_FP16)
+        GP_AT_CASE(GP_FP32, GP_FP32)
+        GP_AT_CASE(GP_BF16, GP_FP32)
+        GP_AT_CASE(GP_FP16, GP_FP16)
+    default: break;
+    }
+#undef GP_AT_CASE
+    return 1;
+}
