@@ -11,6 +11,7 @@
 #include "kernels/arith/gp_accum.h"
 #include "kernels/arith/gp_philox.h"
 #include "kernels/cpu/gp_cpu_backend.h"
+#include "harness/gp_attrib.h"
 
 /* The bit trick equals the generic RNE conversion: every bf16 boundary neighbourhood
  * (each high half with low halves 0, 1, tie-1, tie, tie+1, all ones) and a stride
@@ -156,6 +157,121 @@ static void test_backend_equals_definition(void **state)
                 }
 }
 
+/* A random finite value of format f (bits): any finite pattern, or a small
+ * magnitude (one in three: zeros, subnormals; one in three: subnormals of at most half
+ * the format's bits, where underflow is judged). */
+static uint32_t attrib_value(gp_format f, uint64_t *s)
+{
+    gp_fmt_info fi = gp_fmt_get(f);
+    uint32_t sign = (uint32_t)(gp_test_next(s) & 1) << (fi.width - 1);
+    uint32_t top = fi.inf ? fi.inf : fi.maxfin + 1; /* finite magnitudes are below */
+    uint64_t r = gp_test_next(s);
+    int small = r % 3 == 0 ? fi.p + 1 : r % 3 == 1 ? (fi.p + 1) / 2 : 0; /* subnormals; few bits */
+    uint32_t mag = (uint32_t)(gp_test_next(s) % (small ? 1u << small : top));
+    return sign | mag;
+}
+
+/* The vectorised attribution equals its definition, gp_attrib_one with the error update
+ * and sums of gp_runner.c's attribute_range, bit for bit: random blocks of every pair it
+ * takes, the loss scale by inverse and by division, errw 1 and 1/3; stored values equal
+ * to the old one (absorption when the addend is non-zero), the RNE sum, or arbitrary
+ * (a backend is judged on what it stored); errors from earlier additions, -0 included.
+ * Each mechanism it can name occurs. A non-finite value, or another pair, is declined
+ * with nothing written. */
+static void test_attrib_block_equals_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(16);
+    enum { N = GP_ATTRIB_BLOCK };
+    static const int pairs[][2] = {{GP_BF16, GP_BF16}, {GP_FP32, GP_BF16}, {GP_FP32, GP_FP16},
+                                   {GP_FP32, GP_FP32}, {GP_BF16, GP_FP32}, {GP_FP16, GP_FP16}};
+    static uint32_t old[N], acc[N], grad[N]; /* packed in their formats (at most 4 bytes) */
+    static double e0[GP_MECH_NONFINITE + 1][N], e1[GP_MECH_NONFINITE + 1][N], te2[N];
+    const double scales[][2] = {{1.0, 1.0}, {1024.0, 1.0 / 1024}, {3.0, 0.0}}; /* s, inv (0: divide) */
+    const double errws[] = {1.0, 1.0 / 3};
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+        gp_format af = (gp_format)pairs[p][0], gf = (gp_format)pairs[p][1];
+        uint64_t seen[GP_NMECH] = {0};
+        for (int rep = 0; rep < 40; rep++) {
+            size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N); /* odd lengths: loop tails */
+            for (size_t i = 0; i < n; i++) {
+                uint32_t ob = attrib_value(af, &s), gb = attrib_value(gf, &s), nb;
+                unsigned how = (unsigned)(gp_test_next(&s) % 3);
+                if (how == 0) {
+                    nb = ob;
+                } else if (how == 1) {
+                    uint32_t comp = 0;
+                    nb = gp_accum_step(af, GP_ACC_RNE, 0, ob, &comp, gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gb)), 0, NULL);
+                    if (!isfinite(gp_fmt_to_f64(af, nb))) /* an overflowing sum: the block declines it */
+                        nb = ob;
+                } else {
+                    nb = attrib_value(af, &s);
+                }
+                gp_pack_set(af, old, i, ob);
+                gp_pack_set(af, acc, i, nb);
+                gp_pack_set(gf, grad, i, gb);
+                for (int m = 0; m < GP_MECH_NONFINITE + 1; m++) {
+                    uint64_t r = gp_test_next(&s);
+                    e0[m][i] = r % 4 == 0 ? (r & 4 ? -0.0 : 0.0) : ldexp((double)(int64_t)(r >> 8), -80);
+                    e1[m][i] = e0[m][i];
+                }
+            }
+            const double *sc = scales[rep % 3];
+            double errw = errws[rep / 3 % 2];
+            double *err[GP_MECH_NONFINITE + 1];
+            for (int m = 0; m < GP_MECH_NONFINITE + 1; m++)
+                err[m] = e1[m];
+            gp_attrib_counts got = {0, 0, 0, 0}, want = {0, 0, 0, 0};
+            assert_int_equal(gp_attrib_block(af, gf, old, acc, grad, n, sc[0], sc[1], errw, err, te2, &got), 1);
+            for (size_t i = 0; i < n; i++) {
+                double delta;
+                unsigned f;
+                gp_mechanism m = gp_attrib_one(af, gf, gp_pack_get(af, old, i), gp_pack_get(af, acc, i),
+                                               gp_pack_get(gf, grad, i), sc[0], sc[1], &delta, &f);
+                seen[m]++;
+                want.rounded_nonzero += (f & GP_AT_ROUNDED) != 0;
+                want.adds_nonzero += (f & GP_AT_ADD) != 0;
+                want.absorbed += (f & GP_AT_ABSORBED) != 0;
+                want.underflow += m == GP_MECH_UNDERFLOW;
+                double te = 0;
+                for (int j = GP_MECH_UNDERFLOW; j < GP_MECH_NONFINITE + 1; j++) {
+                    if (j == (int)m)
+                        e0[j][i] += delta * errw;
+                    te += e0[j][i];
+                    gp_assert_bits(gp_f64_bits(e1[j][i]), gp_f64_bits(e0[j][i]), "pair %zu rep %d element %zu err %d",
+                                   p, rep, i, j);
+                }
+                gp_assert_bits(gp_f64_bits(te2[i]), gp_f64_bits(te * te), "pair %zu rep %d element %zu te2", p, rep, i);
+            }
+            assert_int_equal(got.rounded_nonzero, want.rounded_nonzero);
+            assert_int_equal(got.adds_nonzero, want.adds_nonzero);
+            assert_int_equal(got.absorbed, want.absorbed);
+            assert_int_equal(got.underflow, want.underflow);
+            /* one non-finite value in any of the three arrays: declined, nothing written */
+            const gp_format fm[3] = {af, af, gf};
+            void *arr[3] = {old, acc, grad};
+            int which = rep % 3;
+            size_t at = (size_t)(gp_test_next(&s) % n);
+            uint32_t keep = gp_pack_get(fm[which], arr[which], at);
+            gp_fmt_info fi = gp_fmt_get(fm[which]);
+            gp_pack_set(fm[which], arr[which], at, rep & 4 ? fi.qnan : fi.inf);
+            double before = e1[GP_MECH_ROUNDING][0];
+            gp_attrib_counts none = {0, 0, 0, 0};
+            te2[0] = -1;
+            assert_int_equal(gp_attrib_block(af, gf, old, acc, grad, n, sc[0], sc[1], errw, err, te2, &none), 0);
+            gp_assert_bits(gp_f64_bits(e1[GP_MECH_ROUNDING][0]), gp_f64_bits(before), "declined block wrote err");
+            assert_true(te2[0] == -1 && none.rounded_nonzero == 0 && none.adds_nonzero == 0);
+            gp_pack_set(fm[which], arr[which], at, keep);
+        }
+        assert_true(seen[GP_MECH_UNDERFLOW] > 0 && seen[GP_MECH_ABSORPTION] > 0 && seen[GP_MECH_ROUNDING] > 0);
+    }
+    double *err[GP_MECH_NONFINITE + 1];
+    for (int m = 0; m < GP_MECH_NONFINITE + 1; m++)
+        err[m] = e1[m];
+    gp_attrib_counts none = {0, 0, 0, 0};
+    assert_int_equal(gp_attrib_block(GP_FP8_E4M3, GP_BF16, old, acc, grad, 4, 1.0, 1.0, 1.0, err, te2, &none), 0);
+}
+
 /* bf16: 1 + 2^-9 stays 1 (2^-9 is below half an ulp of 1, 2^-8): ABSORBED. With Kahan
  * compensation, 256 such additions are not lost: the compensation carries them, and the
  * sum reaches 1.5 (exactly representable in bf16). */
@@ -235,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_from_f64_rne_fast),
         cmocka_unit_test(test_to_f64_fast),
         cmocka_unit_test(test_backend_equals_definition),
+        cmocka_unit_test(test_attrib_block_equals_definition),
         cmocka_unit_test(test_absorption_and_kahan),
         cmocka_unit_test(test_fp32_directed_equals_ieee),
         cmocka_unit_test(test_unscale),
