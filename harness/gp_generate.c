@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../kernels/arith/gp_philox.h"
+#include "gp_gen_simd.h"
 
 uint64_t gp_stream_id(unsigned purpose, uint64_t tensor, uint64_t step, uint64_t microbatch)
 {
@@ -24,71 +24,104 @@ static double sample(const gp_dist *d, double u)
     }
 }
 
+/* What element_of needs of d beyond its sample, computed once a call. */
+typedef struct {
+    int signed_dist;
+    uint32_t neg_cut, out_cut;
+    double sparse_cut;
+} cuts;
+
+static cuts cuts_of(const gp_dist *d)
+{
+    cuts c;
+    c.signed_dist = d->kind == GP_DIST_LOGNORMAL || d->kind == GP_DIST_PARETO || d->kind == GP_DIST_CONSTANT;
+    c.neg_cut = (uint32_t)(d->neg_frac * 65536.0);
+    c.out_cut = (uint32_t)(d->outlier_frac * 65536.0);
+    c.sparse_cut = d->sparsity * 4294967296.0;
+    return c;
+}
+
+/* The element of d from its sample v and Philox words 2-3 (gp_generate's contract). */
+static inline float finish(const gp_dist *d, const cuts *c, uint32_t w2, uint32_t w3, double v)
+{
+    v = c->signed_dist && (w3 >> 16) < c->neg_cut ? -v : v;
+    v = (w3 & 0xffffu) < c->out_cut ? v * d->outlier_scale : v;
+    return (double)w2 < c->sparse_cut ? 0.0f : (float)v;
+}
+
 /* The element of d drawn from the Philox output w (gp_generate's contract). */
-static float element_of(const gp_dist *d, gp_philox_ctr w)
+static float element_of(const gp_dist *d, const cuts *c, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3)
 {
-    int signed_dist = d->kind == GP_DIST_LOGNORMAL || d->kind == GP_DIST_PARETO || d->kind == GP_DIST_CONSTANT;
-    uint32_t neg_cut = (uint32_t)(d->neg_frac * 65536.0);
-    uint32_t out_cut = (uint32_t)(d->outlier_frac * 65536.0);
-    double sparse_cut = d->sparsity * 4294967296.0;
-    if ((double)w.v[2] < sparse_cut)
+    if ((double)w2 < c->sparse_cut)
         return 0.0f;
-    double u = ((double)(((uint64_t)w.v[0] << 21) | (w.v[1] >> 11)) + 0.5) * 0x1p-53;
-    double v = sample(d, u);
-    if (signed_dist && (w.v[3] >> 16) < neg_cut)
-        v = -v;
-    if ((w.v[3] & 0xffffu) < out_cut)
-        v *= d->outlier_scale;
-    return (float)v;
+    double u = ((double)(((uint64_t)w0 << 21) | (w1 >> 11)) + 0.5) * 0x1p-53;
+    return finish(d, c, w2, w3, sample(d, u));
 }
 
-/* Element i of d on `stream` (gp_generate's contract). */
-static float element(const gp_dist *d, gp_philox_key key, uint64_t stream, uint64_t i)
-{
-    gp_philox_ctr c = {{(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)}};
-    return element_of(d, gp_philox4x32_10(c, key));
-}
-
-/* Philox outputs of elements i0 .. i0+n-1 (n <= GEN_BLOCK) on `stream`, word by word: the
- * same gp_philox4x32_10 per element, over a block of independent counters so that the
- * compiler vectorises the ten rounds (an AVX2 clone chosen at run time; integer
- * arithmetic, so every clone gives the same words). */
+/* Elements are generated GEN_BLOCK at a time: Philox words for the block
+ * (gp_philox_block, vector registers), then for the normal and lognormal distributions
+ * the uniforms, their inverse CDF (gp_ugaussian_pinv_block: GSL's bits, its central
+ * branch in vector registers) and the finish, each a loop over the block. */
 #define GEN_BLOCK 256
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("avx2", "default")))
+#define GEN_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define GEN_CLONES
 #endif
-static void philox_block(gp_philox_key key, uint64_t stream, uint64_t i0, size_t n, uint32_t w[4][GEN_BLOCK])
+
+/* u[j] = the uniform of element_of from words 0-1, j < m (exact integer to binary64,
+ * then one rounding each for + 0.5 and the power-of-two scaling: the same on every clone). */
+GEN_CLONES static void uniforms(const uint32_t *w0, const uint32_t *w1, size_t m, double *u)
 {
-    for (size_t j = 0; j < n; j++) {
-        uint64_t i = i0 + j;
-        gp_philox_ctr c = {{(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)}};
-        gp_philox_ctr r = gp_philox4x32_10(c, key);
-        w[0][j] = r.v[0];
-        w[1][j] = r.v[1];
-        w[2][j] = r.v[2];
-        w[3][j] = r.v[3];
+    for (size_t j = 0; j < m; j++)
+        u[j] = ((double)(((uint64_t)w0[j] << 21) | (w1[j] >> 11)) + 0.5) * 0x1p-53;
+}
+
+/* out[j] = the normal element of standard normal x[j], j < m. */
+GEN_CLONES static void normal_finish(const gp_dist *d, const cuts *c, const uint32_t *w2, const uint32_t *w3,
+                                     const double *x, size_t m, float *out)
+{
+    for (size_t j = 0; j < m; j++)
+        out[j] = finish(d, c, w2[j], w3[j], d->scale * x[j]);
+}
+
+/* gp_generate (idx NULL) and gp_generate_at. */
+static void generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t i0, const uint64_t *idx, size_t n,
+                     float *out)
+{
+    uint32_t wb[4][GEN_BLOCK];
+    uint32_t *const w[4] = {wb[0], wb[1], wb[2], wb[3]};
+    double u[GEN_BLOCK], x[GEN_BLOCK];
+    cuts c = cuts_of(d);
+    int gaussian = d->kind == GP_DIST_NORMAL || d->kind == GP_DIST_LOGNORMAL;
+    for (size_t b = 0; b < n; b += GEN_BLOCK) {
+        size_t m = n - b < GEN_BLOCK ? n - b : GEN_BLOCK;
+        gp_philox_block(GP_GEN_AUTO, seed, stream, i0 + b, idx ? idx + b : NULL, m, w);
+        if (!gaussian) {
+            for (size_t j = 0; j < m; j++)
+                out[b + j] = element_of(d, &c, w[0][j], w[1][j], w[2][j], w[3][j]);
+            continue;
+        }
+        uniforms(w[0], w[1], m, u);
+        gp_ugaussian_pinv_block(GP_GEN_AUTO, u, m, x);
+        if (d->kind == GP_DIST_NORMAL) {
+            normal_finish(d, &c, w[2], w[3], x, m, out + b);
+            continue;
+        }
+        for (size_t j = 0; j < m; j++) /* lognormal: sample()'s arithmetic on the same x */
+            out[b + j] = (double)w[2][j] < c.sparse_cut ? 0.0f
+                                                        : finish(d, &c, w[2][j], w[3][j], d->scale * exp(d->sigma * x[j]));
     }
 }
 
 void gp_generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t i0, size_t n, float *out)
 {
-    gp_philox_key key = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
-    uint32_t w[4][GEN_BLOCK];
-    for (size_t b = 0; b < n; b += GEN_BLOCK) {
-        size_t m = n - b < GEN_BLOCK ? n - b : GEN_BLOCK;
-        philox_block(key, stream, i0 + b, m, w);
-        for (size_t j = 0; j < m; j++) {
-            gp_philox_ctr r = {{w[0][j], w[1][j], w[2][j], w[3][j]}};
-            out[b + j] = element_of(d, r);
-        }
-    }
+    generate(d, seed, stream, i0, NULL, n, out);
 }
 
 void gp_generate_at(const gp_dist *d, uint64_t seed, uint64_t stream, const uint64_t *idx, size_t n, float *out)
 {
-    gp_philox_key key = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
-    for (size_t j = 0; j < n; j++)
-        out[j] = element(d, key, stream, idx[j]);
+    generate(d, seed, stream, 0, idx, n, out);
 }
 
 void gp_generate_signal_noise(const gp_dist *d, uint64_t seed, uint64_t tensor, uint64_t step, uint64_t k, long nk,

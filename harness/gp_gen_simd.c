@@ -1,0 +1,260 @@
+/* gp_gen_simd.c — see gp_gen_simd.h. Integer Philox is the same on every path by
+ * construction; the inverse CDF's vector branch uses only IEEE binary64 multiply, add,
+ * subtract and divide (round to nearest), in GSL's order, so each lane rounds exactly as
+ * GSL's scalar code does (libgsl is built without FMA contraction, and so is this file:
+ * -ffp-contract=off, explicit intrinsics). tests/test_gen.c checks both bit for bit. */
+#include "gp_gen_simd.h"
+
+#include <gsl/gsl_cdf.h>
+#include <math.h>
+#include <string.h>
+
+#include "../kernels/arith/gp_philox.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GP_GEN_HAVE_X86 1
+#endif
+
+/* Wichura (1988), AS241 PPND16: the central region's rational function in r = 0.180625 - q^2,
+ * numerator A0..A7 and denominator B0..B7 (B0 = 1), as the paper and GSL's cdf/gaussinv.c give them. */
+#define PINV_CENTRAL 0.425
+#define PINV_R0 0.180625
+static const double pinv_a[8] = {3.387132872796366608,  133.14166789178437745, 1971.5909503065514427,
+                                 13731.693765509461125, 45921.953931549871457, 67265.770927008700853,
+                                 33430.575583588128105, 2509.0809287301226727};
+static const double pinv_b[8] = {1.0,
+                                 42.313330701600911252,
+                                 687.1870074920579083,
+                                 5394.1960214247511077,
+                                 21213.794301586595867,
+                                 39307.89580009271061,
+                                 28729.085735721942674,
+                                 5226.495278852854561};
+
+int gp_gen_path_available(gp_gen_path path)
+{
+    switch (path) {
+    case GP_GEN_AUTO:
+    case GP_GEN_PORTABLE:
+        return 1;
+#ifdef GP_GEN_HAVE_X86
+    case GP_GEN_AVX2:
+        return __builtin_cpu_supports("avx2") != 0;
+    case GP_GEN_AVX512:
+        return __builtin_cpu_supports("avx512f") != 0;
+#endif
+    default:
+        return 0;
+    }
+}
+
+static gp_gen_path resolve(gp_gen_path path)
+{
+    if (path == GP_GEN_AUTO) {
+#ifdef GP_GEN_HAVE_X86
+        if (__builtin_cpu_supports("avx512f"))
+            return GP_GEN_AVX512;
+        if (__builtin_cpu_supports("avx2"))
+            return GP_GEN_AVX2;
+#endif
+        return GP_GEN_PORTABLE;
+    }
+    return gp_gen_path_available(path) ? path : GP_GEN_PORTABLE;
+}
+
+static void philox_portable(uint64_t seed, uint64_t stream, uint64_t i0, const uint64_t *idx, size_t n,
+                            uint32_t *const w[4])
+{
+    gp_philox_key key = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
+    for (size_t j = 0; j < n; j++) {
+        uint64_t e = idx ? idx[j] : i0 + j;
+        gp_philox_ctr c = {{(uint32_t)e, (uint32_t)(e >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)}};
+        gp_philox_ctr r = gp_philox4x32_10(c, key);
+        for (int k = 0; k < 4; k++)
+            w[k][j] = r.v[k];
+    }
+}
+
+/* Philox's multipliers and key increments (gp_philox.h). */
+#define PH_M0 0xD2511F53u
+#define PH_M1 0xCD9E8D57u
+#define PH_W0 0x9E3779B9u
+#define PH_W1 0xBB67AE85u
+
+#ifdef GP_GEN_HAVE_X86
+/* 16 counters a register: lane l is element j + l. The 32x32 -> 64-bit products are
+ * vpmuludq on the even lanes and on the odd lanes shifted down; hi and lo are
+ * reassembled by blends. */
+__attribute__((target("avx512f"))) static void philox_avx512(uint64_t seed, uint64_t stream, uint64_t i0,
+                                                             const uint64_t *idx, size_t n, uint32_t *const w[4])
+{
+    const __m512i m0 = _mm512_set1_epi64(PH_M0), m1 = _mm512_set1_epi64(PH_M1);
+    const __m512i c2 = _mm512_set1_epi32((int)(uint32_t)stream), c3 = _mm512_set1_epi32((int)(uint32_t)(stream >> 32));
+    const __m512i iota = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i k0[10], k1[10];
+    uint32_t s0 = (uint32_t)seed, s1 = (uint32_t)(seed >> 32);
+    for (int r = 0; r < 10; r++, s0 += PH_W0, s1 += PH_W1) {
+        k0[r] = _mm512_set1_epi32((int)s0);
+        k1[r] = _mm512_set1_epi32((int)s1);
+    }
+    for (size_t j = 0; j < n; j += 16) {
+        __m512i ea, eb; /* elements j..j+7, j+8..j+15 as 64-bit lanes */
+        if (idx) {
+            size_t m = n - j < 16 ? n - j : 16;
+            __mmask8 ma = (__mmask8)(m >= 8 ? 0xff : (1u << m) - 1), mb = (__mmask8)(m >= 16 ? 0xff : m > 8 ? (1u << (m - 8)) - 1 : 0);
+            ea = _mm512_maskz_loadu_epi64(ma, idx + j);
+            eb = _mm512_maskz_loadu_epi64(mb, idx + j + 8);
+        } else {
+            ea = _mm512_add_epi64(_mm512_set1_epi64((long long)(i0 + j)), iota);
+            eb = _mm512_add_epi64(_mm512_set1_epi64((long long)(i0 + j + 8)), iota);
+        }
+        __m512i c0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(ea)), _mm512_cvtepi64_epi32(eb), 1);
+        __m512i c1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(ea, 32))),
+                                        _mm512_cvtepi64_epi32(_mm512_srli_epi64(eb, 32)), 1);
+        __m512i x2 = c2, x3 = c3;
+        for (int r = 0; r < 10; r++) {
+            __m512i pe0 = _mm512_mul_epu32(c0, m0), po0 = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0);
+            __m512i pe1 = _mm512_mul_epu32(x2, m1), po1 = _mm512_mul_epu32(_mm512_srli_epi64(x2, 32), m1);
+            __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe0, 32), po0);
+            __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, pe0, _mm512_slli_epi64(po0, 32));
+            __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe1, 32), po1);
+            __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, pe1, _mm512_slli_epi64(po1, 32));
+            c0 = _mm512_ternarylogic_epi32(hi1, c1, k0[r], 0x96); /* three-way xor */
+            c1 = lo1;
+            x2 = _mm512_ternarylogic_epi32(hi0, x3, k1[r], 0x96);
+            x3 = lo0;
+        }
+        _mm512_storeu_si512((void *)(w[0] + j), c0);
+        _mm512_storeu_si512((void *)(w[1] + j), c1);
+        _mm512_storeu_si512((void *)(w[2] + j), x2);
+        _mm512_storeu_si512((void *)(w[3] + j), x3);
+    }
+    _mm256_zeroupper();
+}
+
+/* 8 counters a register, as philox_avx512. */
+__attribute__((target("avx2"))) static void philox_avx2(uint64_t seed, uint64_t stream, uint64_t i0,
+                                                        const uint64_t *idx, size_t n, uint32_t *const w[4])
+{
+    const __m256i m0 = _mm256_set1_epi64x(PH_M0), m1 = _mm256_set1_epi64x(PH_M1);
+    const __m256i c2 = _mm256_set1_epi32((int)(uint32_t)stream), c3 = _mm256_set1_epi32((int)(uint32_t)(stream >> 32));
+    const __m256i iota = _mm256_set_epi64x(3, 2, 1, 0);
+    const __m256i split = _mm256_set_epi32(7, 5, 3, 1, 6, 4, 2, 0); /* low words down, high words up */
+    uint32_t s0 = (uint32_t)seed, s1 = (uint32_t)(seed >> 32);
+    __m256i k0[10], k1[10];
+    for (int r = 0; r < 10; r++, s0 += PH_W0, s1 += PH_W1) {
+        k0[r] = _mm256_set1_epi32((int)s0);
+        k1[r] = _mm256_set1_epi32((int)s1);
+    }
+    for (size_t j = 0; j < n; j += 8) {
+        __m256i ea, eb;
+        if (idx) {
+            uint64_t e[8] = {0};
+            memcpy(e, idx + j, (n - j < 8 ? n - j : 8) * sizeof *e);
+            ea = _mm256_loadu_si256((const __m256i *)e);
+            eb = _mm256_loadu_si256((const __m256i *)(e + 4));
+        } else {
+            ea = _mm256_add_epi64(_mm256_set1_epi64x((long long)(i0 + j)), iota);
+            eb = _mm256_add_epi64(_mm256_set1_epi64x((long long)(i0 + j + 4)), iota);
+        }
+        __m256i pa = _mm256_permutevar8x32_epi32(ea, split), pb = _mm256_permutevar8x32_epi32(eb, split);
+        __m256i c0 = _mm256_permute2x128_si256(pa, pb, 0x20), c1 = _mm256_permute2x128_si256(pa, pb, 0x31);
+        __m256i x2 = c2, x3 = c3;
+        for (int r = 0; r < 10; r++) {
+            __m256i pe0 = _mm256_mul_epu32(c0, m0), po0 = _mm256_mul_epu32(_mm256_srli_epi64(c0, 32), m0);
+            __m256i pe1 = _mm256_mul_epu32(x2, m1), po1 = _mm256_mul_epu32(_mm256_srli_epi64(x2, 32), m1);
+            __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(pe0, 32), po0, 0xAA);
+            __m256i lo0 = _mm256_blend_epi32(pe0, _mm256_slli_epi64(po0, 32), 0xAA);
+            __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(pe1, 32), po1, 0xAA);
+            __m256i lo1 = _mm256_blend_epi32(pe1, _mm256_slli_epi64(po1, 32), 0xAA);
+            c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), k0[r]);
+            c1 = lo1;
+            x2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3), k1[r]);
+            x3 = lo0;
+        }
+        _mm256_storeu_si256((__m256i *)(w[0] + j), c0);
+        _mm256_storeu_si256((__m256i *)(w[1] + j), c1);
+        _mm256_storeu_si256((__m256i *)(w[2] + j), x2);
+        _mm256_storeu_si256((__m256i *)(w[3] + j), x3);
+    }
+    _mm256_zeroupper();
+}
+#endif
+
+void gp_philox_block(gp_gen_path path, uint64_t seed, uint64_t stream, uint64_t i0, const uint64_t *idx, size_t n,
+                     uint32_t *const w[4])
+{
+    switch (resolve(path)) {
+#ifdef GP_GEN_HAVE_X86
+    case GP_GEN_AVX512: philox_avx512(seed, stream, i0, idx, n, w); return;
+    case GP_GEN_AVX2: philox_avx2(seed, stream, i0, idx, n, w); return;
+#endif
+    default: philox_portable(seed, stream, i0, idx, n, w); return;
+    }
+}
+
+/* 1 when GSL takes its central branch for p (gsl_cdf_ugaussian_Pinv: P == 0 and P == 1
+ * are tested first, but neither has |P - 0.5| <= 0.425). */
+static int pinv_central(double p)
+{
+    return fabs(p - 0.5) <= PINV_CENTRAL;
+}
+
+/* The inputs the vector loop left (not central, or past its last full register). */
+static void pinv_rest(const double *p, size_t from, size_t n, double *x)
+{
+    for (size_t j = 0; j < n; j++)
+        if (j >= from || !pinv_central(p[j]))
+            x[j] = gsl_cdf_ugaussian_Pinv(p[j]);
+}
+
+#ifdef GP_GEN_HAVE_X86
+/* GSL's small(q) per lane: r = 0.180625 - q*q; u and v by Horner from the top
+ * coefficient (u = r*u + a[i], i = 6..0), x = q * (u / v). Non-central lanes compute
+ * garbage that pinv_rest overwrites. */
+__attribute__((target("avx512f"))) static void pinv_avx512(const double *p, size_t n, double *x)
+{
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m512d q = _mm512_sub_pd(_mm512_loadu_pd(p + j), _mm512_set1_pd(0.5));
+        __m512d r = _mm512_sub_pd(_mm512_set1_pd(PINV_R0), _mm512_mul_pd(q, q));
+        __m512d u = _mm512_set1_pd(pinv_a[7]), v = _mm512_set1_pd(pinv_b[7]);
+        for (int i = 6; i >= 0; i--) {
+            u = _mm512_add_pd(_mm512_mul_pd(r, u), _mm512_set1_pd(pinv_a[i]));
+            v = _mm512_add_pd(_mm512_mul_pd(r, v), _mm512_set1_pd(pinv_b[i]));
+        }
+        _mm512_storeu_pd(x + j, _mm512_mul_pd(q, _mm512_div_pd(u, v)));
+    }
+    _mm256_zeroupper();
+    pinv_rest(p, j, n, x);
+}
+
+__attribute__((target("avx2"))) static void pinv_avx2(const double *p, size_t n, double *x)
+{
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        __m256d q = _mm256_sub_pd(_mm256_loadu_pd(p + j), _mm256_set1_pd(0.5));
+        __m256d r = _mm256_sub_pd(_mm256_set1_pd(PINV_R0), _mm256_mul_pd(q, q));
+        __m256d u = _mm256_set1_pd(pinv_a[7]), v = _mm256_set1_pd(pinv_b[7]);
+        for (int i = 6; i >= 0; i--) {
+            u = _mm256_add_pd(_mm256_mul_pd(r, u), _mm256_set1_pd(pinv_a[i]));
+            v = _mm256_add_pd(_mm256_mul_pd(r, v), _mm256_set1_pd(pinv_b[i]));
+        }
+        _mm256_storeu_pd(x + j, _mm256_mul_pd(q, _mm256_div_pd(u, v)));
+    }
+    _mm256_zeroupper();
+    pinv_rest(p, j, n, x);
+}
+#endif
+
+void gp_ugaussian_pinv_block(gp_gen_path path, const double *p, size_t n, double *x)
+{
+    switch (resolve(path)) {
+#ifdef GP_GEN_HAVE_X86
+    case GP_GEN_AVX512: pinv_avx512(p, n, x); return;
+    case GP_GEN_AVX2: pinv_avx2(p, n, x); return;
+#endif
+    default: pinv_rest(p, 0, n, x); return;
+    }
+}
