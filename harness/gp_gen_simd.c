@@ -194,57 +194,182 @@ void gp_philox_block(gp_gen_path path, uint64_t seed, uint64_t stream, uint64_t 
     }
 }
 
-/* 1 when GSL takes its central branch for p (gsl_cdf_ugaussian_Pinv: P == 0 and P == 1
- * are tested first, but neither has |P - 0.5| <= 0.425). */
-static int pinv_central(double p)
-{
-    return fabs(p - 0.5) <= PINV_CENTRAL;
-}
+/* Wichura's intermediate (r <= 5, in r - 1.6) and tail (r > 5, in r - 5) rational
+ * functions, r = sqrt(-log(min(p, 1 - p))), as GSL's cdf/gaussinv.c gives them. */
+static const double pinv_ai[8] = {1.42343711074968357734,  4.6303378461565452959,   5.7694972214606914055,
+                                  3.64784832476320460504,  1.27045825245236838258,  0.24178072517745061177,
+                                  0.0227238449892691845833, 7.7454501427834140764e-4};
+static const double pinv_bi[8] = {1.0,
+                                  2.05319162663775882187,
+                                  1.6763848301838038494,
+                                  0.68976733498510000455,
+                                  0.14810397642748007459,
+                                  0.0151986665636164571966,
+                                  5.475938084995344946e-4,
+                                  1.05075007164441684324e-9};
+static const double pinv_at[8] = {6.6579046435011037772,   5.4637849111641143699,    1.7848265399172913358,
+                                  0.29656057182850489123,  0.026532189526576123093,  0.0012426609473880784386,
+                                  2.71155556874348757815e-5, 2.01033439929228813265e-7};
+static const double pinv_bt[8] = {1.0,
+                                  0.59983220655588793769,
+                                  0.13692988092273580531,
+                                  0.0148753612908506148525,
+                                  7.868691311456132591e-4,
+                                  1.8463183175100546818e-5,
+                                  1.4215117583164458887e-7,
+                                  2.04426310338993978564e-15};
 
-/* The inputs the vector loop left (not central, or past its last full register). */
-static void pinv_rest(const double *p, size_t from, size_t n, double *x)
+/* The portable path: GSL for every input. */
+static void pinv_portable(const double *p, size_t n, double *x)
 {
     for (size_t j = 0; j < n; j++)
-        if (j >= from || !pinv_central(p[j]))
-            x[j] = gsl_cdf_ugaussian_Pinv(p[j]);
+        x[j] = gsl_cdf_ugaussian_Pinv(p[j]);
+}
+
+/* The vector paths take PINV_CHUNK inputs at a time: the central branch in registers,
+ * the positions of the other inputs listed; of those, the ones in (0, 1) get
+ * t = -log(pp) here (libm's log, which GSL calls, one call each) and r = sqrt(t) and
+ * the rest of GSL's branch in registers; 0, 1, NaN and inputs outside [0, 1] call GSL. */
+#define PINV_CHUNK 256
+typedef void pinv_tails_fn(const double *pv, const double *t, size_t m, double *x);
+
+static void pinv_outside(const double *p, const uint16_t *list, size_t cnt, double *x, pinv_tails_fn *tails)
+{
+    double pv[PINV_CHUNK], t[PINV_CHUNK], xr[PINV_CHUNK];
+    uint16_t at[PINV_CHUNK];
+    size_t m = 0;
+    for (size_t k = 0; k < cnt; k++) {
+        double P = p[list[k]];
+        if (P > 0.0 && P < 1.0) {
+            pv[m] = P;
+            t[m] = -log(P < 0.5 ? P : 1.0 - P);
+            at[m++] = list[k];
+        } else {
+            x[list[k]] = gsl_cdf_ugaussian_Pinv(P);
+        }
+    }
+    if (m)
+        tails(pv, t, m, xr);
+    for (size_t k = 0; k < m; k++)
+        x[at[k]] = xr[k];
 }
 
 #ifdef GP_GEN_HAVE_X86
-/* GSL's small(q) per lane: r = 0.180625 - q*q; u and v by Horner from the top
- * coefficient (u = r*u + a[i], i = 6..0), x = q * (u / v). Non-central lanes compute
- * garbage that pinv_rest overwrites. */
-__attribute__((target("avx512f"))) static void pinv_avx512(const double *p, size_t n, double *x)
+/* GSL's rat_eval(a, 8, b, 8, z) per lane: u and v by Horner from the top coefficient
+ * (u = z*u + a[i], i = 6..0), then u / v. */
+#define PINV_RAT512(a, b, z, out)                                                \
+    do {                                                                         \
+        __m512d u_ = _mm512_set1_pd((a)[7]), v_ = _mm512_set1_pd((b)[7]);        \
+        for (int i_ = 6; i_ >= 0; i_--) {                                        \
+            u_ = _mm512_add_pd(_mm512_mul_pd((z), u_), _mm512_set1_pd((a)[i_])); \
+            v_ = _mm512_add_pd(_mm512_mul_pd((z), v_), _mm512_set1_pd((b)[i_])); \
+        }                                                                        \
+        (out) = _mm512_div_pd(u_, v_);                                           \
+    } while (0)
+#define PINV_RAT256(a, b, z, out)                                                \
+    do {                                                                         \
+        __m256d u_ = _mm256_set1_pd((a)[7]), v_ = _mm256_set1_pd((b)[7]);        \
+        for (int i_ = 6; i_ >= 0; i_--) {                                        \
+            u_ = _mm256_add_pd(_mm256_mul_pd((z), u_), _mm256_set1_pd((a)[i_])); \
+            v_ = _mm256_add_pd(_mm256_mul_pd((z), v_), _mm256_set1_pd((b)[i_])); \
+        }                                                                        \
+        (out) = _mm256_div_pd(u_, v_);                                           \
+    } while (0)
+
+/* GSL past the central branch for P = pv[k] in (0, 1), t[k] = -log(pp): r = sqrt(t);
+ * intermediate(r) if r <= 5 else tail(r); negated (sign flip) if P < 0.5. */
+__attribute__((target("avx512f"))) static void tails_avx512(const double *pv, const double *t, size_t m, double *x)
 {
-    size_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m512d q = _mm512_sub_pd(_mm512_loadu_pd(p + j), _mm512_set1_pd(0.5));
-        __m512d r = _mm512_sub_pd(_mm512_set1_pd(PINV_R0), _mm512_mul_pd(q, q));
-        __m512d u = _mm512_set1_pd(pinv_a[7]), v = _mm512_set1_pd(pinv_b[7]);
-        for (int i = 6; i >= 0; i--) {
-            u = _mm512_add_pd(_mm512_mul_pd(r, u), _mm512_set1_pd(pinv_a[i]));
-            v = _mm512_add_pd(_mm512_mul_pd(r, v), _mm512_set1_pd(pinv_b[i]));
+    const __m512i sign = _mm512_set1_epi64((long long)0x8000000000000000ull);
+    for (size_t k = 0; k < m; k += 8) {
+        __mmask8 in = (__mmask8)(m - k >= 8 ? 0xff : (1u << (m - k)) - 1);
+        __m512d r = _mm512_sqrt_pd(_mm512_maskz_loadu_pd(in, t + k)), xi, xt;
+        PINV_RAT512(pinv_ai, pinv_bi, _mm512_sub_pd(r, _mm512_set1_pd(1.6)), xi);
+        __mmask8 mid = _mm512_cmp_pd_mask(r, _mm512_set1_pd(5.0), _CMP_LE_OQ);
+        if ((mid & in) != in) {
+            PINV_RAT512(pinv_at, pinv_bt, _mm512_sub_pd(r, _mm512_set1_pd(5.0)), xt);
+            xi = _mm512_mask_blend_pd(mid, xt, xi);
         }
-        _mm512_storeu_pd(x + j, _mm512_mul_pd(q, _mm512_div_pd(u, v)));
+        __mmask8 neg = _mm512_cmp_pd_mask(_mm512_maskz_loadu_pd(in, pv + k), _mm512_set1_pd(0.5), _CMP_LT_OQ);
+        __m512i b = _mm512_castpd_si512(xi);
+        _mm512_mask_storeu_pd(x + k, in, _mm512_castsi512_pd(_mm512_mask_xor_epi64(b, neg, b, sign)));
     }
     _mm256_zeroupper();
-    pinv_rest(p, j, n, x);
+}
+
+__attribute__((target("avx2"))) static void tails_avx2(const double *pv, const double *t, size_t m, double *x)
+{
+    const __m256d sign = _mm256_set1_pd(-0.0);
+    for (size_t k = 0; k < m; k += 4) {
+        double tp[4] = {0, 0, 0, 0}, pp[4] = {0, 0, 0, 0}, xo[4];
+        size_t c = m - k < 4 ? m - k : 4;
+        memcpy(tp, t + k, c * sizeof *tp);
+        memcpy(pp, pv + k, c * sizeof *pp);
+        __m256d r = _mm256_sqrt_pd(_mm256_loadu_pd(tp)), xi, xt;
+        PINV_RAT256(pinv_ai, pinv_bi, _mm256_sub_pd(r, _mm256_set1_pd(1.6)), xi);
+        __m256d mid = _mm256_cmp_pd(r, _mm256_set1_pd(5.0), _CMP_LE_OQ);
+        if (_mm256_movemask_pd(mid) != 0xf) {
+            PINV_RAT256(pinv_at, pinv_bt, _mm256_sub_pd(r, _mm256_set1_pd(5.0)), xt);
+            xi = _mm256_blendv_pd(xt, xi, mid);
+        }
+        __m256d neg = _mm256_cmp_pd(_mm256_loadu_pd(pp), _mm256_set1_pd(0.5), _CMP_LT_OQ);
+        _mm256_storeu_pd(xo, _mm256_xor_pd(xi, _mm256_and_pd(neg, sign)));
+        memcpy(x + k, xo, c * sizeof *xo);
+    }
+    _mm256_zeroupper();
+}
+
+/* GSL's small(q) per lane, q = p - 0.5: r = 0.180625 - q*q, x = q * rat_eval(r).
+ * Lanes outside the central branch compute values that pinv_outside replaces. */
+__attribute__((target("avx512f"))) static void pinv_avx512(const double *p, size_t n, double *x)
+{
+    uint16_t list[PINV_CHUNK];
+    for (size_t c = 0; c < n; c += PINV_CHUNK) {
+        size_t m = n - c < PINV_CHUNK ? n - c : PINV_CHUNK, cnt = 0;
+        for (size_t j = 0; j < m; j += 8) {
+            __mmask8 in = (__mmask8)(m - j >= 8 ? 0xff : (1u << (m - j)) - 1);
+            __m512d q = _mm512_sub_pd(_mm512_maskz_loadu_pd(in, p + c + j), _mm512_set1_pd(0.5)), y;
+            __m512d r = _mm512_sub_pd(_mm512_set1_pd(PINV_R0), _mm512_mul_pd(q, q));
+            PINV_RAT512(pinv_a, pinv_b, r, y);
+            _mm512_mask_storeu_pd(x + c + j, in, _mm512_mul_pd(q, y));
+            unsigned out = in & ~(unsigned)_mm512_cmp_pd_mask(_mm512_abs_pd(q), _mm512_set1_pd(PINV_CENTRAL), _CMP_LE_OQ);
+            for (; out; out &= out - 1)
+                list[cnt++] = (uint16_t)(j + (size_t)__builtin_ctz(out));
+        }
+        _mm256_zeroupper();
+        pinv_outside(p + c, list, cnt, x + c, tails_avx512);
+    }
 }
 
 __attribute__((target("avx2"))) static void pinv_avx2(const double *p, size_t n, double *x)
 {
-    size_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        __m256d q = _mm256_sub_pd(_mm256_loadu_pd(p + j), _mm256_set1_pd(0.5));
-        __m256d r = _mm256_sub_pd(_mm256_set1_pd(PINV_R0), _mm256_mul_pd(q, q));
-        __m256d u = _mm256_set1_pd(pinv_a[7]), v = _mm256_set1_pd(pinv_b[7]);
-        for (int i = 6; i >= 0; i--) {
-            u = _mm256_add_pd(_mm256_mul_pd(r, u), _mm256_set1_pd(pinv_a[i]));
-            v = _mm256_add_pd(_mm256_mul_pd(r, v), _mm256_set1_pd(pinv_b[i]));
+    uint16_t list[PINV_CHUNK];
+    const __m256d abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffll));
+    for (size_t c = 0; c < n; c += PINV_CHUNK) {
+        size_t m = n - c < PINV_CHUNK ? n - c : PINV_CHUNK, cnt = 0;
+        for (size_t j = 0; j < m; j += 4) {
+            size_t k = m - j < 4 ? m - j : 4;
+            double pin[4] = {0.5, 0.5, 0.5, 0.5}, xo[4]; /* the last few, padded */
+            const double *src = p + c + j;
+            double *dst = x + c + j;
+            if (k < 4) {
+                memcpy(pin, src, k * sizeof *pin);
+                src = pin;
+                dst = xo;
+            }
+            __m256d q = _mm256_sub_pd(_mm256_loadu_pd(src), _mm256_set1_pd(0.5)), y;
+            __m256d r = _mm256_sub_pd(_mm256_set1_pd(PINV_R0), _mm256_mul_pd(q, q));
+            PINV_RAT256(pinv_a, pinv_b, r, y);
+            _mm256_storeu_pd(dst, _mm256_mul_pd(q, y));
+            if (k < 4)
+                memcpy(x + c + j, xo, k * sizeof *xo);
+            __m256d central = _mm256_cmp_pd(_mm256_and_pd(q, abs), _mm256_set1_pd(PINV_CENTRAL), _CMP_LE_OQ);
+            for (unsigned out = ~(unsigned)_mm256_movemask_pd(central) & ((1u << k) - 1); out; out &= out - 1)
+                list[cnt++] = (uint16_t)(j + (size_t)__builtin_ctz(out));
         }
-        _mm256_storeu_pd(x + j, _mm256_mul_pd(q, _mm256_div_pd(u, v)));
+        _mm256_zeroupper();
+        pinv_outside(p + c, list, cnt, x + c, tails_avx2);
     }
-    _mm256_zeroupper();
-    pinv_rest(p, j, n, x);
 }
 #endif
 
@@ -255,6 +380,6 @@ void gp_ugaussian_pinv_block(gp_gen_path path, const double *p, size_t n, double
     case GP_GEN_AVX512: pinv_avx512(p, n, x); return;
     case GP_GEN_AVX2: pinv_avx2(p, n, x); return;
 #endif
-    default: pinv_rest(p, 0, n, x); return;
+    default: pinv_portable(p, n, x); return;
     }
 }
