@@ -10,6 +10,11 @@
 
 #include "gp_mpfr_env.h"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(GP_ADAMW_DD_PORTABLE)
+#define GP_ADAMW_DD_HAVE_X86 1
+#include <x86intrin.h>
+#endif
+
 /* ---- scalars ---- */
 
 /* The DD nearest x: hi = RN(x), lo = RN(x - hi) (x - hi is exact at the precision of x,
@@ -117,16 +122,15 @@ void gp_adamw_dd_state_get(const gp_adamw_dd_state *st, size_t i, double *w, dou
 
 /* ---- the step ---- */
 
-GP_DD_CLONES void gp_adamw_dd_step(const gp_adamw_dd_scalars *s, gp_adamw_dd_state *st, size_t i0, size_t n,
-                                   const double *g, gp_dd gcoef, double *upd_out)
+/* The loop of the step on elements [j0, n) of the arrays (offset by i0), one element at
+ * a time: the portable path, and the tail of the vector ones. */
+GP_DD_CLONES static void step_scalar(const gp_adamw_dd_scalars *s, gp_dd c1, gp_dd c2, double *restrict whi,
+                                     double *restrict wlo, double *restrict mhi, double *restrict mlo,
+                                     double *restrict vhi, double *restrict vlo, size_t j0, size_t n,
+                                     const double *g, double *upd_out)
 {
-    gp_dd c1, c2; /* per call: (1 - beta1) c and (1 - beta2) c^2, exact when c == 1 */
-    gp_adamw_dd_factors(s, gcoef, &c1, &c2);
     const gp_adamw_dd_scalars sc = *s;
-    double *restrict whi = st->w_hi + i0, *restrict wlo = st->w_lo + i0;
-    double *restrict mhi = st->m_hi + i0, *restrict mlo = st->m_lo + i0;
-    double *restrict vhi = st->v_hi + i0, *restrict vlo = st->v_lo + i0;
-    for (size_t j = 0; j < n; j++) {
+    for (size_t j = j0; j < n; j++) {
         gp_dd m = {mhi[j], mlo[j]}, v = {vhi[j], vlo[j]}, w = {whi[j], wlo[j]};
         gp_dd upd = gp_adamw_dd_element(&sc, c1, c2, g[j], &w, &m, &v);
         mhi[j] = m.hi;
@@ -138,4 +142,104 @@ GP_DD_CLONES void gp_adamw_dd_step(const gp_adamw_dd_scalars *s, gp_adamw_dd_sta
         if (upd_out)
             upd_out[j] = upd.hi;
     }
+}
+
+#ifdef GP_ADAMW_DD_HAVE_X86
+#define GPV_NAME2(x, y) x##_##y
+#define GPV_NAME1(x, y) GPV_NAME2(x, y)
+
+/* AVX2 + FMA: four elements at a time. */
+#define GPV __m256d
+#define GPV_W 4
+#define GPV_TARGET __attribute__((target("avx2,fma")))
+#define GPV_NAME(x) GPV_NAME1(x, avx2)
+#define GPV_SET1(d) _mm256_set1_pd(d)
+#define GPV_LOAD(p) _mm256_loadu_pd(p)
+#define GPV_STORE(p, x) _mm256_storeu_pd(p, x)
+#define GPV_FMA(a, b, c) _mm256_fmadd_pd(a, b, c)
+#define GPV_SQRT(x) _mm256_sqrt_pd(x)
+#define GPV_KEEP_POS(x, y) _mm256_and_pd(_mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_GT_OQ), y)
+#include "gp_adamw_dd_vec.h"
+#undef GPV
+#undef GPV_W
+#undef GPV_TARGET
+#undef GPV_NAME
+#undef GPV_SET1
+#undef GPV_LOAD
+#undef GPV_STORE
+#undef GPV_FMA
+#undef GPV_SQRT
+#undef GPV_KEEP_POS
+
+/* AVX-512F + FMA: eight elements at a time. */
+#define GPV __m512d
+#define GPV_W 8
+#define GPV_TARGET __attribute__((target("avx512f,avx2,fma")))
+#define GPV_NAME(x) GPV_NAME1(x, avx512)
+#define GPV_SET1(d) _mm512_set1_pd(d)
+#define GPV_LOAD(p) _mm512_loadu_pd(p)
+#define GPV_STORE(p, x) _mm512_storeu_pd(p, x)
+#define GPV_FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
+#define GPV_SQRT(x) _mm512_sqrt_pd(x)
+#define GPV_KEEP_POS(x, y) _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(x, _mm512_setzero_pd(), _CMP_GT_OQ), y)
+#include "gp_adamw_dd_vec.h"
+#undef GPV
+#undef GPV_W
+#undef GPV_TARGET
+#undef GPV_NAME
+#undef GPV_SET1
+#undef GPV_LOAD
+#undef GPV_STORE
+#undef GPV_FMA
+#undef GPV_SQRT
+#undef GPV_KEEP_POS
+#endif
+
+int gp_adamw_dd_path_available(gp_adamw_dd_path path)
+{
+    switch (path) {
+    case GP_ADAMW_DD_AUTO:
+    case GP_ADAMW_DD_SCALAR:
+        return 1;
+#ifdef GP_ADAMW_DD_HAVE_X86
+    case GP_ADAMW_DD_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case GP_ADAMW_DD_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    default:
+        return 0;
+    }
+}
+
+void gp_adamw_dd_step_path(gp_adamw_dd_path path, const gp_adamw_dd_scalars *s, gp_adamw_dd_state *st, size_t i0,
+                           size_t n, const double *g, gp_dd gcoef, double *upd_out)
+{
+    gp_dd c1, c2; /* per call: (1 - beta1) c and (1 - beta2) c^2, exact when c == 1 */
+    gp_adamw_dd_factors(s, gcoef, &c1, &c2);
+    double *whi = st->w_hi + i0, *wlo = st->w_lo + i0;
+    double *mhi = st->m_hi + i0, *mlo = st->m_lo + i0;
+    double *vhi = st->v_hi + i0, *vlo = st->v_lo + i0;
+    size_t j = 0;
+#ifdef GP_ADAMW_DD_HAVE_X86
+    if (path == GP_ADAMW_DD_AUTO)
+        path = gp_adamw_dd_path_available(GP_ADAMW_DD_AVX512) ? GP_ADAMW_DD_AVX512
+               : gp_adamw_dd_path_available(GP_ADAMW_DD_AVX2) ? GP_ADAMW_DD_AVX2
+                                                               : GP_ADAMW_DD_SCALAR;
+    else if (!gp_adamw_dd_path_available(path))
+        path = GP_ADAMW_DD_SCALAR;
+    if (path == GP_ADAMW_DD_AVX512)
+        j = step_avx512(s, c1, c2, whi, wlo, mhi, mlo, vhi, vlo, n, g, upd_out);
+    else if (path == GP_ADAMW_DD_AVX2)
+        j = step_avx2(s, c1, c2, whi, wlo, mhi, mlo, vhi, vlo, n, g, upd_out);
+#else
+    (void)path;
+#endif
+    step_scalar(s, c1, c2, whi, wlo, mhi, mlo, vhi, vlo, j, n, g, upd_out);
+}
+
+void gp_adamw_dd_step(const gp_adamw_dd_scalars *s, gp_adamw_dd_state *st, size_t i0, size_t n, const double *g,
+                      gp_dd gcoef, double *upd_out)
+{
+    gp_adamw_dd_step_path(GP_ADAMW_DD_AUTO, s, st, i0, n, g, gcoef, upd_out);
 }

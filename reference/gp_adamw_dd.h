@@ -337,4 +337,16 @@ void gp_adamw_dd_state_get(const gp_adamw_dd_state *st, size_t i, double *w, dou
 void gp_adamw_dd_step(const gp_adamw_dd_scalars *s, gp_adamw_dd_state *st, size_t i0, size_t n,
                       const double *g, gp_dd gcoef, double *upd_out);
 
+/* The paths of gp_adamw_dd_step's loop: AUTO (what gp_adamw_dd_step uses: AVX-512 where
+ * the CPU has AVX-512F, AVX2 and FMA, else AVX2 where it has AVX2 and FMA, else the
+ * portable element loop, itself an FMA clone where the CPU has FMA), or one named.
+ * Every path runs gp_adamw_dd_element's operations on each element and gives the same
+ * state and updates bit for bit (tests/test_adamw_dd.c). gp_adamw_dd_path_available
+ * says whether this build and CPU have a path; only call gp_adamw_dd_step_path with one
+ * it accepts (an unavailable one falls back to the portable loop). */
+typedef enum { GP_ADAMW_DD_AUTO, GP_ADAMW_DD_SCALAR, GP_ADAMW_DD_AVX2, GP_ADAMW_DD_AVX512 } gp_adamw_dd_path;
+int gp_adamw_dd_path_available(gp_adamw_dd_path path);
+void gp_adamw_dd_step_path(gp_adamw_dd_path path, const gp_adamw_dd_scalars *s, gp_adamw_dd_state *st, size_t i0,
+                           size_t n, const double *g, gp_dd gcoef, double *upd_out);
+
 #endif

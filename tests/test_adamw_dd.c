@@ -496,6 +496,125 @@ static void test_step_equals_element(void **state)
     gp_adamw_dd_state_free(&st);
 }
 
+/* An edge-case value for the path test: zero of either sign, subnormal, the smallest and
+ * largest normal decades, ordinary magnitudes, huge enough for g^2 or the update to
+ * overflow, and (with allow_nonfinite) infinities and NaN. */
+static double edge_value(uint64_t *r, int allow_nonfinite)
+{
+    double sg = gp_test_next(r) & 1 ? -1.0 : 1.0;
+    double f = 1.0 + (double)(gp_test_next(r) >> 12) * 0x1p-52; /* [1, 2) */
+    if (allow_nonfinite && gp_test_next(r) % 64 == 0) /* rare: they spread through the state */
+        return gp_test_next(r) & 1 ? sg * INFINITY : NAN;
+    switch (gp_test_next(r) % 12) {
+    case 0: return 0.0;
+    case 1: return -0.0;
+    case 2: return sg * ldexp(f, -1023 - (int)(gp_test_next(r) % 52)); /* subnormal */
+    case 3: return sg * ldexp(f, -1022 + (int)(gp_test_next(r) % 100)); /* tiny normal */
+    case 4: return sg * ldexp(f, 900 + (int)(gp_test_next(r) % 124));   /* huge */
+    default: return sg * ldexp(f, -(int)(gp_test_next(r) % 40)); /* ordinary */
+    }
+}
+
+/* A state DD: hi from edge_value, lo zero or a normalized tail below ulp(hi)/2 (zero
+ * when hi is not finite or its tail would be subnormal). nonneg: |hi|, |lo| signed to
+ * keep the value >= 0 (v). */
+static gp_dd edge_dd(uint64_t *r, int nonneg, int allow_nonfinite)
+{
+    gp_dd x = {edge_value(r, allow_nonfinite), 0.0};
+    if (nonneg)
+        x.hi = fabs(x.hi);
+    if (isfinite(x.hi) && fabs(x.hi) >= 0x1p-960 && gp_test_next(r) % 4 != 0)
+        x.lo = x.hi * 0x1p-54 * ((double)(gp_test_next(r) % 2001) / 1000 - 1.0) * (nonneg ? 0.5 : 1.0);
+    return x;
+}
+
+/* Bits of x, every NaN as the one canonical quiet NaN. */
+static uint64_t bits_nan_as_one(double x)
+{
+    return x != x ? 0x7ff8000000000000ull : gp_f64_bits(x);
+}
+
+/* Every path of the step (gp_adamw_dd_step_path: portable, AVX2, AVX-512, where this CPU
+ * has them, and AUTO) on states and gradients drawn from edge_value (zeros of both signs,
+ * subnormals, tiny and huge normals, infinities, NaN; v >= 0), eps 0 (0/0 where v = 0)
+ * and 1e-8, with and without decay and clipping, over calls of every length 0..19 at
+ * offsets of every residue mod 4 and 8 (the vector tails) and a long one:
+ *  - equals the portable path (one call over all elements) bit for bit in w, m, v (both
+ *    words) and upd, NaNs included;
+ *  - equals gp_adamw_dd_element compiled here without FMA (libm's fma) bit for bit,
+ *    except that a NaN only has to be a NaN: IEEE 754 leaves the sign and payload of an
+ *    operation's NaN unspecified, and the FMA clone and libm's fma already differ there
+ *    (0/0 gives the x86 default NaN, negative, in one and a positive one in the other). */
+static void test_paths_equal_element(void **state)
+{
+    (void)state;
+    enum { NE = 1400 };
+    static double g[NE], upd[NE], upd_p[NE];
+    static gp_dd w[NE], m[NE], v[NE];
+    const gp_adamw_dd_path paths[] = {GP_ADAMW_DD_SCALAR, GP_ADAMW_DD_AVX2, GP_ADAMW_DD_AVX512, GP_ADAMW_DD_AUTO};
+    const char *names[] = {"portable", "AVX2", "AVX-512", "auto"};
+    for (int p = 0; p < 4; p++) {
+        if (!gp_adamw_dd_path_available(paths[p])) {
+            printf("# path %s: not on this CPU, skipped\n", names[p]);
+            continue;
+        }
+        uint64_t r = gp_test_seed(37 + (uint64_t)p);
+        gp_adamw_dd_state st, sp;
+        assert_int_equal(gp_adamw_dd_state_alloc(&st, NE), 0);
+        assert_int_equal(gp_adamw_dd_state_alloc(&sp, NE), 0);
+        long checked = 0, nans = 0, finite = 0;
+        for (int t = 1; t <= 8; t++) {
+            int nonfinite = t >= 5; /* the later steps also meet infinities and NaN */
+            for (int i = 0; i < NE; i++) {
+                if (t == 1 || gp_test_next(&r) % 3 == 0) { /* fresh edge state, else carried */
+                    w[i] = edge_dd(&r, 0, nonfinite);
+                    m[i] = edge_dd(&r, 0, nonfinite);
+                    v[i] = edge_dd(&r, 1, nonfinite);
+                }
+                st.w_hi[i] = sp.w_hi[i] = w[i].hi, st.w_lo[i] = sp.w_lo[i] = w[i].lo;
+                st.m_hi[i] = sp.m_hi[i] = m[i].hi, st.m_lo[i] = sp.m_lo[i] = m[i].lo;
+                st.v_hi[i] = sp.v_hi[i] = v[i].hi, st.v_lo[i] = sp.v_lo[i] = v[i].lo;
+                g[i] = edge_value(&r, nonfinite);
+                upd[i] = upd_p[i] = -1.0;
+            }
+            double eps = t % 4 == 2 ? 0.0 : 1e-8;
+            gp_adamw_dd_scalars s = gp_adamw_dd_scalars_make(t == 3 ? 1e300 : 1e-3, 0.9, 0.999, eps,
+                                                             t & 1 ? 0.01 : 0.0, t);
+            gp_dd gcoef = t % 3 == 0 ? gp_dd_two_sum(0.7, 0x1p-60) : gp_dd_from_double(1.0);
+            /* calls of lengths 0, 1, ..., 19 from offsets 0, 0, 1, 3, 6, 10, ... then the rest */
+            size_t i0 = 0;
+            for (size_t len = 0; len < 20; i0 += len, len++)
+                gp_adamw_dd_step_path(paths[p], &s, &st, i0, len, g + i0, gcoef, upd + i0);
+            gp_adamw_dd_step_path(paths[p], &s, &st, i0, NE - i0, g + i0, gcoef, upd + i0);
+            if (gp_test_avx_upper_in_use() == 1)
+                fail_msg("path %s left the upper halves of the AVX registers in use", names[p]);
+            gp_adamw_dd_step_path(GP_ADAMW_DD_SCALAR, &s, &sp, 0, NE, g, gcoef, upd_p);
+            gp_dd c1, c2;
+            gp_adamw_dd_factors(&s, gcoef, &c1, &c2);
+            for (int i = 0; i < NE; i++) {
+                gp_dd u = gp_adamw_dd_element(&s, c1, c2, g[i], &w[i], &m[i], &v[i]);
+                const double got[7] = {upd[i], st.w_hi[i], st.w_lo[i], st.m_hi[i], st.m_lo[i], st.v_hi[i], st.v_lo[i]};
+                const double por[7] = {upd_p[i], sp.w_hi[i], sp.w_lo[i], sp.m_hi[i], sp.m_lo[i], sp.v_hi[i], sp.v_lo[i]};
+                const double ele[7] = {u.hi, w[i].hi, w[i].lo, m[i].hi, m[i].lo, v[i].hi, v[i].lo};
+                const char *what[7] = {"upd", "w_hi", "w_lo", "m_hi", "m_lo", "v_hi", "v_lo"};
+                for (int k = 0; k < 7; k++) {
+                    gp_assert_bits(gp_f64_bits(got[k]), gp_f64_bits(por[k]), "%s vs portable: step %d el %d %s",
+                                   names[p], t, i, what[k]);
+                    gp_assert_bits(bits_nan_as_one(got[k]), bits_nan_as_one(ele[k]), "%s vs element: step %d el %d %s",
+                                   names[p], t, i, what[k]);
+                    nans += got[k] != got[k];
+                    finite += isfinite(got[k]) && got[k] != 0;
+                }
+                checked++;
+            }
+        }
+        printf("# path %s: %ld element-steps equal (of their words %ld finite non-zero, %ld NaN)\n", names[p], checked,
+               finite, nans);
+        gp_adamw_dd_state_free(&st);
+        gp_adamw_dd_state_free(&sp);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -504,6 +623,7 @@ int main(void)
         cmocka_unit_test(test_random_trajectories),
         cmocka_unit_test(test_binary64_state_detected),
         cmocka_unit_test(test_step_equals_element),
+        cmocka_unit_test(test_paths_equal_element),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
