@@ -281,8 +281,9 @@ gp_adamw_dd_scalars gp_adamw_dd_scalars_make(double lr, double beta1, double bet
 
 /* One element of gp_adamw_dd_step: w, m, v updated in place with the binary64 gradient g,
  * c1 = (1-beta1) gcoef and c2 = (1-beta2) gcoef^2 (the per-call factors, see the step);
- * returns upd. The step's loop is this function (in an FMA clone where the CPU has FMA);
- * tests/test_adamw_dd.c compares it, compiled without FMA, with the step bit for bit. */
+ * returns upd. The step's portable loop is this function (in an FMA clone where the CPU
+ * has FMA), its vector loops the same operations lane by lane (gp_adamw_dd_vec.h);
+ * tests/test_adamw_dd.c compares it, compiled without FMA, with every path bit for bit. */
 static inline gp_dd gp_adamw_dd_element(const gp_adamw_dd_scalars *s, gp_dd c1, gp_dd c2, double g, gp_dd *w,
                                         gp_dd *m, gp_dd *v)
 {

@@ -3,8 +3,10 @@
  * blocks within their stated bounds; a single step checked by hand; random trajectories
  * (Philox-drawn weights, gradients from 1e-12 to 1e3, hyper-parameters, clipping
  * coefficients, 1..2000 steps) within the error bound derived in gp_adamw_dd.h,
- * evaluated on each case's own values; and the check's resolution: a result one binary64
- * ulp off, or a trajectory that keeps its state in binary64, falls outside the bound. */
+ * evaluated on each case's own values; the check's resolution: a result one binary64
+ * ulp off, or a trajectory that keeps its state in binary64, falls outside the bound; and
+ * every path of the step (portable, AVX2, AVX-512) equal to the element function bit for
+ * bit on edge cases. */
 #include <math.h>
 #include <string.h>
 
