@@ -71,7 +71,7 @@ C = "kernels/cpu/gp_cpu_backend.c"
 WHY_FAIL = ("a backend call failed or refused the configuration, or a failure propagates: correct backends do "
             "not fail (hostile_plugin_faults and test_accumulate's broken plugins reach these)")
 WHY_MISMATCH = ("the two backends of --compare disagree: the correct example plugin never does; the 24 wrong "
-                "plugins of default_suite_fails_wrong_plugins reach these with the same default suite")
+                "plugins of default_suite_net/* reach these with the same default suite")
 WHY_EV = ("the instrumented form (an events pointer): the backends run the production form (ev = NULL); "
           "test_accum, test_adamw and test_oracle run the other")
 WHY_EVAL = ("torch's CPU and the unfused evaluation orders (gp_adamw_eval): no scenario selects them, the "
