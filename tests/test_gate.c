@@ -907,6 +907,43 @@ static void test_binary_end_to_end(void **state)
     json_decref(root);
 }
 
+/* Issue 18 item 6: a preset that reproduces an incident expects to fail (partial-window-mean:
+ * fail, naming normalization). The same scenario "fixed" (reduction token_mean: the window's
+ * tokens, no division by the window) passes: `gradprec run` exits 1 (an expectation not
+ * met), and the gate calls it a regression, not an improvement, although the verdict went
+ * fail -> pass. */
+static void test_expected_failure_that_stops_failing_regresses(void **state)
+{
+    (void)state;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "'%s' run --quiet --preset partial-window-mean --out '%s/xf-base' > /dev/null && "
+             "'%s' show partial-window-mean | sed 's/^reduction: mean$/reduction: token_mean/' > '%s/xf.yaml' && "
+             "grep -q '^reduction: token_mean$' '%s/xf.yaml'",
+             g_gradprec, g_tmp, g_gradprec, g_tmp, g_tmp);
+    int rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0); /* the preset fails, as it expects: exit 0 */
+    snprintf(cmd, sizeof cmd, "'%s' run --quiet '%s/xf.yaml' --out '%s/xf-cur' > '%s/xf-run.txt'", g_gradprec, g_tmp,
+             g_tmp, g_tmp);
+    rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 1); /* passes, against its expectation */
+    char *txt = slurp_file(tmp("xf-run.txt"));
+    assert_non_null(txt);
+    assert_contains(txt, "NOT AS EXPECTED");
+    free(txt);
+    snprintf(cmd, sizeof cmd, "'%s' gate --baseline '%s/xf-base/report.json' --current '%s/xf-cur/report.json' > '%s/xf.txt'",
+             g_gradprec, g_tmp, g_tmp, g_tmp);
+    rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    txt = slurp_file(tmp("xf.txt"));
+    assert_non_null(txt);
+    assert_contains(txt, "REGRESSED     partial-window-mean: expected verdict fail naming normalization, got pass");
+    assert_contains(txt, "(an expectation not met)\n");
+    assert_true(strstr(txt, "improved      partial-window-mean: verdict") == NULL);
+    assert_contains(txt, ": FAIL\n");
+    free(txt);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -944,6 +981,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_junit_valid_and_counts),
         cmocka_unit_test(test_junit_escaping),
         cmocka_unit_test(test_binary_end_to_end),
+        cmocka_unit_test(test_expected_failure_that_stops_failing_regresses),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[512];
