@@ -142,3 +142,67 @@ GP_ATTRIB_CLONES int gp_attrib_block(gp_format af, gp_format gf, const void *old
 #undef GP_AT_CASE
     return 1;
 }
+
+/* The RNE rounding of a zero, or of a magnitude in gf's normal range, as gp_fmt_from_f64_rne
+ * rounds it (a zero: the signed zero). */
+GP_AT_INLINE void store(gp_format gf, int divide, const double *restrict xs, size_t n, double scale, double inv,
+                        double errw, void *restrict grad, double *restrict partial, double *restrict er,
+                        uint64_t *nonzero)
+{
+    gp_fmt_info fi = gp_fmt_get(gf);
+    const int d = 53 - fi.p; /* discarded bits */
+    const uint64_t bias = (uint64_t)(1023 + fi.emin - 1) << (fi.p - 1);
+    uint64_t nz = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = xs[i];
+        uint64_t u = gp_f64_bits(x), a = u & 0x7fffffffffffffffull;
+        uint64_t r = (a + ((1ull << (d - 1)) - 1u) + ((a >> d) & 1u)) >> d;
+        uint32_t mag = a ? (uint32_t)(r - bias) : 0u;
+        uint32_t g = (uint32_t)(u >> 63) << (fi.width - 1) | mag;
+        if (gf == GP_FP32)
+            ((uint32_t *)grad)[i] = g;
+        else
+            ((uint16_t *)grad)[i] = (uint16_t)g;
+        double v = fin_widen(gf, g);
+        double xu = divide ? x / scale : x * inv;
+        partial[i] += xu * errw;
+        double dl = v - x;
+        dl = divide ? dl / scale : dl * inv;
+        er[i] += dl * errw;
+        nz += a != 0;
+    }
+    *nonzero += nz;
+}
+
+GP_ATTRIB_CLONES int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw,
+                                    void *grad, double *partial, double *err_round, uint64_t *nonzero)
+{
+    if ((gf != GP_BF16 && gf != GP_FP16 && gf != GP_FP32) || n > GP_ATTRIB_BLOCK)
+        return 0;
+    gp_fmt_info fi = gp_fmt_get(gf);
+    /* the binary64 bits of the least normal and of the largest finite value of gf */
+    const uint64_t lo = (uint64_t)(1023 + fi.emin) << 52, hi = gp_fmt_to_f64_bits(gf, fi.maxfin);
+    uint64_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = gp_f64_bits(xs[i]) & 0x7fffffffffffffffull;
+        bad |= (uint64_t)(a != 0) & ((uint64_t)(a < lo) | (uint64_t)(a > hi));
+    }
+    if (bad)
+        return 0;
+    int divide = inv == 0;
+#define GP_ST_CASE(G)                                                                \
+    case G:                                                                          \
+        if (divide)                                                                  \
+            store(G, 1, xs, n, s, inv, errw, grad, partial, err_round, nonzero);      \
+        else                                                                         \
+            store(G, 0, xs, n, s, inv, errw, grad, partial, err_round, nonzero);      \
+        break;
+    switch (gf) {
+        GP_ST_CASE(GP_BF16)
+        GP_ST_CASE(GP_FP16)
+        GP_ST_CASE(GP_FP32)
+    default: break;
+    }
+#undef GP_ST_CASE
+    return 1;
+}

@@ -1,7 +1,8 @@
 /* gp_attrib.h — the attribution of one accumulator addition (gp_runner.h, "Attribution"):
  * which mechanism the rounding of old + addend to the stored new value falls under, and
- * its local error; and a vectorised kernel (gp_attrib.c) that attributes a block of
- * additions of finite values with the same results bit for bit. */
+ * its local error; and vectorised kernels (gp_attrib.c) that attribute a block of
+ * additions of finite values, and store a block of backward outputs as gradients, with
+ * the same results as the per-element definitions bit for bit. */
 #ifndef GP_ATTRIB_H
 #define GP_ATTRIB_H
 
@@ -89,5 +90,18 @@ typedef struct {
  * definition bit for bit (tests/test_attrib.c). */
 int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad, size_t n,
                     double s, double inv, double errw, double *const *err, double *te2, gp_attrib_counts *cnt);
+
+/* Store the backward outputs xs[0..n) (n <= GP_ATTRIB_BLOCK, binary64, scaled by s) as
+ * gradients of format gf (bf16, fp16, fp32) in packed grad, when every one is zero or has
+ * a magnitude in gf's normal range up to its largest finite value: grad[i] = the RNE
+ * rounding (gp_fmt_from_f64_rne: for these, no event but inexact, never overflow or
+ * underflow, so the mechanism is rounding), partial[i] += x * errw with x = xs[i] / s,
+ * err_round[i] += ((v - xs[i]) / s) * errw with v the stored value (divisions as
+ * gp_attrib_unscaled with inv), *nonzero += the non-zero xs (each stored non-zero). Returns
+ * 1; returns 0 and changes nothing when some xs[i] is outside that range, or for another
+ * format. Vectorised like gp_attrib_block; equal to the one-element definition in
+ * gp_runner.c (store_range) bit for bit (tests/test_accum.c). */
+int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw, void *grad,
+                   double *partial, double *err_round, uint64_t *nonzero);
 
 #endif

@@ -164,56 +164,96 @@ static void note_error(chunk *c, size_t i, gp_mechanism m, double delta)
     c->err[m][i] += delta * c->errw;
 }
 
-/* The stored gradients of one micro-batch: round xs to the grad dtype (RNE, as the
- * backward writes it) with events, and count what happened. */
-GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
+/* An unscaled backward output x (xw: its share of the final gradient) into the sum of
+ * squares ss_x (returned) and the histogram of magnitudes, when finite. */
+static inline double note_output(double x, double xw, double ss_x, uint64_t *hist)
+{
+    if (isfinite(x)) {
+        ss_x += xw * xw;
+        if (x != 0) {
+            int b = exp_of(x) - 1 - GP_HIST_MIN_EXP; /* |x| in [2^(e-1), 2^e) */
+            hist[b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b]++;
+        }
+    }
+    return ss_x;
+}
+
+/* The stored gradients of elements [i0, i1) of one micro-batch, one at a time: round xs to
+ * the grad dtype (RNE, as the backward writes it) with events, and count what happened;
+ * the squares of the unscaled outputs are added to ss_x in element order (returned). */
+GP_HOT double store_range(chunk *c, size_t i0, size_t i1, gp_format gf, double ss_x)
 {
     int ftz = c->sc->precision.ftz;
     gp_stats *st = c->st;
-    double ss_x = st->ss_x, scale = c->s, errw = c->errw, inv = scale_inverse(scale);
-    uint64_t rounded_nonzero = st->rounded_nonzero, stored_nonzero = st->stored_nonzero;
-    uint64_t subnormal = st->subnormal, underflow = st->underflow, overflow = st->overflow;
+    double scale = c->s, errw = c->errw, inv = scale_inverse(scale);
     uint64_t *hist = c->hist;
     const uint32_t magmask = (1u << (gp_fmt_get(gf).width - 1)) - 1u, minnormal = 1u << (gp_fmt_get(gf).p - 1);
-    for (size_t i = 0; i < c->n; i++) {
+    for (size_t i = i0; i < i1; i++) {
         unsigned ev = 0;
         double xs = c->xs[i];
         uint32_t g = gp_fmt_from_f64_rne(gf, gp_f64_bits(xs), ftz, &ev);
         double x = gp_attrib_unscaled(xs, scale, inv), xw = x * errw; /* its share of the final gradient */
         c->partial[i] += xw;
-        if (isfinite(x)) {
-            ss_x += xw * xw;
-            if (x != 0) {
-                int b = exp_of(x) - 1 - GP_HIST_MIN_EXP; /* |x| in [2^(e-1), 2^e) */
-                hist[b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b]++;
-            }
-        }
+        ss_x = note_output(x, xw, ss_x, hist);
         gp_pack_set(gf, c->grad, i, g);
         double v = widen(gf, g);
         if (xs != 0) {
-            rounded_nonzero++;
+            st->rounded_nonzero++;
             CNT_EL(c, CNT_RND, i);
         }
         if (v != 0) {
-            stored_nonzero++;
+            st->stored_nonzero++;
             if ((g & magmask) < minnormal)
-                subnormal++;
+                st->subnormal++;
         }
         gp_mechanism m = gp_classify_v(gf, xs, g, v, ev);
         if (m == GP_MECH_UNDERFLOW) {
-            underflow++;
+            st->underflow++;
             CNT_EL(c, CNT_UND, i);
         }
         if (m == GP_MECH_OVERFLOW)
-            overflow++;
+            st->overflow++;
         note_error(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
     }
+    return ss_x;
+}
+
+/* note_output of the outputs xs[0..n) unscaled (gp_attrib_unscaled) and weighted by errw,
+ * in order; returns ss_x. Not inlined: its sum stays in a register. */
+__attribute__((noinline)) static double note_outputs(const double *xs, size_t n, double scale, double inv,
+                                                     double errw, double ss_x, uint64_t *hist)
+{
+    if (inv != 0)
+        for (size_t i = 0; i < n; i++)
+            ss_x = note_output(xs[i] * inv, xs[i] * inv * errw, ss_x, hist);
+    else
+        for (size_t i = 0; i < n; i++)
+            ss_x = note_output(xs[i] / scale, xs[i] / scale * errw, ss_x, hist);
+    return ss_x;
+}
+
+/* The stored gradients of one micro-batch (store_range). Blocks whose outputs are zeros or
+ * round to normal values go through the vectorised gp_store_block (the same results),
+ * then the order-dependent sum and the histogram one element at a time. */
+GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
+{
+    gp_stats *st = c->st;
+    double ss_x = st->ss_x, scale = c->s, errw = c->errw, inv = scale_inverse(scale);
+    uint64_t *hist = c->hist;
+    size_t wg = gp_fmt_get(gf).width / 8;
+    for (size_t i0 = 0; i0 < c->n; i0 += GP_ATTRIB_BLOCK) {
+        size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
+        uint64_t nonzero = 0;
+        if (c->cnt[0] == NULL && gp_store_block(gf, c->xs + i0, n, scale, inv, errw, (char *)c->grad + i0 * wg,
+                                                c->partial + i0, c->err[GP_MECH_ROUNDING] + i0, &nonzero)) {
+            st->rounded_nonzero += nonzero;
+            st->stored_nonzero += nonzero;
+            ss_x = note_outputs(c->xs + i0, n, scale, inv, errw, ss_x, hist);
+        } else {
+            ss_x = store_range(c, i0, i0 + n, gf, ss_x);
+        }
+    }
     st->ss_x = ss_x;
-    st->rounded_nonzero = rounded_nonzero;
-    st->stored_nonzero = stored_nonzero;
-    st->subnormal = subnormal;
-    st->underflow = underflow;
-    st->overflow = overflow;
 }
 
 __attribute__((flatten, noinline)) static void store_grads(chunk *c)

@@ -272,6 +272,92 @@ static void test_attrib_block_equals_definition(void **state)
     assert_int_equal(gp_attrib_block(GP_FP8_E4M3, GP_BF16, old, acc, grad, 4, 1.0, 1.0, 1.0, err, te2, &none), 0);
 }
 
+/* The vectorised store of backward outputs equals its definition (gp_runner.c's
+ * store_range: gp_fmt_from_f64_rne with events, with and without FTZ, the mechanism by
+ * gp_classify_v, which must be rounding here, and the two error sums) bit for bit:
+ * random zeros, ties, binade and range edges and arbitrary values of the normal range,
+ * in bf16, fp16 and fp32, the scale by inverse and by division. A value outside (a
+ * subnormal result, past the largest finite value, inf, NaN) or another format is
+ * declined with nothing written. */
+static void test_store_block_equals_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(17);
+    enum { N = GP_ATTRIB_BLOCK };
+    static double xs[N], p0[N], p1[N], e0[N], e1[N];
+    static uint32_t grad[N];
+    const gp_format fmts[] = {GP_BF16, GP_FP16, GP_FP32};
+    const double scales[][2] = {{1.0, 1.0}, {65536.0, 1.0 / 65536}, {3.0, 0.0}};
+    for (int f = 0; f < 3; f++) {
+        gp_format gf = fmts[f];
+        gp_fmt_info fi = gp_fmt_get(gf);
+        double minn = ldexp(1.0, fi.emin), maxf = gp_fmt_to_f64(gf, fi.maxfin);
+        uint64_t inexact = 0;
+        for (int rep = 0; rep < 60; rep++) {
+            size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t r = gp_test_next(&s);
+                double v;
+                switch (r % 6) {
+                case 0: v = r & 8 ? -0.0 : 0.0; break;
+                case 1: v = minn; break;
+                case 2: v = maxf; break;
+                case 3: { /* a tie or its neighbours between two values of gf */
+                    uint32_t minb = 1u << (fi.p - 1); /* a normal value a, its successor up */
+                    double a = gp_fmt_to_f64(gf, minb + (uint32_t)((r >> 8) % (fi.maxfin - minb)));
+                    double up = gp_fmt_to_f64(gf, gp_fmt_from_f64(gf, a, GP_RNE, 0, 0, NULL) + 1u);
+                    v = (a + up) / 2; /* exact in binary64 */
+                    if (r & 16)
+                        v = nextafter(v, r & 32 ? 0.0 : INFINITY);
+                    if (v > maxf)
+                        v = maxf;
+                    break;
+                }
+                default: /* random magnitude in the normal range */
+                    v = ldexp(1.0 + (double)(r >> 12) * 0x1p-52, fi.emin + (int)((r >> 4) % (unsigned)(fi.emax - fi.emin)));
+                }
+                xs[i] = r & 64 ? -v : v;
+                p0[i] = p1[i] = ldexp((double)(int64_t)gp_test_next(&s), -70);
+                e0[i] = e1[i] = r & 128 ? -0.0 : ldexp((double)(int64_t)gp_test_next(&s), -90);
+            }
+            const double *sc = scales[rep % 3];
+            double errw = rep / 3 % 2 ? 1.0 / 3 : 1.0;
+            uint64_t nz = 0, want_nz = 0;
+            assert_int_equal(gp_store_block(gf, xs, n, sc[0], sc[1], errw, grad, p1, e1, &nz), 1);
+            for (size_t i = 0; i < n; i++) {
+                for (int ftz = 0; ftz < 2; ftz++) {
+                    unsigned ev = 0;
+                    uint32_t g = gp_fmt_from_f64_rne(gf, gp_f64_bits(xs[i]), ftz, &ev);
+                    gp_assert_bits(gp_pack_get(gf, grad, i), g, "fmt %d rep %d element %zu ftz %d", gf, rep, i, ftz);
+                    double v = gp_fmt_to_f64(gf, g);
+                    assert_int_equal(gp_classify_v(gf, xs[i], g, v, ev), GP_MECH_ROUNDING);
+                    inexact += ftz == 0 && v != xs[i];
+                }
+                double v = gp_fmt_to_f64(gf, gp_pack_get(gf, grad, i));
+                p0[i] += gp_attrib_unscaled(xs[i], sc[0], sc[1]) * errw;
+                e0[i] += gp_attrib_unscaled(v - xs[i], sc[0], sc[1]) * errw;
+                want_nz += xs[i] != 0;
+                gp_assert_bits(gp_f64_bits(p1[i]), gp_f64_bits(p0[i]), "partial fmt %d rep %d element %zu", gf, rep, i);
+                gp_assert_bits(gp_f64_bits(e1[i]), gp_f64_bits(e0[i]), "err fmt %d rep %d element %zu", gf, rep, i);
+            }
+            assert_int_equal(nz, want_nz);
+            /* one value outside: declined, nothing written */
+            const double outside[] = {minn / 2, nextafter(maxf, INFINITY), INFINITY, NAN, 0x1p-1074};
+            size_t at = (size_t)(gp_test_next(&s) % n);
+            double keep = xs[at], before = p1[0];
+            xs[at] = outside[rep % 5];
+            uint32_t g0 = grad[0];
+            grad[0] = ~g0;
+            assert_int_equal(gp_store_block(gf, xs, n, sc[0], sc[1], errw, grad, p1, e1, &nz), 0);
+            assert_true(grad[0] == ~g0 && gp_f64_bits(p1[0]) == gp_f64_bits(before) && nz == want_nz);
+            xs[at] = keep;
+        }
+        assert_true(inexact > 0);
+    }
+    uint64_t nz = 0;
+    assert_int_equal(gp_store_block(GP_FP8_E5M2, xs, 4, 1.0, 1.0, 1.0, grad, p1, e1, &nz), 0);
+}
+
 /* bf16: 1 + 2^-9 stays 1 (2^-9 is below half an ulp of 1, 2^-8): ABSORBED. With Kahan
  * compensation, 256 such additions are not lost: the compensation carries them, and the
  * sum reaches 1.5 (exactly representable in bf16). */
@@ -352,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_to_f64_fast),
         cmocka_unit_test(test_backend_equals_definition),
         cmocka_unit_test(test_attrib_block_equals_definition),
+        cmocka_unit_test(test_store_block_equals_definition),
         cmocka_unit_test(test_absorption_and_kahan),
         cmocka_unit_test(test_fp32_directed_equals_ieee),
         cmocka_unit_test(test_unscale),
