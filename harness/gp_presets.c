@@ -260,7 +260,7 @@
  * min normal is 2^-126 = 1.18e-38), fp32 gradients summed over 8 micro-batches. FTZ flushes
  * every stored gradient and every sum below 2^-126 to 0: the underflow a kernel built
  * with --use_fast_math (fp32) or a TPU-style bf16 unit (no bf16 subnormals) causes. */
-#define FTZ_TINY(NAME, SEED, ACC)                                                       \
+#define FTZ_TINY_PREC(NAME, SEED, PREC)                                                 \
     "name: " NAME "\n"                                                                  \
     "seed: " SEED "\n"                                                                  \
     "tensors:\n"                                                                        \
@@ -270,7 +270,8 @@
     "batch: {microbatches: 8, tokens: 1}\n"                                             \
     "reduction: sum\n"                                                                  \
     "fullbatch: sum\n"                                                                  \
-    "precision: {grad: fp32, accumulator: " ACC ", ftz: true}\n" EXPECT_FAIL("underflow")
+    "precision: {" PREC ", ftz: true}\n" EXPECT_FAIL("underflow")
+#define FTZ_TINY(NAME, SEED, ACC) FTZ_TINY_PREC(NAME, SEED, "grad: fp32, accumulator: " ACC)
 
 #define NORM_RATIO_ONE "thresholds: {grad_norm_ratio: {min: 0.99999905, max: 1.00000095}}\n"
 
@@ -807,6 +808,65 @@ static const gp_preset presets[] = {
      "fullbatch: sum\n"
      "optimizer: {lr: 1.0e-8, weight_decay: 0.0, param: bf16, master: fp32}\n"
      "steps: 10\n" EXPECT_FAIL("stale update")},
+    /* The FTZ presets with the gradients stored in bf16, as autocast writes them, and a Kahan-compensated
+     * accumulator: the same tiny values (bf16 has fp32's exponent range, min normal 2^-126), the same
+     * flushes, so each fails naming underflow; the bf16 stores and Kahan steps take other code (the CPU
+     * backend's bf16-gradient loops; the compensated step's flushing stores). */
+    {"ftz-fp32-accum-bf16-grads",
+     "ftz-fp32-accum with the gradients stored in bf16 (autocast's dtype) before the --use_fast_math fp32 "
+     "accumulator: the stores below 2^-126 are flushed as well (underflow)",
+     FTZ_TINY_PREC("ftz-fp32-accum-bf16-grads", "97", "grad: bf16, accumulator: fp32")},
+    {"bf16-ftz-grads-and-accum",
+     "bf16-ftz-accum with bf16 gradients too: a unit without bf16 subnormals stores and sums them (TPU-style): "
+     "underflow",
+     FTZ_TINY_PREC("bf16-ftz-grads-and-accum", "101", "grad: bf16, accumulator: bf16")},
+    {"bf16-kahan-ftz-accum",
+     "bf16-ftz-accum with a Kahan-compensated bf16 accumulator: the compensation carries what the rounding "
+     "drops, not what flush-to-zero drops: still underflow",
+     FTZ_TINY_PREC("bf16-kahan-ftz-accum", "101", "grad: fp32, accumulator: bf16, rounding: kahan")},
+    {"rtz-fp32-accum-bf16-grads",
+     "rtz-fp32-accum fed bf16 gradients, as a tensor core takes them (bf16 inputs, a truncating fp32 "
+     "accumulator): the bf16 stores cost up to 2^-8 either way, the truncation at most 2^-17 more: "
+     "grad_norm_ratio in [(1 - 2^-8)(1 - 2^-17), 1 + 2^-8]",
+     /* Each stored gradient is the RNE bf16 rounding of a positive x: within a factor 1 +- 2^-8 of x (u =
+      * 2^-8), so the exact sum of the stored values lies in [(1 - 2^-8) S, (1 + 2^-8) S], S the exact sum;
+      * the 64 RTZ roundings of a growing positive sum lose less than 64 ulps of the final sum, < 2^-17 of it
+      * (rtz-fp32-accum). Per element, and so for the norms: the ratio is in ((1 - 2^-8)(1 - 2^-17),
+      * 1 + 2^-8] = (0.9960861..., 1.00390625]; thresholds 0.99608 and 1.0039063 (rounded outwards). */
+     "name: rtz-fp32-accum-bf16-grads\n"
+     "seed: 89\n"
+     "tensors:\n"
+     "  - name: mlp.w1\n"
+     "    size: 4096\n"
+     "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 3.0, sign: 0.0}\n"
+     "batch: {microbatches: 64, tokens: 64}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: bf16, accumulator: fp32, rounding: rtz}\n"
+     "thresholds: {grad_norm_ratio: {min: 0.99608, max: 1.0039063}}\n"},
+    {"bf16-weights-cosine-master-sr",
+     "bf16-weights-cosine-master with the bf16 copy of the fp32 master weights stochastically rounded (each "
+     "stored weight within one bf16 ulp of the master): the next step reads the master, so the trajectory, "
+     "stale_update_frac = 0 and weight_rel_err (of the master) are bf16-weights-cosine-master's",
+     BF16_COSINE("bf16-weights-cosine-master-sr", ", master: fp32, stochastic: true", "")},
+    {"fp16-grads-just-below-one-overflow",
+     "fp16 gradients of 0.9999 under a GradScaler at 2^16: 0.9999 x 65536 = 65529.4 is below 2^16 but above "
+     "65520 (fp16's largest finite 65504 plus half its ulp of 32), so it rounds to +inf: step 1 is skipped, the "
+     "scale backs off to 2^15 (32764.7 rounds to 32768, finite), 4 steps run: skipped_steps = 1, "
+     "scaling_rel_err = sqrt(1/5)",
+     "name: fp16-grads-just-below-one-overflow\n"
+     "seed: 113\n"
+     "tensors:\n"
+     "  - name: lm_head\n"
+     "    size: 1024\n"
+     "    grad: {dist: constant, scale: 0.9999}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp16, accumulator: fp32}\n"
+     "loss_scale: {mode: dynamic, init: 65536}\n"
+     "steps: 5\n"
+     "thresholds: {skipped_steps: {min: 1, max: 1}, scaling_rel_err: 0.5, weight_rel_err: 1.0}\n"},
     {NULL, NULL, NULL},
 };
 
