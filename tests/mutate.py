@@ -124,7 +124,7 @@ MUTANTS = [
     # harness/gp_generate.c
     ('harness/gp_generate.c',
      '    if (signed_dist && (w.v[3] >> 16) < neg_cut)',
-     '    if ((w.v[3] >> 16) < neg_cut)', 'sign flips for normal distributions too'),
+     '    if ((signed_dist || 1) && (w.v[3] >> 16) < neg_cut)', 'sign flips for normal distributions too'),
 ]
 
 
