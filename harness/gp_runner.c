@@ -757,28 +757,31 @@ static int generated_final(chunk *c, double N, int *found_inf, gp_error *err)
     int rc;
     if (sc->loss_scale.mode != GP_LS_NONE && (rc = unscale(c, found_inf, err)) != 0)
         return rc;
-    for (size_t i = 0; i < c->n; i++) {
-        int sticky;
-        uint64_t Nn = (uint64_t)N, A = (uint64_t)sc->batch.accumulation_steps;
+    size_t n = c->n;
+    uint64_t Nn = (uint64_t)N, A = (uint64_t)sc->batch.accumulation_steps;
+    for (size_t i = 0; i < n; i++)
         c->gacc[i] = widen(c->af, gp_pack_get(c->af, c->acc, i));
-        c->gfull[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], sc->fullbatch == GP_FB_MEAN ? Nn : 1, &sticky);
-        if (c->dump) { /* the configuration's own formula: the entries' sum (the exact sums
-                          hold the entries as stored: unscale exactly, rs a power of two) */
-            c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], 1, &sticky) / c->rs;
+    gp_exactsum_div_n(c->gfull, c->sum_nm, c->sp_nm, sc->fullbatch == GP_FB_MEAN ? Nn : 1, n);
+    if (c->dump) { /* the configuration's own formula: the entries' sum (the exact sums
+                      hold the entries as stored: unscale exactly, rs a power of two) */
+        gp_exactsum_div_n(c->gsame, c->sum_m, c->sp_m, 1, n);
+        for (size_t i = 0; i < n; i++) {
+            c->gsame[i] /= c->rs;
             c->gfull[i] /= c->rs;
-            continue;
         }
+    } else {
         uint64_t W = c->D ? (uint64_t)c->D->W : 1; /* the collective's average: 1/W of the ranks' sum */
         switch (sc->reduction) {
         case GP_RED_TOKEN_MEAN:
             if (c->D && sc->distributed.normalize == GP_NORM_RANK)
-                c->gsame[i] = c->D->sh[c->off + i] + c->D->sl[c->off + i];
+                for (size_t i = 0; i < n; i++)
+                    c->gsame[i] = c->D->sh[c->off + i] + c->D->sl[c->off + i];
             else /* global: (1/W) sum of W S / N */
-                c->gsame[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], Nn, &sticky);
+                gp_exactsum_div_n(c->gsame, c->sum_nm, c->sp_nm, Nn, n);
             break;
-        case GP_RED_MEAN: c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], A * W, &sticky); break;
-        case GP_RED_MEAN_NO_DIV: c->gsame[i] = gp_exactsum_div(c->sum_m[i], &c->sp_m[i], W, &sticky); break;
-        default: c->gsame[i] = gp_exactsum_div(c->sum_nm[i], &c->sp_nm[i], W, &sticky); break;
+        case GP_RED_MEAN: gp_exactsum_div_n(c->gsame, c->sum_m, c->sp_m, A * W, n); break;
+        case GP_RED_MEAN_NO_DIV: gp_exactsum_div_n(c->gsame, c->sum_m, c->sp_m, W, n); break;
+        default: gp_exactsum_div_n(c->gsame, c->sum_nm, c->sp_nm, W, n); break;
         }
     }
     final_stats(c, c->gacc, c->gsame, c->gfull);

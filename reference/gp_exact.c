@@ -369,6 +369,22 @@ double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky
     return q;
 }
 
+void gp_exactsum_div_n(double *q, const double *s, const gp_fixacc *spill, uint64_t d, size_t count)
+{
+    const double dd = (double)d; /* exact: d < 2^53 */
+    for (size_t i = 0; i < count; i++) {
+        uint64_t used = 0;
+        for (int j = 0; j < GP_FIXACC_LIMBS; j++)
+            used |= spill[i].limb[j];
+        if (__builtin_expect(used != 0, 0)) {
+            int sticky;
+            q[i] = gp_exactsum_div(s[i], &spill[i], d, &sticky);
+        } else {
+            q[i] = s[i] / dd; /* gp_exactsum_div's quotient: its remainder is not needed */
+        }
+    }
+}
+
 double gp_exact_q_nearest(const mpq_t q, int *sticky)
 {
     mpfr_t f;

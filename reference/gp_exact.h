@@ -63,4 +63,8 @@ void gp_exactsum_add_path(gp_exactsum_path path, double *s, gp_fixacc *spill, co
 /* One element's sum / d rounded to binary64 with the sticky sign (as gp_fixacc_div). */
 double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky);
 
+/* q[i] = gp_exactsum_div(s[i], &spill[i], d, ...) for i < count, without the sticky
+ * signs (1 <= d < 2^53): one call for a whole array. */
+void gp_exactsum_div_n(double *q, const double *s, const gp_fixacc *spill, uint64_t d, size_t count);
+
 #endif

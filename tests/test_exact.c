@@ -443,6 +443,18 @@ static void exactsum_case(uint64_t *s, size_t count, int steps, int spread, uint
         free(spills[p]);
     }
     const uint64_t ds[] = {1, 3, 8, 1000003};
+    double *qn = malloc(count * sizeof *qn);
+    assert_non_null(qn);
+    for (int j = 0; j < 4; j++) { /* the array form: each element's quotient, as below */
+        gp_exactsum_div_n(qn, sum, spill, ds[j], count);
+        for (size_t i = 0; i < count; i++) {
+            int s2;
+            double b = gp_fixacc_div(&ref[i], ds[j], &s2);
+            gp_assert_bits(gp_f64_bits(qn[i]), gp_f64_bits(b), "div_n: element %zu / %llu", i,
+                           (unsigned long long)ds[j]);
+        }
+    }
+    free(qn);
     for (size_t i = 0; i < count; i++) {
         int used = 0;
         for (int j = 0; j < GP_FIXACC_LIMBS; j++)
