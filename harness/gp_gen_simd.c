@@ -83,15 +83,17 @@ static void philox_portable(uint64_t seed, uint64_t stream, uint64_t i0, const u
 #define PH_W1 0xBB67AE85u
 
 #ifdef GP_GEN_HAVE_X86
-/* 16 counters a register: lane l is element j + l. The 32x32 -> 64-bit products are
- * vpmuludq on the even lanes and on the odd lanes shifted down; hi and lo are
- * reassembled by blends. */
+/* 16 counters at a time, in two registers of 8 64-bit lanes (elements j..j+7 and
+ * j+8..j+15), each 32-bit word in the low half of its lane: vpmuludq then gives the
+ * whole 32x32 -> 64-bit product, lo in the low half and hi a shift away; the high
+ * halves carry garbage that vpmuludq ignores and the final packing drops. */
 __attribute__((target("avx512f"))) static void philox_avx512(uint64_t seed, uint64_t stream, uint64_t i0,
                                                              const uint64_t *idx, size_t n, uint32_t *const w[4])
 {
     const __m512i m0 = _mm512_set1_epi64(PH_M0), m1 = _mm512_set1_epi64(PH_M1);
-    const __m512i c2 = _mm512_set1_epi32((int)(uint32_t)stream), c3 = _mm512_set1_epi32((int)(uint32_t)(stream >> 32));
+    const __m512i c2 = _mm512_set1_epi64((long long)(uint32_t)stream), c3 = _mm512_set1_epi64((long long)(stream >> 32));
     const __m512i iota = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     __m512i k0[10], k1[10];
     uint32_t s0 = (uint32_t)seed, s1 = (uint32_t)(seed >> 32);
     for (int r = 0; r < 10; r++, s0 += PH_W0, s1 += PH_W1) {
@@ -99,36 +101,34 @@ __attribute__((target("avx512f"))) static void philox_avx512(uint64_t seed, uint
         k1[r] = _mm512_set1_epi32((int)s1);
     }
     for (size_t j = 0; j < n; j += 16) {
-        __m512i ea, eb; /* elements j..j+7, j+8..j+15 as 64-bit lanes */
+        __m512i a0, b0; /* elements j..j+7, j+8..j+15 */
         if (idx) {
             size_t m = n - j < 16 ? n - j : 16;
             __mmask8 ma = (__mmask8)(m >= 8 ? 0xff : (1u << m) - 1), mb = (__mmask8)(m >= 16 ? 0xff : m > 8 ? (1u << (m - 8)) - 1 : 0);
-            ea = _mm512_maskz_loadu_epi64(ma, idx + j);
-            eb = _mm512_maskz_loadu_epi64(mb, idx + j + 8);
+            a0 = _mm512_maskz_loadu_epi64(ma, idx + j);
+            b0 = _mm512_maskz_loadu_epi64(mb, idx + j + 8);
         } else {
-            ea = _mm512_add_epi64(_mm512_set1_epi64((long long)(i0 + j)), iota);
-            eb = _mm512_add_epi64(_mm512_set1_epi64((long long)(i0 + j + 8)), iota);
+            a0 = _mm512_add_epi64(_mm512_set1_epi64((long long)(i0 + j)), iota);
+            b0 = _mm512_add_epi64(_mm512_set1_epi64((long long)(i0 + j + 8)), iota);
         }
-        __m512i c0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(ea)), _mm512_cvtepi64_epi32(eb), 1);
-        __m512i c1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(ea, 32))),
-                                        _mm512_cvtepi64_epi32(_mm512_srli_epi64(eb, 32)), 1);
-        __m512i x2 = c2, x3 = c3;
+        __m512i a1 = _mm512_srli_epi64(a0, 32), b1 = _mm512_srli_epi64(b0, 32);
+        __m512i a2 = c2, a3 = c3, b2 = c2, b3 = c3;
         for (int r = 0; r < 10; r++) {
-            __m512i pe0 = _mm512_mul_epu32(c0, m0), po0 = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0);
-            __m512i pe1 = _mm512_mul_epu32(x2, m1), po1 = _mm512_mul_epu32(_mm512_srli_epi64(x2, 32), m1);
-            __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe0, 32), po0);
-            __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, pe0, _mm512_slli_epi64(po0, 32));
-            __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe1, 32), po1);
-            __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, pe1, _mm512_slli_epi64(po1, 32));
-            c0 = _mm512_ternarylogic_epi32(hi1, c1, k0[r], 0x96); /* three-way xor */
-            c1 = lo1;
-            x2 = _mm512_ternarylogic_epi32(hi0, x3, k1[r], 0x96);
-            x3 = lo0;
+            __m512i pa0 = _mm512_mul_epu32(a0, m0), pa1 = _mm512_mul_epu32(a2, m1);
+            __m512i pb0 = _mm512_mul_epu32(b0, m0), pb1 = _mm512_mul_epu32(b2, m1);
+            a0 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(pa1, 32), a1, k0[r], 0x96); /* three-way xor */
+            a2 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(pa0, 32), a3, k1[r], 0x96);
+            a1 = pa1;
+            a3 = pa0;
+            b0 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(pb1, 32), b1, k0[r], 0x96);
+            b2 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(pb0, 32), b3, k1[r], 0x96);
+            b1 = pb1;
+            b3 = pb0;
         }
-        _mm512_storeu_si512((void *)(w[0] + j), c0);
-        _mm512_storeu_si512((void *)(w[1] + j), c1);
-        _mm512_storeu_si512((void *)(w[2] + j), x2);
-        _mm512_storeu_si512((void *)(w[3] + j), x3);
+        _mm512_storeu_si512((void *)(w[0] + j), _mm512_permutex2var_epi32(a0, even, b0));
+        _mm512_storeu_si512((void *)(w[1] + j), _mm512_permutex2var_epi32(a1, even, b1));
+        _mm512_storeu_si512((void *)(w[2] + j), _mm512_permutex2var_epi32(a2, even, b2));
+        _mm512_storeu_si512((void *)(w[3] + j), _mm512_permutex2var_epi32(a3, even, b3));
     }
     _mm256_zeroupper();
 }
@@ -323,7 +323,7 @@ __attribute__((target("avx2"))) static void tails_avx2(const double *pv, const d
  * Lanes outside the central branch compute values that pinv_outside replaces. */
 __attribute__((target("avx512f"))) static void pinv_avx512(const double *p, size_t n, double *x)
 {
-    uint16_t list[PINV_CHUNK];
+    uint16_t list[PINV_CHUNK + 8];
     for (size_t c = 0; c < n; c += PINV_CHUNK) {
         size_t m = n - c < PINV_CHUNK ? n - c : PINV_CHUNK, cnt = 0;
         for (size_t j = 0; j < m; j += 8) {
@@ -333,8 +333,10 @@ __attribute__((target("avx512f"))) static void pinv_avx512(const double *p, size
             PINV_RAT512(pinv_a, pinv_b, r, y);
             _mm512_mask_storeu_pd(x + c + j, in, _mm512_mul_pd(q, y));
             unsigned out = in & ~(unsigned)_mm512_cmp_pd_mask(_mm512_abs_pd(q), _mm512_set1_pd(PINV_CENTRAL), _CMP_LE_OQ);
-            for (; out; out &= out - 1)
-                list[cnt++] = (uint16_t)(j + (size_t)__builtin_ctz(out));
+            for (unsigned l = 0; l < 8; l++) { /* branch-free: the lanes come in at random */
+                list[cnt] = (uint16_t)(j + l);
+                cnt += out >> l & 1;
+            }
         }
         _mm256_zeroupper();
         pinv_outside(p + c, list, cnt, x + c, tails_avx512);
@@ -343,7 +345,7 @@ __attribute__((target("avx512f"))) static void pinv_avx512(const double *p, size
 
 __attribute__((target("avx2"))) static void pinv_avx2(const double *p, size_t n, double *x)
 {
-    uint16_t list[PINV_CHUNK];
+    uint16_t list[PINV_CHUNK + 8];
     const __m256d abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffll));
     for (size_t c = 0; c < n; c += PINV_CHUNK) {
         size_t m = n - c < PINV_CHUNK ? n - c : PINV_CHUNK, cnt = 0;
@@ -364,8 +366,11 @@ __attribute__((target("avx2"))) static void pinv_avx2(const double *p, size_t n,
             if (k < 4)
                 memcpy(x + c + j, xo, k * sizeof *xo);
             __m256d central = _mm256_cmp_pd(_mm256_and_pd(q, abs), _mm256_set1_pd(PINV_CENTRAL), _CMP_LE_OQ);
-            for (unsigned out = ~(unsigned)_mm256_movemask_pd(central) & ((1u << k) - 1); out; out &= out - 1)
-                list[cnt++] = (uint16_t)(j + (size_t)__builtin_ctz(out));
+            unsigned out = ~(unsigned)_mm256_movemask_pd(central) & ((1u << k) - 1);
+            for (unsigned l = 0; l < 4; l++) { /* branch-free, as pinv_avx512 */
+                list[cnt] = (uint16_t)(j + l);
+                cnt += out >> l & 1;
+            }
         }
         _mm256_zeroupper();
         pinv_outside(p + c, list, cnt, x + c, tails_avx2);

@@ -26,10 +26,12 @@ int gp_gen_path_available(gp_gen_path path);
 void gp_philox_block(gp_gen_path path, uint64_t seed, uint64_t stream, uint64_t i0, const uint64_t *idx, size_t n,
                      uint32_t *const w[4]);
 
-/* x[j] = gsl_cdf_ugaussian_Pinv(p[j]) bit for bit, j < n (x and p do not overlap). The central branch (|p - 0.5| <= 0.425: Wichura's AS241 rational function,
- * evaluated as GSL evaluates it, the same binary64 operations in the same order, no
- * contraction) runs in vector registers; other inputs call GSL. An unavailable path
- * runs the portable one (GSL for every element). */
+/* x[j] = gsl_cdf_ugaussian_Pinv(p[j]) bit for bit, j < n (x and p do not overlap):
+ * Wichura's AS241 evaluated as GSL evaluates it, the same binary64 operations in the
+ * same order, no contraction. The central branch (|p - 0.5| <= 0.425) runs in vector
+ * registers; for the other p in (0, 1) libm's log is called once each (as GSL calls
+ * it) and the rest runs in vector registers; 0, 1, NaN and p outside [0, 1] call GSL.
+ * An unavailable path runs the portable one (GSL for every element). */
 void gp_ugaussian_pinv_block(gp_gen_path path, const double *p, size_t n, double *x);
 
 #endif

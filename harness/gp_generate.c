@@ -28,7 +28,9 @@ static double sample(const gp_dist *d, double u)
 typedef struct {
     int signed_dist;
     uint32_t neg_cut, out_cut;
-    double sparse_cut;
+    uint64_t sparse_below; /* word 2 < this: a zero. (double)w2 < sparse_cut for the integer
+                              w2 is w2 < ceil(sparse_cut) (sparse_cut = sparsity 2^32 in [0, 2^32)) */
+    double outlier_scale;
 } cuts;
 
 static cuts cuts_of(const gp_dist *d)
@@ -37,25 +39,39 @@ static cuts cuts_of(const gp_dist *d)
     c.signed_dist = d->kind == GP_DIST_LOGNORMAL || d->kind == GP_DIST_PARETO || d->kind == GP_DIST_CONSTANT;
     c.neg_cut = (uint32_t)(d->neg_frac * 65536.0);
     c.out_cut = (uint32_t)(d->outlier_frac * 65536.0);
-    c.sparse_cut = d->sparsity * 4294967296.0;
+    double sparse_cut = d->sparsity * 4294967296.0;
+    c.sparse_below = sparse_cut > 0.0 ? (uint64_t)ceil(fmin(sparse_cut, 0x1p40)) : 0;
+    c.outlier_scale = d->outlier_scale;
     return c;
 }
 
 /* The element of d from its sample v and Philox words 2-3 (gp_generate's contract). */
-static inline float finish(const gp_dist *d, const cuts *c, uint32_t w2, uint32_t w3, double v)
+static inline float finish(const cuts *c, uint32_t w2, uint32_t w3, double v)
 {
-    v = c->signed_dist && (w3 >> 16) < c->neg_cut ? -v : v;
-    v = (w3 & 0xffffu) < c->out_cut ? v * d->outlier_scale : v;
-    return (double)w2 < c->sparse_cut ? 0.0f : (float)v;
+    /* Written without branches so that a loop of it vectorises (gcc keeps conditional
+     * floating-point operations conditional under -ftrapping-math): the sign flipped on
+     * the bits (as -v), a product with 1.0 (exact: v itself) for the elements that are
+     * no outliers, a sparse zero's bits cleared (0.0f). */
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    b ^= (uint64_t)(c->signed_dist & ((w3 >> 16) < c->neg_cut)) << 63;
+    memcpy(&v, &b, sizeof v);
+    v *= (w3 & 0xffffu) < c->out_cut ? c->outlier_scale : 1.0;
+    float f = (float)v;
+    uint32_t fb;
+    memcpy(&fb, &f, sizeof fb);
+    fb &= -(uint32_t)((uint64_t)w2 >= c->sparse_below);
+    memcpy(&f, &fb, sizeof f);
+    return f;
 }
 
 /* The element of d drawn from the Philox output w (gp_generate's contract). */
 static float element_of(const gp_dist *d, const cuts *c, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3)
 {
-    if ((double)w2 < c->sparse_cut)
+    if (w2 < c->sparse_below)
         return 0.0f;
     double u = ((double)(((uint64_t)w0 << 21) | (w1 >> 11)) + 0.5) * 0x1p-53;
-    return finish(d, c, w2, w3, sample(d, u));
+    return finish(c, w2, w3, sample(d, u));
 }
 
 /* Elements are generated GEN_BLOCK at a time: Philox words for the block
@@ -77,12 +93,13 @@ GEN_CLONES static void uniforms(const uint32_t *w0, const uint32_t *w1, size_t m
         u[j] = ((double)(((uint64_t)w0[j] << 21) | (w1[j] >> 11)) + 0.5) * 0x1p-53;
 }
 
-/* out[j] = the normal element of standard normal x[j], j < m. */
-GEN_CLONES static void normal_finish(const gp_dist *d, const cuts *c, const uint32_t *w2, const uint32_t *w3,
+/* out[j] = the normal element of standard normal x[j], j < m (scale: the distribution's). */
+GEN_CLONES static void normal_finish(const cuts *cp, double scale, const uint32_t *w2, const uint32_t *w3,
                                      const double *x, size_t m, float *out)
 {
+    const cuts c = *cp; /* a local copy: no store through out can change it, so the loop vectorises */
     for (size_t j = 0; j < m; j++)
-        out[j] = finish(d, c, w2[j], w3[j], d->scale * x[j]);
+        out[j] = finish(&c, w2[j], w3[j], scale * x[j]);
 }
 
 /* gp_generate (idx NULL) and gp_generate_at. */
@@ -105,12 +122,12 @@ static void generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t 
         uniforms(w[0], w[1], m, u);
         gp_ugaussian_pinv_block(GP_GEN_AUTO, u, m, x);
         if (d->kind == GP_DIST_NORMAL) {
-            normal_finish(d, &c, w[2], w[3], x, m, out + b);
+            normal_finish(&c, d->scale, w[2], w[3], x, m, out + b);
             continue;
         }
         for (size_t j = 0; j < m; j++) /* lognormal: sample()'s arithmetic on the same x */
-            out[b + j] = (double)w[2][j] < c.sparse_cut ? 0.0f
-                                                        : finish(d, &c, w[2][j], w[3][j], d->scale * exp(d->sigma * x[j]));
+            out[b + j] = w[2][j] < c.sparse_below ? 0.0f
+                                                        : finish(&c, w[2][j], w[3][j], d->scale * exp(d->sigma * x[j]));
     }
 }
 

@@ -278,6 +278,44 @@ static void test_generate_contract(void **state)
     }
 }
 
+/* Sparsity at an element's own word 2: with sparsity (w2 + off) 2^-32 (exact) the
+ * element is a zero exactly when w2 < w2 + off, off in {-1, -0.5, 0, 0.5, 1}, whatever
+ * the path. */
+static void test_generate_sparse_edge(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(0x5ba55e);
+    const double offs[] = {-1.0, -0.5, 0.0, 0.5, 1.0};
+    for (int t = 0; t < 200; t++) {
+        uint64_t seed = gp_test_next(&s), stream = gp_test_next(&s), e = gp_test_next(&s) % 100000;
+        gp_philox_ctr c = {{(uint32_t)e, (uint32_t)(e >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)}};
+        gp_philox_key k = {{(uint32_t)seed, (uint32_t)(seed >> 32)}};
+        uint32_t w2 = gp_philox4x32_10(c, k).v[2];
+        if (w2 < 2 || w2 > 0xfffffffdu)
+            continue;
+        for (int kind = GP_DIST_NORMAL; kind <= GP_DIST_LAPLACE; kind++)
+            for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++) {
+                gp_dist d;
+                memset(&d, 0, sizeof d);
+                d.kind = (gp_dist_kind)kind;
+                d.scale = 1.0;
+                d.sigma = 1.0;
+                d.outlier_scale = 1000.0;
+                d.sparsity = ((double)w2 + offs[o]) * 0x1p-32;
+                float out[40];
+                uint64_t i0 = e >= 17 ? e - 17 : 0; /* e inside a register, not at its start */
+                gp_generate(&d, seed, stream, i0, 40, out);
+                int zero = offs[o] > 0;
+                if (zero)
+                    gp_assert_bits(fbits(out[e - i0]), 0, "kind %d w2 %u offset %g", kind, w2, offs[o]);
+                else
+                    assert_true(out[e - i0] != 0.0f);
+                gp_generate_at(&d, seed, stream, &e, 1, out);
+                assert_true((out[0] == 0.0f) == zero);
+            }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_pinv_boundaries),
         cmocka_unit_test(test_pinv_sweep),
         cmocka_unit_test(test_generate_contract),
+        cmocka_unit_test(test_generate_sparse_edge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
