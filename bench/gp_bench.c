@@ -25,7 +25,7 @@
  *       without FMA (libm fma calls); (l) a libm fma call with the AVX upper halves clean vs
  *       in use; (m) binary64 -> bf16 RNE with events, the fast path vs the general routine.
  * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only | --throughput | --big-optimizer | --distributed]
- * (--adamw-only: (d) alone; --throughput: (i)-(m) alone).
+ * (--adamw-only: (d) alone; --throughput: (i)-(n) alone).
  * Each timing is the best of 5 runs. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "harness/gp_backend.h"
+#include "harness/gp_gen_simd.h"
 #include "harness/gp_generate.h"
 #include "harness/gp_presets.h"
 #include "harness/gp_runner.h"
@@ -298,7 +299,7 @@ static double run_yaml(const char *yaml, const char *origin)
     return t;
 }
 
-/* ---- (i)-(m): end-to-end throughput and the fast paths against what they replaced ---- */
+/* ---- (i)-(n): end-to-end throughput and the fast paths against what they replaced ---- */
 
 /* The --big configuration (bf16 grads into bf16, K = 64, the default one-step AdamW) with
  * `size` elements, and the --big-optimizer configuration with `params` parameters over
@@ -360,7 +361,62 @@ __attribute__((noinline)) static void dirty_upper(void)
 
 typedef struct {
     double add_ns, opt_ns, dd_fma_ns, dd_scalar_ns, dd_libm_ns, fma_clean_ns, fma_dirty_ns, rne_fast_ns, rne_gen_ns;
+    double philox_ns, philox_portable_ns, pinv_ns, pinv_gsl_ns, gen_ns; /* (n) */
 } tput_times;
+
+/* (n) generation a block at a time: Philox as dispatched vs its portable per-element
+ * loop, the inverse normal CDF as dispatched vs GSL per element, and gp_generate
+ * (normal) whole; 2^16 elements, interleaved, best of 5, ns per element. */
+static void bench_generation(tput_times *tt)
+{
+    enum { NG = 1 << 16 };
+    uint32_t *wb = malloc(4 * (NG + GP_GEN_PAD) * sizeof *wb);
+    double *u = malloc(2 * NG * sizeof *u), *x = u + NG;
+    float *out = malloc(NG * sizeof *out);
+    if (!wb || !u || !out) {
+        fprintf(stderr, "out of memory\n");
+        exit(3);
+    }
+    uint32_t *const w[4] = {wb, wb + NG + GP_GEN_PAD, wb + 2 * (NG + GP_GEN_PAD), wb + 3 * (NG + GP_GEN_PAD)};
+    gp_dist d;
+    memset(&d, 0, sizeof d);
+    d.kind = GP_DIST_NORMAL;
+    d.scale = 1e-3;
+    d.outlier_scale = 1000.0;
+    double best[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
+    for (int r = 0; r < 5; r++) {
+        double t[7];
+        t[0] = gp_bench_cpu();
+        gp_philox_block(GP_GEN_AUTO, 7, (uint64_t)r, 0, NULL, NG, w);
+        t[1] = gp_bench_cpu();
+        gp_philox_block(GP_GEN_PORTABLE, 7, (uint64_t)r, 0, NULL, NG, w);
+        t[2] = gp_bench_cpu();
+        for (size_t j = 0; j < NG; j++) /* gp_generate's uniforms, untimed */
+            u[j] = ((double)(((uint64_t)w[0][j] << 21) | (w[1][j] >> 11)) + 0.5) * 0x1p-53;
+        t[3] = gp_bench_cpu();
+        gp_ugaussian_pinv_block(GP_GEN_AUTO, u, NG, x);
+        t[4] = gp_bench_cpu();
+        gp_ugaussian_pinv_block(GP_GEN_PORTABLE, u, NG, x);
+        t[5] = gp_bench_cpu();
+        gp_generate(&d, 7, (uint64_t)r, 0, NG, out);
+        t[6] = gp_bench_cpu();
+        const int from[5] = {0, 1, 3, 4, 5};
+        for (int k = 0; k < 5; k++) {
+            double ns = 1e9 * (t[from[k] + 1] - t[from[k]]) / NG;
+            if (ns < best[k])
+                best[k] = ns;
+        }
+        g_sink = x[r] + out[r];
+    }
+    tt->philox_ns = best[0];
+    tt->philox_portable_ns = best[1];
+    tt->pinv_ns = best[2];
+    tt->pinv_gsl_ns = best[3];
+    tt->gen_ns = best[4];
+    free(wb);
+    free(u);
+    free(out);
+}
 
 static void bench_throughput(tput_times *tt)
 {
@@ -456,6 +512,7 @@ static void bench_throughput(tput_times *tt)
             tt->rne_gen_ns = 1e9 * (t3 - t1) / NR;
     }
     free(u);
+    bench_generation(tt);
 }
 
 static void print_throughput(const tput_times *tt, int json)
@@ -466,6 +523,9 @@ static void print_throughput(const tput_times *tt, int json)
                " \"fma_call_dirty_ns\": %.3f, \"rne_fast_ns\": %.3f, \"rne_general_ns\": %.3f",
                tt->add_ns, tt->opt_ns, tt->dd_fma_ns, tt->dd_scalar_ns, tt->dd_libm_ns, tt->dd_fma_ns / tt->dd_libm_ns, tt->fma_clean_ns,
                tt->fma_dirty_ns, tt->rne_fast_ns, tt->rne_gen_ns);
+        printf(", \"philox_ns\": %.3f, \"philox_portable_ns\": %.3f, \"pinv_ns\": %.3f, \"pinv_gsl_ns\": %.3f,"
+               " \"generate_normal_ns\": %.3f",
+               tt->philox_ns, tt->philox_portable_ns, tt->pinv_ns, tt->pinv_gsl_ns, tt->gen_ns);
         return;
     }
     printf("(i) accumulation with attribution, end to end, CPU time (2^20 x K = 64, bf16/bf16): %.2f ns per element-addition "
@@ -480,6 +540,10 @@ static void print_throughput(const tput_times *tt, int json)
            tt->fma_dirty_ns, tt->fma_dirty_ns / tt->fma_clean_ns);
     printf("(m) binary64 -> bf16 RNE with events: fast path %.2f ns vs general routine %.2f ns: %.2fx\n",
            tt->rne_fast_ns, tt->rne_gen_ns, tt->rne_fast_ns / tt->rne_gen_ns);
+    printf("(n) generation per element: Philox block as dispatched %.2f ns vs portable %.2f ns (%.2fx); inverse normal "
+           "CDF block %.2f ns vs GSL per element %.2f ns (%.2fx); gp_generate (normal) %.2f ns\n",
+           tt->philox_ns, tt->philox_portable_ns, tt->philox_ns / tt->philox_portable_ns, tt->pinv_ns, tt->pinv_gsl_ns,
+           tt->pinv_ns / tt->pinv_gsl_ns, tt->gen_ns);
 }
 
 int gp_bench_replay(int json, double gib, int dense, uint64_t sample, int big_only); /* gp_bench_replay.c */
