@@ -578,17 +578,6 @@ GP_DD_CLONES static void fill_xs(double *xs, const float *m, size_t n, double mu
         xs[i] = quotient((double)m[i] * mul, nk, den) * s;
 }
 
-/* acc + the sum of x[i]^2 (i < n, in order) in DD arithmetic (an FMA clone). */
-GP_DD_CLONES static gp_dd dd_sumsq_add(gp_dd acc, const double *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        double p, e;
-        gp_dd_two_prod(x[i], x[i], &p, &e);
-        acc = gp_dd_add(acc, (gp_dd){p, e});
-    }
-    return acc;
-}
-
 /* The per-micro-batch divisor of S_k under the configured reduction. */
 static double reduction_den(const gp_scenario *sc, long nk, double N)
 {
@@ -1623,7 +1612,7 @@ static void window_run(sim *S, lane *L, size_t u)
         chunk *c = &G[j];
         int smp = S->w[c->t] != 1.0;
         gp_dd ss = {0.0, 0.0}, *to = smp ? &ss : &U->ref_ss;
-        *to = dd_sumsq_add(*to, c->gfull, c->n); /* the reference's clipping norm */
+        *to = gp_dd_sumsq_add(*to, c->gfull, c->n); /* the reference's clipping norm */
         /* a sampled tensor's elements stand for M_h / n_h elements each: the estimate of
          * the whole model's norm (gp_runner.h) */
         if (smp)

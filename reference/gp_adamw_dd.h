@@ -245,6 +245,13 @@ static inline gp_dd gp_dd_sqrt(gp_dd x)
     return gp_dd_fast_two_sum(sh, sl);
 }
 
+/* acc + x[0]^2 + ... + x[n-1]^2 in DD, in that order, each square an exact TwoProd
+ * (p, e) added by gp_dd_add: acc = gp_dd_add(acc, {p, e}) (the reference's clipping
+ * norm). acc.hi >= 0 (a sum of squares, started at 0). An FMA clone where the CPU has
+ * FMA; the same results as that loop written out, bit for bit (test_adamw_dd), a NaN
+ * only as a NaN. */
+gp_dd gp_dd_sumsq_add(gp_dd acc, const double *x, size_t n);
+
 /* The per-operation relative error bounds of the header comment (u = 2^-53). */
 #define GP_DD_U2 0x1p-106
 #define GP_DD_ERR_ADD (3.0 * GP_DD_U2 + 13.0 * 0x1p-159)

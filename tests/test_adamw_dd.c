@@ -617,6 +617,46 @@ static void test_paths_equal_element(void **state)
     }
 }
 
+/* gp_dd_sumsq_add (an FMA clone) equals the loop of gp_dd_add over TwoProd squares
+ * written out here, compiled without FMA, bit for bit (a NaN only as a NaN, see above):
+ * arrays of edge_value (zeros of both signs, subnormals, tiny, ordinary and huge values
+ * whose squares overflow), the sum carried over calls of lengths 0..40, and a run of
+ * ordinary values where acc.hi and the square swap order of magnitude (small first). */
+static void test_sumsq_equals_loop(void **state)
+{
+    (void)state;
+    enum { NX = 4000 };
+    static double x[NX];
+    uint64_t r = gp_test_seed(41);
+    long compared = 0;
+    for (int rep = 0; rep < 40; rep++) {
+        for (int i = 0; i < NX; i++) {
+            x[i] = edge_value(&r, rep >= 30);
+            if (rep < 20 && !(fabs(x[i]) < 0x1p500)) /* most runs keep the sum finite */
+                x[i] = ldexp(x[i], -600);
+            if (rep % 5 == 0 && i < 64) /* growing terms: the square above acc.hi */
+                x[i] = ldexp(1.0 + i / 64.0, i - 40);
+        }
+        gp_dd got = {0.0, 0.0}, want = {0.0, 0.0};
+        size_t i0 = 0;
+        for (size_t len = 0; i0 < NX; i0 += len, len = (len + 7) % 41) {
+            size_t k = len < NX - i0 ? len : NX - i0;
+            got = gp_dd_sumsq_add(got, x + i0, k);
+            for (size_t i = i0; i < i0 + k; i++) {
+                double p, e;
+                gp_dd_two_prod(x[i], x[i], &p, &e);
+                want = gp_dd_add(want, (gp_dd){p, e});
+            }
+            gp_assert_bits(bits_nan_as_one(got.hi), bits_nan_as_one(want.hi), "run %d after %zu: hi", rep, i0 + k);
+            gp_assert_bits(bits_nan_as_one(got.lo), bits_nan_as_one(want.lo), "run %d after %zu: lo", rep, i0 + k);
+            compared++;
+            if (k == 0 && len != 0)
+                break;
+        }
+    }
+    printf("# sumsq: %ld partial sums equal\n", compared);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -626,6 +666,7 @@ int main(void)
         cmocka_unit_test(test_binary64_state_detected),
         cmocka_unit_test(test_step_equals_element),
         cmocka_unit_test(test_paths_equal_element),
+        cmocka_unit_test(test_sumsq_equals_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
