@@ -45,6 +45,8 @@ typedef enum {
     GP_MECH_SCALING,  /* gradients lost to skipped steps, or clipped in the wrong units */
     GP_MECH_STALE,    /* optimizer updates the stored weight did not take */
     GP_MECH_STATE,    /* what rounding m and v changed in the updates */
+    GP_MECH_FORMULA,  /* steps no rounding of AdamW explains: the subject's update formula
+                         differs from AdamW's (gp_optim.h, "update formula") */
     GP_NMECH
 } gp_mechanism;
 

@@ -34,10 +34,10 @@ size_t gp_optim_bytes_per_element(const gp_scenario *sc)
 {
     gp_adamw_config c = gp_optim_config(sc);
     size_t pb = fmt_bytes(c.param), sb = fmt_bytes(c.state);
-    /* param, m, v, comp (Kahan), master (fp32), lost and state_err (doubles), and the
+    /* param, m, v, comp (Kahan), master (fp32), lost, state_err, formula_err (doubles), and the
      * double-double reference's six doubles: what gp_optim_state_alloc holds per element */
     return pb + 2 * sb + (c.variant == GP_ADAMW_KAHAN ? pb : 0) + (c.variant == GP_ADAMW_MASTER ? 4 : 0) +
-           2 * sizeof(double) + 6 * sizeof(double);
+           3 * sizeof(double) + 6 * sizeof(double);
 }
 
 int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with, gp_error *err)
@@ -51,6 +51,7 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
     int oom = !(o->param = malloc(c * pb)) || !(o->m = malloc(c * sb)) || !(o->v = malloc(c * sb)) ||
               (kahan && !(o->comp = malloc(c * pb))) || (master && !(o->master = malloc(c * 4))) ||
               !(o->lost = malloc(c * sizeof(double))) || !(o->state_err = malloc(c * sizeof(double))) ||
+              !(o->formula_err = malloc(c * sizeof(double))) ||
               gp_adamw_dd_state_alloc(&o->ref, c) != 0 || !(o->old_param = malloc(ch * pb)) ||
               !(o->old_m = malloc(ch * sb)) || !(o->old_v = malloc(ch * sb)) ||
               (kahan && !(o->old_comp = malloc(ch * pb))) || (master && !(o->old_master = malloc(ch * 4))) ||
@@ -83,7 +84,7 @@ void gp_optim_scratch_borrow(gp_optim_state *view, const gp_optim_state *o, cons
 
 void gp_optim_state_free(gp_optim_state *o)
 {
-    void *p[] = {o->param, o->comp, o->m, o->v, o->master, o->lost, o->state_err, o->old_param, o->old_comp,
+    void *p[] = {o->param, o->comp, o->m, o->v, o->master, o->lost, o->state_err, o->formula_err, o->old_param, o->old_comp,
                  o->old_m, o->old_v, o->old_master, o->param2, o->comp2, o->m2, o->v2, o->master2,
                  o->param3, o->comp3, o->m3, o->v3, o->master3, o->written, o->mv_written};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
@@ -115,6 +116,7 @@ void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t 
             gp_pack_set(sf, o->v, e, 0);
             o->lost[e] = 0;
             o->state_err[e] = 0;
+            o->formula_err[e] = 0;
             double w0 = o->master ? (double)w[j] : gp_fmt_to_f64(pf, pbits);
             gp_adamw_dd_state_set(&o->ref, e, w0);
         }
@@ -275,6 +277,57 @@ static int check_models(gp_optim_state *o, const gp_plugin_adamw_args *a, size_t
     return 0;
 }
 
+/* The spacing of format f's values at |x| (the subnormal spacing below f's normal range). */
+static double fmt_ulp(gp_format f, double x)
+{
+    gp_fmt_info fi = gp_fmt_get(f);
+    int ex;
+    (void)frexp(fabs(x), &ex); /* |x| in [2^(ex-1), 2^ex) */
+    return ldexp(1.0, (ex - 1 < fi.emin ? fi.emin : ex - 1) - (fi.p - 1));
+}
+
+/* How far the weight change dw lies beyond what rounding explains around the update
+ * -step*m/D, D = sqrt(v)/bc2s + eps, with m known within +-em, D within relative rel and
+ * absolute ab, and the weight's own roundings within tw (gp_optim.h, "update formula";
+ * docs/model.md derives it): 0 when within (or when D's lower bound reaches 0: then any
+ * change is explained), else the distance beyond, signed as dw - u. */
+static double beyond(double dw, double tw, double step, double m, double em, double v, double bc2s, double eps,
+                     double rel, double ab)
+{
+    double D = sqrt(v) / bc2s + eps, lo = D * (1 - rel) - ab;
+    if (!(lo > 0))
+        return 0;
+    double am = fabs(m), d = dw + step * m / D;
+    double r = step * (am * (1 / lo - 1 / D) + (em + 0x1p-20 * (am + em)) / lo) + tw;
+    return fabs(d) <= r ? 0 : d > 0 ? d - r : d + r;
+}
+
+/* Is x1 one rounding (any mode; two for v: v*beta2 is stored first) to fp32, bf16 or
+ * fp16 of a value within ev of x: x1 representable in that format and |x1 - x| <=
+ * 2 ulp(|x| + ev) + ev there? */
+static int rounding_of(double x1, double x, double ev)
+{
+    static const gp_format fmts[] = {GP_FP32, GP_BF16, GP_FP16};
+    if (!isfinite(x1) || !isfinite(x)) /* left to the non-finite mechanism */
+        return 1;
+    for (int i = 0; i < 3; i++)
+        if ((i == 0 || gp_fmt_to_f64(fmts[i], gp_fmt_from_f64(fmts[i], x1, GP_RNE, 0, 0, (unsigned *)0)) == x1) &&
+            fabs(x1 - x) <= 2 * fmt_ulp(fmts[i], fabs(x) + ev) + ev)
+            return 1;
+    return 0;
+}
+
+/* Are the stored m1, v1 AdamW's moments b1*m0 + (1-b1)*g and b2*v0 + (1-b2)*g^2 after
+ * one rounding to a state format (gp_optim.h, "update formula")? The fp32 evaluation
+ * errs by at most 2^-21 (|m0| + |g|) and 2^-21 v_x, a gradient cast to the param format
+ * (torch's fused kernel) by (1-b1) u_p |g| and 2 (1-b2) u_p g^2. */
+static int state_near(double m1, double v1, double m0, double v0, double g, double b1, double b2, double u_p)
+{
+    double ag = fabs(g), g2 = (1.0 - b2) * g * g, vx = b2 * v0 + g2;
+    return rounding_of(m1, b1 * m0 + (1.0 - b1) * g, 0x1p-21 * (fabs(m0) + ag) + (1.0 - b1) * u_p * ag) &&
+           rounding_of(v1, vx, 0x1p-21 * vx + 2 * u_p * g2);
+}
+
 int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backend *b, const gp_backend *cmp,
                    gp_optim_state *o, size_t t, uint64_t i0, size_t n, size_t off, gp_format gf,
                    const void *grad, const double *gfull, gp_optim_counts *cnt, gp_error *err)
@@ -371,6 +424,15 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
                                                    sc->optimizer.weight_decay, s->t);
         double b1 = sc->optimizer.beta1, b2 = sc->optimizer.beta2, eps = sc->optimizer.eps;
         double decay = 1.0 - s->lr * sc->optimizer.weight_decay;
+        /* the update formula's bounds (gp_optim.h): the state format's unit roundoff and
+         * half its smallest subnormal, the param format's unit roundoff (0 for fp32) */
+        gp_fmt_info si = gp_fmt_get(sf), pi = gp_fmt_get(pf);
+        gp_format wf = o->master ? GP_FP32 : pf;
+        double u_s = ldexp(1.0, -si.p), sig_s = ldexp(1.0, si.emin - si.p);
+        double u_p = pf == GP_FP32 ? 0 : ldexp(1.0, -pi.p), sig_32 = 0x1p-150;
+        /* the debiased betas of AdamW that keeps m/bc1 and v/bc2 (torch-optimi) */
+        double b1t = pow(b1, (double)s->t), b2t = pow(b2, (double)s->t);
+        double b1h = (b1t - b1) / (b1t - 1), b2h = (b2t - b2) / (b2t - 1);
         for (size_t j = 0; j < n; j++) {
             size_t e = off + j;
             double g = gp_fmt_to_f64(gf, gp_pack_get(gf, grad, j));
@@ -391,6 +453,34 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
             }
             if (isfinite(ux)) /* a finite exact update made non-finite by m, v: an infinite loss */
                 o->state_err[e] += isfinite(us) ? us - ux : INFINITY;
+            /* update formula: a step that no rounding of an AdamW explains, in either
+             * state convention: m, v (torch) or m/bc1, v/bc2 (debiased: torch-optimi),
+             * the moments within one rounding, the written weight within its bounds
+             * (gp_optim.h) */
+            double w1 = weight_at(o, o->param, o->master, o->comp, e);
+            int judged = diff[j] && isfinite(w0) && isfinite(w1) && isfinite(mx) && isfinite(vx) && isfinite(m1) &&
+                         isfinite(v1);
+            double dw = w1 - w0 * decay, tw = judged ? 2 * fmt_ulp(wf, fmax(fabs(w0), fabs(w1))) : 0, fa = 0;
+            int adam_ok = state_near(m1, v1, m0, v0, g, b1, b2, u_p);
+            if (judged) {
+                double ag = fabs(g), em = 0x1p-21 * (fabs(m0) + ag) + (1.0 - b1) * u_p * ag;
+                fa = beyond(dw, tw, k.step_size, m1, 0, v1, k.bc2_sqrt, eps, 4 * u_s + 0x1p-20, 4 * sig_s / k.bc2_sqrt);
+                if (fa != 0) {
+                    double fx = beyond(dw, tw, k.step_size, mx, em, vx, k.bc2_sqrt, eps, 0x1p-20 + u_p,
+                                       4 * sig_32 / k.bc2_sqrt);
+                    fa = fabs(fx) < fabs(fa) ? fx : fa;
+                }
+            }
+            double f = 0;
+            int unexplained = 0;
+            if (!adam_ok || fa != 0) { /* not torch's convention: the debiased one? */
+                int deb_ok = state_near(m1, v1, m0, v0, g, b1h, b2h, u_p);
+                double fd = judged ? beyond(dw, tw, s->lr, m1, 0, v1, 1.0, eps, 4 * u_s + 0x1p-20, 4 * sig_s) : 0;
+                unexplained = !(deb_ok && fd == 0) && !(adam_ok && fa == 0);
+                f = !unexplained ? 0 : adam_ok || !deb_ok ? fa : fd;
+                o->formula_err[e] += f;
+            }
+            cnt->formula += (uint64_t)unexplained;
             cnt->state_nonzero += (uint64_t)(mx != 0) + (uint64_t)(vx != 0);
             cnt->state_underflow += (uint64_t)(mx != 0 && m1 == 0) + (uint64_t)(vx != 0 && v1 == 0);
         }
@@ -427,5 +517,6 @@ void gp_optim_final(const gp_optim_state *o, size_t off, size_t n, gp_optim_sums
         sums->v_ref += vr * vr;
         sums->lost += o->lost[e] * o->lost[e];
         sums->state += o->state_err[e] * o->state_err[e];
+        sums->formula += o->formula_err[e] * o->formula_err[e];
     }
 }

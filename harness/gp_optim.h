@@ -25,7 +25,21 @@
  *    the stored m', v' give, is added to the element's lost sum;
  *  - state precision: u_s - u_x, where u_x is the update of the binary64 m_x, v_x (the
  *    same formula before m and v were stored), is added to the element's state sum;
- *    m or v stored as 0 from a non-zero m_x / v_x counts as a state underflow.
+ *    m or v stored as 0 from a non-zero m_x / v_x counts as a state underflow;
+ *  - update formula: a step that no rounding of any AdamW gradprec models explains
+ *    (every variant, operation order and state format: docs/model.md, "Update formula",
+ *    derives the bounds). Its m' or v' lies beyond one rounding to the narrowest state
+ *    format from m_x, v_x (2^-6 |m_x| + 2^-6 (1-beta1)|g| + 2^-20 (|m|+|g|) + 2^-23;
+ *    2^-5 v_x + 2^-23); or the weight was written and its change w' - w(1 - lr*wd) lies
+ *    farther than r_c + 2 ulp(max(|w|,|w'|)) (the weight's format) from both updates
+ *    u_c = -step_size*m_c/D_c, D_c = sqrt(v_c)/sqrt(bc2) + eps, of the stored state
+ *    (c = s: m', v', the denominator rounded in the state format: relative 4 u_state,
+ *    absolute 4 sigma_state/sqrt(bc2), sigma = half the smallest subnormal) and of the
+ *    exact one (c = x: m_x +- 2^-21(|m|+|g|) + (1-beta1) u_param |g|, v_x, relative
+ *    2^-20 + u_param), r_c = step_size*(|m_c| (1/D_lo - 1/D_c) + (eps_m + 2^-20(|m_c| +
+ *    eps_m))/D_lo). The distance beyond the nearer bound, signed, is added to the
+ *    element's formula sum; each such element step is counted. A stale weight is not
+ *    judged here (the stale update above).
  * On a skipped step (found_inf) the backend is still called and must write nothing. */
 #ifndef GP_OPTIM_H
 #define GP_OPTIM_H
@@ -81,6 +95,7 @@ typedef struct {
     uint64_t state_underflow;/* ... stored as 0 */
     uint64_t skip_writes;    /* elements written during a skipped step (a backend bug) */
     uint64_t mismatches;     /* elements where the compared backend differed */
+    uint64_t formula;        /* element steps no rounding of AdamW explains (see above) */
     /* Which of gradprec's AdamW models (gp_optim_model_name) a subject that is not
      * gradprec's own backend was checked against, and which it differed from in some
      * output bit; combined over chunks with |, never weighted. */
@@ -92,6 +107,7 @@ typedef struct {
     double w_err, w_ref;     /* ||w_T - w_ref||^2, ||w_ref||^2 */
     double m_err, m_ref, v_err, v_ref;
     double lost, state;      /* ||lost updates||^2, ||state errors||^2 */
+    double formula;          /* ||unexplained parts of the steps||^2 */
 } gp_optim_sums;
 
 typedef struct {
@@ -100,7 +116,7 @@ typedef struct {
     void *param, *comp, *m, *v;
     uint32_t *master;
     gp_adamw_dd_state ref;
-    double *lost, *state_err;
+    double *lost, *state_err, *formula_err;
     /* scratch for one chunk: old values, the compared backend's copies */
     void *old_param, *old_comp, *old_m, *old_v, *param2, *comp2, *m2, *v2;
     uint32_t *old_master, *master2;

@@ -1139,6 +1139,7 @@ static void derive(const gp_stats *st, double *metric, double *loss)
     /* weight-level losses, relative to the exact final weights as weight_rel_err */
     loss[GP_MECH_STALE] = ratio(os->lost, os->w_ref);
     loss[GP_MECH_STATE] = ratio(os->state, os->w_ref);
+    loss[GP_MECH_FORMULA] = ratio(os->formula, os->w_ref);
 }
 
 static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
@@ -1149,6 +1150,7 @@ static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
     a->state_underflow += b->state_underflow;
     a->skip_writes += b->skip_writes;
     a->mismatches += b->mismatches;
+    a->formula += b->formula;
     a->models_checked |= b->models_checked;
     a->models_differ |= b->models_differ;
 }
@@ -1173,9 +1175,9 @@ static void stats_add_w(gp_stats *a, const gp_stats *b, double den, double num)
     WC(rounded_nonzero); WC(underflow); WC(adds_nonzero); WC(absorbed); WC(overflow); WC(stored_nonzero);
     WC(subnormal); WC(nonfinite); WC(overflow_skipped); WC(mismatches);
     WC(opt.nonzero); WC(opt.stale); WC(opt.state_nonzero); WC(opt.state_underflow); WC(opt.skip_writes);
-    WC(opt.mismatches);
+    WC(opt.mismatches); WC(opt.formula);
     W(opt_ss.w_err); W(opt_ss.w_ref); W(opt_ss.m_err); W(opt_ss.m_ref); W(opt_ss.v_err); W(opt_ss.v_ref);
-    W(opt_ss.lost); W(opt_ss.state);
+    W(opt_ss.lost); W(opt_ss.state); W(opt_ss.formula);
     WC(coll.hops); WC(coll.adds_nonzero); WC(coll.absorbed); WC(coll.overflow); WC(coll.underflow);
     WC(coll.roundings); W(coll.ss);
     for (int m = 0; m < GP_NMECH; m++)
@@ -1225,6 +1227,7 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->opt_ss.v_ref += b->opt_ss.v_ref;
     a->opt_ss.lost += b->opt_ss.lost;
     a->opt_ss.state += b->opt_ss.state;
+    a->opt_ss.formula += b->opt_ss.formula;
     a->coll.hops += b->coll.hops;
     a->coll.adds_nonzero += b->coll.adds_nonzero;
     a->coll.absorbed += b->coll.absorbed;
@@ -1274,7 +1277,9 @@ static int weight_metric(int m)
  * precision, scaling: a skipped step, non-finite): a failing Kahan or bf16 weight update
  * is attributed to its stale updates or its state, not to the gradient's rounding; a
  * failed scenario always names one (the largest loss, floors ignored: among the weight
- * mechanisms when only weight metrics failed, then among all). */
+ * mechanisms when only weight metrics failed, then among all). A step that no rounding
+ * of an AdamW explains (the update formula: gp_optim.h) fails the scenario, never meets an
+ * expectation, and is the mechanism named. */
 static void judge(const gp_scenario *sc, gp_result *r)
 {
     r->verdict = GP_PASS;
@@ -1315,7 +1320,7 @@ static void judge(const gp_scenario *sc, gp_result *r)
         }
     }
     for (int m = 0; m < GP_NMECH && r->dominant == GP_NMECH; m++) {
-        int weight_mech = m == GP_MECH_STALE || m == GP_MECH_STATE;
+        int weight_mech = m == GP_MECH_STALE || m == GP_MECH_STATE || m == GP_MECH_FORMULA;
         double floor = m == GP_MECH_UNDERFLOW || m == GP_MECH_ABSORPTION || m == GP_MECH_OVERFLOW ||
                                m == GP_MECH_ROUNDING
                            ? r->floor_grad
@@ -1328,8 +1333,10 @@ static void judge(const gp_scenario *sc, gp_result *r)
         }
     }
     const gp_stats *st = &r->st;
-    if (st->mismatches || st->opt.mismatches || st->opt.skip_writes)
+    if (st->mismatches || st->opt.mismatches || st->opt.skip_writes || st->opt.formula)
         r->verdict = GP_FAIL;
+    if (st->opt.formula) /* the subject is not AdamW: its other losses are not AdamW's */
+        r->dominant = GP_MECH_FORMULA;
     int fired = st->underflow || st->absorbed || st->overflow || st->nonfinite || r->loss[GP_MECH_NORMALIZATION] > 0 ||
                 r->skipped_steps || st->opt.stale || st->opt.state_underflow || r->loss[GP_MECH_SCALING] > 0;
     if (r->verdict == GP_PASS && fired)
@@ -1351,8 +1358,9 @@ static void judge(const gp_scenario *sc, gp_result *r)
                 r->dominant = (gp_mechanism)m;
             }
     }
-    /* a compared backend that differs, or writes in a skipped step, never meets an expectation */
-    r->expect_met = st->mismatches || st->opt.mismatches || st->opt.skip_writes ? 0
+    /* a compared backend that differs, a write in a skipped step, a step no AdamW
+     * explains never meets an expectation */
+    r->expect_met = st->mismatches || st->opt.mismatches || st->opt.skip_writes || st->opt.formula ? 0
                     : sc->expect.set ? r->verdict == sc->expect.verdict &&
                                          (!sc->expect.has_mechanism || r->dominant == sc->expect.mechanism)
                                    : r->verdict != GP_FAIL;

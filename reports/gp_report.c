@@ -235,6 +235,7 @@ static json_t *events_json(const gp_stats *st)
     json_object_set_new(o, "state_underflow", json_integer((json_int_t)st->opt.state_underflow));
     json_object_set_new(o, "writes_in_skipped_steps", json_integer((json_int_t)st->opt.skip_writes));
     json_object_set_new(o, "optimizer_mismatches", json_integer((json_int_t)st->opt.mismatches));
+    json_object_set_new(o, "update_formula_steps", json_integer((json_int_t)st->opt.formula));
     return o;
 }
 

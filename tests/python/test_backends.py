@@ -302,17 +302,21 @@ def test_state_in_param_dtype_fails_state_precision():
     assert sc.metrics["state_underflow_frac"] > 0.5
 
 
-def test_no_bias_correction_fails_on_weights():
+def test_no_bias_correction_fails_update_formula():
     # Without bias correction the first step is 1/sqrt(1 - 0.999) * (1 - 0.9) = 3.16 times
     # torch's and the error persists: weight_rel_err far above its 1e-3 threshold while m
-    # and v are exact (they do not involve the correction), and no model matched. The
-    # taxonomy has no mechanism for a wrong update formula: the report names the largest
-    # weight-level loss (docs/python.md says so); the failing metric is what identifies it.
+    # and v are exact (they do not involve the correction), and no model matched. No
+    # rounding explains a step 3.16 times too large (the bound of docs/model.md, "Update
+    # formula", allows 2 ulps of the weight plus a relative 2^-20 of the update in fp32
+    # state): every written element step is counted, and "update formula" is named.
     for name in ("adamw-large-decay", "adam-state-fp32-tiny-grads"):
         text = preset(name, evaluation="torch_cpu")
         sc = gradprec.run(text, backend=subjects.NoBiasCorrection())[0]
         ref = gradprec.run(text, backend="cpu")[0]
         assert sc.verdict == "fail" and ref.verdict != "fail"
+        assert sc.dominant == "update formula" and ref.dominant != "update formula"
+        assert sc.report["events"]["update_formula_steps"] > 0
+        assert ref.report["events"]["update_formula_steps"] == 0
         assert sc.metrics["weight_rel_err"] > 100 * ref.metrics["weight_rel_err"]
         assert sc.metrics["weight_rel_err"] > 1e-3
         assert sc.metrics["m_rel_err"] == ref.metrics["m_rel_err"]
