@@ -23,8 +23,11 @@ enum { GP_STREAM_GRAD = 0, GP_STREAM_WEIGHT = 1, GP_STREAM_ACCUM_SR = 2, GP_STRE
 uint64_t gp_stream_id(unsigned purpose, uint64_t tensor, uint64_t step, uint64_t microbatch);
 
 /* out[j] = element i0 + j of distribution d (not GP_DIST_VALUES) on `stream`, j < n.
- * Uses words 0-1 of Philox(seed, ctr = {element, stream}) for a uniform in (0,1) with
- * 53 bits, word 2 for sparsity, word 3 for the sign (16 bits) and outliers (16 bits). */
+ * Uses words 0-1 of Philox(seed, ctr = {element, stream}) for a uniform
+ * u = (k + 0.5) 2^-53 with k their top 53 bits (the sum rounded to binary64: for k >= 2^52
+ * ties go to even, and k = 2^53 - 1 gives u = 1.0, where the normal's inverse CDF is
+ * +inf: one draw in 2^53), word 2 for sparsity, word 3 for the sign (16 bits) and
+ * outliers (16 bits). */
 void gp_generate(const gp_dist *d, uint64_t seed, uint64_t stream, uint64_t i0, size_t n, float *out);
 
 /* out[j] = element idx[j] of d on `stream`, j < n: the same value gp_generate gives that
