@@ -82,7 +82,8 @@
  * every v is stored as 0 while m = 0.1 g ~ 1e-5 survives (as a subnormal) unless
  * |g| < 3e-7 (0.2% of them), so state_underflow_frac is just above 1/2; eps = 1e-8 itself rounds to 0 in the fp16
  * denominator, m / 0 is infinite and the weights blow up at the first step. */
-#define ADAM_STATE(NAME, STATE)                                                         \
+#define ADAM_STATE(NAME, STATE) ADAM_STATE_OPT(NAME, "state: " STATE)
+#define ADAM_STATE_OPT(NAME, OPT)                                                       \
     "name: " NAME "\n"                                                                  \
     "seed: 13\n"                                                                        \
     "tensors:\n"                                                                        \
@@ -92,7 +93,7 @@
     "batch: {microbatches: 1, tokens: 1}\n"                                             \
     "reduction: sum\n"                                                                  \
     "fullbatch: sum\n"                                                                  \
-    "optimizer: {lr: 1.0e-3, state: " STATE "}\n"                                       \
+    "optimizer: {lr: 1.0e-3, " OPT "}\n"                                                \
     "steps: 10\n"
 
 /* fp16 gradients N(0, 1e-5^2) of 4096 elements under a GradScaler (2^16) and clipping at
@@ -867,6 +868,43 @@ static const gp_preset presets[] = {
      "loss_scale: {mode: dynamic, init: 65536}\n"
      "steps: 5\n"
      "thresholds: {skipped_steps: {min: 1, max: 1}, scaling_rel_err: 0.5, weight_rel_err: 1.0}\n"},
+    /* Embedding rows that get almost no gradient (rare tokens), under weight decay, with bf16 params and
+     * fp32 master weights at 0.02 (in [2^-6, 2^-5): fp32 ulp 2^-29, bf16 ulp 2^-13). With g = 1e-16 (bf16
+     * and fp32 normals), m = 1e-17 and v >= 1e-3 g^2 = 1e-35 stay normal in fp32 (min 2^-126 = 1.2e-38), and
+     * the Adam update, about lr * g / eps = 1e-3 * 1e-16 / 1e-8 = 1e-11, is below half an ulp of the master
+     * (2^-30 = 9.3e-10): the decay lr * wd * w = 1e-4 * 0.02 = 2e-6 is the whole step, far above it, so every
+     * master takes it: stale_update_frac = 0, and 20 steps of fp32 rounding keep weight_rel_err near 20 x
+     * 2^-24. An optimizer that decays the bf16 copy instead (2e-6 is below its half ulp 2^-14 = 6.1e-5) and
+     * copies the master back loses every step: stale_update_frac = 1 (tests/python/test_backends.py). */
+    {"bf16-master-decay-frozen-rows",
+     "embedding rows with almost no gradient (1e-16) under weight decay 0.1 at lr 1e-3, bf16 params with fp32 "
+     "master weights at 0.02: the Adam update (1e-11) is below half an ulp of the master, the decay (2e-6) is "
+     "not: every master takes its decay (stale_update_frac = 0); decayed on the bf16 copy instead it is lost",
+     "name: bf16-master-decay-frozen-rows\n"
+     "seed: 127\n"
+     "tensors:\n"
+     "  - name: embed.weight\n"
+     "    size: 4096\n"
+     "    grad: {dist: constant, scale: 1.0e-16}\n"
+     "    weight: {dist: constant, scale: 0.02}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "precision: {grad: bf16, accumulator: bf16}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "optimizer: {lr: 1.0e-3, weight_decay: 0.1, param: bf16, master: fp32}\n"
+     "steps: 20\n"
+     "thresholds: {stale_update_frac: 0.0}\n"},
+    /* adam-state-fp32-tiny-grads with fp16 params and an fp32 master, the state in fp32 as asked, without
+     * weight decay (the step is Adam's alone): v = 1e-3 g^2 ~ 1e-11 is an fp32 normal, nothing underflows
+     * in the state. The same m and v kept in the
+     * param's fp16 would underflow: every v (below fp16's half-smallest subnormal 2^-25 = 3e-8) and the m
+     * below 2^-25, state_underflow_frac > 1/2 (tests/python/test_backends.py). */
+    {"adam-state-fp32-fp16-master-tiny-grads",
+     "adam-state-fp32-tiny-grads with fp16 params and an fp32 master (mixed precision's layout), m and v in fp32 "
+     "as asked: nothing underflows in the state; kept in the param's fp16 instead, every v (1e-11) would be "
+     "stored as 0",
+     ADAM_STATE_OPT("adam-state-fp32-fp16-master-tiny-grads",
+                    "state: fp32, param: fp16, master: fp32, weight_decay: 0.0")},
     {NULL, NULL, NULL},
 };
 

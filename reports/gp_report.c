@@ -142,6 +142,10 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         note(o, "the backend wrote optimizer state during a skipped step");
     if (r->st.opt.mismatches)
         note(o, "the compared backends' optimizer steps differ");
+    if (r->st.opt.formula)
+        note(o, "%llu optimizer element steps are not AdamW's: no rounding of any AdamW model explains them (update "
+             "formula: a dropped bias correction, coupled weight decay, ...; docs/model.md, Update formula)",
+             (unsigned long long)r->st.opt.formula);
     if (r->skipped_steps)
         note(o, "%d of %d steps were skipped on a non-finite gradient: their gradients count as lost to scaling",
              r->skipped_steps, r->nopt);

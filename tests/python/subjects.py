@@ -15,6 +15,7 @@ import contextlib
 import torch
 
 import gradprec.torch
+from gradprec.torch.backends import _plain_or_master
 
 _torch_sqrt = torch.Tensor.sqrt
 _torch_foreach_sqrt = torch._foreach_sqrt
@@ -89,12 +90,23 @@ class Refuses(gradprec.torch.AdamW):
         raise NotImplementedError("no AdamW here")
 
 
+def refuse_as_torch(a, name):
+    """Raise NotImplementedError (gradprec: the configuration is not supported, status 2)
+    for what torch.optim.AdamW cannot run, as gradprec.torch's adapters do: .grad and the
+    state in another dtype than the param's (without a master), Kahan, stochastic
+    rounding; and torch's fused order, which these single-tensor steps do not follow."""
+    _plain_or_master(a, name)
+    if a.variant == "torch_fused_cpu":
+        raise NotImplementedError("%s is single-tensor AdamW, not torch's fused kernel" % name)
+
+
 class MyAdamW(gradprec.torch.Backend):
     """AdamW as torch.optim.AdamW's single-tensor code writes it (correct)."""
 
     name = "MyAdamW"
 
     def adamw(self, a):
+        refuse_as_torch(a, self.name)
         if a.found_inf:  # GradScaler skips the step
             return
         master = a.variant == "master"
@@ -114,6 +126,7 @@ class NoBiasCorrection(MyAdamW):
     name = "AdamW without bias correction"
 
     def adamw(self, a):
+        refuse_as_torch(a, self.name)
         if a.found_inf:
             return
         master = a.variant == "master"
@@ -134,10 +147,11 @@ class DecayOnLowPrecisionParam(MyAdamW):
     name = "AdamW decaying the low-precision param"
 
     def adamw(self, a):
-        if a.found_inf:
-            return
         if a.variant != "master":
             raise NotImplementedError("this bug needs an fp32 master copy")
+        refuse_as_torch(a, self.name)
+        if a.found_inf:
+            return
         a.param.mul_(1 - a.lr * a.weight_decay)  # the bug: the bf16 copy, not the master
         wd, a.weight_decay = a.weight_decay, 0.0
         try:

@@ -324,6 +324,104 @@ def test_no_bias_correction_fails_update_formula():
         assert sc.report["adamw_models"]["matched"] == []
 
 
+# ---- the default suite as a net for broken optimizers ----
+
+def suite_presets():
+    """The default suite's presets as YAML (`gradprec run --list`, `gradprec show`)."""
+    names = [line.split()[0] for line in subprocess.run([CLI, "run", "--list"], capture_output=True, text=True,
+                                                        check=True).stdout.splitlines() if line.strip()]
+    return [(n, subprocess.run([CLI, "show", n], capture_output=True, text=True, check=True).stdout) for n in names]
+
+
+def run_suite(make):
+    """Each preset of the default suite on the backend make() returns, in process. Returns
+    (ran, missed): the names of the presets it ran (not refused: NotImplementedError, status
+    2), and {name: dominant mechanism} of those whose expectation was not met (`expect:`,
+    else a verdict other than fail), as `gradprec run --suite default` counts them."""
+    ran, missed = [], {}
+    for name, text in suite_presets():
+        try:
+            sc = gradprec.run(text, backend=make())[0]
+        except gradprec.BadInputError:
+            continue
+        ran.append(name)
+        exp = sc.report["expect"]
+        if not (exp["met"] if exp else sc.verdict != "fail"):
+            missed[name] = sc.dominant
+        if make in (subjects.MyAdamW, gt.AdamW, gt.AdamWForeach, gt.AdamWFused):
+            assert sc.report["events"]["update_formula_steps"] == 0, name  # no false alarm
+    return ran, missed
+
+
+@pytest.mark.parametrize("make,named,where", [
+    # every scenario where the wrong step is visible names its mechanism:
+    # dropped bias correction: steps 3.16x (t = 1) too large, no rounding explains them
+    (subjects.NoBiasCorrection, "update formula", None),
+    # the decay of the fp32 master applied to the bf16 copy: where the decay is the whole
+    # update (rows without gradient), no master moves: every update is stale
+    (subjects.DecayOnLowPrecisionParam, "stale update", {"bf16-master-decay-frozen-rows"}),
+    # m, v kept in fp16 when fp32 was asked: v ~ 1e-11 underflows (state_underflow_frac > 1/2)
+    (subjects.StateInParamDtype, "state precision", {"adam-state-fp32-fp16-master-tiny-grads"}),
+])
+def test_default_suite_names_each_broken_optimizer(make, named, where):
+    ran, missed = run_suite(make)
+    assert missed, "%s passed the default suite" % make.__name__
+    assert set(missed.values()) == {named}, missed
+    if where is not None:
+        assert set(missed) == where, missed
+        assert where <= set(ran)
+
+
+@pytest.mark.parametrize("make", [subjects.MyAdamW, gt.AdamW, gt.AdamWForeach, gt.AdamWFused])
+def test_default_suite_correct_optimizers_pass(make):
+    # The correct step (README's, torch's own in its three forms) on every preset it can
+    # run: each expectation met, no step counted as an update formula (run_suite asserts
+    # it per preset). The presets with fp32 params or an fp32 master are at least these.
+    ran, missed = run_suite(make)
+    assert missed == {}, missed
+    assert {"adamw-large-decay", "adam-state-fp32-tiny-grads", "bf16-master-decay-frozen-rows",
+            "adam-state-fp32-fp16-master-tiny-grads"} <= set(ran)
+
+
+def test_cli_update_formula_in_every_report(tmp_path):
+    # From the command line, the dropped bias correction on adamw-large-decay: exit 1, and
+    # each report format names the mechanism (JSON's dominant mechanism, event count and
+    # loss; Markdown's table and note; JUnit's failure message; the HTML page).
+    p, rep = cli_run(tmp_path, preset("adamw-large-decay"), "--backend", "python:subjects:NoBiasCorrection")
+    assert p.returncode == 1, p.stderr
+    sc = entry(rep)
+    assert sc["dominant_mechanism"] == "update formula" and sc["verdict"] == "fail"
+    assert sc["events"]["update_formula_steps"] == 40960  # 4096 elements x 10 steps, all written
+    assert sc["loss_by_mechanism"]["update formula"] > 1
+    out = sorted(d for d in tmp_path.iterdir() if d.is_dir())[-1]
+    md, xml, html = ((out / f).read_text() for f in ("report.md", "report.xml", "report.html"))
+    assert "| fail | adamw-large-decay | update formula |" in md
+    assert "40960 optimizer element steps are not AdamW's" in md
+    assert 'failure message="dominant mechanism update formula' in xml
+    assert "update formula" in html
+
+
+def test_own_models_never_an_update_formula():
+    # gradprec's own AdamW models (the cpu backend) in every configuration the scenarios
+    # allow on three optimizer presets — params fp32/bf16/fp16, state fp32/bf16/fp16,
+    # plain, fp32 master, Kahan, stochastic rounding, torch's fused kernel, the three
+    # evaluation orders — never produce a step the update-formula bound rejects: the bound
+    # covers every rounding they make (docs/model.md, "Update formula").
+    runs = 0
+    for base in ("adamw-large-decay", "adam-state-fp32-tiny-grads", "bf16-weights-cosine-no-master"):
+        for param in ("fp32", "bf16", "fp16"):
+            for state in ("fp32", "bf16", "fp16"):
+                for var in ({}, {"master": "fp32"}, {"kahan": "true"}, {"stochastic": "true"}, {"fused": "torch_cpu"}):
+                    for ev in ("torch_cuda", "torch_cpu", "unfused"):
+                        try:
+                            sc = gradprec.run(preset(base, param=param, state=state, evaluation=ev, **var))[0]
+                        except gradprec.BadInputError:  # a combination the scenarios do not allow
+                            continue
+                        runs += 1
+                        assert sc.report["events"]["update_formula_steps"] == 0, (base, param, state, var, ev)
+    assert runs >= 200
+
+
 # ---- third-party low-precision optimizers ----
 
 def _third_party(module):
