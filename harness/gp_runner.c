@@ -129,6 +129,13 @@ static inline double widen(gp_format f, uint32_t bits)
  * operations in the same order, so the same results. */
 #define GP_HOT static inline __attribute__((always_inline))
 
+/* The vectorised blocks of gp_attrib.h (1), or only the per-element definitions (0: the
+ * coverage build, whose branch counts are the definitions', tests/coverage.py; the blocks
+ * are checked equal to them by test_accum). */
+#ifndef GP_VECTOR_BLOCKS
+#define GP_VECTOR_BLOCKS 1
+#endif
+
 /* 1/s for the loss scale s when s is a power of two whose reciprocal is a binary64 normal
  * (x * (1/s) and x / s are then the one correct rounding of the same real x * 2^-k, so
  * the results are equal), else 0: what gp_attrib_unscaled takes. */
@@ -218,6 +225,7 @@ GP_HOT double store_range(chunk *c, size_t i0, size_t i1, gp_format gf, double s
     return ss_x;
 }
 
+#if GP_VECTOR_BLOCKS
 /* note_output of the outputs xs[0..n) unscaled (gp_attrib_unscaled) and weighted by errw,
  * in order; returns ss_x. Not inlined: its sum stays in a register. */
 __attribute__((noinline)) static double note_outputs(const double *xs, size_t n, double scale, double inv,
@@ -231,29 +239,35 @@ __attribute__((noinline)) static double note_outputs(const double *xs, size_t n,
             ss_x = note_output(xs[i] / scale, xs[i] / scale * errw, ss_x, hist);
     return ss_x;
 }
+#endif
 
 /* The stored gradients of one micro-batch (store_range). Blocks whose outputs are zeros or
  * round to normal values go through the vectorised gp_store_block (the same results),
  * then the order-dependent sum and the histogram one element at a time. */
 GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
 {
+    double ss_x = c->st->ss_x;
+#if GP_VECTOR_BLOCKS
     gp_stats *st = c->st;
-    double ss_x = st->ss_x, scale = c->s, errw = c->errw, inv = scale_inverse(scale);
+    double scale = c->s, errw = c->errw, inv = scale_inverse(scale);
     uint64_t *hist = c->hist;
     size_t wg = gp_fmt_get(gf).width / 8;
+#endif
     for (size_t i0 = 0; i0 < c->n; i0 += GP_ATTRIB_BLOCK) {
         size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
+#if GP_VECTOR_BLOCKS
         uint64_t nonzero = 0;
         if (c->cnt[0] == NULL && gp_store_block(gf, c->xs + i0, n, scale, inv, errw, (char *)c->grad + i0 * wg,
                                                 c->partial + i0, c->err[GP_MECH_ROUNDING] + i0, &nonzero)) {
             st->rounded_nonzero += nonzero;
             st->stored_nonzero += nonzero;
             ss_x = note_outputs(c->xs + i0, n, scale, inv, errw, ss_x, hist);
-        } else {
-            ss_x = store_range(c, i0, i0 + n, gf, ss_x);
+            continue;
         }
+#endif
+        ss_x = store_range(c, i0, i0 + n, gf, ss_x);
     }
-    st->ss_x = ss_x;
+    c->st->ss_x = ss_x;
 }
 
 __attribute__((flatten, noinline)) static void store_grads(chunk *c)
@@ -441,13 +455,16 @@ GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_for
  * counters go through the vectorised gp_attrib_block (the same results). */
 GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
 {
-    int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && c->cnt[0] == NULL;
-    double prev_u = 0, scale = c->s, inv = scale_inverse(scale);
+    double prev_u = 0;
     double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k];
-    double te2[GP_ATTRIB_BLOCK];
+#if GP_VECTOR_BLOCKS
+    int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && c->cnt[0] == NULL;
+    double scale = c->s, inv = scale_inverse(scale), te2[GP_ATTRIB_BLOCK];
     size_t w = gp_fmt_get(af).width / 8, wg = gp_fmt_get(gf).width / 8;
+#endif
     for (size_t i0 = 0; i0 < c->n; i0 += GP_ATTRIB_BLOCK) {
         size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
+#if GP_VECTOR_BLOCKS
         gp_attrib_counts cnt = {0, 0, 0, 0};
         double *err[GP_MECH_GRAD_END];
         for (int m = 0; m < GP_MECH_GRAD_END; m++)
@@ -464,9 +481,10 @@ GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
                 traj_err += te2[i];
                 traj_ref += partial[i] * partial[i];
             }
-        } else {
-            attribute_range(c, i0, i0 + n, af, gf, &prev_u, &traj_err, &traj_ref);
+            continue;
         }
+#endif
+        attribute_range(c, i0, i0 + n, af, gf, &prev_u, &traj_err, &traj_ref);
     }
     c->traj_err[k] = traj_err;
     c->traj_ref[k] = traj_ref;

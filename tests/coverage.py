@@ -45,7 +45,7 @@ RUNNER_STEP = {
     "sr_observe", "accumulate_after", "accumulate", "unscale", "quotient", "reduction_den",
     "generate_microbatch", "generated_final", "run_generated", "run_explicit", "window_run", "next_window",
     "accumulate_step", "clip_ops", "clip_step", "ref_clip_coef", "compare_grad_scale",
-    "coupled_step", "scaler_step", "simulate", "chunk_begin", "optimize_chunk", "optimize_run",
+    "coupled_step", "scaler_step", "simulate", "chunk_begin", "optimize_chunk", "optimize_run", "note_output",
 }
 OPTIM_STEP = {"gp_optim_chunk", "compare", "compare_outputs", "weight_at", "gp_optim_final"}
 
@@ -53,6 +53,7 @@ MEASURED = {  # source file (relative) -> function filter (None: every function)
     "kernels/cpu/gp_cpu_backend.c": None,
     "harness/gp_runner.c": RUNNER_STEP,
     "harness/gp_optim.c": OPTIM_STEP,
+    "harness/gp_attrib.h": None,  # the attribution's per-element definitions (the runner's)
 }
 ARITH_DIR = "kernels/arith/"
 
@@ -66,6 +67,7 @@ ARITH_DIR = "kernels/arith/"
 # with correct backends.
 A = ARITH_DIR
 R = "harness/gp_runner.c"
+H = "harness/gp_attrib.h"
 O = "harness/gp_optim.c"
 C = "kernels/cpu/gp_cpu_backend.c"
 WHY_FAIL = ("a backend call failed or refused the configuration, or a failure propagates: correct backends do "
@@ -107,16 +109,19 @@ EXCLUSIONS = [
      "a backend without the optional grad_sumsq / grad_scale / scaler_update (the CPU emulation then clips): "
      "the suite's backends have them; test_accumulate runs plugins without them"),
     # --- the runner's attribution: arms no correct rounding produces
-    (R, "classify", r"exact != exact", None,
+    (H, "gp_attrib_unscaled", r"inv != 0 \? x \* inv : x / s", None,
+     "the division by a loss scale that is not a power of two with a normal reciprocal: the loader accepts "
+     "only powers of two in [2^-126, 2^127] (test_accum runs the division)"),
+    (H, "gp_classify_v", r"exact != exact", None,
      "a NaN exact value stored as a number: a correct store keeps the NaN (tested first: v != v)"),
-    (R, "classify", r"if \(ev & GP_EV_OVERFLOW\)", None,
+    (H, "gp_classify_v", r"if \(ev & GP_EV_OVERFLOW\)", None,
      "an overflow event with a finite stored value (an RTZ store saturating): the runner's stores are RNE, "
      "and accumulate_after passes the event only with an infinite result, classified above"),
-    (R, "store_grads", r"^if \(isfinite\(x\)\)$|if \(x != 0 && isfinite\(x\)\)", None,
+    (R, "note_output", r"^if \(isfinite\(x\)\) \{$", None,
      "x = an exact quotient of finite values divided by a power-of-two loss scale: always finite"),
-    (R, "store_grads", r"c->hist\[b < 0", None,
+    (R, "note_output", r"hist\[b < 0", None,
      "the report histogram's clamp: exact outputs below 2^-160 or from 2^140 (no metric depends on it)"),
-    (R, "accumulate_after", r"if \(s != 0 \|\| e != 0\)", None,
+    (H, "gp_attrib_one", r"s != 0 \|\| e != 0", None,
      "e != 0 with s = 0: impossible (s = RN(a + g) = 0 means the exact sum a + g is 0)"),
     (R, "sr_observe", r"if \(af == GP_FP32\)|c->sc->precision.ftz && fabs|e > 0 \? 1 : e < 0", None,
      "stochastic rounding into an fp32 accumulator or with FTZ: no training setup does it (fuzz_backend "
@@ -217,7 +222,7 @@ EXCLUSIONS = [
 # The level recorded when the last preset was added: branches reached per file (the check
 # also fails when a file reaches fewer, e.g. after an exclusion was widened).
 RECORDED = {
-    "harness/gp_optim.c": 72, "harness/gp_runner.c": 381, "kernels/arith/gp_accum.h": 39,
+    "harness/gp_optim.c": 72, "harness/gp_runner.c": 324, "harness/gp_attrib.h": 34, "kernels/arith/gp_accum.h": 39,
     "kernels/arith/gp_adamw.h": 76, "kernels/arith/gp_arith.h": 7, "kernels/arith/gp_clip.h": 15,
     "kernels/arith/gp_format.h": 87, "kernels/arith/gp_philox.h": 4, "kernels/arith/gp_scaler.h": 6,
     "kernels/arith/gp_schedule.h": 20, "kernels/cpu/gp_cpu_backend.c": 54,
