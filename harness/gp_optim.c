@@ -200,7 +200,8 @@ static const struct {
                 {"one_store/torch_cuda", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CUDA},
                 {"one_store/torch_cpu", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CPU},
                 {"one_store/unfused", GP_ADAMW_ONE_STORE, GP_ADAMW_UNFUSED},
-                {"torch_fused_cpu", GP_ADAMW_TORCH_FUSED_CPU, GP_ADAMW_TORCH_CPU}};
+                {"torch_fused_cpu", GP_ADAMW_TORCH_FUSED_CPU, GP_ADAMW_TORCH_CPU},
+                {"torch_cpu_zen4", -1, GP_ADAMW_TORCH_CPU_ZEN4}};
 
 int gp_optim_model_count(const gp_adamw_config *cfg)
 {
@@ -213,6 +214,8 @@ static int model_applies(const gp_adamw_config *cfg, int k)
 {
     if (k < 3)
         return cfg->variant != GP_ADAMW_TORCH_FUSED_CPU;
+    if (k == 7) /* differs from torch_cpu only in the sqrt of an fp32 state */
+        return cfg->variant != GP_ADAMW_TORCH_FUSED_CPU && cfg->state == GP_FP32;
     if (k < 6)
         return cfg->variant == GP_ADAMW_PLAIN && cfg->param != GP_FP32;
     return (cfg->variant == GP_ADAMW_PLAIN || cfg->variant == GP_ADAMW_TORCH_FUSED_CPU) && cfg->state == cfg->param &&

@@ -516,6 +516,43 @@ static void test_torch_cpu_golden(void **state)
     }
 }
 
+/* ---- gp_torch_sqrtf_zen4: torch's CPU fp32 sqrt on AMD Zen 4 (kernels/arith/gp_torch_sqrt.h) ---- */
+
+/* torch.sqrt of these fp32 inputs as torch 2.15.0 (x86-64 PyPI wheel) computed them on an
+ * AMD EPYC Zen 4: normal values of both exponent parities, MKL's scalar-path inputs (a
+ * subnormal, the top binade's 0x7f7fc99e is on the vector path, zeros, inf), and the
+ * last four, random inputs in [1, 5) where torch is one ulp off the IEEE sqrt
+ * (0x4001a22a, 0x3fbde225, 0x3f815745, 0x3fde5fad). tests/python/test_torch_sqrt.py
+ * compares the model with torch on 10^7 inputs on the host. */
+static const uint32_t TORCH_SQRT_ZEN4[][2] = {
+    {0x40000000u, 0x3fb504f3u}, {0x40400000u, 0x3fddb3d7u}, {0x3dcccccdu, 0x3ea1e89bu},
+    {0x358637bdu, 0x3a83126fu}, {0x3200d959u, 0x38b59e62u}, {0x71977617u, 0x588b3cc4u},
+    {0x7f7fc99eu, 0x5f7fe4ceu}, {0x000ae398u, 0x1f155598u}, {0x00000000u, 0x00000000u},
+    {0x80000000u, 0x80000000u}, {0x7f800000u, 0x7f800000u}, {0x408349abu, 0x4001a22bu},
+    {0x400cd7b3u, 0x3fbde226u}, {0x3f82b222u, 0x3f815744u}, {0x40412a13u, 0x3fde5facu},
+};
+
+static void test_torch_sqrt_zen4(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof TORCH_SQRT_ZEN4 / sizeof TORCH_SQRT_ZEN4[0]; i++) {
+        uint32_t got = gp_f32_bits(gp_torch_sqrtf_zen4(gp_f32_from_bits(TORCH_SQRT_ZEN4[i][0])));
+        if (got != TORCH_SQRT_ZEN4[i][1])
+            fail_msg("sqrt(0x%08x) = 0x%08x, torch 0x%08x", TORCH_SQRT_ZEN4[i][0], got, TORCH_SQRT_ZEN4[i][1]);
+    }
+    assert_true(isnan(gp_torch_sqrtf_zen4(-1.0f)));
+    assert_true(isnan(gp_torch_sqrtf_zen4(gp_f32_from_bits(0x7fc00001u))));
+    /* with bf16 state the evaluation is GP_ADAMW_TORCH_CPU's: torch's bf16 sqrt is IEEE */
+    for (size_t i = 0; i < sizeof TORCH_BF16 / sizeof TORCH_BF16[0]; i++) {
+        const torch_case *c = &TORCH_BF16[i];
+        gp_adamw_scalars s = gp_adamw_scalars_make(c->lr, c->b1, c->b2, c->eps, c->wd, c->t);
+        uint32_t m = c->m0, v = c->v0, master = 0, comp = 0;
+        uint32_t p = gp_adamw_step(config(GP_BF16, GP_BF16, GP_ADAMW_PLAIN, GP_RNE, GP_ADAMW_TORCH_CPU_ZEN4), &s,
+                                   c->p0, &master, &comp, &m, &v, gp_adamw_load(GP_BF16, c->g), 0, 0, NULL, NULL);
+        assert_true(p == c->p1 && m == c->m1 && v == c->v1);
+    }
+}
+
 /* ---- GP_ADAMW_TORCH_FUSED_CPU: torch's CPU fused AdamW (hand-worked cases) ---- */
 
 static gp_adamw_config fused_config(gp_format f, int tail)
@@ -803,6 +840,7 @@ int main(void)
         cmocka_unit_test(test_one_step),
         cmocka_unit_test(test_one_step_weight_decay),
         cmocka_unit_test(test_torch_cpu_golden),
+        cmocka_unit_test(test_torch_sqrt_zen4),
         cmocka_unit_test(test_bf16_stale_without_master),
         cmocka_unit_test(test_bf16_master),
         cmocka_unit_test(test_bf16_kahan),

@@ -76,6 +76,7 @@
 #include <math.h>
 
 #include "gp_format.h"
+#include "gp_torch_sqrt.h"
 
 /* STALE: the step's exact update of the weight was non-zero (a non-zero addcdiv term,
  * or weight decay of a non-zero weight) but the stored weight did not change: the
@@ -89,8 +90,11 @@ typedef enum {
                                 x * (1.0f/(float)s); addcdiv fmaf(v, m/den, a) */
     GP_ADAMW_TORCH_CPU = 1,  /* lerp fmaf(w, e - s, s); addcmul fmaf(v*g, g, a);
                                 x / (float)s; addcdiv a + (v*m)/den */
-    GP_ADAMW_UNFUSED = 2     /* the CUDA association with every operation rounded:
+    GP_ADAMW_UNFUSED = 2,    /* the CUDA association with every operation rounded:
                                 s + w*(e - s); a + v*(g*g); x * (1/s); a + v*(m/den) */
+    GP_ADAMW_TORCH_CPU_ZEN4 = 3 /* GP_ADAMW_TORCH_CPU with torch's fp32 sqrt as the x86-64
+                                   wheel computes it on AMD Zen 4 (gp_torch_sqrtf_zen4: MKL's
+                                   rsqrtps + Newton kernel, not IEEE); host code only */
 } gp_adamw_eval;
 
 typedef enum {
@@ -432,7 +436,7 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     if (cfg.variant == GP_ADAMW_TORCH_FUSED_CPU)
         return gp_adamw_fused_step(cfg, s, param, m, v, g, ev, ev_state);
     gp_format pf = cfg.param, sf = cfg.state;
-    int cpu = cfg.eval == GP_ADAMW_TORCH_CPU;
+    int cpu = cfg.eval == GP_ADAMW_TORCH_CPU || cfg.eval == GP_ADAMW_TORCH_CPU_ZEN4;
     int fused = cfg.eval != GP_ADAMW_UNFUSED; /* lerp, and CUDA's addcmul / addcdiv */
     unsigned e = 0, es = 0;
     unsigned *pe = ev ? &e : (unsigned *)0;
@@ -455,7 +459,9 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     float mm = gp_adamw_load(sf, mb);
     float vv = gp_adamw_load(sf, vnb);
     /* denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps): state-dtype tensors */
-    float r = gp_adamw_load(sf, gp_adamw_store(sf, sqrtf(vv), pes));
+    /* torch's sqrt of an fp32 tensor is MKL's (gp_torch_sqrt.h); of a bf16 one, IEEE */
+    float root = cfg.eval == GP_ADAMW_TORCH_CPU_ZEN4 && sf == GP_FP32 ? gp_torch_sqrtf_zen4(vv) : sqrtf(vv);
+    float r = gp_adamw_load(sf, gp_adamw_store(sf, root, pes));
     float q = cpu ? r / s->bc2_sqrt_f : r * s->inv_bc2_sqrt;
     q = gp_adamw_load(sf, gp_adamw_store(sf, q, pes));
     /* add_(eps): torch's CPU casts the Python number to the tensor's dtype first */
