@@ -54,6 +54,9 @@
  *    case, and so does the param, except where torch's own CPU sqrt (MKL) was not
  *    correctly rounded — about 1 fp32 sqrt in 6 on that wheel; gradprec's sqrtf is, so
  *    there the param may differ by an ulp. tests/test_adamw.c keeps a sample.
+ *    GP_ADAMW_TORCH_CPU_ZEN4 takes torch's fp32 sqrt as well, as the wheel computes it on
+ *    AMD Zen 4 (gp_torch_sqrt.h): torch.optim.AdamW then equals it bit for bit on that
+ *    CPU (tests/python/test_backends.py).
  *
  * Evaluation (gp_adamw_eval): GP_ADAMW_TORCH_CPU is torch's CPU kernels as measured;
  * GP_ADAMW_TORCH_CUDA is torch's CUDA kernels as their source reads, with the FMAs that
