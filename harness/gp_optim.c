@@ -313,9 +313,12 @@ static int rounding_of(double x1, double x, double ev)
     static const gp_format fmts[] = {GP_FP32, GP_BF16, GP_FP16};
     if (!isfinite(x1) || !isfinite(x)) /* left to the non-finite mechanism */
         return 1;
+    double y = fabs(x) + ev;
+    if (fabs(x1 - x) <= 0x1p-23 * y + ev) /* within fp32's bound: 2 ulp_32(y) >= 2^-23 y */
+        return 1;
     for (int i = 0; i < 3; i++)
         if ((i == 0 || gp_fmt_to_f64(fmts[i], gp_fmt_from_f64(fmts[i], x1, GP_RNE, 0, 0, (unsigned *)0)) == x1) &&
-            fabs(x1 - x) <= 2 * fmt_ulp(fmts[i], fabs(x) + ev) + ev)
+            fabs(x1 - x) <= 2 * fmt_ulp(fmts[i], y) + ev)
             return 1;
     return 0;
 }
@@ -329,6 +332,67 @@ static int state_near(double m1, double v1, double m0, double v0, double g, doub
     double ag = fabs(g), g2 = (1.0 - b2) * g * g, vx = b2 * v0 + g2;
     return rounding_of(m1, b1 * m0 + (1.0 - b1) * g, 0x1p-21 * (fabs(m0) + ag) + (1.0 - b1) * u_p * ag) &&
            rounding_of(v1, vx, 0x1p-21 * vx + 2 * u_p * g2);
+}
+
+/* One step's constants of the update-formula check (gp_optim.h): the state format's unit
+ * roundoff and half its smallest subnormal, the param format's unit roundoff (0 for
+ * fp32), the weight's format, the scalars, the debiased betas of the AdamW that keeps
+ * m/bc1 and v/bc2 (torch-optimi). */
+typedef struct {
+    gp_format wf;
+    double u_s, sig_s, u_p, b1, b2, b1h, b2h, eps, decay, lr, step, bc2s;
+} formula_bounds;
+
+static formula_bounds formula_bounds_make(const gp_optim_state *o, const gp_scenario *sc, const gp_optim_step *s,
+                                          const gp_adamw_scalars *k)
+{
+    formula_bounds f;
+    gp_fmt_info si = gp_fmt_get(o->cfg.state), pi = gp_fmt_get(o->cfg.param);
+    f.wf = o->master ? GP_FP32 : o->cfg.param;
+    f.u_s = ldexp(1.0, -si.p);
+    f.sig_s = ldexp(1.0, si.emin - si.p);
+    f.u_p = o->cfg.param == GP_FP32 ? 0 : ldexp(1.0, -pi.p);
+    f.b1 = sc->optimizer.beta1;
+    f.b2 = sc->optimizer.beta2;
+    double b1t = pow(f.b1, (double)s->t), b2t = pow(f.b2, (double)s->t);
+    f.b1h = (b1t - f.b1) / (b1t - 1);
+    f.b2h = (b2t - f.b2) / (b2t - 1);
+    f.eps = sc->optimizer.eps;
+    f.decay = 1.0 - s->lr * sc->optimizer.weight_decay;
+    f.lr = s->lr;
+    f.step = k->step_size;
+    f.bc2s = k->bc2_sqrt;
+    return f;
+}
+
+/* Does a rounding of an AdamW explain element j's step (gp_optim.h, "update formula"), in
+ * either state convention: m, v (torch) or m/bc1, v/bc2 (debiased)? The moments within one
+ * rounding, the weight (when written) within the bounds around the update of the stored or
+ * of the exact state. Adds the signed distance beyond them to o->formula_err[e]. */
+static int formula_explained(const formula_bounds *fb, gp_optim_state *o, size_t e, int written, double g,
+                             double m0, double v0, double m1, double v1, double mx, double vx, double w0)
+{
+    double w1 = weight_at(o, o->param, o->master, o->comp, e);
+    int judged = written && isfinite(w0) && isfinite(w1) && isfinite(mx) && isfinite(vx) && isfinite(m1) &&
+                 isfinite(v1);
+    double dw = w1 - w0 * fb->decay, tw = judged ? 2 * fmt_ulp(fb->wf, fmax(fabs(w0), fabs(w1))) : 0, fa = 0;
+    int adam_ok = state_near(m1, v1, m0, v0, g, fb->b1, fb->b2, fb->u_p);
+    if (judged) {
+        double ag = fabs(g), em = 0x1p-21 * (fabs(m0) + ag) + (1.0 - fb->b1) * fb->u_p * ag;
+        fa = beyond(dw, tw, fb->step, m1, 0, v1, fb->bc2s, fb->eps, 4 * fb->u_s + 0x1p-20, 4 * fb->sig_s / fb->bc2s);
+        if (fa != 0) {
+            double fx = beyond(dw, tw, fb->step, mx, em, vx, fb->bc2s, fb->eps, 0x1p-20 + fb->u_p, 0x1p-148 / fb->bc2s);
+            fa = fabs(fx) < fabs(fa) ? fx : fa;
+        }
+    }
+    if (adam_ok && fa == 0)
+        return 1;
+    int deb_ok = state_near(m1, v1, m0, v0, g, fb->b1h, fb->b2h, fb->u_p);
+    double fd = judged ? beyond(dw, tw, fb->lr, m1, 0, v1, 1.0, fb->eps, 4 * fb->u_s + 0x1p-20, 4 * fb->sig_s) : 0;
+    if (deb_ok && fd == 0)
+        return 1;
+    o->formula_err[e] += adam_ok || !deb_ok ? fa : fd;
+    return 0;
 }
 
 int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backend *b, const gp_backend *cmp,
@@ -427,15 +491,7 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
                                                    sc->optimizer.weight_decay, s->t);
         double b1 = sc->optimizer.beta1, b2 = sc->optimizer.beta2, eps = sc->optimizer.eps;
         double decay = 1.0 - s->lr * sc->optimizer.weight_decay;
-        /* the update formula's bounds (gp_optim.h): the state format's unit roundoff and
-         * half its smallest subnormal, the param format's unit roundoff (0 for fp32) */
-        gp_fmt_info si = gp_fmt_get(sf), pi = gp_fmt_get(pf);
-        gp_format wf = o->master ? GP_FP32 : pf;
-        double u_s = ldexp(1.0, -si.p), sig_s = ldexp(1.0, si.emin - si.p);
-        double u_p = pf == GP_FP32 ? 0 : ldexp(1.0, -pi.p), sig_32 = 0x1p-150;
-        /* the debiased betas of AdamW that keeps m/bc1 and v/bc2 (torch-optimi) */
-        double b1t = pow(b1, (double)s->t), b2t = pow(b2, (double)s->t);
-        double b1h = (b1t - b1) / (b1t - 1), b2h = (b2t - b2) / (b2t - 1);
+        formula_bounds fb = formula_bounds_make(o, sc, s, &k);
         for (size_t j = 0; j < n; j++) {
             size_t e = off + j;
             double g = gp_fmt_to_f64(gf, gp_pack_get(gf, grad, j));
@@ -456,34 +512,9 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
             }
             if (isfinite(ux)) /* a finite exact update made non-finite by m, v: an infinite loss */
                 o->state_err[e] += isfinite(us) ? us - ux : INFINITY;
-            /* update formula: a step that no rounding of an AdamW explains, in either
-             * state convention: m, v (torch) or m/bc1, v/bc2 (debiased: torch-optimi),
-             * the moments within one rounding, the written weight within its bounds
-             * (gp_optim.h) */
-            double w1 = weight_at(o, o->param, o->master, o->comp, e);
-            int judged = diff[j] && isfinite(w0) && isfinite(w1) && isfinite(mx) && isfinite(vx) && isfinite(m1) &&
-                         isfinite(v1);
-            double dw = w1 - w0 * decay, tw = judged ? 2 * fmt_ulp(wf, fmax(fabs(w0), fabs(w1))) : 0, fa = 0;
-            int adam_ok = state_near(m1, v1, m0, v0, g, b1, b2, u_p);
-            if (judged) {
-                double ag = fabs(g), em = 0x1p-21 * (fabs(m0) + ag) + (1.0 - b1) * u_p * ag;
-                fa = beyond(dw, tw, k.step_size, m1, 0, v1, k.bc2_sqrt, eps, 4 * u_s + 0x1p-20, 4 * sig_s / k.bc2_sqrt);
-                if (fa != 0) {
-                    double fx = beyond(dw, tw, k.step_size, mx, em, vx, k.bc2_sqrt, eps, 0x1p-20 + u_p,
-                                       4 * sig_32 / k.bc2_sqrt);
-                    fa = fabs(fx) < fabs(fa) ? fx : fa;
-                }
-            }
-            double f = 0;
-            int unexplained = 0;
-            if (!adam_ok || fa != 0) { /* not torch's convention: the debiased one? */
-                int deb_ok = state_near(m1, v1, m0, v0, g, b1h, b2h, u_p);
-                double fd = judged ? beyond(dw, tw, s->lr, m1, 0, v1, 1.0, eps, 4 * u_s + 0x1p-20, 4 * sig_s) : 0;
-                unexplained = !(deb_ok && fd == 0) && !(adam_ok && fa == 0);
-                f = !unexplained ? 0 : adam_ok || !deb_ok ? fa : fd;
-                o->formula_err[e] += f;
-            }
-            cnt->formula += (uint64_t)unexplained;
+            /* update formula (a subject's step only: gradprec's own models are AdamW) */
+            if (o->param3 && !formula_explained(&fb, o, e, diff[j], g, m0, v0, m1, v1, mx, vx, w0))
+                cnt->formula++;
             cnt->state_nonzero += (uint64_t)(mx != 0) + (uint64_t)(vx != 0);
             cnt->state_underflow += (uint64_t)(mx != 0 && m1 == 0) + (uint64_t)(vx != 0 && v1 == 0);
         }

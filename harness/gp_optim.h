@@ -39,7 +39,8 @@
  *    2^-20 + u_param), r_c = step_size*(|m_c| (1/D_lo - 1/D_c) + (eps_m + 2^-20(|m_c| +
  *    eps_m))/D_lo). The distance beyond the nearer bound, signed, is added to the
  *    element's formula sum; each such element step is counted. A stale weight is not
- *    judged here (the stale update above).
+ *    judged here (the stale update above). Subjects only (GP_OPTIM_WITH_MODELS):
+ *    gradprec's own backends are AdamW (test_verdicts checks they stay within).
  * On a skipped step (found_inf) the backend is still called and must write nothing. */
 #ifndef GP_OPTIM_H
 #define GP_OPTIM_H

@@ -208,6 +208,63 @@ static void test_table_names_and_legend(void **state)
     }
 }
 
+/* gradprec's own AdamW models judged as a subject (the cpu backend with builtin = 0: the
+ * update-formula check and the model check run, as for a plugin or a Python backend): in
+ * every configuration the scenarios allow — params and state fp32 / bf16 / fp16; plain,
+ * fp32 master, Kahan, stochastic rounding, torch's fused kernel; the three evaluation
+ * orders — and four regimes (ordinary, lr*wd = 0.1, tiny gradients with betas 0, large
+ * steady gradients at lr 8e-3), no step falls outside the update-formula bound
+ * (docs/model.md, "Update formula"): its derivation covers every rounding they make. */
+static void test_own_models_never_an_update_formula(void **state)
+{
+    (void)state;
+    static const char *const regimes[] = {
+        "grad: {dist: normal, scale: 1.0e-3}\n    weight: {dist: normal, scale: 0.02}\n",
+        "grad: {dist: normal, scale: 1.0e-4}\n    weight: {dist: normal, scale: 1.0}\n",
+        "grad: {dist: normal, scale: 1.0e-6}\n    weight: {dist: normal, scale: 0.02}\n",
+        "grad: {dist: constant, scale: 1.0e-3}\n    weight: {dist: constant, scale: 1.0}\n"};
+    static const char *const opts[] = {"lr: 1.0e-3, weight_decay: 0.01", "lr: 1.0e-2, weight_decay: 10.0",
+                                       "lr: 1.0e-3, weight_decay: 0.1, betas: [0.0, 0.0]",
+                                       "lr: 8.0e-3, weight_decay: 0.0"};
+    static const char *const fmts[] = {"fp32", "bf16", "fp16"};
+    static const char *const variants[] = {"", ", master: fp32", ", kahan: true", ", stochastic: true",
+                                           ", fused: torch_cpu"};
+    static const char *const evals[] = {"torch_cuda", "torch_cpu", "unfused"};
+    int runs = 0;
+    for (int rg = 0; rg < 4; rg++)
+        for (int p = 0; p < 3; p++)
+            for (int st = 0; st < 3; st++)
+                for (int v = 0; v < 5; v++)
+                    for (int ev = 0; ev < 3; ev++) {
+                        char yaml[1024];
+                        snprintf(yaml, sizeof yaml,
+                                 "tensors:\n  - name: w\n    size: 512\n    %s"
+                                 "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nfullbatch: sum\n"
+                                 "optimizer: {%s, param: %s, state: %s%s, evaluation: %s}\nsteps: 6\n",
+                                 regimes[rg], opts[rg], fmts[p], fmts[st], variants[v], evals[ev]);
+                        gp_error e = {""};
+                        gp_scenario sc;
+                        if (gp_scenario_load_string(yaml, strlen(yaml), "test", &sc, &e) != 0)
+                            continue; /* a combination the scenarios do not allow */
+                        gp_backend b;
+                        if (gp_backend_open("cpu", &b, &e) != 0)
+                            fail_msg("backend: %s", e.msg);
+                        b.builtin = 0; /* judged as a subject */
+                        gp_result r;
+                        if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0)
+                            fail_msg("run: %s\n%s", e.msg, yaml);
+                        if (r.st.opt.formula != 0)
+                            fail_msg("%llu update-formula steps:\n%s", (unsigned long long)r.st.opt.formula, yaml);
+                        assert_true(r.st.opt.models_checked != 0); /* the subject path ran */
+                        assert_true(r.dominant != GP_MECH_FORMULA);
+                        runs++;
+                        gp_result_free(&r);
+                        gp_backend_close(&b);
+                        gp_scenario_free(&sc);
+                    }
+    assert_true(runs >= 300);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_kahan_failure_attributed),
         cmocka_unit_test(test_overflow_counts_agree),
         cmocka_unit_test(test_table_names_and_legend),
+        cmocka_unit_test(test_own_models_never_an_update_formula),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
