@@ -291,17 +291,18 @@ static double fmt_ulp(gp_format f, double x)
 
 /* How far the weight change dw lies beyond what rounding explains around the update
  * -step*m/D, D = sqrt(v)/bc2s + eps, with m known within +-em, D within relative rel and
- * absolute ab, and the weight's own roundings within tw (gp_optim.h, "update formula";
+ * absolute ab, the quotient and the scalars within relative rel_u, and the weight's own
+ * roundings within tw (gp_optim.h, "update formula";
  * docs/model.md derives it): 0 when within (or when D's lower bound reaches 0: then any
  * change is explained), else the distance beyond, signed as dw - u. */
 static double beyond(double dw, double tw, double step, double m, double em, double v, double bc2s, double eps,
-                     double rel, double ab)
+                     double rel, double ab, double rel_u)
 {
     double D = sqrt(v) / bc2s + eps, lo = D * (1 - rel) - ab;
     if (!(lo > 0))
         return 0;
     double am = fabs(m), d = dw + step * m / D;
-    double r = step * (am * (1 / lo - 1 / D) + (em + 0x1p-20 * (am + em)) / lo) + tw;
+    double r = step * (am * (1 / lo - 1 / D) + (em + rel_u * (am + em)) / lo) + tw;
     return fabs(d) <= r ? 0 : d > 0 ? d - r : d + r;
 }
 
@@ -340,7 +341,7 @@ static int state_near(double m1, double v1, double m0, double v0, double g, doub
  * m/bc1 and v/bc2 (torch-optimi). */
 typedef struct {
     gp_format wf;
-    double u_s, sig_s, u_p, b1, b2, b1h, b2h, eps, decay, lr, step, bc2s;
+    double u_s, sig_s, u_p, b1, b2, b1h, b2h, eps, decay, lr, step, bc2s, rel_u;
 } formula_bounds;
 
 static formula_bounds formula_bounds_make(const gp_optim_state *o, const gp_scenario *sc, const gp_optim_step *s,
@@ -357,6 +358,11 @@ static formula_bounds formula_bounds_make(const gp_optim_state *o, const gp_scen
     double b1t = pow(f.b1, (double)s->t), b2t = pow(f.b2, (double)s->t);
     f.b1h = (b1t - f.b1) / (b1t - 1);
     f.b2h = (b2t - f.b2) / (b2t - 1);
+    /* the fp32 product and quotient (2^-20), and bias corrections an implementation may
+     * compute in fp32 (torchao; a fused kernel's step tensor): beta rounded to fp32 and
+     * powf within (t + 2) 2^-24 of beta^t, relative to bc = 1 - beta^t after the
+     * cancellation; the update moves with bc1 and sqrt(bc2) */
+    f.rel_u = 0x1p-20 + ((double)s->t + 2) * 0x1p-24 * (b1t / (1 - b1t) + b2t / (2 * (1 - b2t)));
     f.eps = sc->optimizer.eps;
     f.decay = 1.0 - s->lr * sc->optimizer.weight_decay;
     f.lr = s->lr;
@@ -379,16 +385,19 @@ static int formula_explained(const formula_bounds *fb, gp_optim_state *o, size_t
     int adam_ok = state_near(m1, v1, m0, v0, g, fb->b1, fb->b2, fb->u_p);
     if (judged) {
         double ag = fabs(g), em = 0x1p-21 * (fabs(m0) + ag) + (1.0 - fb->b1) * fb->u_p * ag;
-        fa = beyond(dw, tw, fb->step, m1, 0, v1, fb->bc2s, fb->eps, 4 * fb->u_s + 0x1p-20, 4 * fb->sig_s / fb->bc2s);
+        fa = beyond(dw, tw, fb->step, m1, 0, v1, fb->bc2s, fb->eps, 4 * fb->u_s + 0x1p-20, 4 * fb->sig_s / fb->bc2s,
+                    fb->rel_u);
         if (fa != 0) {
-            double fx = beyond(dw, tw, fb->step, mx, em, vx, fb->bc2s, fb->eps, 0x1p-20 + fb->u_p, 0x1p-148 / fb->bc2s);
+            double fx = beyond(dw, tw, fb->step, mx, em, vx, fb->bc2s, fb->eps, 0x1p-20 + fb->u_p, 0x1p-148 / fb->bc2s,
+                               fb->rel_u);
             fa = fabs(fx) < fabs(fa) ? fx : fa;
         }
     }
     if (adam_ok && fa == 0)
         return 1;
     int deb_ok = state_near(m1, v1, m0, v0, g, fb->b1h, fb->b2h, fb->u_p);
-    double fd = judged ? beyond(dw, tw, fb->lr, m1, 0, v1, 1.0, fb->eps, 4 * fb->u_s + 0x1p-20, 4 * fb->sig_s) : 0;
+    double fd = judged ? beyond(dw, tw, fb->lr, m1, 0, v1, 1.0, fb->eps, 4 * fb->u_s + 0x1p-20, 4 * fb->sig_s, 0x1p-20)
+                       : 0;
     if (deb_ok && fd == 0)
         return 1;
     o->formula_err[e] += adam_ok || !deb_ok ? fa : fd;

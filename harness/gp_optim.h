@@ -36,8 +36,9 @@
  *    (c = s: m', v', the denominator rounded in the state format: relative 4 u_state,
  *    absolute 4 sigma_state/sqrt(bc2), sigma = half the smallest subnormal) and of the
  *    exact one (c = x: m_x +- 2^-21(|m|+|g|) + (1-beta1) u_param |g|, v_x, relative
- *    2^-20 + u_param), r_c = step_size*(|m_c| (1/D_lo - 1/D_c) + (eps_m + 2^-20(|m_c| +
- *    eps_m))/D_lo). The distance beyond the nearer bound, signed, is added to the
+ *    2^-20 + u_param), r_c = step_size*(|m_c| (1/D_lo - 1/D_c) + (eps_m + rho(|m_c| +
+ *    eps_m))/D_lo), rho = 2^-20 + (t+2) 2^-24 (beta1^t/bc1 + beta2^t/(2 bc2)) (bias
+ *    corrections computed in fp32). The distance beyond the nearer bound, signed, is added to the
  *    element's formula sum; each such element step is counted. A stale weight is not
  *    judged here (the stale update above). Subjects only (GP_OPTIM_WITH_MODELS):
  *    gradprec's own backends are AdamW (test_verdicts checks they stay within).
