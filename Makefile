@@ -1,6 +1,6 @@
 # Quick start: `make run` (install what is missing, build, run the main job) and
-# `make test` (the whole suite: a plain build, then again under ASan+UBSan); `make
-# test-coverage`: the default suite's branch coverage in build-cov.
+# `make test` (the whole suite: a plain build, then again under ASan+UBSan, then the default
+# suite's branch coverage in build-cov, alone: `make test-coverage`).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 COV_BUILD ?= build-cov
@@ -38,13 +38,15 @@ build-cov: deps $(COV_BUILD)/CMakeCache.txt
 run: build
 	./$(BUILD)/gradprec run || [ $$? -eq 1 ]
 
-# The sanitizer run goes first, then the plain build (the default suite's branch coverage,
-# `make test-coverage`, is not in this list yet: docs/testing.md); the Python tests (tests/python, in the
+# The sanitizer run goes first, then the plain build, then the default suite's branch
+# coverage (`make test-coverage`: the coverage build makes only gradprec and the example
+# plugin); the Python tests (tests/python, in the
 # project-local .venv that scripts/install-python.sh keeps) run last over the plain
 # build's libgradprec.so, so the last line printed is pytest's summary.
 test: build build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-coverage
 	$(MAKE) --no-print-directory test-python
 
 test-coverage: build-cov

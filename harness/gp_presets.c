@@ -905,6 +905,27 @@ static const gp_preset presets[] = {
      "stored as 0",
      ADAM_STATE_OPT("adam-state-fp32-fp16-master-tiny-grads",
                     "state: fp32, param: fp16, master: fp32, weight_decay: 0.0")},
+    {"fp16-overflow-sparse-embedding",
+     "fp16-overflow-scale-backoff on a sparse embedding: 90% of the rows are not in the batch (gradient exactly 0), "
+     "the others 1.5, which overflow fp16 at 2^16: the overflow is found among the zeros, step 1 is skipped, the "
+     "scale backs off to 2^15 (49152 fits), 9 steps run: skipped_steps = 1, scaling_rel_err about sqrt(1/10)",
+     /* 4096 rows at sparsity 0.9: about 410 non-zero rows a step (P(none) = 0.9^4096), each 1.5; step 1 stores
+      * them as +inf (98304 > 65504), steps 2..10 at 2^15 store 49152 (exact). The skipped step's share of the
+      * gradient is sqrt(n_1 / (n_1 + ... + n_10)) with n_t the non-zero rows of step t: about sqrt(1/10) =
+      * 0.32, below 0.5 unless step 1 drew 1/3 of all non-zero rows (impossible with these counts). */
+     "name: fp16-overflow-sparse-embedding\n"
+     "seed: 127\n"
+     "tensors:\n"
+     "  - name: embed\n"
+     "    size: 4096\n"
+     "    grad: {dist: constant, scale: 1.5, sparsity: 0.9}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp16, accumulator: fp32}\n"
+     "loss_scale: {mode: dynamic, init: 65536}\n"
+     "steps: 10\n"
+     "thresholds: {skipped_steps: {min: 1, max: 1}, scaling_rel_err: 0.5, weight_rel_err: 1.0}\n"},
     {NULL, NULL, NULL},
 };
 

@@ -127,7 +127,11 @@ static inline double widen(gp_format f, uint32_t bits)
  * as arguments, and instantiated with constant formats for the common configurations
  * (the format tests fold away) plus once with the run's formats for the rest: the same
  * operations in the same order, so the same results. */
+#ifdef GP_COVERAGE_BUILD /* tests/coverage.py: one out-of-line copy, whose branches count once over every instance */
+#define GP_HOT static
+#else
 #define GP_HOT static inline __attribute__((always_inline))
+#endif
 
 /* The vectorised blocks of gp_attrib.h (1), or only the per-element definitions (0: the
  * coverage build, whose branch counts are the definitions', tests/coverage.py; the blocks

@@ -10,7 +10,16 @@ per source file, the branches the two runs reached in the measured code:
                               translation units that include the header);
   kernels/cpu/gp_cpu_backend.c  the CPU backend, whole;
   harness/gp_runner.c         the runner's per-step functions (RUNNER_STEP below);
-  harness/gp_optim.c          the optimizer step the runner calls (OPTIM_STEP below).
+  harness/gp_optim.c          the optimizer step the runner calls (OPTIM_STEP below);
+  harness/gp_attrib.h         the attribution of one element (every function, as gp_runner.c
+                              instantiates it). Not measured: harness/gp_attrib.c, the vectorised
+                              store and attribution blocks (built -O3 with per-ISA clones;
+                              test_accum checks them against the scalar definitions).
+
+In the coverage build the runner runs only its per-element definitions (GP_VECTOR_BLOCKS=0)
+and its always-inline loop bodies (GP_HOT) are ordinary static functions
+(GP_COVERAGE_BUILD), so each source branch counts once over all its format instances. The check also fails when a function named in RUNNER_STEP / OPTIM_STEP no
+longer exists (a rename would otherwise drop it from the measured set silently).
 
 A branch is gcov's: each outcome of a conditional jump at -O0 (both sides of an `if`,
 each operand of `&&` / `||` / `?:`, each `case` of a switch). The check fails (exit 1)
@@ -19,8 +28,11 @@ branches than RECORDED, or when an exclusion no longer matches anything (stale).
 Exit 2: bad usage or the suite did not run.
 
 Usage: coverage.py --build BUILD_COV [--source ROOT] [--drop PRESET]... [--quiet] [--verbose]
+                   [--save FILE | --load FILE]
   --drop PRESET: run the suite without that preset (the test that the check is a net:
   removing a preset that reaches a listed branch must fail it).
+  --save FILE: also write the branches reached (JSON); --load FILE: judge those instead of
+  running the suite (to revise exclusions without the few minutes of a run).
 gcda files go to a private folder (GCOV_PREFIX), so concurrent runs do not mix.
 """
 import argparse
@@ -41,11 +53,12 @@ import tempfile
 # data-parallel collective (dist_*, coll_*, collective, run_distributed) and the thread
 # scheduling (par_*, unit_*), which landed after this list was drawn.
 RUNNER_STEP = {
-    "classify", "store_grads", "accumulate_args", "accumulate_on", "accumulate_before", "diverged",
+    "classify", "note_output", "store_range", "store_grads_fmt", "store_grads", "attribute_range",
+    "attribute_fmt", "accumulate_args", "accumulate_on", "accumulate_before", "diverged",
     "sr_observe", "accumulate_after", "accumulate", "unscale", "quotient", "reduction_den",
     "generate_microbatch", "generated_final", "run_generated", "run_explicit", "window_run", "next_window",
     "accumulate_step", "clip_ops", "clip_step", "ref_clip_coef", "compare_grad_scale",
-    "coupled_step", "scaler_step", "simulate", "chunk_begin", "optimize_chunk", "optimize_run", "note_output",
+    "coupled_step", "scaler_step", "simulate", "chunk_begin", "optimize_chunk", "optimize_run",
 }
 OPTIM_STEP = {"gp_optim_chunk", "compare", "compare_outputs", "weight_at", "gp_optim_final"}
 
@@ -53,7 +66,7 @@ MEASURED = {  # source file (relative) -> function filter (None: every function)
     "kernels/cpu/gp_cpu_backend.c": None,
     "harness/gp_runner.c": RUNNER_STEP,
     "harness/gp_optim.c": OPTIM_STEP,
-    "harness/gp_attrib.h": None,  # the attribution's per-element definitions (the runner's)
+    "harness/gp_attrib.h": None,  # the attribution of one element (gp_classify_v, gp_attrib_one), as gp_runner.c uses it
 }
 ARITH_DIR = "kernels/arith/"
 
@@ -67,8 +80,8 @@ ARITH_DIR = "kernels/arith/"
 # with correct backends.
 A = ARITH_DIR
 R = "harness/gp_runner.c"
-H = "harness/gp_attrib.h"
 O = "harness/gp_optim.c"
+H = "harness/gp_attrib.h"
 C = "kernels/cpu/gp_cpu_backend.c"
 WHY_FAIL = ("a backend call failed or refused the configuration, or a failure propagates: correct backends do "
             "not fail (hostile_plugin_faults and test_accumulate's broken plugins reach these)")
@@ -78,11 +91,15 @@ WHY_EV = ("the instrumented form (an events pointer): the backends run the produ
           "test_accum, test_adamw and test_oracle run the other")
 WHY_EVAL = ("torch's CPU and the unfused evaluation orders (gp_adamw_eval): no scenario selects them, the "
             "backends run GP_ADAMW_TORCH_CUDA (test_adamw checks the others against torch's values)")
-WHY_ZEN4 = ("the evaluation order torch_cpu_zen4 (bf16 state there: torch's bf16 sqrt is IEEE): no preset "
-            "selects it, only the model check of a subject runs it; test_adamw checks it against torch")
 WHY_FUSED = ("torch's fused CPU AdamW (optimizer.fused: torch_cpu): the example plugin does not implement it, so "
              "a preset using it would be refused by the --compare run; test_adamw and "
              "tests/python/test_fused_adamw.py check it against torch")
+WHY_POW2 = ("a loss scale whose reciprocal is not a binary64 normal power of two (then x / s): the loader takes "
+            "only powers of two in 2^-126..2^127 (loss_scale.init, replay_scales), backoff and growth keep them "
+            "powers of two, and no scenario grows one past 2^127")
+WHY_FORMULA = ("an update torch's state convention does not explain within its derived bounds (the 'update formula' "
+               "check): a correct backend's always is; tests/python's optimizers reach it (torch-optimi's debiased "
+               "convention, NoBiasCorrection's unexplained step)")
 WHY_REPLAY = "replayed or sampled tensors only: no preset replays a dump (test_replay, tests/python cover it)"
 EXCLUSIONS = [
     # --- failures, faults, limits
@@ -91,6 +108,9 @@ EXCLUSIONS = [
     (R, "coupled_step", r"\(rc = clip_step\(", (4,), WHY_FAIL),
     (R, "generated_final", r"\(rc = unscale\(", (2,), WHY_FAIL),
     (O, None, r"if \(rc != 0\)|cmp->ops->adamw\(&a2\)\) != 0", None, WHY_FAIL),
+    (O, "gp_optim_chunk", r"check_models\(o, &a, off, n, cnt\) != 0", (2,),
+     "gradprec's own CPU models of the other AdamW forms failing (an error, not a differing model: those "
+     "return 1 and are counted): the CPU backend does not fail"),
     (C, "cpu_accumulate_many", r"if \(rc != 0\)", None, WHY_FAIL),
     (R, None, r"out of memory|if \(!norms\)|if \(!copy\)|!\(before = malloc", None,
      "allocation failure: not reachable without fault injection"),
@@ -99,7 +119,8 @@ EXCLUSIONS = [
     (R, None, r"gp_deadline_passed\(\)", None,
      "the --max-seconds limit: the suite sets none (hostile_plugin_faults reaches it)"),
     # --- replayed and sampled gradients
-    (R, None, r"c->dump|S->wdump\[t\]|S->idx\[t\]|e\.n\)|if \(c->cnt\[0\]\)|CNT_EL|p->cnt\[0\]", None, WHY_REPLAY),
+    (R, None, r"c->dump|S->wdump\[t\]|S->idx\[t\]|e\.n\)|if \(c->cnt\[0\]\)|CNT_EL|p->cnt\[0\]|^if \(counting\)", None,
+     WHY_REPLAY),
     # --- the other backend of --compare disagrees
     (R, None, r"diverged\(|gp_fmt_agree\(|found_inf != 0\) != |if \(bad_scale|s2\.tracker != scaler->tracker", None,
      WHY_MISMATCH),
@@ -111,19 +132,16 @@ EXCLUSIONS = [
      "a backend without the optional grad_sumsq / grad_scale / scaler_update (the CPU emulation then clips): "
      "the suite's backends have them; test_accumulate runs plugins without them"),
     # --- the runner's attribution: arms no correct rounding produces
-    (H, "gp_attrib_unscaled", r"inv != 0 \? x \* inv : x / s", None,
-     "the division by a loss scale that is not a power of two with a normal reciprocal: the loader accepts "
-     "only powers of two in [2^-126, 2^127] (test_accum runs the division)"),
     (H, "gp_classify_v", r"exact != exact", None,
      "a NaN exact value stored as a number: a correct store keeps the NaN (tested first: v != v)"),
     (H, "gp_classify_v", r"if \(ev & GP_EV_OVERFLOW\)", None,
      "an overflow event with a finite stored value (an RTZ store saturating): the runner's stores are RNE, "
-     "and accumulate_after passes the event only with an infinite result, classified above"),
+     "and gp_attrib_one passes the event only with an infinite result, classified above"),
     (R, "note_output", r"^if \(isfinite\(x\)\) \{$", None,
      "x = an exact quotient of finite values divided by a power-of-two loss scale: always finite"),
     (R, "note_output", r"hist\[b < 0", None,
      "the report histogram's clamp: exact outputs below 2^-160 or from 2^140 (no metric depends on it)"),
-    (H, "gp_attrib_one", r"s != 0 \|\| e != 0", None,
+    (H, "gp_attrib_one", r"s != 0 \|\| e != 0 \?", None,
      "e != 0 with s = 0: impossible (s = RN(a + g) = 0 means the exact sum a + g is 0)"),
     (R, "sr_observe", r"if \(af == GP_FP32\)|c->sc->precision.ftz && fabs|e > 0 \? 1 : e < 0", None,
      "stochastic rounding into an fp32 accumulator or with FTZ: no training setup does it (fuzz_backend "
@@ -147,38 +165,50 @@ EXCLUSIONS = [
     (R, "coupled_step", r"if \(U->rc != 0\)", None, WHY_FAIL),
     (R, None, r"S->w\[t\] != 1\.0|c->idx \? c->idx|else if \(at\)|smp \? &ss|^if \(smp\)$|nreplay_scales", None,
      WHY_REPLAY),
+    (O, "gp_optim_chunk", r"if \(!adam_ok \|\| fa != 0\)", (1, 2), WHY_FORMULA),
+    (O, "gp_optim_chunk", r"^if \(fa != 0\) \{$|fa = fabs\(fx\) < fabs\(fa\)|double fd = judged \?|"
+     r"unexplained = !\(deb_ok|f = !unexplained \?", None, WHY_FORMULA),
+    (O, "gp_optim_chunk", r"int judged = diff\[j\] && isfinite\(w0\) && isfinite\(w1\)", (7, 9, 11),
+     "a finite written weight with non-finite exact or stored moments: a correct AdamW carries a non-finite "
+     "moment into the weight (inf / inf, lr x inf), only a wrong optimizer writes a finite one then"),
+    (R, "generated_final", r"^for \(size_t i = 0; i < n; i\+\+\) \{$", None,
+     WHY_REPLAY + " (the loop that divides a dump's sums by its scale; the other loops of that text are reached)"),
     (O, "gp_optim_chunk", r"isfinite\(us\) \? us - ux : INFINITY", None,
      "OPEN: a finite exact update made non-finite by the stored m and v (fp16 moments overflowing for "
      "gradients above 6.5e5): reachable, no preset"),
+    (H, "gp_attrib_unscaled", r"return inv != 0 \? x \* inv : x / s;", (1,), WHY_POW2),
+    (H, "gp_attrib_one", r"double exact = gp_f64_nudge\(s, e > 0 \? 1 : e < 0 \? -1 : 0\);", (0, 2),
+     "OPEN: an addition inexact in binary64 (addends more than 2^29 apart) in the scalar attribution, which "
+     "runs only for blocks gp_attrib_block declines (stochastic rounding, sampling, a non-finite value): no "
+     "preset combines them (fp32-accum-gradient-spike and rtz-fp32-accum reach it in gp_attrib_block, which "
+     "test_attrib checks against this scalar definition)"),
     # --- kernels/arith: forms the backends do not run
-    (A + "gp_accum.h", "gp_accum_step", r"if \(r == GP_ACC_RNE && !ftz && !ev\)", (5,), WHY_EV),
     (A + "gp_accum.h", "gp_accum_step", r"absorbed = g != 0\.0f && out == acc && newc == \*comp;", (4,),
      "OPEN: a Kahan addend that changes neither the sum nor the compensation (below half an ulp of the "
      "compensation, about 2^-18 of the sum in bf16): reachable with addends spread over more than 18 "
      "binades on one element; embedding-padding-row-kahan's ten decades do not reach it"),
     (A + "gp_accum.h", "gp_accum_step", r"^if \(ev\)$", None, WHY_EV),
+    (A + "gp_accum.h", "gp_accum_step", r"int plain = !ftz && !ev;", (3,), WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_madd_store", r"if \(!ev && mode == GP_RNE\)", (1,), WHY_EV),
+    (A + "gp_adamw.h", "gp_adamw_store", r"return ev \? ", None, WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_mul_store", r"if \(!ev\)|f == GP_FP32 \? p : gp_fmt_from_f32_bits", None, WHY_EV),
+    (A + "gp_adamw.h", "gp_adamw_step", r": gp_fmt_from_f32_bits\(pf, nm, cfg\.rounding, rbits, 0, pe\);", (1,),
+     WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_step", r"unsigned \*pe = ev|unsigned \*pes = ev_state|^if \(ev\)$|^if \(ev_state\)$",
      None, WHY_EV),
-    (A + "gp_adamw.h", "gp_adamw_madd_store", r"^if \(fused\) \{$|^if \(!fused\)", None, WHY_EVAL),
-    (A + "gp_adamw.h", "gp_adamw_step", r"if \(cpu\)|cpu \? |fused && !cpu|fused && s->addcmul_v == 1\.0f|"
-     r"if \(fused_upd\)", None, WHY_EVAL),
-    (A + "gp_adamw.h", "gp_adamw_step", r"cfg\.eval == GP_ADAMW_TORCH_CPU_ZEN4", None, WHY_ZEN4),
     (A + "gp_adamw.h", "gp_adamw_fused_step", r"", None, WHY_FUSED),
     (A + "gp_adamw.h", "gp_adamw_fused_ok", r"", None, WHY_FUSED),
-    (A + "gp_adamw.h", "gp_adamw_step", r"cfg\.variant == GP_ADAMW_TORCH_FUSED_CPU", None, WHY_FUSED),
+    (C, "cpu_adamw", r"a->struct_size >= offsetof\(gp_plugin_adamw_args, evaluation\)|"
+     r"a->evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a->evaluation <= GP_PLUGIN_EVAL_UNFUSED", None,
+     "a caller older than the adamw args' evaluation field, or one passing an unknown order: the runner passes "
+     "the current struct and one of gp_adamw_eval's values (the guard is the plugin ABI's)"),
     (C, "cpu_adamw", r"GP_PLUGIN_ADAMW_TORCH_FUSED_CPU|gp_adamw_fused_ok|a->rounding == GP_PLUGIN_RNE \? GP_RNE|"
      r"a->master \|\| a->comp", None, WHY_FUSED),
-    (A + "gp_adamw.h", "gp_adamw_lerp_store", r"^if \(vec_form\)$", None, WHY_EVAL),
     (A + "gp_adamw.h", "gp_adamw_madd_store", r"^if \(f == GP_FP32\)$", None,
      "stochastic rounding of an fp32 param (the only way to this arm with an RNE-free store): no setup does it"),
     (A + "gp_adamw.h", "gp_adamw_step", r"^if \(found_inf\)$", None,
      "the backends return before their element loop in a skipped step (found_inf), so the element step "
      "never sees it set"),
-    (A + "gp_adamw.h", "gp_adamw_step", r"switch \(cfg\.variant\)|stale = nonzero && out == param;", None,
-     "the one-store variant (GP_ADAMW_ONE_STORE): not selectable by a scenario (gp_optim_config); test_adamw "
-     "checks it"),
     (A + "gp_adamw.h", "gp_adamw_lerp_store", r"if \(w < 0\.5f && w > -0\.5f\)", (3,),
      "a lerp weight 1 - beta1 <= -0.5, i.e. beta1 >= 1.5: the loader keeps betas in [0, 1)"),
     (A + "gp_schedule.h", "gp_schedule_lr", r"^if \(t < 1\)$", None,
@@ -214,6 +244,8 @@ EXCLUSIONS = [
      "OPEN: an RTZ accumulator saturating at its max finite, and an e4m3 overflow to NaN: reachable, no "
      "preset (an e4m3 overflow preset found that the verdict names absorption, not non-finite, once a NaN "
      "accumulator stops changing: docs/testing.md)"),
+    (A + "gp_format.h", "gp_fmt_from_f64_rne", r"^if \(ev && low\)$", (1,),
+     "no events pointer: its one caller, the runner's gradient store, always passes one (it counts the events)"),
     (A + "gp_format.h", "gp_fmt_isnan", r"i\.inf \? i\.inf : i\.maxfin", None,
      "the NaN test of an e4m3 value: only when two e4m3 results differ (a mismatching backend); params and "
      "states are never e4m3"),
@@ -225,10 +257,10 @@ EXCLUSIONS = [
 # The level recorded when the last preset was added: branches reached per file (the check
 # also fails when a file reaches fewer, e.g. after an exclusion was widened).
 RECORDED = {
-    "harness/gp_optim.c": 72, "harness/gp_runner.c": 324, "harness/gp_attrib.h": 34, "kernels/arith/gp_accum.h": 39,
-    "kernels/arith/gp_adamw.h": 76, "kernels/arith/gp_arith.h": 7, "kernels/arith/gp_clip.h": 15,
-    "kernels/arith/gp_format.h": 87, "kernels/arith/gp_philox.h": 4, "kernels/arith/gp_scaler.h": 6,
-    "kernels/arith/gp_schedule.h": 20, "kernels/cpu/gp_cpu_backend.c": 54,
+    "harness/gp_attrib.h": 32, "harness/gp_optim.c": 97, "harness/gp_runner.c": 387, "kernels/arith/gp_accum.h": 49,
+    "kernels/arith/gp_adamw.h": 113, "kernels/arith/gp_arith.h": 7, "kernels/arith/gp_clip.h": 15,
+    "kernels/arith/gp_format.h": 112, "kernels/arith/gp_philox.h": 4, "kernels/arith/gp_scaler.h": 6,
+    "kernels/arith/gp_schedule.h": 20, "kernels/cpu/gp_cpu_backend.c": 82,
 }
 
 
@@ -281,12 +313,13 @@ def gcov_json(data, build, work):
 
 
 def base_fn(name):
-    return re.sub(r"\.(avx2|default|resolver)$", "", name or "")
+    return re.sub(r"\.(avx2|default|resolver|fma)$", "", name or "")
 
 
 def collect(root, docs):
-    """{(file, fn, line, idx): reached} over the measured code, union over TUs."""
-    br = {}
+    """({(file, fn, line, idx): reached}, {file: [function names]}) over the measured files
+    (every function: the filter is applied by measured()), union over TUs."""
+    br, fns = {}, {}
     root = os.path.realpath(root) + os.sep
     for d in docs:
         for fi in d["files"]:
@@ -294,20 +327,29 @@ def collect(root, docs):
             if not path.startswith(root):
                 continue
             rel = path[len(root):]
-            if rel.startswith(ARITH_DIR) and rel.endswith(".h"):
-                filt = None
-            elif rel in MEASURED:
-                filt = MEASURED[rel]
-            else:
+            if not (rel.startswith(ARITH_DIR) and rel.endswith(".h")) and rel not in MEASURED:
                 continue
+            names = fns.setdefault(rel, [])
+            for f in fi.get("functions", []):
+                n = base_fn(f.get("name"))
+                if n not in names:
+                    names.append(n)
             for ln in fi["lines"]:
                 fn = base_fn(ln.get("function_name"))
-                if filt is not None and fn not in filt:
-                    continue
                 for i, b in enumerate(ln["branches"]):
                     k = (rel, fn, ln["line_number"], i)
                     br[k] = br.get(k, False) or b["count"] > 0
-    return br
+    return br, fns
+
+
+def measured(br):
+    """The branches of br in the measured functions."""
+    out = {}
+    for (rel, fn, line, idx), hit in br.items():
+        filt = None if rel.startswith(ARITH_DIR) else MEASURED[rel]
+        if filt is None or fn in filt:
+            out[(rel, fn, line, idx)] = hit
+    return out
 
 
 def main():
@@ -317,7 +359,13 @@ def main():
     ap.add_argument("--drop", action="append", default=[])
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--verbose", action="store_true", help="also list the excluded unreached branches")
+    ap.add_argument("--save", help="also write the branches reached (JSON) to this file")
+    ap.add_argument("--load", help="judge the branches a --save wrote instead of running the suite")
     a = ap.parse_args()
+    if a.load:
+        with open(a.load) as f:
+            saved = json.load(f)
+        return judge(a, {tuple(k): hit for k, hit in saved["branches"]}, saved["functions"])
     build = os.path.realpath(a.build)
     gradprec = os.path.join(build, "gradprec")
     plugin = os.path.join(build, "examples", "plugins", "libgp_example_plugin.so")
@@ -335,10 +383,24 @@ def main():
     try:
         data = os.path.join(work, "gcda")
         run_suite(gradprec, plugin, names, data, work, a.quiet)
-        br = collect(a.source, gcov_json(data, build, work))
+        br, fns = collect(a.source, gcov_json(data, build, work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if a.save:
+        with open(a.save, "w") as f:
+            json.dump({"branches": [[list(k), hit] for k, hit in sorted(br.items())], "functions": fns}, f)
+    return judge(a, br, fns)
 
+
+def judge(a, br, fns):
+    """Print the table and what is missing; 1 when the check fails."""
+    rc = 0
+    for rel, filt in sorted(MEASURED.items()):  # a renamed function would silently leave the set
+        for fn in sorted(filt or ()):
+            if fn not in fns.get(rel, []):
+                print("coverage: %s: no function %s any more (update RUNNER_STEP / OPTIM_STEP)" % (rel, fn))
+                rc = 1
+    br = measured(br)
     src = {}
     excl_used = [0] * len(EXCLUSIONS)
     per_file = {}
@@ -364,7 +426,6 @@ def main():
             s[2] += 1
             if a.verbose:
                 print("excluded: %s:%d (%s, branch %d): %s  [%s]" % (rel, line, fn, idx, text, EXCLUSIONS[ex][4][:60]))
-    rc = 0
     print("%-34s %9s %7s %9s %9s" % ("file", "reached", "total", "excluded", "missing"))
     for rel in sorted(per_file):
         r, t, x = per_file[rel]

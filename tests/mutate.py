@@ -123,8 +123,8 @@ MUTANTS = [
      '            if (!diff[j]) {', 'stale counted for zero updates'),
     # harness/gp_generate.c
     ('harness/gp_generate.c',
-     '    if (signed_dist && (w.v[3] >> 16) < neg_cut)',
-     '    if ((signed_dist || 1) && (w.v[3] >> 16) < neg_cut)', 'sign flips for normal distributions too'),
+     '    b ^= (uint64_t)(c->signed_dist & ((w3 >> 16) < c->neg_cut)) << 63;',
+     '    b ^= (uint64_t)(1 & ((w3 >> 16) < c->neg_cut)) << 63;', 'sign flips for normal distributions too'),
 ]
 
 
