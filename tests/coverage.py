@@ -177,11 +177,6 @@ EXCLUSIONS = [
      "OPEN: a finite exact update made non-finite by the stored m and v (fp16 moments overflowing for "
      "gradients above 6.5e5): reachable, no preset"),
     (H, "gp_attrib_unscaled", r"return inv != 0 \? x \* inv : x / s;", (1,), WHY_POW2),
-    (H, "gp_attrib_one", r"double exact = gp_f64_nudge\(s, e > 0 \? 1 : e < 0 \? -1 : 0\);", (0, 2),
-     "OPEN: an addition inexact in binary64 (addends more than 2^29 apart) in the scalar attribution, which "
-     "runs only for blocks gp_attrib_block declines (stochastic rounding, sampling, a non-finite value): no "
-     "preset combines them (fp32-accum-gradient-spike and rtz-fp32-accum reach it in gp_attrib_block, which "
-     "test_attrib checks against this scalar definition)"),
     # --- kernels/arith: forms the backends do not run
     (A + "gp_accum.h", "gp_accum_step", r"absorbed = g != 0\.0f && out == acc && newc == \*comp;", (4,),
      "OPEN: a Kahan addend that changes neither the sum nor the compensation (below half an ulp of the "
@@ -191,6 +186,9 @@ EXCLUSIONS = [
     (A + "gp_accum.h", "gp_accum_step", r"int plain = !ftz && !ev;", (3,), WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_madd_store", r"if \(!ev && mode == GP_RNE\)", (1,), WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_store", r"return ev \? ", None, WHY_EV),
+    (A + "gp_adamw.h", "gp_adamw_step", r"cfg\.eval == GP_ADAMW_TORCH_CPU_ZEN4 && sf == GP_FP32 \?", (3,),
+     "OPEN: the torch_cpu_zen4 evaluation with a bf16/fp16 state (IEEE sqrt there, as torch's): the suite runs "
+     "that evaluation only as a model, which applies to fp32 states; no preset selects it"),
     (A + "gp_adamw.h", "gp_adamw_mul_store", r"if \(!ev\)|f == GP_FP32 \? p : gp_fmt_from_f32_bits", None, WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_step", r": gp_fmt_from_f32_bits\(pf, nm, cfg\.rounding, rbits, 0, pe\);", (1,),
      WHY_EV),
@@ -199,7 +197,7 @@ EXCLUSIONS = [
     (A + "gp_adamw.h", "gp_adamw_fused_step", r"", None, WHY_FUSED),
     (A + "gp_adamw.h", "gp_adamw_fused_ok", r"", None, WHY_FUSED),
     (C, "cpu_adamw", r"a->struct_size >= offsetof\(gp_plugin_adamw_args, evaluation\)|"
-     r"a->evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a->evaluation <= GP_PLUGIN_EVAL_UNFUSED", None,
+     r"a->evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a->evaluation <= GP_PLUGIN_EVAL_\w+\)", None,
      "a caller older than the adamw args' evaluation field, or one passing an unknown order: the runner passes "
      "the current struct and one of gp_adamw_eval's values (the guard is the plugin ABI's)"),
     (C, "cpu_adamw", r"GP_PLUGIN_ADAMW_TORCH_FUSED_CPU|gp_adamw_fused_ok|a->rounding == GP_PLUGIN_RNE \? GP_RNE|"
@@ -257,10 +255,10 @@ EXCLUSIONS = [
 # The level recorded when the last preset was added: branches reached per file (the check
 # also fails when a file reaches fewer, e.g. after an exclusion was widened).
 RECORDED = {
-    "harness/gp_attrib.h": 32, "harness/gp_optim.c": 97, "harness/gp_runner.c": 387, "kernels/arith/gp_accum.h": 49,
-    "kernels/arith/gp_adamw.h": 113, "kernels/arith/gp_arith.h": 7, "kernels/arith/gp_clip.h": 15,
+    "harness/gp_attrib.h": 34, "harness/gp_optim.c": 97, "harness/gp_runner.c": 370, "kernels/arith/gp_accum.h": 49,
+    "kernels/arith/gp_adamw.h": 120, "kernels/arith/gp_arith.h": 7, "kernels/arith/gp_clip.h": 15,
     "kernels/arith/gp_format.h": 112, "kernels/arith/gp_philox.h": 4, "kernels/arith/gp_scaler.h": 6,
-    "kernels/arith/gp_schedule.h": 20, "kernels/cpu/gp_cpu_backend.c": 82,
+    "kernels/arith/gp_schedule.h": 20, "kernels/arith/gp_torch_sqrt.h": 6, "kernels/cpu/gp_cpu_backend.c": 82,
 }
 
 
