@@ -10,9 +10,12 @@
 
 #include "gp_test.h"
 
+#include "kernels/arith/gp_accum.h"
 #include "kernels/arith/gp_adamw.h"
 #include "kernels/arith/gp_philox.h"
 #include "kernels/arith/gp_schedule.h"
+#include "kernels/cpu/gp_cpu_adamw.h"
+#include "kernels/cpu/gp_cpu_backend.h"
 #include "reference/gp_adamw_bound.h"
 #include "reference/gp_adamw_ref.h"
 
@@ -833,6 +836,132 @@ static void test_events(void **state)
     assert_true(x.p == gp_fmt_from_f64(GP_BF16, 0.7, GP_RNE, 0, 0, NULL));
 }
 
+/* ---- the CPU backend's vectorised path ---- */
+
+/* A random value for the fast-path test: mostly normal magnitudes over a wide range, and
+ * signed zeros, subnormals, values near the bf16/fp32 overflow, infinities and NaNs. */
+static double fast_value(uint64_t *s, int positive)
+{
+    uint64_t r = gp_test_next(s);
+    double sign = positive || (r & 1) ? 1.0 : -1.0;
+    switch ((r >> 1) % 32) {
+    case 0: return sign * 0.0;
+    case 1: return sign * ldexp((double)(1 + (r >> 8) % 1000), -150 + (int)((r >> 20) % 12)); /* fp32 subnormal */
+    case 2: return sign * 3.3e38;
+    case 3: return sign * INFINITY;
+    case 4: return NAN;
+    default: return sign * ldexp(1.0 + (double)((r >> 8) % 100000) / 100000, (int)((r >> 30) % 80) - 60);
+    }
+}
+
+/* The CPU backend's adamw on whole arrays (gp_cpu_adamw_fast where gp_cpu_adamw_fast_ok)
+ * equals a loop of gp_adamw_step with events requested (the instrumented path, binary64
+ * emulation of every rounding): every output bit for bit, NaNs by NaN-ness (x86 returns
+ * the first NaN operand, and a compiler may commute an operation, as gp_fmt_agree says).
+ * Every variant (torch's fused CPU kernel included) and evaluation order, params and
+ * state fp32/bf16, grads fp32/bf16, lerp weights below and above 1/2 (beta1 0.9, 0.3, 0),
+ * addcmul value 1 (beta2 0), weight decay on and off, a loss-scale factor, and lengths
+ * 1..40 and 4096 + 13 (every n mod 8 and n mod 16: the fused kernel's remainder). */
+static void test_cpu_fast_path_equals_step(void **state)
+{
+    (void)state;
+    uint64_t seed = gp_test_seed(2026);
+    enum { NMAX = 4096 + 13 };
+    static uint8_t grad[NMAX * 4], param[NMAX * 4], m[NMAX * 4], v[NMAX * 4], comp[NMAX * 4];
+    static uint32_t master[NMAX];
+    static elem want[NMAX];
+    static float gval[NMAX];
+    const gp_format fmts[] = {GP_FP32, GP_BF16};
+    const double b1s[] = {0.9, 0.3, 0.0}, b2s[] = {0.999, 0.0};
+    const gp_plugin *cpu = gp_cpu_backend();
+    int fast_configs = 0;
+    long cases = 0;
+    for (int vi = GP_ADAMW_PLAIN; vi <= GP_ADAMW_TORCH_FUSED_CPU; vi++)
+        for (int ei = 0; ei < 3; ei++)
+            for (int pfi = 0; pfi < 2; pfi++)
+                for (int sfi = 0; sfi < 2; sfi++)
+                    for (int gfi = 0; gfi < 2; gfi++) {
+                        gp_format pf = fmts[pfi], sf = fmts[sfi], gf = fmts[gfi];
+                        gp_adamw_config c = config(pf, sf, (gp_adamw_variant)vi, GP_RNE, EVALS[ei]);
+                        if (vi == GP_ADAMW_TORCH_FUSED_CPU && (sf != pf || ei != 1))
+                            continue; /* torch's kernel: one dtype; its order is its own */
+                        assert_true(gp_cpu_adamw_fast_ok(c, gf)); /* the path under test runs */
+                        fast_configs++;
+                        for (int h = 0; h < 3 * 2 * 2; h++) {
+                            double b1 = b1s[h % 3], b2 = b2s[(h / 3) % 2], wd = (h / 6) % 2 ? 0.01 : 0.0;
+                            float inv = h % 5 == 0 ? 0x1p-16f : 1.0f;
+                            long t = 1 + h % 7;
+                            gp_adamw_scalars s = gp_adamw_scalars_make(1e-3, b1, b2, 1e-8, wd, t);
+                            for (size_t n = 1; n <= NMAX; n = n == 40 ? NMAX : n + 1) {
+                                for (size_t i = 0; i < n; i++) {
+                                    uint32_t gb = gp_fmt_from_f64(gf, fast_value(&seed, 0) * 1e-2, GP_RNE, 0, 0, NULL);
+                                    gp_pack_set(gf, grad, i, gb);
+                                    gval[i] = gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gb)) * inv;
+                                    elem x;
+                                    x.p = gp_fmt_from_f64(pf, fast_value(&seed, 0), GP_RNE, 0, 0, NULL);
+                                    x.master = gp_fmt_from_f64(GP_FP32, fast_value(&seed, 0), GP_RNE, 0, 0, NULL);
+                                    x.comp = gp_fmt_from_f64(pf, fast_value(&seed, 0) * 1e-3, GP_RNE, 0, 0, NULL);
+                                    x.m = gp_fmt_from_f64(sf, fast_value(&seed, 0) * 1e-3, GP_RNE, 0, 0, NULL);
+                                    x.v = gp_fmt_from_f64(sf, fast_value(&seed, 1) * 1e-6, GP_RNE, 0, 0, NULL);
+                                    gp_pack_set(pf, param, i, x.p);
+                                    gp_pack_set(pf, comp, i, x.comp);
+                                    gp_pack_set(sf, m, i, x.m);
+                                    gp_pack_set(sf, v, i, x.v);
+                                    master[i] = x.master;
+                                    want[i] = x;
+                                }
+                                uint64_t tail = gp_adamw_fused_tail(pf, n);
+                                for (size_t i = 0; i < n; i++) {
+                                    unsigned ev = 0, evs = 0;
+                                    c.tail = i >= tail;
+                                    want[i].p = gp_adamw_step(c, &s, want[i].p, &want[i].master, &want[i].comp,
+                                                              &want[i].m, &want[i].v, gval[i], 0, 0, &ev, &evs);
+                                }
+                                gp_plugin_adamw_args a;
+                                memset(&a, 0, sizeof a);
+                                a.struct_size = sizeof a;
+                                a.param_format = (int32_t)pf;
+                                a.state_format = (int32_t)sf;
+                                a.grad_format = (int32_t)gf;
+                                a.variant = vi;
+                                a.rounding = GP_PLUGIN_RNE;
+                                a.lr = 1e-3;
+                                a.beta1 = b1;
+                                a.beta2 = b2;
+                                a.eps = 1e-8;
+                                a.weight_decay = wd;
+                                a.step = (int64_t)t;
+                                a.inv_scale = inv;
+                                int32_t found = 0;
+                                a.found_inf = &found;
+                                a.n = n;
+                                a.grad = grad;
+                                a.param = param;
+                                a.m = m;
+                                a.v = v;
+                                a.master = vi == GP_ADAMW_MASTER ? master : NULL;
+                                a.comp = vi == GP_ADAMW_KAHAN ? comp : NULL;
+                                a.evaluation = (int32_t)EVALS[ei];
+                                assert_int_equal(cpu->adamw(&a), 0);
+                                for (size_t i = 0; i < n; i++) {
+                                    uint32_t got[5] = {gp_pack_get(pf, param, i), gp_pack_get(sf, m, i),
+                                                       gp_pack_get(sf, v, i), master[i], gp_pack_get(pf, comp, i)};
+                                    uint32_t exp[5] = {want[i].p, want[i].m, want[i].v, want[i].master, want[i].comp};
+                                    gp_format f[5] = {pf, sf, sf, GP_FP32, pf};
+                                    for (int k = 0; k < 5; k++)
+                                        if (!gp_fmt_agree(f[k], got[k], exp[k]))
+                                            gp_assert_bits(got[k], exp[k],
+                                                           "variant %d eval %s pf %d sf %d gf %d h %d n %zu i %zu "
+                                                           "output %d", vi, EVAL_NAMES[ei], pf, sf, gf, h, n, i, k);
+                                }
+                                cases += (long)n;
+                            }
+                        }
+                    }
+    assert_int_equal(fast_configs, 4 * 3 * 8 + 2 * 2); /* pf = sf and either grad format for the fused kernel */
+    assert_true(cases > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -853,6 +982,7 @@ int main(void)
         cmocka_unit_test(test_fused_v_fma_by_position),
         cmocka_unit_test(test_fused_lerp_signed_zero),
         cmocka_unit_test(test_fused_bf16_one_store),
+        cmocka_unit_test(test_cpu_fast_path_equals_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
