@@ -12,6 +12,11 @@
 #include "../arith/gp_philox.h"
 #include "gp_cpu_adamw.h"
 
+/* 0 (the coverage build): AdamW runs its definition, gp_adamw_step, per element */
+#ifndef GP_VECTOR_BLOCKS
+#define GP_VECTOR_BLOCKS 1
+#endif
+
 /* Widen a stored gradient of format gf to an fp32 value (exact). */
 static inline float grad_value(gp_format gf, const void *grad, uint64_t i)
 {
@@ -123,7 +128,7 @@ static int cpu_adamw(const gp_plugin_adamw_args *a)
         cfg.eval = (gp_adamw_eval)a->evaluation;
     gp_adamw_scalars s = gp_adamw_scalars_make(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, (long)a->step);
     gp_format gf = (gp_format)a->grad_format, pf = cfg.param, sf = cfg.state;
-    if (gp_cpu_adamw_fast_ok(cfg, gf)) { /* the same steps, vectorised */
+    if (GP_VECTOR_BLOCKS && gp_cpu_adamw_fast_ok(cfg, gf)) { /* the same steps, vectorised */
         gp_cpu_adamw_fast(cfg, &s, gf, a->inv_scale, a->grad, a->param, a->master, a->comp, a->m, a->v, a->n);
         return 0;
     }
