@@ -10,6 +10,12 @@
 #include "../kernels/arith/gp_accum.h"
 #include "gp_generate.h"
 
+/* 0 (the coverage build): the attribution of a step element by element, its definition;
+ * else the same arithmetic a block at a time (attribute_step) */
+#ifndef GP_VECTOR_BLOCKS
+#define GP_VECTOR_BLOCKS 1
+#endif
+
 static size_t fmt_bytes(gp_format f)
 {
     return (size_t)gp_fmt_get(f).width / 8;
@@ -404,6 +410,135 @@ static int formula_explained(const formula_bounds *fb, gp_optim_state *o, size_t
     return 0;
 }
 
+#if GP_VECTOR_BLOCKS
+/* ---- the attribution of one step, a block at a time ---- */
+
+enum { ATTR_BLK = 256 }; /* elements per block: the temporaries stay in L1 */
+
+/* Elements [i, i + nb) of the packed array a of format f widened to double: gp_fmt_to_f64
+ * of each. fp32 and bf16 take the conversion (exact) where no element is a NaN (a NaN's
+ * payload is then gp_fmt_to_f64's), in loops that vectorise. */
+static void widen_block(gp_format f, const void *a, size_t i, size_t nb, double *out)
+{
+    uint32_t nan = 0;
+    if (f == GP_FP32) {
+        const uint32_t *p = (const uint32_t *)a + i;
+        for (size_t j = 0; j < nb; j++) {
+            nan |= (p[j] & 0x7fffffffu) > 0x7f800000u;
+            out[j] = (double)gp_f32_from_bits(p[j]);
+        }
+    } else if (f == GP_BF16) {
+        const uint16_t *p = (const uint16_t *)a + i;
+        for (size_t j = 0; j < nb; j++) {
+            nan |= (p[j] & 0x7fffu) > 0x7f80u;
+            out[j] = (double)gp_f32_from_bits((uint32_t)p[j] << 16);
+        }
+    } else {
+        nan = 1;
+    }
+    if (nan)
+        for (size_t j = 0; j < nb; j++)
+            out[j] = gp_fmt_to_f64(f, gp_pack_get(f, a, i + j));
+}
+
+/* diff[j] |= elements i + j of a and j of b (format f) differ (NaN-ness for NaNs), for j < nb:
+ * compare()'s marks. */
+static void written_block(gp_format f, const void *a, size_t i, const void *b, size_t j0, size_t nb, uint8_t *diff)
+{
+    if (f == GP_FP32) {
+        const uint32_t *p = (const uint32_t *)a + i, *q = (const uint32_t *)b + j0;
+        for (size_t j = 0; j < nb; j++)
+            diff[j] |= (uint8_t)(p[j] != q[j] &&
+                                 !((p[j] & 0x7fffffffu) > 0x7f800000u && (q[j] & 0x7fffffffu) > 0x7f800000u));
+    } else if (f == GP_BF16) {
+        const uint16_t *p = (const uint16_t *)a + i, *q = (const uint16_t *)b + j0;
+        for (size_t j = 0; j < nb; j++)
+            diff[j] |= (uint8_t)(p[j] != q[j] && !((p[j] & 0x7fffu) > 0x7f80u && (q[j] & 0x7fffu) > 0x7f80u));
+    } else {
+        for (size_t j = 0; j < nb; j++)
+            diff[j] |= (uint8_t)!gp_fmt_agree(f, gp_pack_get(f, a, i + j), gp_pack_get(f, b, j0 + j));
+    }
+}
+
+/* The attribution of a step that ran (DESIGN.md §1, gp_optim.h): for each element of the
+ * chunk, the exact update ux from the old state and the gradient, the update us the stored
+ * m', v' give; a non-zero update that left the weight state unchanged is stale and its
+ * loss goes to lost[]; us - ux to state_err[]; m', v' that underflowed. Reads the old state
+ * kept in o->old_*, writes o->written. */
+static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_optim_state *o, size_t off, size_t n,
+                           gp_format gf, const void *grad, gp_optim_counts *cnt)
+{
+    gp_format pf = o->cfg.param, sf = o->cfg.state;
+    gp_adamw_scalars k = gp_adamw_scalars_make(s->lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
+                                               sc->optimizer.weight_decay, s->t);
+    const double b1 = sc->optimizer.beta1, b2 = sc->optimizer.beta2, eps = sc->optimizer.eps;
+    const double decay = 1.0 - s->lr * sc->optimizer.weight_decay, nstep = -k.step_size, bc2s = k.bc2_sqrt;
+    const double c1 = 1.0 - b1, c2 = 1.0 - b2;
+    formula_bounds fb = formula_bounds_make(o, sc, s, &k);
+    uint64_t formula = 0;
+    double G[ATTR_BLK], M0[ATTR_BLK], V0[ATTR_BLK], M1[ATTR_BLK], V1[ATTR_BLK], W0[ATTR_BLK], C[ATTR_BLK];
+    uint64_t nonzero_n = 0, stale_n = 0, state_nonzero = 0, state_underflow = 0;
+    for (size_t j0 = 0; j0 < n; j0 += ATTR_BLK) {
+        size_t nb = n - j0 < ATTR_BLK ? n - j0 : ATTR_BLK;
+        uint8_t *diff = o->written + j0;
+        double *lost = o->lost + off + j0, *state_err = o->state_err + off + j0;
+        /* what did the backend write? the weight state: param, comp, master */
+        memset(diff, 0, nb);
+        written_block(pf, o->param, off + j0, o->old_param, j0, nb, diff);
+        if (o->comp)
+            written_block(pf, o->comp, off + j0, o->old_comp, j0, nb, diff);
+        if (o->master)
+            written_block(GP_FP32, o->master, off + j0, o->old_master, j0, nb, diff);
+        widen_block(gf, grad, j0, nb, G);
+        widen_block(sf, o->old_m, j0, nb, M0);
+        widen_block(sf, o->old_v, j0, nb, V0);
+        widen_block(sf, o->m, off + j0, nb, M1);
+        widen_block(sf, o->v, off + j0, nb, V1);
+        /* the weight the training carries (weight_at): the master, else param (- comp) */
+        if (o->master) {
+            widen_block(GP_FP32, o->old_master, j0, nb, W0);
+        } else {
+            widen_block(pf, o->old_param, j0, nb, W0);
+            if (o->comp) {
+                widen_block(pf, o->old_comp, j0, nb, C);
+                for (size_t j = 0; j < nb; j++)
+                    W0[j] -= C[j];
+            }
+        }
+        for (size_t j = 0; j < nb; j++) {
+            double g = G[j], m0 = M0[j], v0 = V0[j], m1 = M1[j], v1 = V1[j], w0 = W0[j];
+            double mx = b1 * m0 + c1 * g, vx = b2 * v0 + c2 * g * g;
+            double ux = nstep * mx / (sqrt(vx) / bc2s + eps);
+            double us = nstep * m1 / (sqrt(v1) / bc2s + eps);
+            /* a non-zero exact update of a finite weight (lr 0 moves nothing) */
+            int nonzero = isfinite(w0) & ((ux != 0) | ((decay != 1.0) & (w0 != 0)));
+            int stale = nonzero & !diff[j];
+            nonzero_n += (uint64_t)nonzero;
+            stale_n += (uint64_t)stale;
+            double moved = (w0 * decay + us) - w0;
+            lost[j] = stale ? lost[j] + moved : lost[j];
+            /* a finite exact update made non-finite by m, v: an infinite loss */
+            double se = isfinite(us) ? us - ux : INFINITY;
+            state_err[j] = isfinite(ux) ? state_err[j] + se : state_err[j];
+            state_nonzero += (uint64_t)(mx != 0) + (uint64_t)(vx != 0);
+            state_underflow += (uint64_t)((mx != 0) & (m1 == 0)) + (uint64_t)((vx != 0) & (v1 == 0));
+        }
+        if (o->param3) /* update formula (a subject's step only: gradprec's own models are AdamW) */
+            for (size_t j = 0; j < nb; j++) {
+                double g = G[j], m0 = M0[j], v0 = V0[j];
+                double mx = b1 * m0 + c1 * g, vx = b2 * v0 + c2 * g * g;
+                formula += (uint64_t)!formula_explained(&fb, o, off + j0 + j, diff[j], g, m0, v0, M1[j], V1[j], mx, vx,
+                                                        W0[j]);
+            }
+    }
+    cnt->formula += formula;
+    cnt->nonzero += nonzero_n;
+    cnt->stale += stale_n;
+    cnt->state_nonzero += state_nonzero;
+    cnt->state_underflow += state_underflow;
+}
+#endif
+
 int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backend *b, const gp_backend *cmp,
                    gp_optim_state *o, size_t t, uint64_t i0, size_t n, size_t off, gp_format gf,
                    const void *grad, const double *gfull, gp_optim_counts *cnt, gp_error *err)
@@ -452,6 +587,54 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
     if (o->param3 && check_models(o, &a, off, n, cnt) != 0)
         return gp_error_set(err, "adamw: gradprec's CPU model failed");
 
+#if GP_VECTOR_BLOCKS
+    uint8_t *diff = o->written, *mv_changed = o->mv_written;
+    if (cmp) {
+        memset(diff, 0, n);
+        copy_elems(pf, o->param2, 0, o->old_param, 0, n);
+        copy_elems(sf, o->m2, 0, o->old_m, 0, n);
+        copy_elems(sf, o->v2, 0, o->old_v, 0, n);
+        if (o->comp)
+            copy_elems(pf, o->comp2, 0, o->old_comp, 0, n);
+        if (o->master)
+            memcpy(o->master2, o->old_master, n * 4);
+        gp_plugin_adamw_args a2 = a;
+        a2.param = o->param2;
+        a2.m = o->m2;
+        a2.v = o->v2;
+        a2.master = o->master2;
+        a2.comp = o->comp2;
+        if ((rc = cmp->ops->adamw(&a2)) != 0)
+            return fail(cmp, rc, err);
+        /* in the order the step computes them: a wrong m also moves the param */
+        compare_outputs(s, "m", sf, o->m, off, o->m2, n, t, i0, diff);
+        compare_outputs(s, "v", sf, o->v, off, o->v2, n, t, i0, diff);
+        if (o->master)
+            compare_outputs(s, "master", GP_FP32, o->master, off, o->master2, n, t, i0, diff);
+        compare_outputs(s, "param", pf, o->param, off, o->param2, n, t, i0, diff);
+        if (o->comp)
+            compare_outputs(s, "comp", pf, o->comp, off, o->comp2, n, t, i0, diff);
+        for (size_t j = 0; j < n; j++)
+            cnt->mismatches += diff[j];
+    }
+
+    if (s->found_inf) { /* what did the backend write? It should have written nothing */
+        memset(diff, 0, n);
+        memset(mv_changed, 0, n);
+        compare(pf, o->param, off, o->old_param, n, diff);
+        if (o->comp)
+            compare(pf, o->comp, off, o->old_comp, n, diff);
+        if (o->master)
+            compare(GP_FP32, o->master, off, o->old_master, n, diff);
+        compare(sf, o->m, off, o->old_m, n, mv_changed);
+        compare(sf, o->v, off, o->old_v, n, mv_changed);
+        for (size_t j = 0; j < n; j++)
+            cnt->skip_writes += diff[j] | mv_changed[j];
+    } else {
+        attribute_step(sc, s, o, off, n, gf, grad, cnt);
+    }
+
+#else /* the coverage build: the per-element definition */
     uint8_t *diff = o->written, *mv_changed = o->mv_written;
     memset(diff, 0, n);
     memset(mv_changed, 0, n);
@@ -529,6 +712,7 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
         }
     }
 
+#endif
     /* the reference: every iteration is a step, with the exact full-batch gradient */
     gp_adamw_dd_step(&s->ref, &o->ref, off, n, gfull, s->ref_coef, NULL);
     return 0;
