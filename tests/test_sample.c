@@ -243,6 +243,40 @@ static void test_verdict_on_interval(void **state)
     gp_result_free(&r);
 }
 
+/* Global-norm clipping in a sampled run uses the estimated norm (docs/scenarios.md,
+ * "What couples the tensors"), and its uncertainty enters no interval because every
+ * metric with an interval is computed from the accumulated gradients before clipping.
+ * Checked: the same sampled run with and without `clip` (max_norm far below the norm,
+ * about 1: the coefficient is < 1) has bit-identical estimates and intervals, scenario
+ * and per tensor, while weight_rel_err (after the clipped step) is a different number. */
+static void test_clip_leaves_intervals(void **state)
+{
+    (void)state;
+    static const gp_metric est[] = {GP_M_GRAD_REL_ERR_FULLBATCH, GP_M_GRAD_REL_ERR_ROUNDING,
+                                    GP_M_NORMALIZATION_REL_ERR,  GP_M_GRAD_NORM_RATIO,
+                                    GP_M_ABSORBED_FRAC,          GP_M_UNDERFLOW_FRAC};
+    gp_result a, c;
+    run_sampled("", &a);
+    run_sampled("clip: {max_norm: 1.0e-3}\n", &c);
+    for (size_t k = 0; k < sizeof est / sizeof est[0]; k++) {
+        gp_metric m = est[k];
+        assert_int_equal(a.has_ci[m], c.has_ci[m]);
+        assert_memory_equal(&a.metric[m], &c.metric[m], sizeof(double));
+        assert_memory_equal(&a.ci_lo[m], &c.ci_lo[m], sizeof(double));
+        assert_memory_equal(&a.ci_hi[m], &c.ci_hi[m], sizeof(double));
+        for (size_t t = 0; t < a.ntensors; t++) {
+            assert_int_equal(a.tensors[t].has_ci[m], c.tensors[t].has_ci[m]);
+            assert_memory_equal(&a.tensors[t].metric[m], &c.tensors[t].metric[m], sizeof(double));
+            assert_memory_equal(&a.tensors[t].ci_lo[m], &c.tensors[t].ci_lo[m], sizeof(double));
+            assert_memory_equal(&a.tensors[t].ci_hi[m], &c.tensors[t].ci_hi[m], sizeof(double));
+        }
+    }
+    assert_true(a.has_ci[GP_M_GRAD_REL_ERR_FULLBATCH]);
+    assert_true(a.metric[GP_M_WEIGHT_REL_ERR] != c.metric[GP_M_WEIGHT_REL_ERR]);
+    gp_result_free(&a);
+    gp_result_free(&c);
+}
+
 /* Coverage. For seeds s = 1..T the three tensors above (6000 elements, 16 bf16
  * micro-batches of unequal token counts into a bf16 accumulator, `mean`: absorption
  * and a normalization error) are run whole (the exact values of the metrics) and with
@@ -324,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_generate_blocks),
         cmocka_unit_test(test_threads_same_report),
         cmocka_unit_test(test_verdict_on_interval),
+        cmocka_unit_test(test_clip_leaves_intervals),
         cmocka_unit_test(test_coverage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
