@@ -13,7 +13,7 @@ and rounds once to the tensor's dtype: correctly rounded for fp32 and bf16, sinc
 2*24 + 2 (double rounding is innocuous for sqrt: Figueroa, 1995).
 """
 import contextlib
-import contextlib
+import functools
 
 import numpy as np
 import torch
@@ -33,8 +33,9 @@ def cr_sqrt(t):
 def zen4_sqrt_missing():
     """None when torch's CPU fp32 sqrt is the one gradprec models as torch_cpu_zen4 (MKL's
     generic kernel, which MKL runs on a CPU that is not Intel's, with AMD's rsqrtps; the
-    table is Zen 4's); else why not. Nothing here looks at torch's results: on another
-    AMD generation whose rsqrtps differs, the tests that use this fail."""
+    table is Zen 4's); else why not: not x86-64, no MKL, not AMD, or an AMD CPU whose
+    rsqrtps differs from the table (checked on the instruction itself). Nothing here looks
+    at torch's results."""
     import platform
 
     if platform.machine() not in ("x86_64", "AMD64"):
@@ -48,6 +49,48 @@ def zen4_sqrt_missing():
         vendor = "unknown"
     if vendor != "AuthenticAMD":
         return "CPU vendor %s: MKL runs another sqrt kernel than on AMD (not modelled)" % vendor
+    return _host_rsqrtps_differs()
+
+
+_RSQRT_CHECK = r"""
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "gp_torch_sqrt.h"
+int main(void)
+{
+    for (uint32_t b = 0x3f800000u; b < 0x40800000u; b++) { /* all of [1, 4): both parities */
+        float x = gp_f32_from_bits(b), r = _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(x)));
+        if (gp_f32_bits(r) != gp_f32_bits(gp_torch_rsqrtps(x))) {
+            printf("0x%08x\n", b);
+            return 1;
+        }
+    }
+    return 0;
+}
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _host_rsqrtps_differs():
+    """None when this CPU's rsqrtps equals the Zen 4 table of gp_torch_sqrt.h on every
+    float of [1, 4) (the table's whole domain: other binades scale exactly); else why not.
+    A property of the CPU (the instruction MKL's generic kernel starts from), not of torch."""
+    import os
+    import subprocess
+    import tempfile
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "rsqrt.c"), os.path.join(d, "rsqrt")
+        with open(src, "w") as f:
+            f.write(_RSQRT_CHECK)
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-std=c11", "-ffp-contract=off",
+                        "-I", os.path.join(repo, "kernels", "arith"), "-o", exe, src, "-lm"], check=True)
+        run = subprocess.run([exe], capture_output=True, text=True)
+    if run.returncode != 0:
+        return ("this CPU's rsqrtps differs from the Zen 4 table torch_cpu_zen4 holds (first at x = %s): "
+                "torch's fp32 sqrt here is not the one modelled" % run.stdout.strip())
     return None
 
 
