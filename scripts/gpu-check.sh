@@ -6,9 +6,14 @@
 # benchmarks (the fused AdamW kernel's bandwidth as a fraction of a device-to-device copy
 # on the same device, build/bench/gp_bench_cuda_adamw; torch.optim.AdamW(fused=True)
 # measured the same way when a Python with torch and CUDA is there: $GP_PYTHON, else
-# python3), and writes one Markdown summary (OUT/summary.md, default gpu-check-out/).
+# python3), torch's CUDA AdamW adapters compared with the CPU emulation
+# (scripts/gpu-torch-adapters.py), the host CPU's torch sqrt against IEEE
+# (scripts/mkl-sqrt-probe.py), and writes one Markdown summary (OUT/summary.md, default
+# gpu-check-out/). GP_PREBUILT=DIR uses binaries built elsewhere with nvcc (DIR laid out
+# as a build folder: gradprec, libgradprec.so, tests/, fuzz/, bench/, examples/plugins/)
+# instead of configuring and building here (a device machine without MPFR/GSL headers).
 # Without a GPU it says so in one line and exits 0 having run nothing. Exit 1 when any
-# step fails.
+# step fails; a step that runs past GP_STEP_TIMEOUT seconds (default 3600) fails.
 # Usage: scripts/gpu-check.sh [OUT_DIR]
 set -u
 
@@ -21,7 +26,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-gpu-check-out}
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
-build="$root/build-gpu"
+build="${GP_PREBUILT:-$root/build-gpu}"
 summary="$out/summary.md"
 status=0
 rows=()
@@ -31,7 +36,7 @@ step() {
     local name=$1 log="$out/$2"
     shift 2
     local t0=$SECONDS
-    "$@" >"$log" 2>&1
+    timeout "${GP_STEP_TIMEOUT:-3600}" "$@" >"$log" 2>&1
     local rc=$?
     local verdict=pass
     [ $rc -ne 0 ] && verdict="FAIL (exit $rc)" && status=1
@@ -39,18 +44,22 @@ step() {
     echo "gpu-check: $name: $verdict"
 }
 
-step "configure + build (nvcc, sm_80/sm_90)" build.log \
-    sh -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build '$build' -j $(nproc)"
-if ! grep -q "CUDA backend ON" "$out/build.log"; then
-    rows+=("| CUDA backend | FAIL | | nvcc not found at configure time: the device tests would only skip |")
-    status=1
+if [ -n "${GP_PREBUILT:-}" ]; then
+    rows+=("| prebuilt binaries | used | | \`$build\` |")
+else
+    step "configure + build (nvcc, sm_80/sm_90)" build.log \
+        sh -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build '$build' -j $(nproc)"
+    if ! grep -q "CUDA backend ON" "$out/build.log"; then
+        rows+=("| CUDA backend | FAIL | | nvcc not found at configure time: the device tests would only skip |")
+        status=1
+    fi
 fi
-step "device parity, all 2^32 inputs (GP_PARITY_FULL=1)" parity.log \
-    env GP_PARITY_FULL=1 "$build/tests/test_cuda_parity"
+step "device parity: sampled conversions, accumulate_many, every preset" parity.log \
+    "$build/tests/test_cuda_parity"
 step "example CUDA plugin on the device" plugin.log \
     "$build/tests/test_cuda_example_plugin" "$build/examples/plugins"
 step "default suite --backend cuda --compare cpu" suite.log \
-    sh -c "'$build/gradprec' run --quiet --backend cuda --compare cpu --out '$out/suite'; rc=\$?; \
+    sh -c "'$build/gradprec' run --quiet -j $(nproc) --backend cuda --compare cpu --out '$out/suite'; rc=\$?; \
            grep -q '\"backend_mismatches\": 0' '$out/suite/report.json' && \
            ! grep -q '\"\\(backend\\|optimizer\\)_mismatches\": [1-9]' '$out/suite/report.json' && \
            [ \$rc -le 1 ] && echo 'no backend or optimizer mismatches'"
@@ -60,6 +69,11 @@ step "fuzz corpus 'backend' replayed on the device" fuzz.log \
 step "GPU benchmark: fused AdamW kernel vs device-to-device copy" bench.log \
     "$build/bench/gp_bench_cuda_adamw"
 py=${GP_PYTHON:-python3}
+export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" GRADPREC_LIB="$build/libgradprec.so"
+step "torch CUDA AdamW adapters against the CPU emulation" torch-adapters.log \
+    "$py" "$root/scripts/gpu-torch-adapters.py" "$build/gradprec"
+step "host CPU: torch fp32 sqrt against IEEE" mkl-sqrt.log \
+    "$py" "$root/scripts/mkl-sqrt-probe.py" "$out/mkl-sqrt"
 "$py" "$root/bench/gp_bench_torch_adamw.py" >"$out/bench-torch.log" 2>&1
 torch_rc=$?
 case $torch_rc in
@@ -68,6 +82,9 @@ case $torch_rc in
     *) rows+=("| GPU benchmark: torch fused AdamW | FAIL (exit $torch_rc) | | \`$(tail -n 1 "$out/bench-torch.log" | tr '|' '/')\` |")
        status=1 ;;
 esac
+
+step "device parity, all 2^32 inputs (GP_PARITY_FULL=1)" parity-full.log \
+    env GP_PARITY_FULL=1 "$build/tests/test_cuda_parity"
 
 # "| **AdamW / copy** | **R** |" of a benchmark's output -> R
 ratio() { sed -n 's/^| \*\*AdamW \/ copy\*\* | \*\*\([0-9.]*\)\*\* |$/\1/p' "$1"; }
@@ -95,6 +112,10 @@ ratio() { sed -n 's/^| \*\*AdamW \/ copy\*\* | \*\*\([0-9.]*\)\*\* |$/\1/p' "$1"
     else
         echo "torch fused AdamW: not measured ($(tail -n 1 "$out/bench-torch.log"))"
     fi
+    echo
+    echo "## torch's CUDA AdamW against the CPU emulation"
+    echo
+    grep '^| ' "$out/torch-adapters.log" || echo "not measured (see torch-adapters.log)"
     echo
     echo "Logs: $out/*.log"
 } >"$summary"
