@@ -9,9 +9,10 @@ emulation's, how many AdamW elements differ (--compare cpu), and the AdamW model
 subject matched bit for bit and those it did not (report["adamw_models"]).
 This is a measurement, not a test: it exits 0 whatever the subjects do, 77 when torch
 sees no CUDA device, 2 on bad usage. The configurations are those of the CPU acceptance
-tests in tests/python/test_backends.py (FP32_PRESETS with evaluation torch_cpu: torch's
-own order with an IEEE sqrt, which CUDA's fp32 sqrt is; the bf16 PLAIN preset; the fused
-variant asked for with optimizer.fused: torch_cpu)."""
+tests in tests/python/test_backends.py (FP32_PRESETS and the bf16 PLAIN preset, with the
+evaluation torch_cuda for the single-tensor form and torch_cuda_foreach for the foreach
+form; the fused variant asked for with optimizer.fused: torch_cpu, which models torch's
+CPU fused kernel, not its CUDA one)."""
 import os
 import re
 import subprocess
@@ -31,11 +32,10 @@ def preset(cli, name, **over):
 
 
 CONFIGS = [
-    ("adam-state-fp32-tiny-grads", "fp32", dict(evaluation="torch_cpu")),
-    ("adamw-large-decay", "fp32", dict(evaluation="torch_cpu")),
-    ("bf16-weights-cosine-master", "fp32 master", dict(evaluation="torch_cpu", master="fp32")),
-    ("bf16-weights-cosine-no-master", "bf16 plain",
-     dict(state="bf16", grad="bf16", accumulator="bf16", evaluation="torch_cpu")),
+    ("adam-state-fp32-tiny-grads", "fp32", {}),
+    ("adamw-large-decay", "fp32", {}),
+    ("bf16-weights-cosine-master", "fp32 master", dict(master="fp32")),
+    ("bf16-weights-cosine-no-master", "bf16 plain", dict(state="bf16", grad="bf16", accumulator="bf16")),
 ]
 FUSED = [
     ("bf16-weights-cosine-no-master", "fp32 fused",
@@ -60,10 +60,11 @@ def main():
     print()
     print("| adapter | preset | params | metrics == cpu | AdamW elements differing | matched | differ |")
     print("|---|---|---|---|---|---|---|")
-    runs = [(cls, c) for cls in (gt.AdamWCUDA, gt.AdamWForeachCUDA) for c in CONFIGS]
-    runs += [(gt.AdamWFusedCUDA, c) for c in FUSED]
-    for cls, (name, what, over) in runs:
-        text = preset(cli, name, **over)
+    runs = [(cls, ev, c) for cls, ev in ((gt.AdamWCUDA, "torch_cuda"), (gt.AdamWForeachCUDA, "torch_cuda_foreach"))
+            for c in CONFIGS]
+    runs += [(gt.AdamWFusedCUDA, None, c) for c in FUSED]
+    for cls, ev, (name, what, over) in runs:
+        text = preset(cli, name, **(dict(over, evaluation=ev) if ev else over))
         try:
             ref = gradprec.run(text, backend="cpu")[0]
             sub = gradprec.run(text, backend=cls(), compare="cpu")[0]

@@ -231,7 +231,7 @@ static int adamw(const gp_plugin_adamw_args *a)
     k.w1 = (float)(1.0 - a->beta1);
     k.beta2 = (float)a->beta2;
     k.cv = (float)(1.0 - a->beta2);
-    k.inv_bc2_sqrt = 1.0f / (float)sqrt(bc2);
+    k.inv_bc2_sqrt = (float)(1.0 / sqrt(bc2));
     k.eps = (float)a->eps;
     k.neg_step = (float)(-(a->lr / bc1));
     adamw_kernel<<<grid(a->n), 256>>>(*a, k); /* reads *found_inf on the device: no host sync */

@@ -310,7 +310,7 @@ static int adamw(const gp_plugin_adamw_args *a)
     double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);
     float decay = (float)(1.0 - a->lr * a->weight_decay);
     float w1 = (float)(1.0 - a->beta1), beta2 = (float)a->beta2, cv = (float)(1.0 - a->beta2);
-    float inv_bc2_sqrt = 1.0f / (float)sqrt(bc2), eps = (float)a->eps, neg_step = (float)(-(a->lr / bc1));
+    float inv_bc2_sqrt = (float)(1.0 / sqrt(bc2)), eps = (float)a->eps, neg_step = (float)(-(a->lr / bc1));
 #ifdef GP_EXAMPLE_COUPLED_WD
     float wd = (float)a->weight_decay; /* the bug: Adam's L2 term in the gradient, no decoupled decay */
     decay = 1.0f;

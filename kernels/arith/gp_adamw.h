@@ -30,8 +30,13 @@
  *    and self + value*t1/t2, i.e. (value*t1)*t2 and (value*t1)/t2 (C++ left to right),
  *    in float for bf16/fp16 too.
  *  - tensor / Python scalar on CUDA (cuda/BinaryDivTrueKernel.cu): "if the second operand
- *    is a CPU scalar, compute a * reciprocal(b)": inv_b = 1.0f / (float)b, then a * inv_b.
- *    On CPU (cpu/BinaryOpsKernel.cpp, div_true_kernel) a float division a / (float)b.
+ *    is a CPU scalar, compute a * reciprocal(b)". Measured on an H100 (torch 2.11.0+cu130,
+ *    scripts/torch-cuda-ops-probe.py, 10^6 fp32 inputs from 2^-140 to 2^8): the
+ *    reciprocal is taken in binary64 and rounded once, a * (float)(1.0 / b), in every
+ *    case (a * (1.0f / (float)b), which the source seems to say, differed on 93%).
+ *    torch._foreach_div_ with a list of Python floats (the foreach AdamW) divides:
+ *    a / (float)b in every case. On CPU (cpu/BinaryOpsKernel.cpp, div_true_kernel) a
+ *    float division a / (float)b, single-tensor and foreach.
  *  - Every in-place op writes its tensor's dtype: with bf16 params and no master,
  *    param.mul_ stores a bf16 before addcdiv_ reads it; with bf16 state, mul_(beta2)
  *    stores a bf16 before addcmul_, and sqrt(), / and add_(eps) each make a bf16 tensor.
@@ -59,9 +64,14 @@
  *    CPU (tests/python/test_backends.py).
  *
  * Evaluation (gp_adamw_eval): GP_ADAMW_TORCH_CPU is torch's CPU kernels as measured;
- * GP_ADAMW_TORCH_CUDA is torch's CUDA kernels as their source reads, with the FMAs that
- * newer versions write and that nvcc forms by default (--fmad=true) in lerp's
- * self + w*(end - self): derived, not yet compared with a GPU run; GP_ADAMW_UNFUSED
+ * GP_ADAMW_TORCH_CUDA is torch's single-tensor CUDA kernels, with the FMAs that newer
+ * versions write and that nvcc forms by default (--fmad=true) in lerp's
+ * self + w*(end - self); GP_ADAMW_TORCH_CUDA_FOREACH the foreach form (torch's default
+ * for CUDA tensors), which differs only in dividing by bias_correction2_sqrt. Each
+ * operation of both was measured on an H100 against these formulas
+ * (scripts/torch-cuda-ops-probe.py: mul, lerp, addcmul, sqrt (IEEE), div, add and
+ * addcdiv, 10^6 fp32 inputs each, no difference); whole steps are compared by
+ * scripts/gpu-torch-adapters.py and tests/python/test_backends.py on a GPU; GP_ADAMW_UNFUSED
  * rounds every operation (an older torch CUDA build with contraction off). gradprec
  * builds with -ffp-contract=off / --fmad=false and writes fmaf where an FMA is meant,
  * so its CPU emulation and CUDA kernels agree bit for bit in every mode.
@@ -90,14 +100,15 @@ enum { GP_EV_STALE = 1u << 5 };
 
 typedef enum {
     GP_ADAMW_TORCH_CUDA = 0, /* lerp fmaf(w, e - s, s); addcmul fmaf(v, g*g, a);
-                                x * (1.0f/(float)s); addcdiv fmaf(v, m/den, a) */
+                                x * (float)(1.0/s); addcdiv fmaf(v, m/den, a) */
     GP_ADAMW_TORCH_CPU = 1,  /* lerp fmaf(w, e - s, s); addcmul fmaf(v*g, g, a);
                                 x / (float)s; addcdiv a + (v*m)/den */
     GP_ADAMW_UNFUSED = 2,    /* the CUDA association with every operation rounded:
                                 s + w*(e - s); a + v*(g*g); x * (1/s); a + v*(m/den) */
-    GP_ADAMW_TORCH_CPU_ZEN4 = 3 /* GP_ADAMW_TORCH_CPU with torch's fp32 sqrt as the x86-64
+    GP_ADAMW_TORCH_CPU_ZEN4 = 3, /* GP_ADAMW_TORCH_CPU with torch's fp32 sqrt as the x86-64
                                    wheel computes it on AMD Zen 4 (gp_torch_sqrtf_zen4: MKL's
                                    rsqrtps + Newton kernel, not IEEE); host code only */
+    GP_ADAMW_TORCH_CUDA_FOREACH = 4 /* GP_ADAMW_TORCH_CUDA with x / (float)s (_foreach_div_) */
 } gp_adamw_eval;
 
 typedef enum {
@@ -191,7 +202,7 @@ typedef struct {
     float beta2;        /* (float)beta2: exp_avg_sq.mul_ */
     float addcmul_v;    /* (float)(1 - beta2): addcmul_ value */
     float bc2_sqrt_f;   /* (float)bc2_sqrt: the CPU divisor */
-    float inv_bc2_sqrt; /* 1.0f / (float)bc2_sqrt: the CUDA multiplier */
+    float inv_bc2_sqrt; /* (float)(1.0 / bc2_sqrt): the single-tensor CUDA multiplier */
     float eps;          /* (float)eps (torch CPU with bf16 state: then rounded to bf16) */
     float neg_step;     /* (float)(-step_size): addcdiv_ value */
 } gp_adamw_scalars;
@@ -215,7 +226,7 @@ GP_ARITH gp_adamw_scalars gp_adamw_scalars_make(double lr, double beta1, double 
     s.beta2 = (float)beta2;
     s.addcmul_v = (float)(1.0 - beta2);
     s.bc2_sqrt_f = (float)s.bc2_sqrt;
-    s.inv_bc2_sqrt = 1.0f / s.bc2_sqrt_f;
+    s.inv_bc2_sqrt = (float)(1.0 / s.bc2_sqrt);
     s.eps = (float)eps;
     s.neg_step = (float)(-s.step_size);
     return s;
@@ -418,7 +429,8 @@ GP_ARITH uint32_t gp_adamw_fused_step(gp_adamw_config cfg, const gp_adamw_scalar
  *   vb   = v * beta2                          -> state format
  *   v'   = fma(addcmul_v, g*g, vb)            (CPU: fma(addcmul_v*g, g, vb)) -> state format
  *   den  = sqrt(v') * inv_bc2_sqrt + eps      (CPU: sqrt(v') / bc2_sqrt_f + eps, with
- *                                               eps rounded to the state format first)
+ *                                               eps rounded to the state format first;
+ *                                               CUDA foreach: sqrt(v') / bc2_sqrt_f + eps)
  *   w'   = fma(neg_step, m'/den, d)           (CPU: d + (neg_step*m')/den)
  * where w is the param widened (PLAIN, ONE_STORE, KAHAN) or the master (MASTER).
  * Stores: PLAIN/ONE_STORE write w' in cfg.param in cfg.rounding (fp32: the exact w'
@@ -465,7 +477,7 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     /* torch's sqrt of an fp32 tensor is MKL's (gp_torch_sqrt.h); of a bf16 one, IEEE */
     float root = cfg.eval == GP_ADAMW_TORCH_CPU_ZEN4 && sf == GP_FP32 ? gp_torch_sqrtf_zen4(vv) : sqrtf(vv);
     float r = gp_adamw_load(sf, gp_adamw_store(sf, root, pes));
-    float q = cpu ? r / s->bc2_sqrt_f : r * s->inv_bc2_sqrt;
+    float q = cpu || cfg.eval == GP_ADAMW_TORCH_CUDA_FOREACH ? r / s->bc2_sqrt_f : r * s->inv_bc2_sqrt;
     q = gp_adamw_load(sf, gp_adamw_store(sf, q, pes));
     /* add_(eps): torch's CPU casts the Python number to the tensor's dtype first */
     float eps = cpu ? gp_adamw_load(sf, gp_adamw_store(sf, s->eps, (unsigned *)0)) : s->eps;
