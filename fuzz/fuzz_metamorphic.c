@@ -245,16 +245,25 @@ static double check_references(const gp_accum_case *c, int *equal_checked)
     return full != 0 ? fabs(mean - full) / fabs(full) : (mean != 0 ? INFINITY : 0.0);
 }
 
-/* (c) Returns 1 when the relation was checked. */
-static int check_collective_exact(const gp_accum_case *c)
+/* The CPU backend that checks (c) and (d) run scenarios on, opened on first use and kept
+ * open for the fuzzer's life. */
+static const gp_backend *cpu_backend(void)
 {
     static gp_backend cpu;
     static int opened;
-    gp_error e = {""};
     if (!opened) {
+        gp_error e = {""};
         GP_FUZZ_CHECK(gp_backend_open("cpu", &cpu, &e) == 0, "%s", e.msg);
         opened = 1;
     }
+    return &cpu;
+}
+
+/* (c) Returns 1 when the relation was checked. */
+static int check_collective_exact(const gp_accum_case *c)
+{
+    const gp_backend *cpu = cpu_backend();
+    gp_error e = {""};
     static const char *const coll[] = {"ring", "tree", "reduce_scatter"}, *const avg[] = {"pre", "post", "op"};
     uint64_t i = 16;
     int W = 1 << (1 + (int)(draw(c, i++) % 3)), K = 1 + (int)(draw(c, i++) % 4);
@@ -277,7 +286,7 @@ static int check_collective_exact(const gp_accum_case *c)
     gp_scenario s;
     gp_result r;
     GP_FUZZ_CHECK(gp_scenario_load_string(text, strlen(text), "meta", &s, &e) == 0, "%s\n%s", e.msg, text);
-    GP_FUZZ_CHECK(gp_run_scenario(&s, &cpu, NULL, &r, &e) == 0, "%s", e.msg);
+    GP_FUZZ_CHECK(gp_run_scenario(&s, cpu, NULL, &r, &e) == 0, "%s", e.msg);
     GP_FUZZ_CHECK(r.metric[GP_M_COLLECTIVE_REL_ERR] == 0.0 && r.metric[GP_M_GRAD_REL_ERR_ROUNDING] == 0.0 &&
                       r.st.coll.absorbed == 0 && r.st.coll.overflow == 0,
                   "an fp32 collective of exact partial sums lost %a:\n%s", r.metric[GP_M_COLLECTIVE_REL_ERR], text);
@@ -289,13 +298,8 @@ static int check_collective_exact(const gp_accum_case *c)
 /* (d) Returns the reduction checked (0..3). */
 static int check_partial_window(const gp_accum_case *c)
 {
-    static gp_backend cpu;
-    static int opened;
+    const gp_backend *cpu = cpu_backend();
     gp_error e = {""};
-    if (!opened) {
-        GP_FUZZ_CHECK(gp_backend_open("cpu", &cpu, &e) == 0, "%s", e.msg);
-        opened = 1;
-    }
     static const char *const red[] = {"token_mean", "mean", "mean_no_div", "sum"}, *const fb[] = {"mean", "sum"};
     static const char *const gf[] = {"fp32", "bf16", "fp16"}, *const af[] = {"fp32", "bf16"};
     static const char *const rnd[] = {"rne", "kahan", "rtz", "stochastic"};
@@ -328,7 +332,7 @@ static int check_partial_window(const gp_accum_case *c)
                  rnd[ro]);
         gp_scenario s;
         GP_FUZZ_CHECK(gp_scenario_load_string(text, strlen(text), "meta", &s, &e) == 0, "%s\n%s", e.msg, text);
-        GP_FUZZ_CHECK(gp_run_scenario(&s, &cpu, NULL, &r[twin], &e) == 0, "%s\n%s", e.msg, text);
+        GP_FUZZ_CHECK(gp_run_scenario(&s, cpu, NULL, &r[twin], &e) == 0, "%s\n%s", e.msg, text);
         gp_scenario_free(&s);
     }
     const gp_stats *p = &r[0].st, *w = &r[1].st;
