@@ -63,6 +63,7 @@ typedef enum {
     cudaSuccess = 0,
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidSymbol = 13,
     cudaErrorInvalidDevicePointer = 17,

@@ -121,6 +121,28 @@ cudaError_t fail(cudaError_t e)
     return e;
 }
 
+/* CUDA's fork rule (CUDA C Programming Guide: a child forked after its parent used CUDA
+ * cannot use CUDA): the first runtime call records the process that initialises the
+ * runtime; in any other process (a fork() child, which inherits this state without the
+ * driver's) every call that needs the device fails with cudaErrorInitializationError,
+ * as it does on a GPU. A fresh program (exec) starts with fresh state. What the runtime
+ * keeps on the host (the device count, the device ordinal, the last error, the error
+ * names) still answers, as the real runtime's inherited state does. */
+pid_t g_init_pid; /* 0 until the first call */
+
+bool forked_after_init(void)
+{
+    pid_t me = getpid();
+    pid_t was = __atomic_load_n(&g_init_pid, __ATOMIC_ACQUIRE);
+    if (was == 0) {
+        pid_t zero = 0;
+        if (__atomic_compare_exchange_n(&g_init_pid, &zero, me, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return false;
+        was = zero;
+    }
+    return was != me;
+}
+
 /* ---- launches ---- */
 
 enum { T_NEW, T_RUNNING, T_PARKED, T_WARP, T_DONE }; /* T_PARKED: at __syncthreads; T_WARP: at a warp-level call */
@@ -602,6 +624,10 @@ struct locked {
 extern "C" void gp_shim_run(const char *kernel, const char *file, int line, dim3 grid, dim3 block, size_t shmem,
                             void (*body)(void *), void *ctx)
 {
+    if (forked_after_init()) {
+        fail(cudaErrorInitializationError);
+        return;
+    }
     locked lk;
     uint64_t threads = (uint64_t)block.x * block.y * block.z;
     if (g_sticky != cudaSuccess) {
@@ -714,6 +740,8 @@ extern "C" void *gp_shim_symbol_alloc(size_t bytes, size_t align, const char *na
 extern "C" cudaError_t gp_shim_symbol_copy(const void *symbol, void *host, size_t count, size_t offset,
                                            int to_symbol)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     locked lk;
     if (g_sticky != cudaSuccess)
         return fail(g_sticky);
@@ -733,6 +761,8 @@ extern "C" cudaError_t gp_shim_symbol_copy(const void *symbol, void *host, size_
 
 extern "C" cudaError_t cudaMalloc(void **p, size_t bytes)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     locked lk;
     if (!p)
         return fail(cudaErrorInvalidValue);
@@ -752,6 +782,8 @@ extern "C" cudaError_t cudaMalloc(void **p, size_t bytes)
 
 extern "C" cudaError_t cudaFree(void *p)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     locked lk;
     if (!p)
         return cudaSuccess;
@@ -765,6 +797,8 @@ extern "C" cudaError_t cudaFree(void *p)
 
 extern "C" cudaError_t cudaMallocHost(void **p, size_t bytes)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     if (!p)
         return fail(cudaErrorInvalidValue);
     *p = NULL;
@@ -775,6 +809,8 @@ extern "C" cudaError_t cudaMallocHost(void **p, size_t bytes)
 
 extern "C" cudaError_t cudaFreeHost(void *p)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     free(p);
     return cudaSuccess;
 }
@@ -782,6 +818,8 @@ extern "C" cudaError_t cudaFreeHost(void *p)
 /* Copies check, as the GPU runtime does, that the device side lies inside one allocation. */
 extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     locked lk;
     if (g_sticky != cudaSuccess)
         return fail(g_sticky);
@@ -818,6 +856,8 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
 
 extern "C" cudaError_t cudaMemset(void *p, int value, size_t count)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     locked lk;
     if (g_sticky != cudaSuccess)
         return fail(g_sticky);
@@ -846,11 +886,14 @@ extern "C" cudaError_t cudaPeekAtLastError(void)
 
 extern "C" cudaError_t cudaDeviceSynchronize(void)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     return g_sticky; /* launches are synchronous */
 }
 
 extern "C" cudaError_t cudaGetDeviceCount(int *n)
 {
+    (void)forked_after_init(); /* initialises; in a fork child: the inherited answer */
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, [] {
         pthread_mutex_lock(&g_mu);
@@ -868,6 +911,7 @@ extern "C" cudaError_t cudaGetDeviceCount(int *n)
 
 extern "C" cudaError_t cudaGetDevice(int *d)
 {
+    (void)forked_after_init(); /* initialises; in a fork child: the inherited answer */
     if (!d)
         return fail(cudaErrorInvalidValue);
     *d = 0;
@@ -876,11 +920,15 @@ extern "C" cudaError_t cudaGetDevice(int *d)
 
 extern "C" cudaError_t cudaSetDevice(int d)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
 }
 
 extern "C" cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     if (!prop || d != 0)
         return fail(!prop ? cudaErrorInvalidValue : cudaErrorInvalidDevice);
     memset(prop, 0, sizeof *prop);
@@ -897,6 +945,8 @@ extern "C" cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int 
 
 extern "C" cudaError_t cudaStreamCreate(cudaStream_t *s)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     if (!s)
         return fail(cudaErrorInvalidValue);
     *s = NULL; /* one queue: every stream is the default one */
@@ -905,12 +955,16 @@ extern "C" cudaError_t cudaStreamCreate(cudaStream_t *s)
 
 extern "C" cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     (void)s;
     return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+    if (forked_after_init())
+        return fail(cudaErrorInitializationError);
     (void)s;
     return g_sticky;
 }
@@ -927,6 +981,7 @@ extern "C" const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInitializationError: return "cudaErrorInitializationError";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     }
     return "cudaErrorUnknown";
@@ -944,6 +999,7 @@ extern "C" const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInitializationError: return "initialization error";
     case cudaErrorLaunchFailure: return "unspecified launch failure (host shim: see the message above)";
     }
     return "unknown error";
