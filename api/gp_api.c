@@ -144,6 +144,22 @@ int gradprec_serve(int fd, const struct gp_plugin *table, const char *refusal, c
     return table ? GRADPREC_INTERNAL : GRADPREC_BAD_INPUT;
 }
 
+int gradprec_serve_plugin(int fd, const char *path)
+{
+    int st = path ? gp_worker_main(fd, path) : 2;
+    return st == 0 ? GRADPREC_OK : st == 2 ? GRADPREC_BAD_INPUT : GRADPREC_INTERNAL;
+}
+
+int gradprec_set_worker_program(const char *const *argv)
+{
+    size_t n = 0;
+    while (argv && argv[n] && n <= 8)
+        n++;
+    if (n > 8)
+        return GRADPREC_BAD_INPUT;
+    return gp_worker_set_program(argv) == 0 ? GRADPREC_OK : GRADPREC_INTERNAL;
+}
+
 int gradprec_run(const gradprec_set *s, const char *backend, const struct gp_plugin *table, const char *compare,
                  int jobs, gradprec_result **out, char *err, size_t errlen)
 {

@@ -291,14 +291,86 @@ int gp_worker_serve(int fd, const gp_plugin *p, const char *refusal, char *fault
     return ret;
 }
 
-/* A plugin's worker: load it, serve it, end. */
-static void worker_main(int fd, const char *path)
+/* The program a device-memory plugin's worker execs (gp_worker_set_program): argv[0]
+ * is the file, then the leading arguments; NULL-terminated; empty while none is set. */
+#define EXEC_MAX 8
+static char *g_exec[EXEC_MAX + 1];
+static pthread_mutex_t g_exec_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int gp_worker_set_program(const char *const *argv)
+{
+    size_t n = 0;
+    while (argv && argv[n])
+        n++;
+    if (n > EXEC_MAX)
+        return -1;
+    char *copy[EXEC_MAX + 1] = {NULL};
+    for (size_t k = 0; k < n; k++)
+        if (!(copy[k] = strdup(argv[k]))) {
+            for (size_t j = 0; j < k; j++)
+                free(copy[j]);
+            return -1;
+        }
+    pthread_mutex_lock(&g_exec_mu);
+    for (size_t k = 0; k < EXEC_MAX; k++) {
+        free(g_exec[k]);
+        g_exec[k] = copy[k];
+    }
+    pthread_mutex_unlock(&g_exec_mu);
+    return 0;
+}
+
+/* This process becomes argv's program (argv[0] searched in PATH), serving over the
+ * inherited socket fd; when it cannot be started, the refusal names `what` and why. */
+static void exec_worker(int fd, char *const *argv, const char *what)
+{
+    int fl = fcntl(fd, F_GETFD);
+    if (fl >= 0)
+        fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
+    execvp(argv[0], argv);
+    hello h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.why, sizeof h.why, "cannot run %s '%s': %s", what, argv[0], strerror(errno));
+    io(fd, &h, sizeof h, 1, 0);
+    _exit(0);
+}
+
+/* A plugin's worker: load it and serve it. exec_argv (forked workers only; NULL when no
+ * program is set): a device-memory plugin is served by that program instead, a fresh
+ * process image that initialises CUDA itself (CUDA cannot be used in a child forked
+ * after its parent used CUDA). Before serving a device-memory plugin the worker checks
+ * that CUDA works here, so that this fails as one line when the plugin is opened
+ * rather than as a failed call later. Returns the exit status gp_worker_main documents. */
+static int worker_main(int fd, const char *path, int forked, char *const *exec_argv)
 {
     gp_plugin table;
-    char why[512] = "";
+    char why[512] = "", cuda[256] = "";
     const gp_plugin *p = load(path, &table, why, sizeof why);
-    gp_worker_serve(fd, p, why, NULL, 0);
-    _exit(0);
+    if (p && table.memory == GP_PLUGIN_DEVICE && exec_argv)
+        exec_worker(fd, exec_argv, "the program that serves device-memory plugins");
+    int ce = p && table.memory == GP_PLUGIN_DEVICE ? gp_cuda_probe(cuda, sizeof cuda) : 0;
+    if (ce != 0) {
+        if (forked && ce == GP_CUDA_INIT_ERROR)
+            snprintf(why, sizeof why,
+                     "CUDA cannot be initialised in the plugin's worker process (%.120s): CUDA was initialised in "
+                     "this process before the plugin's worker was forked; open the plugin before the first CUDA "
+                     "call, or register a program that serves it afresh (gradprec_set_worker_program; the gradprec "
+                     "command and the Python package do)", cuda);
+        else
+            snprintf(why, sizeof why, "CUDA cannot be used in the plugin's worker process: %.300s", cuda);
+        p = NULL; /* the process ends after the refusal: nothing to close */
+    }
+    int rc = gp_worker_serve(fd, p, why, NULL, 0);
+    return rc == 0 ? 0 : p ? 3 : 2;
+}
+
+int gp_worker_main(int fd, const char *path)
+{
+    int fl = fcntl(fd, F_GETFD);
+    if (fl < 0)
+        return 2;
+    fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+    return worker_main(fd, path, 0, NULL);
 }
 
 /* A python: backend's worker: this process becomes the Python interpreter ($GP_PYTHON,
@@ -312,17 +384,8 @@ static void exec_python(int fd, const char *spec)
         py = "python3";
     char fdarg[24];
     snprintf(fdarg, sizeof fdarg, "%d", fd);
-    int fl = fcntl(fd, F_GETFD);
-    if (fl >= 0)
-        fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
     char *argv[] = {(char *)py, "-m", "gradprec._serve", (char *)spec, fdarg, NULL};
-    execvp(py, argv);
-    hello h;
-    memset(&h, 0, sizeof h);
-    snprintf(h.why, sizeof h.why, "cannot run the Python interpreter '%s' ($GP_PYTHON, else python3): %s", py,
-             strerror(errno));
-    io(fd, &h, sizeof h, 1, 0);
-    _exit(0);
+    exec_worker(fd, argv, "the Python interpreter ($GP_PYTHON, else python3)");
 }
 
 /* ---- the parent's side ---- */
@@ -494,8 +557,21 @@ int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char
         gp_worker_close(w);
         return -3;
     }
+    /* The device-memory worker's command line, built before the fork: PROGRAM ARGS...
+     * plugin:PATH FD. */
+    char spec[4096 + 8], fdarg[24], *exec_argv[EXEC_MAX + 3] = {NULL};
+    snprintf(spec, sizeof spec, "plugin:%s", path);
+    snprintf(fdarg, sizeof fdarg, "%d", sv[1]);
+    pthread_mutex_lock(&g_exec_mu);
+    size_t ne = 0;
+    for (; g_exec[ne]; ne++)
+        exec_argv[ne] = g_exec[ne];
+    int have_exec = ne > 0;
+    exec_argv[ne] = spec;
+    exec_argv[ne + 1] = fdarg;
     fflush(NULL); /* nothing buffered is written twice */
     pid_t pid = fork();
+    pthread_mutex_unlock(&g_exec_mu);
     if (pid == 0) {
         close(sv[0]);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -506,8 +582,7 @@ int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char
             signal(fatal[k], SIG_DFL);
         if (strncmp(path, "python:", 7) == 0)
             exec_python(sv[1], path + 7);
-        worker_main(sv[1], path);
-        _exit(0);
+        _exit(worker_main(sv[1], path, 1, have_exec ? exec_argv : NULL));
     }
     close(sv[1]);
     w->fd = sv[0];
@@ -530,6 +605,12 @@ int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char
                          path, exited);
             gp_worker_close(w);
             return -1;
+        }
+        if (exited >= 0 && have_exec) { /* the exec'd program ended without serving it */
+            gp_error_set(err, "plugin %s: its worker program '%s' ended (exit status %d) before serving it", path,
+                         exec_argv[0], exited);
+            gp_worker_close(w);
+            return -3;
         }
         gp_error_set(err, "%s", w->fault);
         gp_worker_close(w);

@@ -21,7 +21,10 @@ typedef struct gp_worker gp_worker;
 
 /* Fork a worker that loads the plugin at path (dlopen, gp_plugin_entry and the ABI
  * checks; a device-memory plugin behind the CUDA staging adapter, in the worker) and
- * serves its table. Returns 0 with *w and *ops (the proxy table; valid until
+ * serves its table. A device-memory plugin is served by the program set with
+ * gp_worker_set_program, which the forked worker execs (a fresh process, where CUDA
+ * initialises even when this process used CUDA first); with none set, by the forked
+ * worker, which first checks that CUDA works there (else the plugin is refused). Returns 0 with *w and *ops (the proxy table; valid until
  * gp_worker_close) and the plugin's name in name[namelen]; -1 with err when the plugin
  * was refused (bad usage: "plugin PATH: why"); -3 with err when the worker failed
  * while loading it (crashed in gp_plugin_entry, hung, could not be started). */
@@ -32,6 +35,23 @@ int gp_worker_open(const char *path, gp_worker **w, const gp_plugin **ops, char 
  * the interpreter ($GP_PYTHON, else python3 on PATH) with `-m gradprec._serve
  * MODULE:NAME FD`, which serves the object's table over the inherited socket through
  * gp_worker_serve (the public gradprec_serve). Everything else is as for a plugin. */
+
+/* The program that serves device-memory plugins (CUDA cannot be used in a child forked
+ * after its parent used CUDA, so such a plugin's worker must be a fresh program):
+ * argv[0] is the file to exec (searched in PATH), argv[1..] its leading arguments,
+ * NULL-terminated, at most 8; the worker appends "plugin:PATH" and the socket's fd
+ * number, and the program calls gp_worker_main. Copied. argv NULL or empty: none (a
+ * device-memory plugin's worker is then only forked, and when CUDA cannot be
+ * initialised there it is refused with one line naming the cause). The gradprec
+ * command sets itself, the Python package its interpreter. 0, or -1 (too many, no
+ * memory: nothing changed). */
+int gp_worker_set_program(const char *const *argv);
+
+/* The worker side of a program set by gp_worker_set_program: load the plugin at path
+ * and serve it over the connected socket fd until the parent closes it. Returns the
+ * program's exit status: 0 done, 2 the plugin was refused (the parent prints why), 3
+ * the connection broke. */
+int gp_worker_main(int fd, const char *path);
 
 /* Serve table p to the gradprec process at the other end of socket fd (the worker
  * protocol), checking it first as gp_plugin_table_adopt does; with p NULL (or refused),

@@ -125,6 +125,25 @@ GRADPREC_API int gradprec_adamw_step(const char *variant, const char *param_form
 GRADPREC_API int gradprec_serve(int fd, const struct gp_plugin *table, const char *refusal, char *fault,
                                 size_t faultlen);
 
+/* Serve device-memory plugins (plugin:PATH with memory GP_PLUGIN_DEVICE) from a fresh
+ * program: CUDA cannot be used in a child forked after its parent used CUDA (a host
+ * whose framework, torch say, already initialised CUDA), so their worker, forked, execs
+ * argv[0] (searched in PATH) with argv[1..] and then "plugin:PATH" and the number of
+ * the connected socket; that program calls gradprec_serve_plugin. argv: NULL-terminated,
+ * at most 8 strings, copied. The gradprec command registers itself, the Python package
+ * `INTERPRETER -m gradprec._serve` when it loads the library. argv NULL or empty: none
+ * (the default: the worker is only forked, and when CUDA cannot be initialised there
+ * the plugin is refused with one line naming the cause). Host-memory plugins' workers
+ * are only forked either way. Process-wide. Returns GRADPREC_OK, or GRADPREC_BAD_INPUT
+ * (more than 8 strings) or GRADPREC_INTERNAL (out of memory), nothing changed then. */
+GRADPREC_API int gradprec_set_worker_program(const char *const *argv);
+
+/* The worker side of a program set by gradprec_set_worker_program: load the plugin at
+ * path and serve it over the connected socket fd until gradprec closes the connection.
+ * Returns GRADPREC_OK then, GRADPREC_BAD_INPUT when the plugin was refused (gradprec
+ * prints why), GRADPREC_INTERNAL when the connection broke. */
+GRADPREC_API int gradprec_serve_plugin(int fd, const char *path);
+
 /* ---- results ---- */
 
 /* Number of scenarios, and how many failed their thresholds. */

@@ -8,13 +8,23 @@
  * A preset that needs what the plugin documents as not implemented (FTZ, stochastic
  * rounding of the accumulator or of the stored weights, an fp8 gradient or accumulator)
  * must be refused the same way; every other preset must run.
+ * This program touches CUDA (gp_cuda_device_count) before it opens the plugin, as a host
+ * whose framework initialised CUDA does; CUDA cannot be used in a child forked after
+ * that, so it registers itself as the program that serves device-memory plugins
+ * (gp_worker_set_program: `test_cuda_example_plugin --worker plugin:PATH FD`), as a C
+ * host should. With --fork-only it registers nothing: opening the plugin must then be
+ * refused with one line naming the plugin, the cause (CUDA initialised before the
+ * worker was forked) and cudaErrorInitializationError.
  * Without a device: the plugin (where it was built) must be refused with one line naming
- * device memory, then exit 77 (skipped). Argument: the folder of the example plugins. */
+ * device memory, then exit 77 (skipped). Arguments: [--fork-only] the folder of the
+ * example plugins. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "harness/gp_backend.h"
+#include "harness/gp_plugin_worker.h"
 #include "harness/gp_presets.h"
 #include "harness/gp_runner.h"
 #include "kernels/cuda/gp_cuda.h"
@@ -89,12 +99,20 @@ static const char *two_tensors(const char *grad, const char *acc, const char *ro
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_cuda_example_plugin PLUGIN_DIR\n");
+    if (argc == 4 && strcmp(argv[1], "--worker") == 0 && strncmp(argv[2], "plugin:", 7) == 0)
+        _exit(gp_worker_main(atoi(argv[3]), argv[2] + 7)); /* as a forked worker ends */
+    int fork_only = argc == 3 && strcmp(argv[1], "--fork-only") == 0;
+    if (argc != 2 + fork_only) {
+        fprintf(stderr, "usage: test_cuda_example_plugin [--fork-only] PLUGIN_DIR\n");
+        return 1;
+    }
+    const char *const self[] = {"/proc/self/exe", "--worker", NULL};
+    if (!fork_only && gp_worker_set_program(self) != 0) {
+        fprintf(stderr, "gp_worker_set_program failed\n");
         return 1;
     }
     char path[600], spec[620];
-    snprintf(path, sizeof path, "%s/libgp_example_cuda_plugin.so", argv[1]);
+    snprintf(path, sizeof path, "%s/libgp_example_cuda_plugin.so", argv[1 + fork_only]);
     snprintf(spec, sizeof spec, "plugin:%s", path);
     gp_backend b, cpu;
     gp_error e = {""};
@@ -109,6 +127,20 @@ int main(int argc, char **argv)
         }
         printf("no CUDA device (or CUDA not built): skipped\n");
         return 77;
+    }
+    if (fork_only) {
+        int rc = gp_backend_open(spec, &b, &e);
+        if (rc == 0 || !strstr(e.msg, path) || strchr(e.msg, '\n') ||
+            !strstr(e.msg, "CUDA was initialised in this process before the plugin's worker was forked") ||
+            !strstr(e.msg, "cudaErrorInitializationError")) {
+            fprintf(stderr, "expected a one-line refusal naming CUDA initialised before the fork, got %d: '%s'\n", rc,
+                    e.msg);
+            if (rc == 0)
+                gp_backend_close(&b);
+            return 1;
+        }
+        printf("refused as it should be: %s\n", e.msg);
+        return 0;
     }
     if (gp_backend_open(spec, &b, &e) != 0 || gp_backend_open("cpu", &cpu, &e) != 0) {
         fprintf(stderr, "%s\n", e.msg);

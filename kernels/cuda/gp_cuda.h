@@ -19,6 +19,15 @@ extern "C" {
  * installed, or no device is present. Never fails. */
 int gp_cuda_device_count(void);
 
+/* Whether CUDA can be used in this process (cudaFree(0), which initialises the runtime
+ * and the device's context): 0, else the CUDA error code, with the call and CUDA's
+ * error name and text in why[whylen]. In a child forked after its parent used CUDA this
+ * is GP_CUDA_INIT_ERROR (CUDA supports no such child). */
+int gp_cuda_probe(char *why, size_t whylen);
+
+/* cudaErrorInitializationError's value (driver_types.h). */
+#define GP_CUDA_INIT_ERROR 3
+
 /* Convert the fp32 bit patterns start, start+1, ..., start+n-1 (wrapping at 2^32) to
  * format f on the device; out_bits[i] and out_ev[i] receive the result and events of
  * pattern start+i. Stochastic rounding draws gp_rand_u32(seed, 0, pattern). Host

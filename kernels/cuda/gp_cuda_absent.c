@@ -1,9 +1,17 @@
 /* gp_cuda_absent.c — what gp_cuda.h answers when gradprec was built without nvcc. */
 #include "gp_cuda.h"
 
+#include <stdio.h>
+
 int gp_cuda_device_count(void)
 {
     return 0;
+}
+
+int gp_cuda_probe(char *why, size_t whylen)
+{
+    snprintf(why, whylen, "the CUDA backend was not built (nvcc not found at configure time)");
+    return -1;
 }
 
 int gp_cuda_convert_range(gp_format f, gp_rmode mode, int ftz, uint64_t seed, uint32_t start,

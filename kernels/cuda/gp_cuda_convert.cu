@@ -9,6 +9,7 @@
  * Build: part of gradprec_core when nvcc is found (nvcc --fmad=false, sm_80/sm_90).
  * Run:   build/tests/test_cuda_parity (skips with CTest code 77 without a device). */
 #include <cuda_runtime.h>
+#include <stdio.h>
 
 #include "../arith/gp_philox.h"
 #include "gp_cuda.h"
@@ -40,6 +41,17 @@ extern "C" int gp_cuda_device_count(void)
         return 0;
     }
     return n;
+}
+
+extern "C" int gp_cuda_probe(char *why, size_t whylen)
+{
+    static_assert(cudaErrorInitializationError == GP_CUDA_INIT_ERROR, "gp_cuda.h's copy of the code");
+    cudaError_t e = cudaFree(0);
+    if (e == cudaSuccess)
+        return 0;
+    (void)cudaGetLastError();
+    snprintf(why, whylen, "cudaFree(0): %s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+    return (int)e;
 }
 
 #define GP_CUDA_TRY(call)                                                                   \

@@ -5,6 +5,7 @@ this package was imported or installed from; a copy inside the package folder.
 """
 import ctypes
 import os
+import sys
 
 from ._errors import GradprecError
 
@@ -66,6 +67,8 @@ def _declare(lib):
              c.c_uint64, vp, vp, vp, vp, cp, sz],
         ),
         "gradprec_serve": (c.c_int, [c.c_int, vp, cp, cp, sz]),
+        "gradprec_serve_plugin": (c.c_int, [c.c_int, cp]),
+        "gradprec_set_worker_program": (c.c_int, [c.POINTER(cp)]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -96,6 +99,12 @@ def lib():
         v = handle.gradprec_api_version()
         if v != API_VERSION:
             raise GradprecError(3, "%s: API version %d, this package needs %d" % (path, v, API_VERSION))
+        # A device-memory plugin's worker is this interpreter started afresh (CUDA cannot
+        # be used in a child forked after torch, say, initialised it): docs/plugins.md.
+        interp = os.environ.get("GP_PYTHON") or sys.executable
+        if interp:
+            argv = (ctypes.c_char_p * 4)(os.fsencode(interp), b"-m", b"gradprec._serve", None)
+            handle.gradprec_set_worker_program(argv)
         _lib, _path = handle, path
         return _lib
     raise GradprecError(

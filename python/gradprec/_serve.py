@@ -1,5 +1,7 @@
 """The worker side of `gradprec run --backend python:MODULE:NAME`: gradprec forks a worker
-process that execs `$GP_PYTHON -m gradprec._serve MODULE:NAME FD` (docs/python.md). This
+process that execs `$GP_PYTHON -m gradprec._serve MODULE:NAME FD` (docs/python.md).
+`plugin:PATH FD` instead serves a device-memory C plugin for a Python host
+(gradprec_set_worker_program, docs/plugins.md): libgradprec's gradprec_serve_plugin. This
 imports MODULE, takes NAME (a class or a factory is called with no arguments; any other
 object is the backend itself), and serves its table (gradprec._plugin) on the socket FD
 through libgradprec's gradprec_serve until gradprec closes it. A module or name that
@@ -38,10 +40,13 @@ def main(argv):
     from . import _lib, _plugin
 
     if len(argv) != 2:
-        sys.stderr.write("usage: python -m gradprec._serve MODULE:NAME FD (started by gradprec run)\n")
+        sys.stderr.write("usage: python -m gradprec._serve MODULE:NAME|plugin:PATH FD (started by gradprec)\n")
         return 2
     spec, fd = argv[0], int(argv[1])
     lib = _lib.lib()
+    if spec.startswith("plugin:"):  # a device-memory C plugin: libgradprec serves it
+        rc = lib.gradprec_serve_plugin(fd, spec[len("plugin:"):].encode())
+        return 0 if rc in (0, 2) else rc
     pb = None
     refusal = None
     try:
