@@ -58,6 +58,15 @@ step "device parity: sampled conversions, accumulate_many, every preset" parity.
     "$build/tests/test_cuda_parity"
 step "example CUDA plugin on the device" plugin.log \
     "$build/tests/test_cuda_example_plugin" "$build/examples/plugins"
+# CUDA's fork rule: registering no worker program, the plugin's forked worker (CUDA
+# touched before the fork) must be refused naming cudaErrorInitializationError.
+step "example CUDA plugin: fork-only worker after CUDA init refused" plugin-fork.log \
+    "$build/tests/test_cuda_example_plugin" --fork-only "$build/examples/plugins"
+step "example CUDA plugin through gradprec run (worker: gradprec __worker)" plugin-cli.log \
+    sh -c "'$build/gradprec' run --quiet --preset lora-bf16-accum --preset lora-fp32-accum \
+           --backend plugin:'$build/examples/plugins/libgp_example_cuda_plugin.so' --compare cuda \
+           --out '$out/plugin-cli'; rc=\$?; grep -q '\"backend_mismatches\": 0' '$out/plugin-cli/report.json' && \
+           [ \$rc -le 1 ] && echo 'example CUDA plugin == cuda backend through the CLI'"
 step "default suite --backend cuda --compare cpu" suite.log \
     sh -c "'$build/gradprec' run --quiet -j $(nproc) --backend cuda --compare cpu --out '$out/suite'; rc=\$?; \
            grep -q '\"backend_mismatches\": 0' '$out/suite/report.json' && \

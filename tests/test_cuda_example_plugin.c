@@ -14,7 +14,9 @@
  * (gp_worker_set_program: `test_cuda_example_plugin --worker plugin:PATH FD`), as a C
  * host should. With --fork-only it registers nothing: opening the plugin must then be
  * refused with one line naming the plugin, the cause (CUDA initialised before the
- * worker was forked) and cudaErrorInitializationError.
+ * worker was forked) and cudaErrorInitializationError. With --bad-programs it registers
+ * a program that does not exist, then /bin/false: each open must fail with one line
+ * naming the program (cannot run it; ended before serving).
  * Without a device: the plugin (where it was built) must be refused with one line naming
  * device memory, then exit 77 (skipped). Arguments: [--fork-only] the folder of the
  * example plugins. */
@@ -102,8 +104,9 @@ int main(int argc, char **argv)
     if (argc == 4 && strcmp(argv[1], "--worker") == 0 && strncmp(argv[2], "plugin:", 7) == 0)
         _exit(gp_worker_main(atoi(argv[3]), argv[2] + 7)); /* as a forked worker ends */
     int fork_only = argc == 3 && strcmp(argv[1], "--fork-only") == 0;
-    if (argc != 2 + fork_only) {
-        fprintf(stderr, "usage: test_cuda_example_plugin [--fork-only] PLUGIN_DIR\n");
+    int bad_programs = argc == 3 && strcmp(argv[1], "--bad-programs") == 0;
+    if (argc != 2 + (fork_only | bad_programs)) {
+        fprintf(stderr, "usage: test_cuda_example_plugin [--fork-only | --bad-programs] PLUGIN_DIR\n");
         return 1;
     }
     const char *const self[] = {"/proc/self/exe", "--worker", NULL};
@@ -112,7 +115,7 @@ int main(int argc, char **argv)
         return 1;
     }
     char path[600], spec[620];
-    snprintf(path, sizeof path, "%s/libgp_example_cuda_plugin.so", argv[1 + fork_only]);
+    snprintf(path, sizeof path, "%s/libgp_example_cuda_plugin.so", argv[1 + (fork_only | bad_programs)]);
     snprintf(spec, sizeof spec, "plugin:%s", path);
     gp_backend b, cpu;
     gp_error e = {""};
@@ -127,6 +130,24 @@ int main(int argc, char **argv)
         }
         printf("no CUDA device (or CUDA not built): skipped\n");
         return 77;
+    }
+    if (bad_programs) {
+        static const char *const missing[] = {"/nonexistent/gradprec-worker", NULL}, *const quits[] = {"false", NULL};
+        static const char *const want[] = {
+            "cannot run the program that serves device-memory plugins '/nonexistent/gradprec-worker': No such file",
+            "its worker program 'false' ended (exit status 1) before serving it"};
+        for (int k = 0; k < 2; k++) {
+            gp_worker_set_program(k ? quits : missing);
+            int rc = gp_backend_open(spec, &b, &e);
+            if (rc == 0 || !strstr(e.msg, path) || !strstr(e.msg, want[k]) || strchr(e.msg, '\n')) {
+                fprintf(stderr, "expected one line with '%s', got %d: '%s'\n", want[k], rc, e.msg);
+                if (rc == 0)
+                    gp_backend_close(&b);
+                return 1;
+            }
+            printf("refused as it should be: %s\n", e.msg);
+        }
+        return 0;
     }
     if (fork_only) {
         int rc = gp_backend_open(spec, &b, &e);
