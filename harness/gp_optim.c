@@ -68,6 +68,8 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
     if (!oom && (with & GP_OPTIM_WITH_MODELS))
         oom = !(o->param3 = malloc(ch * pb)) || !(o->m3 = malloc(ch * sb)) || !(o->v3 = malloc(ch * sb)) ||
               (kahan && !(o->comp3 = malloc(ch * pb))) || (master && !(o->master3 = malloc(ch * 4)));
+    for (int k = 0; k < 4 && !oom && (with & GP_OPTIM_PER_ELEMENT); k++)
+        oom = !(o->el_cnt[k] = calloc(c, sizeof(uint32_t)));
     return oom ? gp_error_set(err, "out of memory (optimizer state of %zu elements)", cap) : 0;
 }
 
@@ -95,6 +97,8 @@ void gp_optim_state_free(gp_optim_state *o)
                  o->param3, o->comp3, o->m3, o->v3, o->master3, o->written, o->mv_written};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
+    for (int k = 0; k < 4; k++)
+        free(o->el_cnt[k]);
     gp_adamw_dd_state_free(&o->ref);
     memset(o, 0, sizeof *o);
 }
@@ -123,6 +127,8 @@ void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t 
             o->lost[e] = 0;
             o->state_err[e] = 0;
             o->formula_err[e] = 0;
+            for (int k = 0; k < 4 && o->el_cnt[0]; k++)
+                o->el_cnt[k][e] = 0;
             double w0 = o->master ? (double)w[j] : gp_fmt_to_f64(pf, pbits);
             gp_adamw_dd_state_set(&o->ref, e, w0);
         }
@@ -481,6 +487,7 @@ static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_opt
     uint64_t formula = 0;
     double G[ATTR_BLK], M0[ATTR_BLK], V0[ATTR_BLK], M1[ATTR_BLK], V1[ATTR_BLK], W0[ATTR_BLK], C[ATTR_BLK];
     uint64_t nonzero_n = 0, stale_n = 0, state_nonzero = 0, state_underflow = 0;
+    uint8_t EL[4][ATTR_BLK]; /* the block's per-element counts (o->el_cnt: runs with sampling) */
     for (size_t j0 = 0; j0 < n; j0 += ATTR_BLK) {
         size_t nb = n - j0 < ATTR_BLK ? n - j0 : ATTR_BLK;
         uint8_t *diff = o->written + j0;
@@ -523,9 +530,18 @@ static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_opt
             /* a finite exact update made non-finite by m, v: an infinite loss */
             double se = isfinite(us) ? us - ux : INFINITY;
             state_err[j] = isfinite(ux) ? state_err[j] + se : state_err[j];
-            state_nonzero += (uint64_t)(mx != 0) + (uint64_t)(vx != 0);
-            state_underflow += (uint64_t)((mx != 0) & (m1 == 0)) + (uint64_t)((vx != 0) & (v1 == 0));
+            uint8_t snz = (uint8_t)((mx != 0) + (vx != 0));
+            uint8_t sund = (uint8_t)(((mx != 0) & (m1 == 0)) + ((vx != 0) & (v1 == 0)));
+            state_nonzero += snz;
+            state_underflow += sund;
+            EL[GP_OPTIM_EL_NONZERO][j] = (uint8_t)nonzero;
+            EL[GP_OPTIM_EL_STALE][j] = (uint8_t)stale;
+            EL[GP_OPTIM_EL_STATE_NONZERO][j] = snz;
+            EL[GP_OPTIM_EL_STATE_UNDERFLOW][j] = sund;
         }
+        for (int q = 0; q < 4 && o->el_cnt[0]; q++)
+            for (size_t j = 0; j < nb; j++)
+                o->el_cnt[q][off + j0 + j] += EL[q][j];
         if (o->param3) /* update formula (a subject's step only: gradprec's own models are AdamW) */
             for (size_t j = 0; j < nb; j++) {
                 double g = G[j], m0 = M0[j], v0 = V0[j];
@@ -701,6 +717,13 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
             /* a non-zero exact update of a finite weight (lr 0 moves nothing) */
             int nonzero = isfinite(w0) && (ux != 0 || (decay != 1.0 && w0 != 0));
             cnt->nonzero += (uint64_t)nonzero;
+            if (o->el_cnt[0]) { /* runs with sampling: the element's own counts */
+                o->el_cnt[GP_OPTIM_EL_NONZERO][e] += (uint32_t)nonzero;
+                o->el_cnt[GP_OPTIM_EL_STALE][e] += (uint32_t)(nonzero && !diff[j]);
+                o->el_cnt[GP_OPTIM_EL_STATE_NONZERO][e] += (uint32_t)(mx != 0) + (uint32_t)(vx != 0);
+                o->el_cnt[GP_OPTIM_EL_STATE_UNDERFLOW][e] +=
+                    (uint32_t)(mx != 0 && m1 == 0) + (uint32_t)(vx != 0 && v1 == 0);
+            }
             if (nonzero && !diff[j]) {
                 cnt->stale++;
                 o->lost[e] += (w0 * decay + us) - w0;
@@ -748,5 +771,14 @@ void gp_optim_final(const gp_optim_state *o, size_t off, size_t n, gp_optim_sums
         sums->lost += o->lost[e] * o->lost[e];
         sums->state += o->state_err[e] * o->state_err[e];
         sums->formula += o->formula_err[e] * o->formula_err[e];
+        if (o->el_cnt[0]) { /* runs with sampling: this element is one unit of each estimate */
+            uint32_t *const *k = o->el_cnt;
+            gp_ratio_add(&sums->est[GP_OPTIM_EST_WEIGHT], sq_err(w, wr), wr * wr);
+            gp_ratio_add(&sums->est[GP_OPTIM_EST_M], sq_err(m, mr), mr * mr);
+            gp_ratio_add(&sums->est[GP_OPTIM_EST_V], sq_err(v, vr), vr * vr);
+            gp_ratio_add(&sums->est[GP_OPTIM_EST_STALE], k[GP_OPTIM_EL_STALE][e], k[GP_OPTIM_EL_NONZERO][e]);
+            gp_ratio_add(&sums->est[GP_OPTIM_EST_STATE_UNDERFLOW], k[GP_OPTIM_EL_STATE_UNDERFLOW][e],
+                         k[GP_OPTIM_EL_STATE_NONZERO][e]);
+        }
     }
 }

@@ -53,6 +53,7 @@
 #include "../reference/gp_adamw_dd.h"
 #include "gp_backend.h"
 #include "../base/gp_error.h"
+#include "gp_sample.h"
 #include "gp_scenario.h"
 
 /* Elements the runner processes together (gp_optim_chunk's n never exceeds it); results
@@ -104,12 +105,23 @@ typedef struct {
     uint32_t models_checked, models_differ;
 } gp_optim_counts;
 
+/* The optimizer metrics that are ratios of sums over elements, in the order of
+ * gp_optim_sums.est (docs/scenarios.md, "Estimates at scale"): weight_rel_err^2,
+ * m_rel_err^2, v_rel_err^2 (an element's final squared error over its final squared
+ * reference), stale_update_frac (the element's stale steps over its steps with a non-zero
+ * exact update), state_underflow_frac (its m, v stored as 0 over its non-zero m_x, v_x). */
+enum { GP_OPTIM_EST_WEIGHT, GP_OPTIM_EST_M, GP_OPTIM_EST_V, GP_OPTIM_EST_STALE, GP_OPTIM_EST_STATE_UNDERFLOW,
+       GP_OPTIM_NEST };
+
 /* Sums of squares at the end of the run (add them over chunks and tensors). */
 typedef struct {
     double w_err, w_ref;     /* ||w_T - w_ref||^2, ||w_ref||^2 */
     double m_err, m_ref, v_err, v_ref;
     double lost, state;      /* ||lost updates||^2, ||state errors||^2 */
     double formula;          /* ||unexplained parts of the steps||^2 */
+    /* runs with sampling (GP_OPTIM_PER_ELEMENT): one unit per element, its totals over
+     * all steps, for the ratio estimates above; else untouched */
+    gp_ratio_sums est[GP_OPTIM_NEST];
 } gp_optim_sums;
 
 typedef struct {
@@ -125,7 +137,12 @@ typedef struct {
     void *param3, *comp3, *m3, *v3; /* a model's step (GP_OPTIM_WITH_MODELS) */
     uint32_t *master3;
     uint8_t *written, *mv_written; /* per element of the chunk: weight state / m, v changed */
+    /* GP_OPTIM_PER_ELEMENT: per element, its counts over the steps so far (steps with a
+     * non-zero exact update, stale ones, non-zero m_x and v_x, those stored as 0); else NULL */
+    uint32_t *el_cnt[4];
 } gp_optim_state;
+
+enum { GP_OPTIM_EL_NONZERO, GP_OPTIM_EL_STALE, GP_OPTIM_EL_STATE_NONZERO, GP_OPTIM_EL_STATE_UNDERFLOW };
 
 /* *view = o with the one-chunk scratch arrays (old values, compared copies, written
  * flags) of `scratch` instead of o's own: threads that step disjoint chunks of one
@@ -138,9 +155,11 @@ gp_adamw_config gp_optim_config(const gp_scenario *sc);
 
 /* gp_optim_state_alloc's scratch flags. */
 enum { GP_OPTIM_WITH_CMP = 1,    /* a compared backend (--compare) */
-       GP_OPTIM_WITH_MODELS = 2 }; /* the backend is a subject, not gradprec's own (cpu,
+       GP_OPTIM_WITH_MODELS = 2, /* the backend is a subject, not gradprec's own (cpu,
                                     * cuda): each step is also run through every AdamW
                                     * model of gp_optim_model_name and compared bit for bit */
+       GP_OPTIM_PER_ELEMENT = 4 }; /* runs with sampling: per-element counts (el_cnt) and
+                                    * gp_optim_final's per-element units (gp_optim_sums.est) */
 
 /* Allocate state for cap elements (scratch as `with` says: GP_OPTIM_WITH_*). Returns 0,
  * or -1 with err set (out of memory); free with gp_optim_state_free either way. */

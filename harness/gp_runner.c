@@ -95,6 +95,9 @@ typedef struct {
     uint32_t *cnt[4];      /* runs with sampling: per element absorbed additions, additions
                               of a non-zero addend, underflows, roundings of a non-zero
                               value (the units of the fraction estimates); else NULL */
+    double *el;            /* multi-step runs with sampling: [n][GP_NEST][2] this step's y, x of
+                              each ratio estimate per element (summed over the steps before
+                              they become units: tensor_state), else NULL */
     /* data-parallel runs (docs/distributed.md); single-process: errw 1, tok the batch's,
      * mb_base 0, tm_mul 1, tm_den N, D NULL */
     double errw;           /* weight of this rank's local errors in the final gradient (1/W) */
@@ -641,13 +644,19 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
             st->max_ulp = u;
         for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
             st->ss_mech[m] += c->err[m][i] * c->err[m][i];
-        if (c->cnt[0]) { /* one unit of each ratio estimate: this element */
-            gp_ratio_add(&st->est[GP_EST_FULL], (a - f) * (a - f), f * f);
-            gp_ratio_add(&st->est[GP_EST_ROUND], (a - s) * (a - s), s * s);
-            gp_ratio_add(&st->est[GP_EST_NORM], (s - f) * (s - f), f * f);
-            gp_ratio_add(&st->est[GP_EST_RATIO], a * a, f * f);
-            gp_ratio_add(&st->est[GP_EST_ABSORBED], c->cnt[CNT_ABS][i], c->cnt[CNT_ADD][i]);
-            gp_ratio_add(&st->est[GP_EST_UNDERFLOW], c->cnt[CNT_UND][i], c->cnt[CNT_RND][i]);
+        if (c->cnt[0]) { /* this element's y, x of each ratio estimate */
+            double yx[GP_NEST][2] = {{(a - f) * (a - f), f * f}, {(a - s) * (a - s), s * s},
+                                     {(s - f) * (s - f), f * f}, {a * a, f * f},
+                                     {c->cnt[CNT_ABS][i], c->cnt[CNT_ADD][i]},
+                                     {c->cnt[CNT_UND][i], c->cnt[CNT_RND][i]}};
+            if (c->el) /* several steps: the element's totals over them are its unit */
+                for (int e = 0; e < GP_NEST; e++) {
+                    c->el[(i * GP_NEST + (size_t)e) * 2] += yx[e][0];
+                    c->el[(i * GP_NEST + (size_t)e) * 2 + 1] += yx[e][1];
+                }
+            else /* one step: this element is one unit */
+                for (int e = 0; e < GP_NEST; e++)
+                    gp_ratio_add(&st->est[e], yx[e][0], yx[e][1]);
         }
     }
 }
@@ -1248,6 +1257,8 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->opt_ss.v_err += b->opt_ss.v_err;
     a->opt_ss.v_ref += b->opt_ss.v_ref;
     a->opt_ss.lost += b->opt_ss.lost;
+    for (int e = 0; e < GP_OPTIM_NEST; e++)
+        gp_ratio_merge(&a->opt_ss.est[e], &b->opt_ss.est[e]);
     a->opt_ss.state += b->opt_ss.state;
     a->opt_ss.formula += b->opt_ss.formula;
     a->coll.hops += b->coll.hops;
@@ -1399,6 +1410,11 @@ typedef struct {
     void *acc, *comp;
     double *gfull;
     gp_optim_state opt;
+    /* multi-step runs with sampling: per element [size][GP_NEST][2], the y, x of each ratio
+     * estimate of this step (el_step) and summed over the steps kept so far (el_tot; the
+     * same array when no step can be skipped), made units at the end (docs/scenarios.md,
+     * "Estimates at scale": an element's totals over the steps); else NULL */
+    double *el_step, *el_tot;
 } tensor_state;
 
 /* One thread's working memory (a lane): the per-element arrays of CHUNK elements the
@@ -1448,6 +1464,7 @@ typedef struct sim {
     size_t nunits;
     double N;
     int coupled, persist;
+    int sampled;  /* some tensor is sampled: per-element units for the intervals */
     int step_idx; /* 0-based iteration */
     float scale;  /* this iteration's loss scale */
     double rscale; /* the scale this iteration's replayed entries carry (loss_scale.replay_scales; 1: unscaled) */
@@ -1546,6 +1563,7 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->first = &U->first;
     c->i0 = i0;
     c->n = min_size(sc->tensors[t].size - i0, CHUNK);
+    c->el = ts->el_step ? ts->el_step + (size_t)i0 * 2 * GP_NEST : NULL;
     if (S->coupled) {
         c->acc = (char *)ts->acc + (size_t)i0 * ab;
         c->comp = ts->comp ? (char *)ts->comp + (size_t)i0 * ab : NULL;
@@ -1746,6 +1764,8 @@ static void optim_sums_add(gp_optim_sums *a, const gp_optim_sums *b)
     a->v_ref += b->v_ref;
     a->lost += b->lost;
     a->state += b->state;
+    for (int e = 0; e < GP_OPTIM_NEST; e++)
+        gp_ratio_merge(&a->est[e], &b->est[e]);
 }
 
 /* The work of one element in one step: its micro-batches (every rank's), and in a
@@ -2081,7 +2101,8 @@ uint64_t gp_run_work(const gp_scenario *sc)
  * --compare, the model check's when the backend is a subject (not gradprec's cpu, cuda). */
 static int optim_with(const sim *S)
 {
-    return (S->cmp ? GP_OPTIM_WITH_CMP : 0) | (S->b->builtin ? 0 : GP_OPTIM_WITH_MODELS);
+    return (S->cmp ? GP_OPTIM_WITH_CMP : 0) | (S->b->builtin ? 0 : GP_OPTIM_WITH_MODELS) |
+           (S->sampled ? GP_OPTIM_PER_ELEMENT : 0);
 }
 
 static int alloc_tensors(sim *S, gp_error *err)
@@ -2101,6 +2122,12 @@ static int alloc_tensors(sim *S, gp_error *err)
         }
         if (S->persist && gp_optim_state_alloc(&ts->opt, sc, (size_t)size, optim_with(S), err) != 0)
             return -1;
+        if (S->persist && S->sampled) {
+            size_t cells = (size_t)(size ? size : 1) * 2 * GP_NEST;
+            if (!(ts->el_tot = calloc(cells, sizeof(double))) ||
+                !(ts->el_step = sc->loss_scale.mode != GP_LS_NONE ? calloc(cells, sizeof(double)) : ts->el_tot))
+                return gp_error_set(err, "out of memory (%zu elements)", (size_t)size);
+        }
     }
     return 0;
 }
@@ -2112,6 +2139,9 @@ static void free_tensors(sim *S)
         free(S->ts[t].comp);
         free(S->ts[t].gfull);
         gp_optim_state_free(&S->ts[t].opt);
+        if (S->ts[t].el_step != S->ts[t].el_tot)
+            free(S->ts[t].el_step);
+        free(S->ts[t].el_tot);
     }
     free(S->ts);
 }
@@ -2298,6 +2328,9 @@ static int simulate(sim *S, gp_error *err)
             optim_counts_add(&before, &res->tensors[t].st.opt);
         S->step_idx = it - 1;
         memset(S->step_st, 0, sc->ntensors * sizeof *S->step_st);
+        for (size_t t = 0; t < sc->ntensors; t++)
+            if (S->ts[t].el_step != S->ts[t].el_tot)
+                memset(S->ts[t].el_step, 0, (size_t)sc->tensors[t].size * 2 * GP_NEST * sizeof(double));
         memset(S->traj_err, 0, (size_t)res->nsteps * sizeof(double));
         memset(S->traj_ref, 0, (size_t)res->nsteps * sizeof(double));
         S->scale = scale;
@@ -2331,6 +2364,9 @@ static int simulate(sim *S, gp_error *err)
         if (!found_inf) {
             for (size_t t = 0; t < sc->ntensors; t++)
                 stats_add(&res->tensors[t].st, &S->step_st[t]);
+            for (size_t t = 0; t < sc->ntensors; t++) /* a kept step's per-element terms */
+                for (size_t i = 0; S->ts[t].el_step != S->ts[t].el_tot && i < sc->tensors[t].size * 2 * GP_NEST; i++)
+                    S->ts[t].el_tot[i] += S->ts[t].el_step[i];
             for (int k = 0; k < res->nsteps; k++) {
                 res->traj_err_ss[k] += S->traj_err[k];
                 res->traj_ref_ss[k] += S->traj_ref[k];
@@ -2358,6 +2394,11 @@ static int simulate(sim *S, gp_error *err)
             for (uint64_t i0 = 0; i0 < sc->tensors[t].size; i0 += CHUNK)
                 gp_optim_final(&S->ts[t].opt, (size_t)i0, min_size(sc->tensors[t].size - i0, CHUNK),
                                &res->tensors[t].st.opt_ss);
+    for (size_t t = 0; t < sc->ntensors; t++) /* each element's totals over the steps: one unit */
+        for (uint64_t i = 0; S->ts[t].el_tot && i < sc->tensors[t].size; i++)
+            for (int e = 0; e < GP_NEST; e++)
+                gp_ratio_add(&res->tensors[t].st.est[e], S->ts[t].el_tot[(i * GP_NEST + (uint64_t)e) * 2],
+                             S->ts[t].el_tot[(i * GP_NEST + (uint64_t)e) * 2 + 1]);
     return 0;
 }
 
@@ -2452,29 +2493,42 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
 }
 
 /* The metric each ratio estimate gives (its square root for the norm ratios). */
-static const struct { gp_metric m; int root; } est_metric[GP_NEST] = {
-    {GP_M_GRAD_REL_ERR_FULLBATCH, 1}, {GP_M_GRAD_REL_ERR_ROUNDING, 1}, {GP_M_NORMALIZATION_REL_ERR, 1},
-    {GP_M_GRAD_NORM_RATIO, 1},        {GP_M_ABSORBED_FRAC, 0},         {GP_M_UNDERFLOW_FRAC, 0}};
+/* The metrics with an interval: a ratio estimate of gp_stats.est (k < GP_NEST) or of
+ * gp_optim_sums.est (k - GP_NEST), reported as R or sqrt(R); `after` marks those computed
+ * after the optimizer step. */
+enum { NEST_ALL = GP_NEST + GP_OPTIM_NEST };
+static const struct { gp_metric m; int root, after; } est_metric[NEST_ALL] = {
+    {GP_M_GRAD_REL_ERR_FULLBATCH, 1, 0}, {GP_M_GRAD_REL_ERR_ROUNDING, 1, 0}, {GP_M_NORMALIZATION_REL_ERR, 1, 0},
+    {GP_M_GRAD_NORM_RATIO, 1, 0},        {GP_M_ABSORBED_FRAC, 0, 0},         {GP_M_UNDERFLOW_FRAC, 0, 0},
+    {GP_M_WEIGHT_REL_ERR, 1, 1},         {GP_M_M_REL_ERR, 1, 1},             {GP_M_V_REL_ERR, 1, 1},
+    {GP_M_STALE_UPDATE_FRAC, 0, 1},      {GP_M_STATE_UNDERFLOW_FRAC, 0, 1}};
 
-/* Intervals of a sampled run (one optimizer step: with more, an element's steps are not
- * independent draws and the interval would be too narrow; docs/replay.md). Per tensor
- * from its own sums, per scenario stratified over the tensors. */
+static const gp_ratio_sums *est_sums(const gp_stats *st, int k)
+{
+    return k < GP_NEST ? &st->est[k] : &st->opt_ss.est[k - GP_NEST];
+}
+
+/* Intervals of a sampled run, for any number of steps: the unit is an element, its y and x
+ * its totals over the steps (docs/scenarios.md, "Estimates at scale"). Per tensor from its
+ * own sums, per scenario stratified over the tensors. With global-norm clipping the metrics
+ * after the step get none: the coefficient every element's step used is itself estimated
+ * from the sample (docs/scenarios.md, "What couples the tensors"). */
 static void sampled_intervals(const gp_scenario *sc, const replay_run *R, gp_result *res)
 {
     size_t nt = res->ntensors;
     res->sampled = 1;
     for (size_t t = 0; t < nt; t++)
         res->tensors[t].population = R->pop[t];
-    if (sc->steps != 1)
-        return;
     gp_ratio_sums *strata = malloc((nt ? nt : 1) * sizeof *strata);
     double *pop = malloc((nt ? nt : 1) * sizeof *pop);
-    for (int e = 0; e < GP_NEST && strata && pop; e++) {
+    for (int e = 0; e < NEST_ALL && strata && pop; e++) {
         gp_metric m = est_metric[e].m;
         double est, lo, hi;
+        if (est_metric[e].after && sc->clip.max_norm > 0)
+            continue;
         for (size_t t = 0; t < nt; t++) {
             gp_tensor_result *tr = &res->tensors[t];
-            strata[t] = tr->st.est[e];
+            strata[t] = *est_sums(&tr->st, e);
             pop[t] = R->pop[t] ? (double)R->pop[t] : strata[t].n;
             if (R->pop[t] && gp_ratio_interval(&strata[t], &pop[t], 1, &est, &lo, &hi) == 0) {
                 tr->has_ci[m] = 1;
@@ -2557,6 +2611,7 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
     S.res = res;
     S.coupled = sc->clip.max_norm > 0 || sc->loss_scale.mode != GP_LS_NONE;
     S.persist = sc->steps > 1;
+    S.sampled = R->sampled;
     S.ts = calloc(sc->ntensors, sizeof *S.ts);
     S.step_st = calloc(sc->ntensors, sizeof *S.step_st);
     S.traj_err = calloc((size_t)res->nsteps, sizeof(double));

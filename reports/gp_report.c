@@ -78,14 +78,15 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         nsampled += tr->population != 0;
     }
     if (sc->sample && nsampled) { /* the scenario's sample: one note */
-        char iv[160] = "no interval: more than one optimizer step";
+        char iv[160] = "95% intervals in report.json";
         if (r->has_ci[GP_M_GRAD_REL_ERR_FULLBATCH])
             snprintf(iv, sizeof iv, "95%% intervals in report.json; grad_rel_err_fullbatch in [%.3g, %.3g]",
                      r->ci_lo[GP_M_GRAD_REL_ERR_FULLBATCH], r->ci_hi[GP_M_GRAD_REL_ERR_FULLBATCH]);
-        else if (sc->steps == 1)
-            snprintf(iv, sizeof iv, "95%% intervals in report.json");
         note(o, "metrics are estimates over a sample of %llu of %llu elements (%zu of %zu tensors sampled; %s; "
              "docs/scenarios.md)", (unsigned long long)ns, (unsigned long long)ms, nsampled, r->ntensors, iv);
+        if (sc->clip.max_norm > 0)
+            note(o, "clipping used the global norm estimated from the sample: weight_rel_err, m_rel_err, v_rel_err, "
+                 "stale_update_frac and state_underflow_frac have no interval (docs/scenarios.md)");
     }
     for (int i = 0; i < GP_NMETRICS; i++)
         if (r->undecided[i])
@@ -97,12 +98,10 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         const gp_tensor_result *tr = &r->tensors[t];
         if (!tr->population)
             continue;
-        char iv[160] = "no interval: more than one optimizer step";
+        char iv[160] = "95% intervals in report.json";
         if (tr->has_ci[GP_M_GRAD_REL_ERR_FULLBATCH])
             snprintf(iv, sizeof iv, "95%% intervals in report.json; grad_rel_err_fullbatch in [%.3g, %.3g]",
                      tr->ci_lo[GP_M_GRAD_REL_ERR_FULLBATCH], tr->ci_hi[GP_M_GRAD_REL_ERR_FULLBATCH]);
-        else if (sc->steps == 1)
-            snprintf(iv, sizeof iv, "95%% intervals in report.json");
         note(o, "tensor %s: metrics are estimates over %llu of %llu elements (%s; docs/replay.md)", tr->name,
              (unsigned long long)tr->size, (unsigned long long)tr->population, iv);
     }

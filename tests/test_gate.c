@@ -356,6 +356,38 @@ static void test_estimates_by_interval(void **state)
     json_decref(cb);
 }
 
+/* The optimizer metrics' intervals (sampled multi-step runs, docs/scenarios.md) are
+ * compared as every other interval. stale_update_frac (absolute tolerance 1e-4, rel 0):
+ * baseline 0.05 in [0.043, 0.059]; current 0.058 in [0.050, 0.066] is worse by 0.008 as
+ * points but 0.050 - 0.059 < 1e-4: unchanged; current 0.08 in [0.07, 0.09]: 0.07 - 0.059
+ * = 0.011 > 1e-4: regressed, naming the intervals. */
+static void test_estimates_optimizer_metric(void **state)
+{
+    (void)state;
+    const char *m = "stale_update_frac";
+    json_t *base = load_baseline(), *cur = load_baseline();
+    set_metric(scenario(base, "fp32-pass"), m, 0.05);
+    set_iv(scenario(base, "fp32-pass"), m, 0.043, 0.059);
+    set_metric(scenario(cur, "fp32-pass"), m, 0.058);
+    set_iv(scenario(cur, "fp32-pass"), m, 0.050, 0.066);
+    save(base, tmp("est_opt_base.json"));
+    save(cur, tmp("est_opt_overlap.json"));
+    gate_run r = GATE("--baseline", tmp("est_opt_base.json"), "--current", tmp("est_opt_overlap.json"));
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, "gate: 0 regressed, 0 improved, 4 unchanged");
+    gate_free(&r);
+    set_metric(scenario(cur, "fp32-pass"), m, 0.08);
+    set_iv(scenario(cur, "fp32-pass"), m, 0.07, 0.09);
+    save(cur, tmp("est_opt_apart.json"));
+    r = GATE("--baseline", tmp("est_opt_base.json"), "--current", tmp("est_opt_apart.json"));
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.out, "REGRESSED     fp32-pass: stale_update_frac 0.05 -> 0.08 (worse by 0.03, 95% intervals "
+                           "[0.043, 0.059] -> [0.07, 0.09] apart by more than the tolerance");
+    gate_free(&r);
+    json_decref(base);
+    json_decref(cur);
+}
+
 /* Verdicts, per-tensor metrics, counts and the two special directions. */
 static void test_directions_and_verdicts(void **state)
 {
@@ -966,6 +998,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_within_tolerance_passes),
         cmocka_unit_test(test_improvement_reported),
         cmocka_unit_test(test_estimates_by_interval),
+        cmocka_unit_test(test_estimates_optimizer_metric),
         cmocka_unit_test(test_directions_and_verdicts),
         cmocka_unit_test(test_missing_scenario_fails_closed),
         cmocka_unit_test(test_missing_metric_and_tensor_all_listed),

@@ -244,8 +244,8 @@ static void test_verdict_on_interval(void **state)
 }
 
 /* Global-norm clipping in a sampled run uses the estimated norm (docs/scenarios.md,
- * "What couples the tensors"), and its uncertainty enters no interval because every
- * metric with an interval is computed from the accumulated gradients before clipping.
+ * "What couples the tensors"); the gradient metrics are computed before clipping, so its
+ * uncertainty does not touch their intervals, and the metrics after the step get none.
  * Checked: the same sampled run with and without `clip` (max_norm far below the norm,
  * about 1: the coefficient is < 1) has bit-identical estimates and intervals, scenario
  * and per tensor, while weight_rel_err (after the clipped step) is a different number. */
@@ -273,6 +273,9 @@ static void test_clip_leaves_intervals(void **state)
     }
     assert_true(a.has_ci[GP_M_GRAD_REL_ERR_FULLBATCH]);
     assert_true(a.metric[GP_M_WEIGHT_REL_ERR] != c.metric[GP_M_WEIGHT_REL_ERR]);
+    /* after the step: an interval without clipping, none with the estimated coefficient */
+    assert_true(a.has_ci[GP_M_WEIGHT_REL_ERR] && a.has_ci[GP_M_STALE_UPDATE_FRAC]);
+    assert_true(!c.has_ci[GP_M_WEIGHT_REL_ERR] && !c.has_ci[GP_M_STALE_UPDATE_FRAC]);
     gp_result_free(&a);
     gp_result_free(&c);
 }
@@ -349,6 +352,86 @@ static void test_coverage(void **state)
     gp_backend_close(&b);
 }
 
+/* Coverage over several optimizer steps (docs/scenarios.md, "Estimates at scale"): the unit
+ * is an element, and without clipping or a loss scaler nothing couples two elements, so an
+ * element's whole trajectory (its gradients, its AdamW steps, its reference) is a fixed
+ * function of the element and every metric that is a ratio of sums over elements and steps
+ * is a ratio of population totals of per-element y_i, x_i: the interval's claim is the one
+ * step's. Scenario: the three tensors above with weights, 4 bf16 micro-batches, 5 AdamW
+ * steps on bf16 params with fp32 state (lr 1e-3: stale updates and a weight error), no
+ * clipping; whole (the exact values) and with `sample: 600` under T seeds (each seed a new
+ * population and a new sample). Acceptance as in test_coverage: if each claim holds, C is
+ * stochastically larger than Binomial(T, 0.95); accept C >= c_min, the smallest c with
+ * P(Binomial(T, 0.95) <= c - 1) <= 1e-4 (GSL; T = 300: c_min = 269), a true claim failing
+ * with probability at most 1e-4 per metric (8e-4 for the eight metrics, union bound). */
+static const char steps5[] = "name: five\nseed: %d\n%s"
+                             "tensors:\n"
+                             "  - {name: a, size: 3000, grad: {dist: lognormal, scale: 1.0e-3, sigma: 1.0}, "
+                             "weight: {dist: normal, scale: 2.0e-2}}\n"
+                             "  - {name: b, size: 2000, grad: {dist: normal, scale: 2.0e-2}, weight: {dist: normal, scale: 5.0e-2}}\n"
+                             "  - {name: c, size: 1000, grad: {dist: laplace, scale: 5.0e-4}, weight: {dist: normal, scale: 1.0e-2}}\n"
+                             "batch: {accumulation_steps: 4, tokens: [100, 100, 100, 30]}\n"
+                             "reduction: mean\n"
+                             "steps: 5\n"
+                             "optimizer: {lr: 1.0e-3, param: bf16, state: fp32}\n"
+                             "precision: {grad: bf16, accumulator: bf16}\n";
+
+static void test_coverage_steps(void **state)
+{
+    (void)state;
+    const int T = (int)gp_test_count("GP_COVERAGE_SEEDS", 300);
+    uint64_t base = gp_test_seed(2000);
+    const gp_metric ms[] = {GP_M_WEIGHT_REL_ERR,         GP_M_STALE_UPDATE_FRAC,     GP_M_M_REL_ERR,
+                            GP_M_V_REL_ERR,              GP_M_GRAD_REL_ERR_FULLBATCH, GP_M_GRAD_REL_ERR_ROUNDING,
+                            GP_M_NORMALIZATION_REL_ERR, GP_M_ABSORBED_FRAC};
+    enum { NM = sizeof ms / sizeof ms[0] };
+    int covered[NM] = {0};
+    gp_error e = {""};
+    gp_backend b;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    for (int s = 0; s < T; s++) {
+        char text[1400];
+        gp_scenario full, smp;
+        gp_result rf, rs;
+        int seed = (int)(base + (uint64_t)s);
+        snprintf(text, sizeof text, steps5, seed, "");
+        load(text, &full);
+        snprintf(text, sizeof text, steps5, seed, "sample: 600\n");
+        load(text, &smp);
+        if (gp_run_scenario(&full, &b, NULL, &rf, &e) != 0 || gp_run_scenario(&smp, &b, NULL, &rs, &e) != 0)
+            fail_msg("seed %d: %s", seed, e.msg);
+        for (int j = 0; j < NM; j++) {
+            if (!rs.has_ci[ms[j]])
+                fail_msg("seed %d: no interval for %s", seed, gp_metric_name(ms[j]));
+            double v = rf.metric[ms[j]];
+            covered[j] += rs.ci_lo[ms[j]] <= v && v <= rs.ci_hi[ms[j]];
+        }
+        if (s == 0) {
+            printf("# seed %d: weight_rel_err %g exact, %g [%g, %g] sampled; stale_update_frac %g exact, "
+                   "%g [%g, %g] sampled\n", seed, rf.metric[GP_M_WEIGHT_REL_ERR], rs.metric[GP_M_WEIGHT_REL_ERR],
+                   rs.ci_lo[GP_M_WEIGHT_REL_ERR], rs.ci_hi[GP_M_WEIGHT_REL_ERR], rf.metric[GP_M_STALE_UPDATE_FRAC],
+                   rs.metric[GP_M_STALE_UPDATE_FRAC], rs.ci_lo[GP_M_STALE_UPDATE_FRAC],
+                   rs.ci_hi[GP_M_STALE_UPDATE_FRAC]);
+            /* the metrics are not trivial: stale updates and a weight error to estimate */
+            assert_true(rf.metric[GP_M_STALE_UPDATE_FRAC] > 1e-2 && rf.metric[GP_M_STALE_UPDATE_FRAC] < 0.99);
+            assert_true(rf.metric[GP_M_WEIGHT_REL_ERR] > 0 && rf.metric[GP_M_ABSORBED_FRAC] > 1e-3);
+        }
+        gp_result_free(&rf);
+        gp_result_free(&rs);
+        gp_scenario_free(&full);
+        gp_scenario_free(&smp);
+    }
+    int cmin = 0;
+    while (gsl_cdf_binomial_P((unsigned)cmin, 0.95, (unsigned)T) <= 1e-4) /* P(C <= cmin) */
+        cmin++;
+    for (int j = 0; j < NM; j++) {
+        printf("# %d steps: %s: %d of %d intervals hold the exact value (accept >= %d)\n", 5, gp_metric_name(ms[j]),
+               covered[j], T, cmin);
+        assert_true(covered[j] >= cmin);
+    }
+    gp_backend_close(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_verdict_on_interval),
         cmocka_unit_test(test_clip_leaves_intervals),
         cmocka_unit_test(test_coverage),
+        cmocka_unit_test(test_coverage_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
