@@ -1477,6 +1477,7 @@ typedef struct sim {
     gp_replay **dump, **wdump; /* [ntensors] replayed gradients / weights, else NULL */
     uint64_t **idx;    /* [ntensors] a sampled tensor's chosen elements, else NULL */
     const double *w;   /* [ntensors] a sampled tensor's expansion weight M_h / n_h, else 1 */
+    const uint64_t *pop; /* [ntensors] a sampled tensor's elements M_h, else 0 */
     uint64_t *done;    /* progress counter (gp_run_ctl), else NULL */
 } sim;
 
@@ -2308,6 +2309,40 @@ static gp_schedule_params schedule_of(const gp_scenario *sc)
     return p;
 }
 
+/* A sampled run with clipping, iteration it: the estimate of the whole model's norm of the
+ * exact gradients and of the coefficient, with 95% intervals, into res->clip_by_step. T^ =
+ * sum_h (M_h/n_h) sum_{S_h} g^2 is M times the combined ratio estimator of the mean of y = g^2
+ * with x = 1 (X = M, known), and its delta-method variance is then T^'s expansion-estimator
+ * variance sum_h M_h^2 (1 - n_h/M_h) s_h^2 / n_h (s_h^2 of y - R^ equals that of y), so
+ * gp_ratio_interval gives T^'s interval; sqrt and min(1, max_norm / (x + 1e-6)) are
+ * monotone, so the ends map to intervals of the norm and the coefficient with the same
+ * coverage. Needs the tensors' whole exact gradients (coupled runs keep them). */
+static void clip_interval(sim *S, int it)
+{
+    const gp_scenario *sc = S->sc;
+    size_t nt = sc->ntensors;
+    double *out = S->res->clip_by_step + (size_t)it * 6;
+    gp_ratio_sums *strata = calloc(nt ? nt : 1, sizeof *strata);
+    double *pop = malloc((nt ? nt : 1) * sizeof *pop), est, lo, hi, M = 0;
+    for (int k = 0; k < 6; k++)
+        out[k] = NAN;
+    for (size_t t = 0; t < nt && strata && pop; t++) {
+        for (uint64_t i = 0; i < sc->tensors[t].size; i++)
+            gp_ratio_add(&strata[t], S->ts[t].gfull[i] * S->ts[t].gfull[i], 1.0);
+        pop[t] = S->pop[t] ? (double)S->pop[t] : strata[t].n;
+        M += pop[t];
+    }
+    if (strata && pop && gp_ratio_interval(strata, pop, nt, &est, &lo, &hi) == 0) {
+        double T[3] = {M * est, M * lo, M * hi};
+        for (int k = 0; k < 3; k++)
+            out[k] = sqrt(T[k]);
+        for (int k = 0; k < 3; k++) /* decreasing in the norm: the ends swap */
+            out[3 + k] = fmin(1.0, sc->clip.max_norm / (out[k == 0 ? 0 : 3 - k] + 1e-6));
+    }
+    free(strata);
+    free(pop);
+}
+
 /* All iterations: accumulate → unscale → clip → AdamW → scale update. */
 static int simulate(sim *S, gp_error *err)
 {
@@ -2349,6 +2384,8 @@ static int simulate(sim *S, gp_error *err)
             t_backend++;
         }
         rc = accumulate_step(S, &found_inf, err);
+        if (rc == 0 && res->clip_by_step && !found_inf)
+            clip_interval(S, it - 1);
         if (rc == 0 && S->coupled) {
             S->step.found_inf = found_inf;
             S->step.ref_coef = ref_clip_coef(sc, S->ref_ss);
@@ -2620,6 +2657,7 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
     S.wdump = R->wdump;
     S.idx = R->idx;
     S.w = R->w;
+    S.pop = R->pop;
     S.nlanes = ctl && ctl->threads > 1 ? (ctl->threads < GP_RUN_MAX_THREADS ? ctl->threads : GP_RUN_MAX_THREADS) : 1;
     S.done = ctl ? ctl->done : NULL;
     int dist = gp_scenario_distributed(sc);
@@ -2630,6 +2668,10 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
     if (!res->tensors || !res->traj_err_ss || !res->traj_ref_ss || !res->stale_by_step || !res->loss_scale_by_step ||
         !res->lr_by_step || !res->skipped_by_step || !S.ts || !S.step_st || !S.traj_err || !S.traj_ref)
         rc = gp_error_set(err, "out of memory");
+    if (rc == 0 && R->sampled && sc->clip.max_norm > 0 && !(res->clip_by_step = malloc(no * 6 * sizeof(double))))
+        rc = gp_error_set(err, "out of memory");
+    for (size_t k = 0; rc == 0 && res->clip_by_step && k < no * 6; k++)
+        res->clip_by_step[k] = NAN;
     if (rc == 0)
         rc = alloc_lanes(&S, R->sampled, err);
     if (rc == 0)
@@ -2778,5 +2820,6 @@ void gp_result_free(gp_result *res)
     free(res->loss_scale_by_step);
     free(res->lr_by_step);
     free(res->skipped_by_step);
+    free(res->clip_by_step);
     memset(res, 0, sizeof *res);
 }

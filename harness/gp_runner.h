@@ -169,6 +169,12 @@ typedef struct {
     double *loss_scale_by_step;  /* [nopt] loss scale used by each iteration (1 without a scaler) */
     double *lr_by_step;          /* [nopt] the schedule's lr of each iteration */
     uint8_t *skipped_by_step;    /* [nopt] 1 where the step was skipped */
+    double *clip_by_step;        /* sampled runs with clipping: [nopt][6] the estimated global
+                                    norm sqrt(T^) of the exact gradients and its 95% interval,
+                                    then the coefficient min(1, max_norm / (norm + 1e-6)) at the
+                                    estimate and its interval [lo, hi] (docs/scenarios.md,
+                                    "What couples the tensors"); a skipped step's are NaN.
+                                    Else NULL */
     double floor_grad;           /* format floor of the gradient: the relative error norm one
                                     RNE rounding per stored value implies (gp_format_floor) */
     double floor_weight;         /* ... of the final weights (the stored weight's format) */

@@ -84,9 +84,10 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
                      r->ci_lo[GP_M_GRAD_REL_ERR_FULLBATCH], r->ci_hi[GP_M_GRAD_REL_ERR_FULLBATCH]);
         note(o, "metrics are estimates over a sample of %llu of %llu elements (%zu of %zu tensors sampled; %s; "
              "docs/scenarios.md)", (unsigned long long)ns, (unsigned long long)ms, nsampled, r->ntensors, iv);
-        if (sc->clip.max_norm > 0)
-            note(o, "clipping used the global norm estimated from the sample: weight_rel_err, m_rel_err, v_rel_err, "
-                 "stale_update_frac and state_underflow_frac have no interval (docs/scenarios.md)");
+        if (r->clip_by_step)
+            note(o, "clipping used the global norm estimated from the sample (step 1: coefficient %.4g, 95%% interval "
+                 "[%.4g, %.4g]): weight_rel_err, m_rel_err, v_rel_err, stale_update_frac and state_underflow_frac "
+                 "have no interval (docs/scenarios.md)", r->clip_by_step[3], r->clip_by_step[4], r->clip_by_step[5]);
     }
     for (int i = 0; i < GP_NMETRICS; i++)
         if (r->undecided[i])
@@ -471,8 +472,24 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
         json_object_set_new(o, "seeds", seeds);
         json_object_set_new(o, "metrics_sd", metrics_json(r->metric_sd));
     }
-    if (r->sampled) /* the metrics are estimates over sampled elements */
-        json_object_set_new(o, "sampling", sampling_json(0, 0, r->has_ci, r->ci_lo, r->ci_hi));
+    if (r->sampled) { /* the metrics are estimates over sampled elements */
+        json_t *smp = sampling_json(0, 0, r->has_ci, r->ci_lo, r->ci_hi);
+        if (r->clip_by_step) { /* the estimated clipping norm and coefficient of each step */
+            json_t *norm = json_array(), *coef = json_array();
+            for (int k = 0; k < r->nopt; k++)
+                for (int q = 0; q < 2; q++) {
+                    json_t *a = json_array();
+                    for (int j = 0; j < 3; j++)
+                        json_array_append_new(a, number(r->clip_by_step[k * 6 + q * 3 + j]));
+                    json_array_append_new(q ? coef : norm, a);
+                }
+            json_t *clip = json_object();
+            json_object_set_new(clip, "norm_by_step", norm);
+            json_object_set_new(clip, "coef_by_step", coef);
+            json_object_set_new(smp, "clip", clip);
+        }
+        json_object_set_new(o, "sampling", smp);
+    }
     json_object_set_new(o, "loss_by_mechanism", loss_json(r->loss));
     json_object_set_new(o, "events", events_json(&r->st));
     if (gp_scenario_distributed(sc))

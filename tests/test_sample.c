@@ -432,6 +432,59 @@ static void test_coverage_steps(void **state)
     gp_backend_close(&b);
 }
 
+/* The estimated clipping norm's interval (docs/scenarios.md, "What couples the tensors"):
+ * T^ = sum_h (M_h/n_h) sum_{S_h} g^2 with its expansion-estimator interval, the norm
+ * sqrt(T^). One step of the three tensors of test_coverage with `clip: {max_norm: 1e-3}`:
+ * the whole run's exact T is its ss_full (the sum over every element of the exact
+ * full-batch gradient squared; binary64 sums, relative error ~1e-15, far inside any
+ * interval's width). Over T seeds, count sampled norm intervals holding sqrt(T), and
+ * coefficient intervals holding min(1, 1e-3 / (sqrt(T) + 1e-6)) (the same event when
+ * the coefficient is below 1: a monotone map). Acceptance as in test_coverage
+ * (c_min = 269 for T = 300, 1e-4 per check). */
+static void test_coverage_clip_norm(void **state)
+{
+    (void)state;
+    const int T = (int)gp_test_count("GP_COVERAGE_SEEDS", 300);
+    uint64_t base = gp_test_seed(3000);
+    int cov_norm = 0, cov_coef = 0;
+    gp_error e = {""};
+    gp_backend b;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    for (int s = 0; s < T; s++) {
+        char text[1024];
+        gp_scenario full, smp;
+        gp_result rf, rs;
+        int seed = (int)(base + (uint64_t)s);
+        three_text(text, sizeof text, seed, "clip: {max_norm: 1.0e-3}\n");
+        load(text, &full);
+        three_text(text, sizeof text, seed, "sample: 600\nclip: {max_norm: 1.0e-3}\n");
+        load(text, &smp);
+        if (gp_run_scenario(&full, &b, NULL, &rf, &e) != 0 || gp_run_scenario(&smp, &b, NULL, &rs, &e) != 0)
+            fail_msg("seed %d: %s", seed, e.msg);
+        assert_null(rf.clip_by_step);
+        assert_non_null(rs.clip_by_step);
+        const double *c = rs.clip_by_step;
+        double norm = sqrt(rf.st.ss_full), coef = fmin(1.0, 1e-3 / (norm + 1e-6));
+        assert_true(c[1] <= c[0] && c[0] <= c[2] && c[4] <= c[3] && c[3] <= c[5] && c[5] < 1);
+        cov_norm += c[1] <= norm && norm <= c[2];
+        cov_coef += c[4] <= coef && coef <= c[5];
+        if (s == 0)
+            printf("# seed %d: norm %g exact, %g [%g, %g] sampled; coefficient %g exact, %g [%g, %g]\n", seed, norm,
+                   c[0], c[1], c[2], coef, c[3], c[4], c[5]);
+        gp_result_free(&rf);
+        gp_result_free(&rs);
+        gp_scenario_free(&full);
+        gp_scenario_free(&smp);
+    }
+    int cmin = 0;
+    while (gsl_cdf_binomial_P((unsigned)cmin, 0.95, (unsigned)T) <= 1e-4) /* P(C <= cmin) */
+        cmin++;
+    printf("# clipping norm: %d, coefficient: %d of %d intervals hold the exact value (accept >= %d)\n", cov_norm,
+           cov_coef, T, cmin);
+    assert_true(cov_norm >= cmin && cov_coef >= cmin);
+    gp_backend_close(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_clip_leaves_intervals),
         cmocka_unit_test(test_coverage),
         cmocka_unit_test(test_coverage_steps),
+        cmocka_unit_test(test_coverage_clip_norm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
