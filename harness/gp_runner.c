@@ -61,6 +61,9 @@ int gp_default_threshold(const gp_result *r, gp_metric m, double *max)
 
 /* ---- per-tensor working state for one chunk of elements ---- */
 
+/* The per-element event counters of runs with sampling (chunk.cnt). */
+enum { CNT_ABS, CNT_ADD, CNT_UND, CNT_RND, CNT_OVF, CNT_STORED, CNT_SUB, NCNT };
+
 typedef struct {
     const gp_scenario *sc;
     const gp_backend *b, *cmp;
@@ -92,9 +95,10 @@ typedef struct {
     gp_replay *dump;       /* replayed gradients: the tensor's dump, else NULL */
     const uint64_t *idx;   /* sampled tensor: its chosen elements (element j of the run is
                               idx[j] of the dump), else NULL */
-    uint32_t *cnt[4];      /* runs with sampling: per element absorbed additions, additions
+    uint32_t *cnt[NCNT];   /* runs with sampling: per element absorbed additions, additions
                               of a non-zero addend, underflows, roundings of a non-zero
-                              value (the units of the fraction estimates); else NULL */
+                              value, overflows, non-zero stored gradients, subnormal ones
+                              (the units of the fraction and count estimates); else NULL */
     double *el;            /* multi-step runs with sampling: [n][GP_NEST][2] this step's y, x of
                               each ratio estimate per element (summed over the steps before
                               they become units: tensor_state), else NULL */
@@ -109,7 +113,6 @@ typedef struct {
 } chunk;
 
 /* Count an event of element i in the per-element counters (runs with sampling). */
-enum { CNT_ABS, CNT_ADD, CNT_UND, CNT_RND };
 #define CNT_EL(c, k, i)                 \
     do {                                \
         if ((c)->cnt[0])                \
@@ -217,16 +220,21 @@ GP_HOT double store_range(chunk *c, size_t i0, size_t i1, gp_format gf, double s
         }
         if (v != 0) {
             st->stored_nonzero++;
-            if ((g & magmask) < minnormal)
+            CNT_EL(c, CNT_STORED, i);
+            if ((g & magmask) < minnormal) {
                 st->subnormal++;
+                CNT_EL(c, CNT_SUB, i);
+            }
         }
         gp_mechanism m = gp_classify_v(gf, xs, g, v, ev);
         if (m == GP_MECH_UNDERFLOW) {
             st->underflow++;
             CNT_EL(c, CNT_UND, i);
         }
-        if (m == GP_MECH_OVERFLOW)
+        if (m == GP_MECH_OVERFLOW) {
             st->overflow++;
+            CNT_EL(c, CNT_OVF, i);
+        }
         note_error(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
     }
     return ss_x;
@@ -437,8 +445,11 @@ GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_for
             if (counting)
                 c->cnt[CNT_UND][i]++;
         }
-        if (m == GP_MECH_OVERFLOW)
+        if (m == GP_MECH_OVERFLOW) {
             st->overflow++;
+            if (counting)
+                c->cnt[CNT_OVF][i]++;
+        }
         double te = 0; /* classify never names GP_MECH_NORMALIZATION: m is one of these */
         for (int j = GP_MECH_UNDERFLOW; j < GP_MECH_GRAD_END; j++) {
             double x = err[j][i];
@@ -648,7 +659,10 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
             double yx[GP_NEST][2] = {{(a - f) * (a - f), f * f}, {(a - s) * (a - s), s * s},
                                      {(s - f) * (s - f), f * f}, {a * a, f * f},
                                      {c->cnt[CNT_ABS][i], c->cnt[CNT_ADD][i]},
-                                     {c->cnt[CNT_UND][i], c->cnt[CNT_RND][i]}};
+                                     {c->cnt[CNT_UND][i], c->cnt[CNT_RND][i]},
+                                     {c->cnt[CNT_SUB][i], c->cnt[CNT_STORED][i]},
+                                     {c->cnt[CNT_OVF][i], 1},
+                                     {!isfinite(a), 1}};
             if (c->el) /* several steps: the element's totals over them are its unit */
                 for (int e = 0; e < GP_NEST; e++) {
                     c->el[(i * GP_NEST + (size_t)e) * 2] += yx[e][0];
@@ -858,6 +872,7 @@ static void coll_round(chunk *c, size_t i, gp_format f, double exact, double lo,
     if (m == GP_MECH_OVERFLOW) {
         c->st->overflow++;
         c->st->coll.overflow++;
+        CNT_EL(c, CNT_OVF, i);
     }
     double d = ((v - exact) - lo) * w; /* exact: the value rounded, lo: what the binary64 exact missed */
     if (!isfinite(v))
@@ -1603,7 +1618,7 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->tm_den = S->N;
     c->D = L->D;
     c->off = off;
-    for (int k = 0; k < 4 && p->cnt[0]; k++) {
+    for (int k = 0; k < NCNT && p->cnt[0]; k++) {
         c->cnt[k] = p->cnt[k] + off;
         memset(c->cnt[k], 0, c->n * sizeof(uint32_t));
     }
@@ -2217,7 +2232,7 @@ static void free_lanes(sim *S)
 
 static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
 {
-    for (int k = 0; k < 4 && counters; k++)
+    for (int k = 0; k < NCNT && counters; k++)
         if (!(c->cnt[k] = malloc(CHUNK * sizeof(uint32_t))))
             return -1;
     size_t ab = width_bytes(c->af), gb = width_bytes(c->gf);
@@ -2236,7 +2251,7 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
 
 static void free_chunk(chunk *c)
 {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < NCNT; k++)
         free(c->cnt[k]);
     free(c->xs);
     free(c->partial);
@@ -2530,15 +2545,34 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
 }
 
 /* The metric each ratio estimate gives (its square root for the norm ratios). */
-/* The metrics with an interval: a ratio estimate of gp_stats.est (k < GP_NEST) or of
- * gp_optim_sums.est (k - GP_NEST), reported as R or sqrt(R); `after` marks those computed
- * after the optimizer step. */
+/* The metrics with an interval: a ratio estimate of gp_stats.est (k < GP_NEST, in its
+ * order) or of gp_optim_sums.est (k - GP_NEST), reported as R, sqrt(R) (root) or X^ R
+ * (total: a count, x = 1 per element-step); `after` marks those computed after the
+ * optimizer step. */
 enum { NEST_ALL = GP_NEST + GP_OPTIM_NEST };
-static const struct { gp_metric m; int root, after; } est_metric[NEST_ALL] = {
-    {GP_M_GRAD_REL_ERR_FULLBATCH, 1, 0}, {GP_M_GRAD_REL_ERR_ROUNDING, 1, 0}, {GP_M_NORMALIZATION_REL_ERR, 1, 0},
-    {GP_M_GRAD_NORM_RATIO, 1, 0},        {GP_M_ABSORBED_FRAC, 0, 0},         {GP_M_UNDERFLOW_FRAC, 0, 0},
-    {GP_M_WEIGHT_REL_ERR, 1, 1},         {GP_M_M_REL_ERR, 1, 1},             {GP_M_V_REL_ERR, 1, 1},
-    {GP_M_STALE_UPDATE_FRAC, 0, 1},      {GP_M_STATE_UNDERFLOW_FRAC, 0, 1}};
+static const struct { gp_metric m; int root, after, total; } est_metric[NEST_ALL] = {
+    {GP_M_GRAD_REL_ERR_FULLBATCH, 1, 0, 0}, {GP_M_GRAD_REL_ERR_ROUNDING, 1, 0, 0},
+    {GP_M_NORMALIZATION_REL_ERR, 1, 0, 0},  {GP_M_GRAD_NORM_RATIO, 1, 0, 0},
+    {GP_M_ABSORBED_FRAC, 0, 0, 0},          {GP_M_UNDERFLOW_FRAC, 0, 0, 0},
+    {GP_M_SUBNORMAL_FRAC, 0, 0, 0},         {GP_M_OVERFLOW_COUNT, 0, 0, 1},
+    {GP_M_NONFINITE_COUNT, 0, 0, 1},        {GP_M_WEIGHT_REL_ERR, 1, 1, 0},
+    {GP_M_M_REL_ERR, 1, 1, 0},              {GP_M_V_REL_ERR, 1, 1, 0},
+    {GP_M_STALE_UPDATE_FRAC, 0, 1, 0},      {GP_M_STATE_UNDERFLOW_FRAC, 0, 1, 0}};
+
+/* The interval [lo, hi] of the ratio R (gp_ratio_interval's) as the metric reports it into
+ * lo_out, hi_out; X^ = sum_h (pop_h / n_h) sx_h scales a total's. */
+static void est_report(int e, const gp_ratio_sums *s, const double *pop, size_t nh, double lo, double hi,
+                       double *lo_out, double *hi_out)
+{
+    double f = 1;
+    if (est_metric[e].total) {
+        f = 0;
+        for (size_t h = 0; h < nh; h++)
+            f += s[h].n > 0 ? pop[h] / s[h].n * s[h].sx : 0;
+    }
+    *lo_out = est_metric[e].root ? sqrt(lo) : f * lo;
+    *hi_out = est_metric[e].root ? sqrt(hi) : f * hi;
+}
 
 static const gp_ratio_sums *est_sums(const gp_stats *st, int k)
 {
@@ -2567,16 +2601,15 @@ static void sampled_intervals(const gp_scenario *sc, const replay_run *R, gp_res
             gp_tensor_result *tr = &res->tensors[t];
             strata[t] = *est_sums(&tr->st, e);
             pop[t] = R->pop[t] ? (double)R->pop[t] : strata[t].n;
-            if (R->pop[t] && gp_ratio_interval(&strata[t], &pop[t], 1, &est, &lo, &hi) == 0) {
+            if (R->pop[t] && gp_ratio_interval(&strata[t], &pop[t], 1, &est, &lo, &hi) == 0 && isfinite(hi)) {
                 tr->has_ci[m] = 1;
-                tr->ci_lo[m] = est_metric[e].root ? sqrt(lo) : lo;
-                tr->ci_hi[m] = est_metric[e].root ? sqrt(hi) : hi;
+                est_report(e, &strata[t], &pop[t], 1, lo, hi, &tr->ci_lo[m], &tr->ci_hi[m]);
             }
         }
-        if (gp_ratio_interval(strata, pop, nt, &est, &lo, &hi) == 0) {
+        if (gp_ratio_interval(strata, pop, nt, &est, &lo, &hi) == 0 && isfinite(hi)) { /* (an infinite
+                                                                            error: none) */
             res->has_ci[m] = 1;
-            res->ci_lo[m] = est_metric[e].root ? sqrt(lo) : lo;
-            res->ci_hi[m] = est_metric[e].root ? sqrt(hi) : hi;
+            est_report(e, strata, pop, nt, lo, hi, &res->ci_lo[m], &res->ci_hi[m]);
         }
     }
     free(strata);

@@ -78,6 +78,10 @@ enum {
     GP_EST_RATIO,    /* grad_norm_ratio^2: g_acc^2 / g_full^2 */
     GP_EST_ABSORBED, /* absorbed_frac: absorbed additions / additions of a non-zero addend */
     GP_EST_UNDERFLOW,/* underflow_frac: underflows / roundings of a non-zero exact value */
+    GP_EST_SUBNORMAL,/* subnormal_frac: subnormal stored gradients / non-zero ones */
+    GP_EST_OVERFLOW, /* overflow_count / X (x = 1 per element and step: the estimate of a
+                        total is X^ R^, X^ = the element-steps of the population) */
+    GP_EST_NONFINITE,/* nonfinite_count / X, likewise */
     GP_NEST
 };
 

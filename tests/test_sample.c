@@ -485,6 +485,75 @@ static void test_coverage_clip_norm(void **state)
     gp_backend_close(&b);
 }
 
+/* Coverage of the count estimates and the stored-gradient fractions: fp16 gradients of
+ * three tensors, one tiny (subnormal and underflowing values), one huge (overflows, and
+ * non-finite final gradients where one of its 4 micro-batches overflowed), one moderate,
+ * accumulated in fp32, one step; whole and with `sample: 600` under T seeds. The counts
+ * are totals over the population: X^ R^ with x = 1 per element (X^ = M exactly), the
+ * interval X^ times R^'s (docs/scenarios.md). Acceptance as in test_coverage (c_min = 269
+ * for T = 300; 4e-4 for the four metrics). */
+static const char fp16three[] = "name: fp16\nseed: %d\n%s"
+                                "tensors:\n"
+                                "  - {name: a, size: 3000, grad: {dist: lognormal, scale: 2.0e-5, sigma: 1.5}}\n"
+                                "  - {name: b, size: 2000, grad: {dist: lognormal, scale: 1.0e+5, sigma: 1.0}}\n"
+                                "  - {name: c, size: 1000, grad: {dist: normal, scale: 1.0e-3}}\n"
+                                "batch: {accumulation_steps: 4, tokens: [100, 100, 100, 30]}\n"
+                                "reduction: mean\n"
+                                "precision: {grad: fp16, accumulator: fp32}\n";
+
+static void test_coverage_counts(void **state)
+{
+    (void)state;
+    const int T = (int)gp_test_count("GP_COVERAGE_SEEDS", 300);
+    uint64_t base = gp_test_seed(4000);
+    const gp_metric ms[] = {GP_M_OVERFLOW_COUNT, GP_M_NONFINITE_COUNT, GP_M_SUBNORMAL_FRAC, GP_M_UNDERFLOW_FRAC};
+    enum { NM = sizeof ms / sizeof ms[0] };
+    int covered[NM] = {0};
+    gp_error e = {""};
+    gp_backend b;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    for (int s = 0; s < T; s++) {
+        char text[1400];
+        gp_scenario full, smp;
+        gp_result rf, rs;
+        int seed = (int)(base + (uint64_t)s);
+        snprintf(text, sizeof text, fp16three, seed, "");
+        load(text, &full);
+        snprintf(text, sizeof text, fp16three, seed, "sample: 600\n");
+        load(text, &smp);
+        if (gp_run_scenario(&full, &b, NULL, &rf, &e) != 0 || gp_run_scenario(&smp, &b, NULL, &rs, &e) != 0)
+            fail_msg("seed %d: %s", seed, e.msg);
+        for (int j = 0; j < NM; j++) {
+            if (!rs.has_ci[ms[j]])
+                fail_msg("seed %d: no interval for %s", seed, gp_metric_name(ms[j]));
+            double v = rf.metric[ms[j]];
+            covered[j] += rs.ci_lo[ms[j]] <= v && v <= rs.ci_hi[ms[j]];
+        }
+        if (s == 0) {
+            printf("# seed %d: overflow_count %g exact, %g [%g, %g] sampled; subnormal_frac %g exact, %g [%g, %g]\n",
+                   seed, rf.metric[GP_M_OVERFLOW_COUNT], rs.metric[GP_M_OVERFLOW_COUNT], rs.ci_lo[GP_M_OVERFLOW_COUNT],
+                   rs.ci_hi[GP_M_OVERFLOW_COUNT], rf.metric[GP_M_SUBNORMAL_FRAC], rs.metric[GP_M_SUBNORMAL_FRAC],
+                   rs.ci_lo[GP_M_SUBNORMAL_FRAC], rs.ci_hi[GP_M_SUBNORMAL_FRAC]);
+            /* not trivial: each count and fraction has events to estimate */
+            for (int j = 0; j < NM; j++)
+                assert_true(rf.metric[ms[j]] > 0);
+        }
+        gp_result_free(&rf);
+        gp_result_free(&rs);
+        gp_scenario_free(&full);
+        gp_scenario_free(&smp);
+    }
+    int cmin = 0;
+    while (gsl_cdf_binomial_P((unsigned)cmin, 0.95, (unsigned)T) <= 1e-4) /* P(C <= cmin) */
+        cmin++;
+    for (int j = 0; j < NM; j++) {
+        printf("# fp16: %s: %d of %d intervals hold the exact value (accept >= %d)\n", gp_metric_name(ms[j]),
+               covered[j], T, cmin);
+        assert_true(covered[j] >= cmin);
+    }
+    gp_backend_close(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -498,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_coverage),
         cmocka_unit_test(test_coverage_steps),
         cmocka_unit_test(test_coverage_clip_norm),
+        cmocka_unit_test(test_coverage_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
