@@ -2606,8 +2606,8 @@ static void sampled_intervals(const gp_scenario *sc, const replay_run *R, gp_res
                 est_report(e, &strata[t], &pop[t], 1, lo, hi, &tr->ci_lo[m], &tr->ci_hi[m]);
             }
         }
-        if (gp_ratio_interval(strata, pop, nt, &est, &lo, &hi) == 0 && isfinite(hi)) { /* (an infinite
-                                                                            error: none) */
+        /* an infinite error in the sample (a non-finite weight or gradient): no interval */
+        if (gp_ratio_interval(strata, pop, nt, &est, &lo, &hi) == 0 && isfinite(hi)) {
             res->has_ci[m] = 1;
             est_report(e, strata, pop, nt, lo, hi, &res->ci_lo[m], &res->ci_hi[m]);
         }
