@@ -2079,6 +2079,12 @@ uint64_t gp_run_bytes_per_element(const gp_scenario *sc)
         b += ab + (sc->precision.rounding == GP_ACC_KAHAN ? ab : 0) + sizeof(double);
     if (sc->steps > 1) /* the optimizer state of every element, kept across steps */
         b += gp_optim_bytes_per_element(sc);
+    int sampled = sc->sample != 0;
+    for (size_t t = 0; t < sc->ntensors; t++)
+        sampled |= sc->tensors[t].sample != 0 || sc->tensors[t].population != 0;
+    if (sc->steps > 1 && sampled) /* per element: the ratio terms over the steps (alloc_tensors) and
+                                     the optimizer's event counts (gp_optim_state.el_cnt) */
+        b += 2 * GP_NEST * sizeof(double) * (sc->loss_scale.mode != GP_LS_NONE ? 2 : 1) + 4 * sizeof(uint32_t);
     return b;
 }
 

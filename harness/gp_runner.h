@@ -258,7 +258,8 @@ void gp_result_free(gp_result *res);
 
 /* Bytes gp_run_scenario keeps per tensor element for the whole run (beyond fixed-size
  * chunk buffers): the whole step's accumulators and exact gradients when clipping or a
- * loss scaler couples the tensors, the optimizer state when steps > 1. 0 when every
+ * loss scaler couples the tensors, the optimizer state when steps > 1 (and a sampled
+ * run's per-element totals over the steps, for its intervals). 0 when every
  * buffer is chunk-sized. */
 uint64_t gp_run_bytes_per_element(const gp_scenario *sc);
 
