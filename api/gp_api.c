@@ -14,6 +14,7 @@
 #include "../harness/gp_run_all.h"
 #include "../harness/gp_sample.h"
 #include "../harness/gp_scenario.h"
+#include "../kernels/arith/gp_adamw.h"
 #include "../kernels/cpu/gp_cpu_backend.h"
 #include "../kernels/gp_names.h"
 #include "../reports/gp_report_set.h"
@@ -379,6 +380,26 @@ int gradprec_adamw_step(const char *variant, const char *param_format, const cha
             return GRADPREC_OK;
         snprintf(msg, sizeof msg, "adamw_step: %s params with %s state: not supported by variant %s",
                  param_format, state_format, variant);
+    }
+    copy_err(err, errlen, msg);
+    return GRADPREC_BAD_INPUT;
+}
+
+int gradprec_torch_sqrtf(const char *evaluation, uint64_t n, const float *x, float *y, char *err, size_t errlen)
+{
+    char msg[256];
+    int ev = -1;
+    for (int i = 0; evaluation && strcmp(gp_adamw_eval_name(i), "?") != 0; i++)
+        if (strcmp(evaluation, gp_adamw_eval_name(i)) == 0)
+            ev = i;
+    if (ev < 0) {
+        snprintf(msg, sizeof msg, "torch_sqrtf: unknown evaluation '%s'", evaluation ? evaluation : "(null)");
+    } else if (n && (!x || !y)) {
+        snprintf(msg, sizeof msg, "torch_sqrtf: x and y must be non-NULL");
+    } else {
+        for (uint64_t i = 0; i < n; i++)
+            y[i] = gp_adamw_sqrtf_fp32((gp_adamw_eval)ev, x[i]);
+        return GRADPREC_OK;
     }
     copy_err(err, errlen, msg);
     return GRADPREC_BAD_INPUT;

@@ -170,10 +170,10 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
  * order torch_cuda, torch_cpu, unfused (k = 0..2; not for a fused scenario), the one-store
  * variant in each (3..5; plain bf16/fp16 params only), torch's fused CPU kernel (6; plain
  * or fused, state in the param's dtype, RNE), the scenario's variant in order
- * torch_cpu_zen4 (7; fp32 state, not fused), and in order torch_cuda_foreach (8; not
- * fused). gp_optim_model_name gives the name
- * ("torch_cpu", "one_store/torch_cuda", "torch_fused_cpu", ...; static), NULL for a k out
- * of range or a model that does not apply to cfg. */
+ * torch_cpu_zen4 (7; fp32 state, not fused), in order torch_cuda_foreach (8; not fused),
+ * and in order torch_cpu_intel_avx512 (9; fp32 state, not fused). gp_optim_model_name
+ * gives the name ("torch_cpu", "one_store/torch_cuda", "torch_fused_cpu", ...; static),
+ * NULL for a k out of range or a model that does not apply to cfg. */
 int gp_optim_model_count(const gp_adamw_config *cfg);
 const char *gp_optim_model_name(const gp_adamw_config *cfg, int k);
 

@@ -159,7 +159,7 @@ static const char *const master_names[] = {"none", "fp32"};
 static const char *const fused_names[] = {"none", "torch_cpu"};
 static const char *const opt_names[] = {"adamw"};
 static const char *const eval_names[] = {"torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4",
-                                         "torch_cuda_foreach"}; /* gp_adamw_eval order */
+                                         "torch_cuda_foreach", "torch_cpu_intel_avx512"}; /* gp_adamw_eval order */
 static const char *const sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 static const char *const coll_names[] = {"ring", "tree", "reduce_scatter"};
 static const char *const avg_names[] = {"pre", "post", "op"};

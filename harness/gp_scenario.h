@@ -221,7 +221,9 @@ gp_format gp_scenario_reduce_dtype(const gp_scenario *s);
 /* Token count of micro-batch k on rank r (batch.tokens when no per-rank counts are given). */
 long gp_scenario_tokens(const gp_scenario *s, int r, int k);
 
-const char *gp_adamw_eval_name(int evaluation); /* "torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach" */
+/* "torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach",
+ * "torch_cpu_intel_avx512" */
+const char *gp_adamw_eval_name(int evaluation);
 
 /* Fill s with every default (one tensor named "grad" of 1024 elements, no tokens
  * allocated until needed). s owns nothing yet; gp_scenario_free is still safe. */

@@ -113,6 +113,14 @@ GRADPREC_API int gradprec_adamw_step(const char *variant, const char *param_form
                                      double weight_decay, int64_t step, uint64_t n, const void *grad, void *param,
                                      void *m, void *v, char *err, size_t errlen);
 
+/* The fp32 sqrt of gradprec's AdamW operation order `evaluation` (optimizer.evaluation's
+ * names: "torch_cpu_zen4" and "torch_cpu_intel_avx512" are torch's CPU sqrt as MKL
+ * computes it on those CPUs, kernels/arith/gp_torch_sqrt.h; the others the IEEE sqrt) of
+ * n floats x into y (may be x), to tell which order matches a host's torch. Returns
+ * GRADPREC_OK, or GRADPREC_BAD_INPUT with one line in err (unknown name, a NULL array). */
+GRADPREC_API int gradprec_torch_sqrtf(const char *evaluation, uint64_t n, const float *x, float *y, char *err,
+                                      size_t errlen);
+
 /* Serve `table` to a gradprec process over the connected socket fd: the worker side of
  * a `python:MODULE:NAME` backend (gradprec's run forks a worker that execs
  * `$GP_PYTHON -m gradprec._serve MODULE:NAME FD`, docs/python.md). The table is checked

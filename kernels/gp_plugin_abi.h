@@ -114,8 +114,10 @@ enum { GP_PLUGIN_EVAL_TORCH_CUDA = 0, /* torch's CUDA kernels (gradprec's defaul
        GP_PLUGIN_EVAL_UNFUSED = 2,    /* every operation rounded */
        GP_PLUGIN_EVAL_TORCH_CPU_ZEN4 = 3, /* TORCH_CPU with the fp32 sqrt of torch's x86-64
                                             wheel (MKL) on AMD Zen 4: CPU backend only */
-       GP_PLUGIN_EVAL_TORCH_CUDA_FOREACH = 4 }; /* torch's CUDA foreach kernels: TORCH_CUDA
-                                                   dividing by bias_correction2_sqrt */
+       GP_PLUGIN_EVAL_TORCH_CUDA_FOREACH = 4, /* torch's CUDA foreach kernels: TORCH_CUDA
+                                                 dividing by bias_correction2_sqrt */
+       GP_PLUGIN_EVAL_TORCH_CPU_INTEL_AVX512 = 5 }; /* TORCH_CPU_ZEN4's on an Intel CPU with
+                                                      AVX-512: CPU backend only */
 
 /* Global-norm clipping, first half: the sum of the squares of n gradients (format
  * `format`, widened exactly to fp32, each square rounded to fp32) over gradprec's fixed

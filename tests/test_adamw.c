@@ -562,6 +562,40 @@ static void test_torch_sqrt_zen4(void **state)
     }
 }
 
+/* ---- gp_torch_sqrtf_intel_avx512: MKL's AVX-512 sqrt kernel (kernels/arith/gp_torch_sqrt.h) ---- */
+
+/* mkl_vml_kernel_sSqrt_Z0HAynn of torch 2.15.0's x86-64 wheel, called directly on an AMD
+ * EPYC Zen 4 (scripts/mkl_sqrt_kernels.py): both exponent parities, powers of 4 (exact),
+ * FLT_MAX, subnormals and x < 2^-78 (the scaled residual), zeros, inf, and the last four,
+ * random inputs in [1, 4) where the kernel is one ulp off the IEEE sqrt.
+ * tests/python/test_torch_sqrt.py compares the model with the kernel on 10^7 inputs. */
+static const uint32_t MKL_SQRT_Z0[][2] = {
+    {0x40000000u, 0x3fb504f3u}, {0x40400000u, 0x3fddb3d7u}, {0x40800000u, 0x40000000u},
+    {0x3f800000u, 0x3f800000u}, {0x3dcccccdu, 0x3ea1e89bu}, {0x358637bdu, 0x3a83126fu},
+    {0x7f7fffffu, 0x5f7fffffu}, {0x000ae398u, 0x1f155598u}, {0x00000001u, 0x1a3504f3u},
+    {0x0d000000u, 0x263504f3u}, {0x1b000000u, 0x2d3504f3u}, {0x19c5e3a1u, 0x2c9f2747u},
+    {0x00000000u, 0x00000000u}, {0x80000000u, 0x80000000u}, {0x7f800000u, 0x7f800000u},
+    {0x40320ef0u, 0x3fd58069u}, {0x401e33ccu, 0x3fc93ee0u}, {0x3f8260b0u, 0x3f812ef1u},
+    {0x3fdd7983u, 0x3fa85ef2u},
+};
+
+static void test_torch_sqrt_intel_avx512(void **state)
+{
+    (void)state;
+    /* vrsqrt14ps by Intel's reference algorithm, by hand: 1 and 4 exact; 2 is segment 32
+     * at k = -512: (128*367881 + 707*512) >> 9 = 92677, i.e. 92677 * 2^-17 */
+    assert_int_equal(gp_f32_bits(gp_torch_rsqrt14(1.0f)), 0x3f800000u);
+    assert_int_equal(gp_f32_bits(gp_torch_rsqrt14(4.0f)), 0x3f000000u);
+    assert_true(gp_torch_rsqrt14(2.0f) == 92677.0f * 0x1p-17f);
+    for (size_t i = 0; i < sizeof MKL_SQRT_Z0 / sizeof MKL_SQRT_Z0[0]; i++) {
+        uint32_t got = gp_f32_bits(gp_torch_sqrtf_intel_avx512(gp_f32_from_bits(MKL_SQRT_Z0[i][0])));
+        if (got != MKL_SQRT_Z0[i][1])
+            fail_msg("sqrt(0x%08x) = 0x%08x, MKL 0x%08x", MKL_SQRT_Z0[i][0], got, MKL_SQRT_Z0[i][1]);
+    }
+    assert_true(isnan(gp_torch_sqrtf_intel_avx512(-1.0f)));
+    assert_true(isnan(gp_torch_sqrtf_intel_avx512(gp_f32_from_bits(0x7fc00001u))));
+}
+
 /* ---- GP_ADAMW_TORCH_FUSED_CPU: torch's CPU fused AdamW (hand-worked cases) ---- */
 
 static gp_adamw_config fused_config(gp_format f, int tail)
@@ -976,6 +1010,7 @@ int main(void)
         cmocka_unit_test(test_one_step_weight_decay),
         cmocka_unit_test(test_torch_cpu_golden),
         cmocka_unit_test(test_torch_sqrt_zen4),
+        cmocka_unit_test(test_torch_sqrt_intel_avx512),
         cmocka_unit_test(test_bf16_stale_without_master),
         cmocka_unit_test(test_bf16_master),
         cmocka_unit_test(test_bf16_kahan),

@@ -229,13 +229,14 @@ static void test_own_models_never_an_update_formula(void **state)
     static const char *const fmts[] = {"fp32", "bf16", "fp16"};
     static const char *const variants[] = {"", ", master: fp32", ", kahan: true", ", stochastic: true",
                                            ", fused: torch_cpu"};
-    static const char *const evals[] = {"torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach"};
+    static const char *const evals[] = {"torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach",
+                                        "torch_cpu_intel_avx512"};
     int runs = 0;
     for (int rg = 0; rg < 4; rg++)
         for (int p = 0; p < 3; p++)
             for (int st = 0; st < 3; st++)
                 for (int v = 0; v < 5; v++)
-                    for (int ev = 0; ev < 5; ev++) {
+                    for (int ev = 0; ev < 6; ev++) {
                         char yaml[1024];
                         snprintf(yaml, sizeof yaml,
                                  "tensors:\n  - name: w\n    size: 512\n    %s"

@@ -61,7 +61,9 @@
  *    there the param may differ by an ulp. tests/test_adamw.c keeps a sample.
  *    GP_ADAMW_TORCH_CPU_ZEN4 takes torch's fp32 sqrt as well, as the wheel computes it on
  *    AMD Zen 4 (gp_torch_sqrt.h): torch.optim.AdamW then equals it bit for bit on that
- *    CPU (tests/python/test_backends.py).
+ *    CPU (tests/python/test_backends.py). GP_ADAMW_TORCH_CPU_INTEL_AVX512 does the same
+ *    with the sqrt MKL computes on an Intel CPU with AVX-512 (checked against MKL's kernel
+ *    itself; not yet against torch on an Intel CPU).
  *
  * Evaluation (gp_adamw_eval): GP_ADAMW_TORCH_CPU is torch's CPU kernels as measured;
  * GP_ADAMW_TORCH_CUDA is torch's single-tensor CUDA kernels, with the FMAs that newer
@@ -106,10 +108,29 @@ typedef enum {
     GP_ADAMW_UNFUSED = 2,    /* the CUDA association with every operation rounded:
                                 s + w*(e - s); a + v*(g*g); x * (1/s); a + v*(m/den) */
     GP_ADAMW_TORCH_CPU_ZEN4 = 3, /* GP_ADAMW_TORCH_CPU with torch's fp32 sqrt as the x86-64
-                                   wheel computes it on AMD Zen 4 (gp_torch_sqrtf_zen4: MKL's
-                                   rsqrtps + Newton kernel, not IEEE); host code only */
-    GP_ADAMW_TORCH_CUDA_FOREACH = 4 /* GP_ADAMW_TORCH_CUDA with x / (float)s (_foreach_div_) */
+                                    wheel computes it on AMD Zen 4 (gp_torch_sqrtf_zen4: MKL's
+                                    rsqrtps + Newton kernel, not IEEE); host code only */
+    GP_ADAMW_TORCH_CUDA_FOREACH = 4, /* GP_ADAMW_TORCH_CUDA with x / (float)s (_foreach_div_) */
+    GP_ADAMW_TORCH_CPU_INTEL_AVX512 = 5 /* GP_ADAMW_TORCH_CPU_ZEN4 with the wheel's sqrt on an
+                                           Intel CPU with AVX-512 (gp_torch_sqrtf_intel_avx512:
+                                           MKL's vrsqrt14ps + Newton kernel); host code only */
 } gp_adamw_eval;
+
+/* Is ev one of torch's CPU orders (GP_ADAMW_TORCH_CPU with one sqrt or another)? */
+GP_ARITH int gp_adamw_eval_cpu(gp_adamw_eval ev)
+{
+    return ev == GP_ADAMW_TORCH_CPU || ev == GP_ADAMW_TORCH_CPU_ZEN4 || ev == GP_ADAMW_TORCH_CPU_INTEL_AVX512;
+}
+
+/* The sqrt of an fp32 state in order ev: torch's on the CPU it models, else IEEE. */
+GP_ARITH float gp_adamw_sqrtf_fp32(gp_adamw_eval ev, float x)
+{
+    if (ev == GP_ADAMW_TORCH_CPU_ZEN4)
+        return gp_torch_sqrtf_zen4(x);
+    if (ev == GP_ADAMW_TORCH_CPU_INTEL_AVX512)
+        return gp_torch_sqrtf_intel_avx512(x);
+    return sqrtf(x);
+}
 
 typedef enum {
     GP_ADAMW_PLAIN = 0,     /* torch eager on the param itself: param.mul_ stores the
@@ -451,7 +472,7 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     if (cfg.variant == GP_ADAMW_TORCH_FUSED_CPU)
         return gp_adamw_fused_step(cfg, s, param, m, v, g, ev, ev_state);
     gp_format pf = cfg.param, sf = cfg.state;
-    int cpu = cfg.eval == GP_ADAMW_TORCH_CPU || cfg.eval == GP_ADAMW_TORCH_CPU_ZEN4;
+    int cpu = gp_adamw_eval_cpu(cfg.eval);
     int fused = cfg.eval != GP_ADAMW_UNFUSED; /* lerp, and CUDA's addcmul / addcdiv */
     unsigned e = 0, es = 0;
     unsigned *pe = ev ? &e : (unsigned *)0;
@@ -475,7 +496,7 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
     float vv = gp_adamw_load(sf, vnb);
     /* denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps): state-dtype tensors */
     /* torch's sqrt of an fp32 tensor is MKL's (gp_torch_sqrt.h); of a bf16 one, IEEE */
-    float root = cfg.eval == GP_ADAMW_TORCH_CPU_ZEN4 && sf == GP_FP32 ? gp_torch_sqrtf_zen4(vv) : sqrtf(vv);
+    float root = sf == GP_FP32 ? gp_adamw_sqrtf_fp32(cfg.eval, vv) : sqrtf(vv);
     float r = gp_adamw_load(sf, gp_adamw_store(sf, root, pes));
     float q = cpu || cfg.eval == GP_ADAMW_TORCH_CUDA_FOREACH ? r / s->bc2_sqrt_f : r * s->inv_bc2_sqrt;
     q = gp_adamw_load(sf, gp_adamw_store(sf, q, pes));

@@ -1,37 +1,92 @@
 /* gp_torch_sqrt.h — torch's CPU fp32 sqrt where it is not IEEE: torch.sqrt,
  * Tensor.sqrt and torch._foreach_sqrt on contiguous or strided fp32 CPU tensors of the
  * x86-64 PyPI wheel (torch 2.15.0, built with MKL) call MKL's vmsSqrt in VML_HA mode
- * (aten/src/ATen/cpu/vml.h), and MKL picks its kernel by CPU. On a CPU that is not
- * Intel's it runs its generic SSE kernel (mkl_vml_kernel_sSqrt_EXHAynn), which is, per
- * element (read from the wheel's machine code; every x86 op rounds on its own, RNE, no
- * FTZ):
- *     x a positive normal with bits <= 0x7f7ff000:
- *         r  = rsqrtps(x)                      (the CPU's ~12-bit 1/sqrt approximation)
- *         s  = x*r;  h = r*0.5f
- *         e  = 0.5f - s*h
- *         s1 = s*e + s;  h1 = h*e + h
- *         y  = (x - s1*s1)*h1 + s1
- *     otherwise (zero, subnormal, the top 4095 finite values, negative, inf, NaN): a
- *     scalar path equal to the IEEE sqrtf, except that a negative x gives the NaN
- *     0x7fc00000 (gradprec compares NaNs by NaN-ness only).
- * rsqrtps's value is the CPU's own (Intel and AMD differ). gp_torch_rsqrtps is AMD Zen
- * 4's, measured on an AMD EPYC (Zen 4): it depends only on the exponent's parity and the
- * top 12 mantissa bits, scales exactly with the exponent, and has 12 mantissa bits; the
- * table holds it as a residual in {-1, 0, 1} from 1/sqrt of the interval's midpoint
+ * (aten/src/ATen/cpu/vml.h), and MKL picks its kernel by CPU. Three of its kernels are
+ * modelled here, each read from the wheel's machine code (every x86 op rounds on its
+ * own, RNE, no FTZ/DAZ: the kernels set MXCSR to 0x1f80) and each a Newton correction of
+ * an approximation r of 1/sqrt(x), with one shared core (gp_torch_sqrt_newton):
+ *   s = x*r;  h = r*0.5f
+ *   SSE, AVX2:  e = 0.5f - s*h;  s = s*e + s;  h = h*e + h      (one Goldschmidt step)
+ *   all:        y = (x - s*s)*h + s
+ * where the SSE kernel rounds every operation and the AVX2 and AVX-512 kernels fuse each
+ * a*b + c into one FMA. Per kernel:
+ *  - mkl_vml_kernel_sSqrt_EXHAynn (generic SSE; what MKL runs on a CPU that is not
+ *    Intel's): r = rsqrtps(x) for a positive normal x with bits <= 0x7f7ff000; any other
+ *    x (zero, subnormal, the top 4095 finite values, negative, inf, NaN) takes a scalar
+ *    path equal to the IEEE sqrtf (a negative x gives the NaN 0x7fc00000).
+ *  - mkl_vml_kernel_sSqrt_L9HAynn (AVX2 + FMA; Intel CPUs without AVX-512): r =
+ *    vrsqrtps(x) for every positive normal x; every other x takes the same scalar path.
+ *  - mkl_vml_kernel_sSqrt_Z0HAynn (AVX-512; Intel CPUs with it): r = vrsqrt14ps(x) for
+ *    every positive finite non-zero x, subnormals included, and no Goldschmidt step;
+ *    where r > 2^39 (x below about 2^-78) it computes the residual scaled,
+ *    y = fma(h*2^-78, fma(-(s*2^39), s*2^39, x*2^78), s), exact scalings that keep
+ *    x - s*s out of the subnormal range. ±0, +inf, negative x and NaN: IEEE (NaN for a
+ *    negative x).
+ * rsqrtps's value is the CPU's own and differs between vendors: Intel documents only
+ * |relative error| <= 1.5*2^-12, not its values. gp_torch_rsqrtps is AMD Zen 4's,
+ * measured on an AMD EPYC (Zen 4): it depends only on the exponent's parity and the top
+ * 12 mantissa bits, scales exactly with the exponent, and has 12 mantissa bits; the table
+ * holds it as a residual in {-1, 0, 1} from 1/sqrt of the interval's midpoint
  * (scripts/gen_rsqrtps_table.c prints it from the host's instruction and checks those
- * properties). gp_torch_sqrtf_zen4 equals the wheel's vmsSqrt bit for bit on all 2^32
- * inputs on that machine (NaN payloads aside); on about 9% of inputs with an even
- * exponent and 25% with an odd one it is one ulp off the IEEE sqrt.
- * On an Intel CPU the same wheel runs another kernel (AVX-512: ..._Z0HAynn; AVX2:
- * ..._L9HAynn), measured here to differ from sqrtf on 0.59% and 0.08% of random
- * positive floats: not modelled. fp64 (vdSqrt) is not IEEE either; bf16 and fp16
- * tensors take torch's own vector code (sqrt in float, one rounding): IEEE. */
+ * properties). Intel's rsqrtps values are not here: the AVX2 kernel on an Intel CPU is
+ * NOT modelled (its core is: on this Zen 4 the L9 kernel equals gp_torch_sqrt_newton
+ * with Zen 4's rsqrtps on all 2^32 inputs, scripts/mkl-sqrt-kernels.py).
+ * vrsqrt14ps, by contrast, is specified value for value: the SDM points to Intel's
+ * reference implementation (RSQRT14S of "Reference Implementations for IA Approximation
+ * Instructions"): x = 4^n * a with a in [1, 4); a's fraction truncated to 15 bits; on 32
+ * segments of [1, 2) and 32 of [2, 4) a line c - d*k/128 in the offset k in [-512, 512)
+ * from the segment's midpoint, truncated to 17 significant bits; a = 1 gives 1 exactly.
+ * gp_torch_rsqrt14 is that algorithm; its 64 (c, d) pairs were fitted to the host's
+ * instruction on an AMD EPYC (Zen 4) by scripts/gen_rsqrt14_table.c (each segment has
+ * exactly one pair that reproduces all 1024 outputs) and equal the reference's
+ * coefficients (compared by hand); the same script checks gp_torch_rsqrt14 against the
+ * instruction on every positive finite float.
+ * Checks: gp_torch_sqrtf_zen4 equals the wheel's vmsSqrt on that Zen 4 on all 2^32
+ * inputs (NaN payloads aside); gp_torch_sqrtf_intel_avx512 equals the Z0 kernel itself,
+ * called on this Zen 4 (which has AVX-512 and whose vrsqrt14ps is the reference's), on
+ * all 2^32 inputs (scripts/mkl-sqrt-kernels.py; tests/python/test_torch_sqrt.py on 10^7).
+ * Not compared with torch on an Intel CPU here (none at hand): that MKL dispatches to Z0
+ * there is its kernel table's naming, and the share of inputs off the IEEE sqrt, 0.59%
+ * of random positive floats, equals what was measured with torch on an Intel Xeon. On
+ * [1, 4) the zen4 model is one ulp off the IEEE sqrt on about 17% of inputs, the avx512
+ * model on 0.59%. fp64 (vdSqrt) is not IEEE either; bf16 and fp16 tensors take torch's
+ * own vector code (sqrt in float, one rounding): IEEE. */
 #ifndef GP_TORCH_SQRT_H
 #define GP_TORCH_SQRT_H
 
 #include <math.h>
 
 #include "gp_arith.h"
+
+/* MKL's vmsSqrt kernels (the kernel argument below) */
+enum { GP_MKL_SQRT_SSE = 0, GP_MKL_SQRT_AVX2 = 1, GP_MKL_SQRT_AVX512 = 2 };
+
+/* Does the kernel take its vector path for the fp32 bit pattern b (else: IEEE sqrtf)? */
+GP_ARITH int gp_torch_sqrt_vector(uint32_t b, int kernel)
+{
+    if (kernel == GP_MKL_SQRT_AVX512)
+        return b != 0u && b < 0x7f800000u; /* positive, finite, non-zero */
+    return b >= 0x00800000u && b <= (kernel == GP_MKL_SQRT_SSE ? 0x7f7ff000u : 0x7f7fffffu);
+}
+
+/* The kernel's vector path for x, given its approximation r of 1/sqrt(x) (see above). */
+GP_ARITH float gp_torch_sqrt_newton(float x, float r, int kernel)
+{
+    int fma = kernel != GP_MKL_SQRT_SSE;
+    float s = GP_FMUL_RN(x, r), h = GP_FMUL_RN(r, 0.5f);
+    if (kernel != GP_MKL_SQRT_AVX512) {
+        float e = fma ? GP_FMAF_RN(-s, h, 0.5f) : GP_FSUB_RN(0.5f, GP_FMUL_RN(s, h));
+        s = fma ? GP_FMAF_RN(e, s, s) : GP_FADD_RN(GP_FMUL_RN(s, e), s);
+        h = fma ? GP_FMAF_RN(e, h, h) : GP_FADD_RN(GP_FMUL_RN(h, e), h);
+    }
+    if (!fma)
+        return GP_FADD_RN(GP_FMUL_RN(GP_FSUB_RN(x, GP_FMUL_RN(s, s)), h), s);
+    if (kernel == GP_MKL_SQRT_AVX512 && r > 0x1p39f) { /* tiny x: the residual scaled by 2^78 */
+        float s2 = GP_FMUL_RN(s, 0x1p39f);
+        return GP_FMAF_RN(GP_FMUL_RN(h, 0x1p-78f), GP_FMAF_RN(-s2, s2, GP_FMUL_RN(x, 0x1p78f)), s);
+    }
+    return GP_FMAF_RN(h, GP_FMAF_RN(-s, s, x), s);
+}
 
 #if !defined(__CUDACC__) && !defined(GP_SHIM_CUDA)
 /* rsqrtps residuals, 2 bits each (value + 1), index i = 4096*p + (mantissa >> 11), p = 1
@@ -125,6 +180,45 @@ static const uint32_t gp_torch_rsqrtps_res[512] = {
     0x55555555u, 0x55555555u,
 };
 
+/* vrsqrt14ps's segment lines, {c, d} per segment: [1, 2) in 32 segments, then [2, 4) */
+static const uint32_t gp_torch_rsqrt14_cd[64][2] = {
+    {520261u, 1001u}, {512437u, 955u}, {504953u, 915u}, {497790u, 877u}, {490922u, 841u}, {484331u, 807u},
+    {478001u, 775u}, {471909u, 747u}, {466046u, 719u}, {460397u, 693u}, {454947u, 669u}, {449688u, 647u},
+    {444606u, 625u}, {439694u, 603u}, {434939u, 585u}, {430335u, 567u}, {425875u, 549u}, {421551u, 533u},
+    {417355u, 517u}, {413284u, 501u}, {409329u, 487u}, {405487u, 473u}, {401748u, 461u}, {398111u, 449u},
+    {394571u, 437u}, {391127u, 425u}, {387770u, 415u}, {384498u, 403u}, {381307u, 393u}, {378194u, 385u},
+    {375155u, 375u}, {372190u, 367u}, {367881u, 707u}, {362349u, 675u}, {357056u, 647u}, {351992u, 619u},
+    {347136u, 595u}, {342475u, 571u}, {337997u, 549u}, {333693u, 527u}, {329545u, 509u}, {325551u, 491u},
+    {321697u, 473u}, {317977u, 457u}, {314385u, 441u}, {310910u, 427u}, {307549u, 413u}, {304295u, 401u},
+    {301139u, 389u}, {298079u, 377u}, {295115u, 365u}, {292237u, 355u}, {289439u, 345u}, {286722u, 335u},
+    {284080u, 325u}, {281508u, 317u}, {279006u, 309u}, {276569u, 301u}, {274195u, 293u}, {271882u, 285u},
+    {269625u, 279u}, {267425u, 271u}, {265276u, 265u}, {263178u, 259u},
+};
+
+/* vrsqrt14ps (Intel's reference algorithm, see above) of a positive finite non-zero
+ * float x, subnormals included. */
+GP_ARITH float gp_torch_rsqrt14(float x)
+{
+    uint32_t b = gp_f32_bits(x), m = b & 0x7fffffu;
+    int e = (int)(b >> 23);
+    if (e == 0) { /* subnormal: normalise */
+        e = 1;
+        while (!(m & 0x800000u)) {
+            m <<= 1;
+            e--;
+        }
+        m &= 0x7fffffu;
+    }
+    int u = e - 127, p = u & 1, n = (u - p) / 2; /* x = 4^n * a, a = 2^p * 1.m in [1, 4) */
+    if (m == 0 && p == 0)
+        return gp_f32_from_bits((uint32_t)(127 - n) << 23); /* a = 1: exactly 2^-n */
+    uint32_t t = m >> 8, seg = 32u * (uint32_t)p + (t >> 10); /* 15 fraction bits */
+    int64_t k = (int64_t)(t & 1023u) - 512;
+    int64_t v = 128 * (int64_t)gp_torch_rsqrt14_cd[seg][0] - (int64_t)gp_torch_rsqrt14_cd[seg][1] * k;
+    uint32_t q = (uint32_t)(v >> 9); /* 17 significant bits: q in [2^16, 2^17), value q * 2^-17 */
+    return gp_f32_from_bits((uint32_t)(126 - n) << 23 | (q - 65536u) << 7);
+}
+
 /* AMD Zen 4's rsqrtps of a positive normal float x (bits 0x00800000 .. 0x7f7fffff). */
 GP_ARITH float gp_torch_rsqrtps(float x)
 {
@@ -138,21 +232,30 @@ GP_ARITH float gp_torch_rsqrtps(float x)
 }
 #endif
 
-/* torch's CPU fp32 sqrt on an AMD Zen 4 (the wheel's MKL, see above). Host code only: a
- * CUDA compilation gets the IEEE sqrtf (the CUDA backend refuses GP_ADAMW_TORCH_CPU_ZEN4). */
+/* torch's CPU fp32 sqrt on an AMD Zen 4: MKL's SSE kernel with Zen 4's rsqrtps. Host
+ * code only: a CUDA compilation gets the IEEE sqrtf (the CUDA backend refuses the
+ * torch_cpu_* evaluations that call it). */
 GP_ARITH float gp_torch_sqrtf_zen4(float x)
 {
 #if defined(__CUDACC__) || defined(GP_SHIM_CUDA)
     return sqrtf(x);
 #else
-    uint32_t b = gp_f32_bits(x);
-    if (b < 0x00800000u || b > 0x7f7ff000u) /* MKL's scalar path */
-        return sqrtf(x);
-    float r = gp_torch_rsqrtps(x);
-    float s = GP_FMUL_RN(x, r), h = GP_FMUL_RN(r, 0.5f);
-    float e = GP_FSUB_RN(0.5f, GP_FMUL_RN(s, h));
-    float s1 = GP_FADD_RN(GP_FMUL_RN(s, e), s), h1 = GP_FADD_RN(GP_FMUL_RN(h, e), h);
-    return GP_FADD_RN(GP_FMUL_RN(GP_FSUB_RN(x, GP_FMUL_RN(s1, s1)), h1), s1);
+    if (!gp_torch_sqrt_vector(gp_f32_bits(x), GP_MKL_SQRT_SSE))
+        return sqrtf(x); /* MKL's scalar path */
+    return gp_torch_sqrt_newton(x, gp_torch_rsqrtps(x), GP_MKL_SQRT_SSE);
+#endif
+}
+
+/* torch's CPU fp32 sqrt on an Intel CPU with AVX-512: MKL's AVX-512 kernel with
+ * vrsqrt14ps. Host code only, as gp_torch_sqrtf_zen4. */
+GP_ARITH float gp_torch_sqrtf_intel_avx512(float x)
+{
+#if defined(__CUDACC__) || defined(GP_SHIM_CUDA)
+    return sqrtf(x);
+#else
+    if (!gp_torch_sqrt_vector(gp_f32_bits(x), GP_MKL_SQRT_AVX512))
+        return sqrtf(x); /* MKL's scalar path */
+    return gp_torch_sqrt_newton(x, gp_torch_rsqrt14(x), GP_MKL_SQRT_AVX512);
 #endif
 }
 

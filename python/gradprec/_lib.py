@@ -66,6 +66,7 @@ def _declare(lib):
             [cp, cp, cp, cp, c.c_double, c.c_double, c.c_double, c.c_double, c.c_double, c.c_int64,
              c.c_uint64, vp, vp, vp, vp, cp, sz],
         ),
+        "gradprec_torch_sqrtf": (c.c_int, [cp, c.c_uint64, vp, vp, cp, sz]),
         "gradprec_serve": (c.c_int, [c.c_int, vp, cp, cp, sz]),
         "gradprec_serve_plugin": (c.c_int, [c.c_int, cp]),
         "gradprec_set_worker_program": (c.c_int, [c.POINTER(cp)]),

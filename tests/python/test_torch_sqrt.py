@@ -1,11 +1,15 @@
 # torch's CPU fp32 sqrt against gradprec's model of it, gp_torch_sqrtf_zen4
 # (kernels/arith/gp_torch_sqrt.h, the sqrt of the AdamW evaluation torch_cpu_zen4), bit for
 # bit: torch computes every expected value; gradprec's side is the header itself, compiled
-# here into a small library (the function the CPU backend's AdamW step calls). And torch's
-# bf16/fp16 sqrt against the IEEE sqrt, which the torch_cpu orders use for those dtypes.
+# here into a small library (the function the CPU backend's AdamW step calls). MKL's
+# kernels themselves (AVX-512, AVX2, SSE), called directly, against their models
+# (gp_torch_sqrtf_intel_avx512 for torch_cpu_intel_avx512), and vrsqrt14ps against
+# gp_torch_rsqrt14. And torch's bf16/fp16 sqrt against the IEEE sqrt, which the torch_cpu
+# orders use for those dtypes.
 import ctypes
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,6 +18,9 @@ from conftest import REPO
 
 torch = pytest.importorskip("torch")
 import subjects  # noqa: E402
+
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import mkl_sqrt_kernels  # noqa: E402
 
 SHIM = r"""
 #include <stddef.h>
@@ -127,3 +134,88 @@ def test_reduced_precision_sqrt_is_ieee(dtype):
     got = x.sqrt()
     same = (got.view(torch.int16) == want.view(torch.int16)) | (got.isnan() & want.isnan())
     assert bool(same.all())
+
+
+# ---- MKL's kernels called directly (scripts/mkl_sqrt_kernels.py) ----
+# The AVX-512 kernel is what MKL runs on an Intel CPU with AVX-512; it runs on any CPU with
+# those instructions, so it is compared with its model here even where MKL would not pick
+# it. The expected values are the kernel's own results.
+
+@pytest.mark.parametrize("kernel", ["Z0", "L9", "EX"])
+def test_mkl_kernel_equals_model(kernel):
+    # Z0 against gp_torch_sqrtf_intel_avx512; L9 (AVX2) against the shared core with the
+    # header's rsqrtps, and EX against gp_torch_sqrtf_zen4: these two only where this CPU's
+    # rsqrtps is the header's (Zen 4's) table, since both kernels start from it. 10^7
+    # inputs (inputs() above). scripts/mkl_sqrt_kernels.py runs all 2^32.
+    why = mkl_sqrt_kernels.missing(kernel)
+    if not why and kernel != "Z0":
+        why = subjects.zen4_sqrt_missing()
+    if why:
+        pytest.skip(why)
+    x = inputs()
+    want = mkl_sqrt_kernels.run_kernel(kernel, x)
+    got = mkl_sqrt_kernels.run_model(kernel, x)
+    bad = np.flatnonzero(differing(got, want))
+    assert bad.size == 0, "%d of %d differ; first x=0x%08x kernel 0x%08x model 0x%08x" % (
+        bad.size, x.size, x[bad[0]], want[bad[0]], got[bad[0]])
+    with np.errstate(invalid="ignore"):
+        off = int(differing(want, np.sqrt(x.view(np.float32)).view(np.uint32)).sum())
+    print("%s = model on %d inputs; %d differ from the IEEE sqrt" % (kernel, x.size, off))
+    if kernel == "Z0":  # 0.59% of [1, 4) and of random positive floats: far from 0
+        assert off > 10_000
+
+
+_RSQRT14_CHECK = r"""
+#include <immintrin.h>
+#include <stdio.h>
+#include "gp_torch_sqrt.h"
+int main(void)
+{
+    for (uint32_t b = 1; b < 0x7f800000u; b++) { /* every positive finite float */
+        float x = gp_f32_from_bits(b), r = _mm_cvtss_f32(_mm_rsqrt14_ss(_mm_setzero_ps(), _mm_set_ss(x)));
+        if (gp_f32_bits(r) != gp_f32_bits(gp_torch_rsqrt14(x))) {
+            printf("0x%08x\n", b);
+            return 1;
+        }
+    }
+    return 0;
+}
+"""
+
+
+def test_rsqrt14_model_equals_instruction(tmp_path):
+    # gp_torch_rsqrt14 (Intel's reference algorithm for vrsqrt14ps, the header's table)
+    # against this CPU's vrsqrt14ps on every positive finite float, subnormals included.
+    if "avx512f" not in mkl_sqrt_kernels._cpu_flags():
+        pytest.skip("this CPU has no AVX-512F (vrsqrt14ps)")
+    src, exe = tmp_path / "r.c", tmp_path / "r"
+    src.write_text(_RSQRT14_CHECK)
+    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-std=c11", "-mavx512f", "-ffp-contract=off",
+                    "-I", os.path.join(REPO, "kernels", "arith"), "-o", str(exe), str(src), "-lm"], check=True)
+    run = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert run.returncode == 0, "first differing input: " + run.stdout
+
+
+def test_torch_sqrt_through_redirected_dispatch_equals_avx512_model():
+    # torch.sqrt and torch._foreach_sqrt with MKL's kernel table pointed at the AVX-512
+    # kernel (what MKL's dispatch picks on an Intel CPU with AVX-512): torch's own call
+    # path, threads and remainders included, equals gp_torch_sqrtf_intel_avx512; and
+    # gradprec.torch.sqrt_evaluation() names torch_cpu_intel_avx512 there, torch_cpu_zen4
+    # (on a Zen 4) after.
+    why = mkl_sqrt_kernels.missing("Z0")
+    if why:
+        pytest.skip(why)
+    import gradprec.torch as gt
+    x = inputs()
+    t = torch.from_numpy(x.view(np.float32).copy())
+    views = [t[n:3 * n + 5] for n in range(1, 70)] + [t[:20_000:3], t[:40_000].view(200, 200).t()]
+    with mkl_sqrt_kernels.dispatched("Z0"):
+        got = torch_bits(t.sqrt())
+        foreach = [torch_bits(r) for r in torch._foreach_sqrt(views)]
+        ev = gt.host.sqrt_evaluation.__wrapped__()
+    assert not differing(got, mkl_sqrt_kernels.run_model("Z0", x)).any()
+    for v, r in zip(views, foreach):
+        assert not differing(r, mkl_sqrt_kernels.run_model("Z0", torch_bits(v))).any()
+    assert ev == "torch_cpu_intel_avx512"
+    if not subjects.zen4_sqrt_missing():
+        assert gt.host.sqrt_evaluation.__wrapped__() == "torch_cpu_zen4"

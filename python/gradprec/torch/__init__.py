@@ -41,9 +41,10 @@ from .backends import (  # noqa: E402  (backends under test: docs/python.md)
     OptimiAdamW,
     TorchaoAdamW,
 )
+from .host import sqrt_evaluation  # noqa: E402  (which optimizer.evaluation this host's torch needs)
 
 __all__ = ["capture", "Capture", "Backend", "AdamW", "AdamWForeach", "AdamWFused", "AdamWCUDA", "AdamWForeachCUDA",
-           "AdamWFusedCUDA", "OptimiAdamW", "TorchaoAdamW"]
+           "AdamWFusedCUDA", "OptimiAdamW", "TorchaoAdamW", "sqrt_evaluation"]
 
 REDUCTIONS = ("token_mean", "mean", "mean_no_div", "sum")
 _FORMATS = {_torch.float32: "fp32", _torch.bfloat16: "bf16", _torch.float16: "fp16"}
