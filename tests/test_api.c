@@ -294,6 +294,28 @@ static void test_adamw_step(void **state)
     assert_true(p32 == 1.0f); /* nothing written on a refusal */
 }
 
+/* gradprec_torch_sqrtf: IEEE for torch_cpu (sqrt 2 = 0x3fb504f3, 4 -> 2); for
+ * torch_cpu_intel_avx512 MKL's AVX-512 kernel's result, an ulp off IEEE at 0x40320ef0
+ * (kernel 0x3fd58069, tests/test_adamw.c); errors name the call. */
+static void test_torch_sqrtf(void **state)
+{
+    (void)state;
+    char err[256];
+    uint32_t in[3] = {0x40000000u, 0x40800000u, 0x40320ef0u}, b[3];
+    float x[3], y[3];
+    memcpy(x, in, sizeof x);
+    assert_int_equal(gradprec_torch_sqrtf("torch_cpu", 3, x, y, err, sizeof err), GRADPREC_OK);
+    memcpy(b, y, sizeof b);
+    assert_true(b[0] == 0x3fb504f3u && y[1] == 2.0f && b[2] == 0x3fd5806au);
+    assert_int_equal(gradprec_torch_sqrtf("torch_cpu_intel_avx512", 3, x, y, err, sizeof err), GRADPREC_OK);
+    memcpy(b, y, sizeof b);
+    assert_true(b[0] == 0x3fb504f3u && y[1] == 2.0f && b[2] == 0x3fd58069u);
+    assert_int_equal(gradprec_torch_sqrtf("torch_cpu_avx2", 3, x, y, err, sizeof err), GRADPREC_BAD_INPUT);
+    assert_non_null(strstr(err, "torch_sqrtf: unknown evaluation 'torch_cpu_avx2'"));
+    assert_int_equal(gradprec_torch_sqrtf("torch_cpu", 1, NULL, y, err, sizeof err), GRADPREC_BAD_INPUT);
+    assert_int_equal(gradprec_torch_sqrtf("torch_cpu", 0, NULL, NULL, err, sizeof err), GRADPREC_OK);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -312,6 +334,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_caller_table_judged_on_what_it_did),
         cmocka_unit_test(test_write_equals_cli),
         cmocka_unit_test(test_adamw_step),
+        cmocka_unit_test(test_torch_sqrtf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

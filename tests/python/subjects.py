@@ -52,6 +52,40 @@ def zen4_sqrt_missing():
     return _host_rsqrtps_differs()
 
 
+def intel_avx512_sqrt_missing():
+    """None when this host's torch fp32 CPU sqrt is the one gradprec models as
+    torch_cpu_intel_avx512: an Intel CPU with the AVX-512 subsets MKL's AVX-512 kernel uses
+    (F, DQ, BW), an x86-64 torch with MKL, and gradprec.torch.sqrt_evaluation() agreeing on
+    its probe; else why not (the CPU is named first: on an AMD CPU MKL never runs that
+    kernel by itself)."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return "not an x86-64 CPU (%s): torch_cpu_intel_avx512 models the x86-64 wheel" % platform.machine()
+    if not torch.backends.mkl.is_available():
+        return "this torch is built without MKL: its sqrt is not the one torch_cpu_intel_avx512 models"
+    vendor, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                if ln.startswith("vendor_id"):
+                    vendor = ln.split(":")[1].strip()
+                elif ln.startswith("flags"):
+                    flags = set(ln.split(":", 1)[1].split())
+    except OSError:
+        pass
+    if vendor != "GenuineIntel":
+        return ("CPU vendor %s: MKL runs its AVX-512 sqrt kernel only on Intel CPUs (torch_cpu_intel_avx512 is "
+                "checked here against the kernel itself, tests/python/test_torch_sqrt.py)" % vendor)
+    lack = [f for f in ("avx512f", "avx512dq", "avx512bw") if f not in flags]
+    if lack:
+        return "this Intel CPU lacks %s: MKL runs its AVX2 kernel (not modelled)" % ", ".join(lack)
+    ev = gradprec.torch.sqrt_evaluation()
+    if ev != "torch_cpu_intel_avx512":
+        return "gradprec.torch.sqrt_evaluation() is %s on this Intel AVX-512 host, not torch_cpu_intel_avx512" % ev
+    return None
+
+
 _RSQRT_CHECK = r"""
 #include <immintrin.h>
 #include <stdint.h>

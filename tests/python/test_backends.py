@@ -155,6 +155,53 @@ def test_torch_adamw_foreach_equals_cpu_fp32_zen4():
         assert "torch_cpu_zen4" in sub.report["adamw_models"]["matched"]
 
 
+@pytest.mark.parametrize("name,over", FP32_PRESETS)
+def test_cli_torch_adamw_equals_cpu_fp32_intel_avx512(tmp_path, name, over):
+    # the same as test_cli_torch_adamw_equals_cpu_fp32_zen4 on an Intel CPU with AVX-512,
+    # where torch's fp32 sqrt is MKL's AVX-512 kernel: under torch_cpu_intel_avx512
+    # `--backend python:gradprec.torch:AdamW` equals `--backend cpu` bit for bit and the
+    # report names torch_cpu_intel_avx512 as matched. Skipped on any other host
+    # (subjects.intel_avx512_sqrt_missing); test_torch_adamw_equals_cpu_fp32_avx512_dispatch
+    # runs the same steps here with MKL's dispatch pointed at that kernel.
+    why = subjects.intel_avx512_sqrt_missing()
+    if why:
+        pytest.skip(why)
+    text = preset(name, evaluation="torch_cpu_intel_avx512", **over)
+    q, ref = cli_run(tmp_path, text, "--backend", "cpu")
+    p, sub = cli_run(tmp_path, text, "--backend", "python:gradprec.torch:AdamW", "--compare", "cpu")
+    assert p.returncode == q.returncode, p.stderr
+    assert entry(sub)["metrics"] == entry(ref)["metrics"]
+    assert entry(sub)["events"]["optimizer_mismatches"] == 0
+    assert "torch_cpu_intel_avx512" in entry(sub)["adamw_models"]["matched"]
+
+
+def test_torch_adamw_equals_cpu_fp32_avx512_dispatch():
+    # torch.optim.AdamW, single-tensor and foreach, in process, with MKL's kernel table
+    # pointed at its AVX-512 sqrt kernel (scripts/mkl_sqrt_kernels.py: what MKL picks on an
+    # Intel CPU with AVX-512; the kernel runs on any CPU with those instructions): equal to
+    # --backend cpu under torch_cpu_intel_avx512 on the fp32 presets, no element differs,
+    # and the report names torch_cpu_intel_avx512 as matched. On the tiny-gradient preset
+    # torch_cpu_zen4 and the IEEE order torch_cpu are named as differing (this sqrt is
+    # neither).
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    import mkl_sqrt_kernels
+
+    why = mkl_sqrt_kernels.missing("Z0")
+    if why:
+        pytest.skip(why)
+    for name, over in FP32_PRESETS:
+        text = preset(name, evaluation="torch_cpu_intel_avx512", **over)
+        ref = gradprec.run(text, backend="cpu")[0]
+        for cls in (gt.AdamW, gt.AdamWForeach):
+            with mkl_sqrt_kernels.dispatched("Z0"):
+                sub = gradprec.run(text, backend=cls(), compare="cpu")[0]
+            assert sub.metrics == ref.metrics, (name, cls.__name__)
+            assert sub.report["events"]["optimizer_mismatches"] == 0
+            assert "torch_cpu_intel_avx512" in sub.report["adamw_models"]["matched"]
+            if name == "adam-state-fp32-tiny-grads":
+                assert {"torch_cpu", "torch_cpu_zen4"} <= set(sub.report["adamw_models"]["differ"])
+
+
 def test_fused_compare_names_matched_model(tmp_path):
     # torch's fused CPU AdamW on bf16 params keeps m, v and the denominator in fp32 within
     # the step and stores the param once: it differs from the scenario's plain variant.
