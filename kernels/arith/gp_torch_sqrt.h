@@ -72,14 +72,14 @@ GP_ARITH int gp_torch_sqrt_vector(uint32_t b, int kernel)
 /* The kernel's vector path for x, given its approximation r of 1/sqrt(x) (see above). */
 GP_ARITH float gp_torch_sqrt_newton(float x, float r, int kernel)
 {
-    int fma = kernel != GP_MKL_SQRT_SSE;
+    int fused = kernel != GP_MKL_SQRT_SSE;
     float s = GP_FMUL_RN(x, r), h = GP_FMUL_RN(r, 0.5f);
     if (kernel != GP_MKL_SQRT_AVX512) {
-        float e = fma ? GP_FMAF_RN(-s, h, 0.5f) : GP_FSUB_RN(0.5f, GP_FMUL_RN(s, h));
-        s = fma ? GP_FMAF_RN(e, s, s) : GP_FADD_RN(GP_FMUL_RN(s, e), s);
-        h = fma ? GP_FMAF_RN(e, h, h) : GP_FADD_RN(GP_FMUL_RN(h, e), h);
+        float e = fused ? GP_FMAF_RN(-s, h, 0.5f) : GP_FSUB_RN(0.5f, GP_FMUL_RN(s, h));
+        s = fused ? GP_FMAF_RN(e, s, s) : GP_FADD_RN(GP_FMUL_RN(s, e), s);
+        h = fused ? GP_FMAF_RN(e, h, h) : GP_FADD_RN(GP_FMUL_RN(h, e), h);
     }
-    if (!fma)
+    if (!fused)
         return GP_FADD_RN(GP_FMUL_RN(GP_FSUB_RN(x, GP_FMUL_RN(s, s)), h), s);
     if (kernel == GP_MKL_SQRT_AVX512 && r > 0x1p39f) { /* tiny x: the residual scaled by 2^78 */
         float s2 = GP_FMUL_RN(s, 0x1p39f);
