@@ -87,6 +87,9 @@ WHY_FAIL = ("a backend call failed or refused the configuration, or a failure pr
             "not fail (hostile_plugin_faults and test_accumulate's broken plugins reach these)")
 WHY_MISMATCH = ("the two backends of --compare disagree: the correct example plugin never does; the 24 wrong "
                 "plugins of default_suite_net/* reach these with the same default suite")
+WHY_MKL_AVX2 = ("MKL's AVX2 sqrt kernel (L9HAynn: the shared core with FMAs): no evaluation runs it, since it "
+                "starts from Intel's rsqrtps, whose values are unknown; scripts/mkl_sqrt_kernels.py and "
+                "tests/python/test_torch_sqrt.py check it against the kernel itself with Zen 4's rsqrtps")
 WHY_EV = ("the instrumented form (an events pointer): the backends run the production form (ev = NULL); "
           "test_accum, test_adamw and test_oracle run the other")
 WHY_EVAL = ("torch's CPU and the unfused evaluation orders (gp_adamw_eval): no scenario selects them, the "
@@ -187,9 +190,10 @@ EXCLUSIONS = [
     (A + "gp_accum.h", "gp_accum_step", r"int plain = !ftz && !ev;", (3,), WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_madd_store", r"if \(!ev && mode == GP_RNE\)", (1,), WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_store", r"return ev \? ", None, WHY_EV),
-    (A + "gp_adamw.h", "gp_adamw_step", r"cfg\.eval == GP_ADAMW_TORCH_CPU_ZEN4 && sf == GP_FP32 \?", (3,),
-     "OPEN: the torch_cpu_zen4 evaluation with a bf16/fp16 state (IEEE sqrt there, as torch's): the suite runs "
-     "that evaluation only as a model, which applies to fp32 states; no preset selects it"),
+    (A + "gp_torch_sqrt.h", "gp_torch_sqrt_newton", r"= fused \? GP_FMAF_RN\(|kernel == GP_MKL_SQRT_AVX512 && r >",
+     (0, 1), WHY_MKL_AVX2),
+    (A + "gp_torch_sqrt.h", "gp_torch_sqrt_vector", r"kernel == GP_MKL_SQRT_SSE \? 0x7f7ff000u : 0x7f7fffffu", (3,),
+     WHY_MKL_AVX2),
     (A + "gp_adamw.h", "gp_adamw_mul_store", r"if \(!ev\)|f == GP_FP32 \? p : gp_fmt_from_f32_bits", None, WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_step", r": gp_fmt_from_f32_bits\(pf, nm, cfg\.rounding, rbits, 0, pe\);", (1,),
      WHY_EV),
