@@ -559,6 +559,44 @@ static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_opt
 }
 #endif
 
+/* Runs the compared backend `cmp` on the step `a` just ran, starting from the old state (o->old_*), into
+   the second buffers (o->param2, ...), and compares its outputs with the subject's element by element:
+   diff[j] (cleared first) is 1 where any output of element j differs; adds the count to cnt->mismatches and
+   records the first mismatches in s. Returns 0, or what fail() returns (err set) when the compared backend fails. */
+static int compare_plugin(const gp_optim_step *s, const gp_backend *cmp, gp_optim_state *o,
+                          const gp_plugin_adamw_args *a, gp_format pf, gp_format sf, size_t t, uint64_t i0, size_t n,
+                          size_t off, uint8_t *diff, gp_optim_counts *cnt, gp_error *err)
+{
+    memset(diff, 0, n);
+    copy_elems(pf, o->param2, 0, o->old_param, 0, n);
+    copy_elems(sf, o->m2, 0, o->old_m, 0, n);
+    copy_elems(sf, o->v2, 0, o->old_v, 0, n);
+    if (o->comp)
+        copy_elems(pf, o->comp2, 0, o->old_comp, 0, n);
+    if (o->master)
+        memcpy(o->master2, o->old_master, n * 4);
+    gp_plugin_adamw_args a2 = *a;
+    a2.param = o->param2;
+    a2.m = o->m2;
+    a2.v = o->v2;
+    a2.master = o->master2;
+    a2.comp = o->comp2;
+    int rc = cmp->ops->adamw(&a2);
+    if (rc != 0)
+        return fail(cmp, rc, err);
+    /* in the order the step computes them: a wrong m also moves the param */
+    compare_outputs(s, "m", sf, o->m, off, o->m2, n, t, i0, diff);
+    compare_outputs(s, "v", sf, o->v, off, o->v2, n, t, i0, diff);
+    if (o->master)
+        compare_outputs(s, "master", GP_FP32, o->master, off, o->master2, n, t, i0, diff);
+    compare_outputs(s, "param", pf, o->param, off, o->param2, n, t, i0, diff);
+    if (o->comp)
+        compare_outputs(s, "comp", pf, o->comp, off, o->comp2, n, t, i0, diff);
+    for (size_t j = 0; j < n; j++)
+        cnt->mismatches += diff[j];
+    return 0;
+}
+
 int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backend *b, const gp_backend *cmp,
                    gp_optim_state *o, size_t t, uint64_t i0, size_t n, size_t off, gp_format gf,
                    const void *grad, const double *gfull, gp_optim_counts *cnt, gp_error *err)
@@ -609,34 +647,8 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
 
 #if GP_VECTOR_BLOCKS
     uint8_t *diff = o->written, *mv_changed = o->mv_written;
-    if (cmp) {
-        memset(diff, 0, n);
-        copy_elems(pf, o->param2, 0, o->old_param, 0, n);
-        copy_elems(sf, o->m2, 0, o->old_m, 0, n);
-        copy_elems(sf, o->v2, 0, o->old_v, 0, n);
-        if (o->comp)
-            copy_elems(pf, o->comp2, 0, o->old_comp, 0, n);
-        if (o->master)
-            memcpy(o->master2, o->old_master, n * 4);
-        gp_plugin_adamw_args a2 = a;
-        a2.param = o->param2;
-        a2.m = o->m2;
-        a2.v = o->v2;
-        a2.master = o->master2;
-        a2.comp = o->comp2;
-        if ((rc = cmp->ops->adamw(&a2)) != 0)
-            return fail(cmp, rc, err);
-        /* in the order the step computes them: a wrong m also moves the param */
-        compare_outputs(s, "m", sf, o->m, off, o->m2, n, t, i0, diff);
-        compare_outputs(s, "v", sf, o->v, off, o->v2, n, t, i0, diff);
-        if (o->master)
-            compare_outputs(s, "master", GP_FP32, o->master, off, o->master2, n, t, i0, diff);
-        compare_outputs(s, "param", pf, o->param, off, o->param2, n, t, i0, diff);
-        if (o->comp)
-            compare_outputs(s, "comp", pf, o->comp, off, o->comp2, n, t, i0, diff);
-        for (size_t j = 0; j < n; j++)
-            cnt->mismatches += diff[j];
-    }
+    if (cmp && (rc = compare_plugin(s, cmp, o, &a, pf, sf, t, i0, n, off, diff, cnt, err)) != 0)
+        return rc;
 
     if (s->found_inf) { /* what did the backend write? It should have written nothing */
         memset(diff, 0, n);
@@ -659,31 +671,8 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
     memset(diff, 0, n);
     memset(mv_changed, 0, n);
     if (cmp) {
-        copy_elems(pf, o->param2, 0, o->old_param, 0, n);
-        copy_elems(sf, o->m2, 0, o->old_m, 0, n);
-        copy_elems(sf, o->v2, 0, o->old_v, 0, n);
-        if (o->comp)
-            copy_elems(pf, o->comp2, 0, o->old_comp, 0, n);
-        if (o->master)
-            memcpy(o->master2, o->old_master, n * 4);
-        gp_plugin_adamw_args a2 = a;
-        a2.param = o->param2;
-        a2.m = o->m2;
-        a2.v = o->v2;
-        a2.master = o->master2;
-        a2.comp = o->comp2;
-        if ((rc = cmp->ops->adamw(&a2)) != 0)
-            return fail(cmp, rc, err);
-        /* in the order the step computes them: a wrong m also moves the param */
-        compare_outputs(s, "m", sf, o->m, off, o->m2, n, t, i0, diff);
-        compare_outputs(s, "v", sf, o->v, off, o->v2, n, t, i0, diff);
-        if (o->master)
-            compare_outputs(s, "master", GP_FP32, o->master, off, o->master2, n, t, i0, diff);
-        compare_outputs(s, "param", pf, o->param, off, o->param2, n, t, i0, diff);
-        if (o->comp)
-            compare_outputs(s, "comp", pf, o->comp, off, o->comp2, n, t, i0, diff);
-        for (size_t j = 0; j < n; j++)
-            cnt->mismatches += diff[j];
+        if ((rc = compare_plugin(s, cmp, o, &a, pf, sf, t, i0, n, off, diff, cnt, err)) != 0)
+            return rc;
         memset(diff, 0, n);
     }
 
