@@ -4,6 +4,9 @@
 #ifndef GP_METRICS_H
 #define GP_METRICS_H
 
+#include <stdint.h>
+#include <string.h>
+
 typedef enum {
     GP_M_GRAD_REL_ERR_FULLBATCH = 0, /* ||g_acc - g_full|| / ||g_full|| */
     GP_M_GRAD_REL_ERR_ROUNDING,      /* ||g_acc - g_same|| / ||g_same|| */
@@ -66,5 +69,25 @@ int gp_verdict_parse(const char *name, gp_verdict *v);
 const char *gp_metric_name(gp_metric m);
 /* Look a metric up by name; returns 0 and sets *m, or -1. */
 int gp_metric_parse(const char *name, gp_metric *m);
+
+/* The spacing of binary32 values at |x|, the unit of GP_M_MAX_ULP_ERR: 2^(e-24) for |x| in
+ * [2^(e-1), 2^e), 2^-149 below fp32's normal range (x = 0 included); defined as
+ * ldexp(1.0, max(e - 1, -126) - 23) with frexp's e. Computed from the bits: a normal x with
+ * biased exponent field E has |x| in [2^(E-1023), 2^(E-1022)), so frexp's e - 1 = E - 1023;
+ * a zero or subnormal x (E = 0) lies below 2^-126. The result's exponent lies in
+ * [-149, 1000], a binary64 normal: its bits are its biased exponent alone. A non-finite x
+ * (E = 2047) gives 2^-24, the definition with glibc's frexp (e = 0; C leaves e
+ * unspecified); max_ulp_err never depends on it (|a - x| is then inf or NaN).
+ * tests/test_accum.c checks it against the definition bit for bit. */
+static inline double gp_f32_ulp(double x)
+{
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    int e = (int)(b >> 52 & 0x7ff) - 1023;
+    e = e == 1024 ? -1 : e < -126 ? -126 : e;
+    b = (uint64_t)(e - 23 + 1023) << 52;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
 
 #endif

@@ -627,16 +627,6 @@ static double reduction_den(const gp_scenario *sc, long nk, double N)
 
 /* ---- statistics of the final gradients ---- */
 
-static double ulp32(double x)
-{
-    int e;
-    frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
-    e -= 1;
-    if (x == 0 || e < -126)
-        e = -126;
-    return ldexp(1.0, e - 23);
-}
-
 static void final_stats(chunk *c, const double *gacc, const double *gsame, const double *gfull)
 {
     gp_stats *st = c->st;
@@ -650,7 +640,7 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
         st->ss_acc_full += (a - f) * (a - f);
         st->ss_acc_same += (a - s) * (a - s);
         st->ss_same_full += (s - f) * (s - f);
-        double u = fabs(a - s) / ulp32(s);
+        double u = fabs(a - s) / gp_f32_ulp(s);
         if (u > st->max_ulp || u != u)
             st->max_ulp = u;
         for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)

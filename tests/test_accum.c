@@ -430,6 +430,43 @@ static void test_unscale(void **state)
     gp_assert_bits(found, 1, "NaN found");
 }
 
+/* gp_f32_ulp (the unit of max_ulp_err, computed from the bits) equals its definition
+ * ldexp(1.0, max(e - 1, -126) - 23) with frexp's e, bit for bit: every biased exponent
+ * field of binary64 with both signs and several significands (zero, subnormals, the
+ * smallest and largest significand, Philox bits), +-0, +-inf, NaNs. */
+static double ulp32_definition(double x)
+{
+    int e;
+    frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
+    e -= 1;
+    if (x == 0 || e < -126)
+        e = -126;
+    return ldexp(1.0, e - 23);
+}
+
+static void test_f32_ulp_equals_definition(void **state)
+{
+    (void)state;
+    uint64_t checked = 0;
+    for (uint64_t E = 0; E < 2048; E++)
+        for (int k = 0; k < 8; k++) {
+            uint64_t frac = k == 0 ? 0 : k == 1 ? 1 : k == 2 ? 0xfffffffffffffull
+                                                 : (((uint64_t)gp_rand_u32(7, E, (uint64_t)k) << 32 | gp_rand_u32(7, E, (uint64_t)k + 8)) & 0xfffffffffffffull);
+            for (uint64_t sign = 0; sign < 2; sign++) {
+                double x = gp_f64_from_bits(sign << 63 | E << 52 | frac);
+                double got = gp_f32_ulp(x), want = ulp32_definition(x);
+                if (gp_f64_bits(got) != gp_f64_bits(want))
+                    fail_msg("gp_f32_ulp(%a) = %a, definition %a", x, got, want);
+                checked++;
+            }
+        }
+    assert_int_equal(checked, 2048 * 8 * 2);
+    gp_assert_bits(gp_f64_bits(gp_f32_ulp(1.0)), gp_f64_bits(0x1p-23), "ulp of 1 (hand)");
+    gp_assert_bits(gp_f64_bits(gp_f32_ulp(0.0)), gp_f64_bits(0x1p-149), "ulp of 0 (hand)");
+    gp_assert_bits(gp_f64_bits(gp_f32_ulp(-0x1p-126)), gp_f64_bits(0x1p-149), "ulp of -2^-126 (hand)");
+    gp_assert_bits(gp_f64_bits(gp_f32_ulp(0x1.fffffep127)), gp_f64_bits(0x1p104), "ulp of FLT_MAX (hand)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -442,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_absorption_and_kahan),
         cmocka_unit_test(test_fp32_directed_equals_ieee),
         cmocka_unit_test(test_unscale),
+        cmocka_unit_test(test_f32_ulp_equals_definition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
