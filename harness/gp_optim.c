@@ -423,7 +423,14 @@ static int formula_explained(const formula_bounds *fb, gp_optim_state *o, size_t
 #if GP_VECTOR_BLOCKS
 /* ---- the attribution of one step, a block at a time ---- */
 
-enum { ATTR_BLK = 256 }; /* elements per block: the temporaries stay in L1 */
+enum { ATTR_BLK = 256 };
+
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) /* ThreadSanitizer cannot run an
+                                                             ifunc resolver at load time */
+#define GP_OPTIM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GP_OPTIM_CLONES
+#endif /* elements per block: the temporaries stay in L1 */
 
 /* Elements [i, i + nb) of the packed array a of format f widened to double: gp_fmt_to_f64
  * of each. fp32 and bf16 take the conversion (exact) where no element is a NaN (a NaN's
@@ -470,6 +477,81 @@ static void written_block(gp_format f, const void *a, size_t i, const void *b, s
     }
 }
 
+/* isfinite(x) and x != 0 read from the bits (the same truth values for every binary64, NaNs
+ * included: a NaN is not finite and != 0), integer tests that let attribute_block's loop
+ * vectorise (the compiler does not if-convert floating-point comparisons, which may trap). */
+static inline uint64_t fin(double x)
+{
+    return (uint64_t)((gp_f64_bits(x) >> 52 & 0x7ff) != 0x7ff);
+}
+static inline uint64_t nz(double x)
+{
+    return (uint64_t)((gp_f64_bits(x) << 1) != 0);
+}
+
+/* c ? a : b (c 0 or 1) by a mask on the bits: both operands are computed where the select is,
+ * which keeps the compiler from moving their arithmetic into a branch it then cannot
+ * vectorise (arithmetic that may trap is not speculated). */
+static inline double sel(uint64_t c, double a, double b)
+{
+    uint64_t mk = (uint64_t)0 - c;
+    return gp_f64_from_bits((gp_f64_bits(a) & mk) | (gp_f64_bits(b) & ~mk));
+}
+
+/* The constants of a step's attribution (attribute_step). */
+typedef struct {
+    double b1, b2, c1, c2, eps, decay, nstep, bc2s;
+} attr_consts;
+
+/* The arithmetic of attribute_step on one block of nb elements (the widened g, m0, v0, m1,
+ * v1 and weight w0; diff: written marks): the element loop, in its own function so that it is
+ * cloned for AVX-512 / AVX2 (chosen at load time) and vectorises. The same IEEE binary64
+ * operations in the same order on each element (nothing contracted: -ffp-contract=off; sqrt
+ * the correctly rounded square root either way, -fno-math-errno; the tests on the bits, fin
+ * and nz), the per-element sums lost[]
+ * and state_err[] updated once each, the counts integers: so every clone gives the same bits.
+ * acc[0..3]: += nonzero, stale, state_nonzero, state_underflow; EL[q][j]: element j's counts. */
+GP_OPTIM_CLONES static void attribute_block(size_t nb, const double *restrict G, const double *restrict M0,
+                                            const double *restrict V0, const double *restrict M1,
+                                            const double *restrict V1, const double *restrict W0,
+                                            const uint8_t *restrict diff, double *restrict lost,
+                                            double *restrict state_err, const attr_consts *K, uint64_t acc[4],
+                                            uint8_t (*restrict EL)[ATTR_BLK])
+{
+    const double b1 = K->b1, b2 = K->b2, c1 = K->c1, c2 = K->c2, eps = K->eps, decay = K->decay;
+    const double nstep = K->nstep, bc2s = K->bc2s;
+    const uint64_t decays = decay != 1.0;
+    uint64_t nonzero_n = 0, stale_n = 0, state_nonzero = 0, state_underflow = 0;
+    for (size_t j = 0; j < nb; j++) {
+        double g = G[j], m0 = M0[j], v0 = V0[j], m1 = M1[j], v1 = V1[j], w0 = W0[j];
+        double mx = b1 * m0 + c1 * g, vx = b2 * v0 + c2 * g * g;
+        double ux = nstep * mx / (sqrt(vx) / bc2s + eps);
+        double us = nstep * m1 / (sqrt(v1) / bc2s + eps);
+        /* a non-zero exact update of a finite weight (lr 0 moves nothing) */
+        uint64_t nonzero = fin(w0) & (nz(ux) | (decays & nz(w0)));
+        uint64_t stale = nonzero & (uint64_t)(diff[j] == 0);
+        nonzero_n += nonzero;
+        stale_n += stale;
+        /* both arms computed, then selected (sel; the values kept are the conditional ones) */
+        double moved = (w0 * decay + us) - w0, l0 = lost[j], l1 = l0 + moved;
+        lost[j] = sel(stale, l1, l0);
+        /* a finite exact update made non-finite by m, v: an infinite loss */
+        double d = us - ux, se = sel(fin(us), d, INFINITY), e0 = state_err[j], e1 = e0 + se;
+        state_err[j] = sel(fin(ux), e1, e0);
+        uint64_t snz = nz(mx) + nz(vx), sund = (nz(mx) & (nz(m1) ^ 1)) + (nz(vx) & (nz(v1) ^ 1));
+        state_nonzero += snz;
+        state_underflow += sund;
+        EL[GP_OPTIM_EL_NONZERO][j] = (uint8_t)nonzero;
+        EL[GP_OPTIM_EL_STALE][j] = (uint8_t)stale;
+        EL[GP_OPTIM_EL_STATE_NONZERO][j] = (uint8_t)snz;
+        EL[GP_OPTIM_EL_STATE_UNDERFLOW][j] = (uint8_t)sund;
+    }
+    acc[0] += nonzero_n;
+    acc[1] += stale_n;
+    acc[2] += state_nonzero;
+    acc[3] += state_underflow;
+}
+
 /* The attribution of a step that ran (DESIGN.md §1, gp_optim.h): for each element of the
  * chunk, the exact update ux from the old state and the gradient, the update us the stored
  * m', v' give; a non-zero update that left the weight state unchanged is stale and its
@@ -481,13 +563,14 @@ static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_opt
     gp_format pf = o->cfg.param, sf = o->cfg.state;
     gp_adamw_scalars k = gp_adamw_scalars_make(s->lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
                                                sc->optimizer.weight_decay, s->t);
-    const double b1 = sc->optimizer.beta1, b2 = sc->optimizer.beta2, eps = sc->optimizer.eps;
-    const double decay = 1.0 - s->lr * sc->optimizer.weight_decay, nstep = -k.step_size, bc2s = k.bc2_sqrt;
+    const double b1 = sc->optimizer.beta1, b2 = sc->optimizer.beta2;
     const double c1 = 1.0 - b1, c2 = 1.0 - b2;
+    const attr_consts K = {b1, b2, c1, c2, sc->optimizer.eps, 1.0 - s->lr * sc->optimizer.weight_decay,
+                           -k.step_size, k.bc2_sqrt};
     formula_bounds fb = formula_bounds_make(o, sc, s, &k);
     uint64_t formula = 0;
     double G[ATTR_BLK], M0[ATTR_BLK], V0[ATTR_BLK], M1[ATTR_BLK], V1[ATTR_BLK], W0[ATTR_BLK], C[ATTR_BLK];
-    uint64_t nonzero_n = 0, stale_n = 0, state_nonzero = 0, state_underflow = 0;
+    uint64_t acc[4] = {0, 0, 0, 0}; /* nonzero, stale, state_nonzero, state_underflow */
     uint8_t EL[4][ATTR_BLK]; /* the block's per-element counts (o->el_cnt: runs with sampling) */
     for (size_t j0 = 0; j0 < n; j0 += ATTR_BLK) {
         size_t nb = n - j0 < ATTR_BLK ? n - j0 : ATTR_BLK;
@@ -516,30 +599,7 @@ static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_opt
                     W0[j] -= C[j];
             }
         }
-        for (size_t j = 0; j < nb; j++) {
-            double g = G[j], m0 = M0[j], v0 = V0[j], m1 = M1[j], v1 = V1[j], w0 = W0[j];
-            double mx = b1 * m0 + c1 * g, vx = b2 * v0 + c2 * g * g;
-            double ux = nstep * mx / (sqrt(vx) / bc2s + eps);
-            double us = nstep * m1 / (sqrt(v1) / bc2s + eps);
-            /* a non-zero exact update of a finite weight (lr 0 moves nothing) */
-            int nonzero = isfinite(w0) & ((ux != 0) | ((decay != 1.0) & (w0 != 0)));
-            int stale = nonzero & !diff[j];
-            nonzero_n += (uint64_t)nonzero;
-            stale_n += (uint64_t)stale;
-            double moved = (w0 * decay + us) - w0;
-            lost[j] = stale ? lost[j] + moved : lost[j];
-            /* a finite exact update made non-finite by m, v: an infinite loss */
-            double se = isfinite(us) ? us - ux : INFINITY;
-            state_err[j] = isfinite(ux) ? state_err[j] + se : state_err[j];
-            uint8_t snz = (uint8_t)((mx != 0) + (vx != 0));
-            uint8_t sund = (uint8_t)(((mx != 0) & (m1 == 0)) + ((vx != 0) & (v1 == 0)));
-            state_nonzero += snz;
-            state_underflow += sund;
-            EL[GP_OPTIM_EL_NONZERO][j] = (uint8_t)nonzero;
-            EL[GP_OPTIM_EL_STALE][j] = (uint8_t)stale;
-            EL[GP_OPTIM_EL_STATE_NONZERO][j] = snz;
-            EL[GP_OPTIM_EL_STATE_UNDERFLOW][j] = sund;
-        }
+        attribute_block(nb, G, M0, V0, M1, V1, W0, diff, lost, state_err, &K, acc, EL);
         for (int q = 0; q < 4 && o->el_cnt[0]; q++)
             for (size_t j = 0; j < nb; j++)
                 o->el_cnt[q][off + j0 + j] += EL[q][j];
@@ -552,10 +612,10 @@ static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_opt
             }
     }
     cnt->formula += formula;
-    cnt->nonzero += nonzero_n;
-    cnt->stale += stale_n;
-    cnt->state_nonzero += state_nonzero;
-    cnt->state_underflow += state_underflow;
+    cnt->nonzero += acc[0];
+    cnt->stale += acc[1];
+    cnt->state_nonzero += acc[2];
+    cnt->state_underflow += acc[3];
 }
 #endif
 

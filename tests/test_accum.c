@@ -10,6 +10,7 @@
 
 #include "kernels/arith/gp_accum.h"
 #include "kernels/arith/gp_philox.h"
+#include "kernels/cpu/gp_cpu_adamw.h"
 #include "kernels/cpu/gp_cpu_backend.h"
 #include "harness/gp_attrib.h"
 
@@ -415,6 +416,46 @@ static void test_fp32_directed_equals_ieee(void **state)
     printf("# %ld fp32 additions equal the hardware's\n", checked);
 }
 
+/* The CPU backend's vectorised fp32 unscale (gp_cpu_unscale_fp32) equals gp_unscale_step
+ * per element bit for bit, and sets the flag alike: random bit patterns of every class
+ * (normals, subnormals, zeros; a block with an inf or a NaN), multipliers that are powers of
+ * two from 2^-149 to 2^127 and random finite ones (results overflowing, subnormal, exact and
+ * inexact), lengths with partial blocks. */
+static void test_unscale_fp32_fast_equals_step(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    static uint32_t a[N], want[N];
+    uint64_t checked = 0;
+    for (int r = 0; r < 400; r++) {
+        float inv = r < 277 ? ldexpf(1.0f, r - 149) /* 2^-149 .. 2^127 */
+                            : gp_f32_from_bits(gp_rand_u32(11, 1, (uint64_t)r) & 0x7f7fffffu);
+        size_t n = r % 3 == 0 ? N : (size_t)(1 + gp_rand_u32(11, 2, (uint64_t)r) % N);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t b = gp_rand_u32(11, 3 + (uint64_t)r, i);
+            /* about a quarter subnormal or zero exponents, some in the non-finite class */
+            if ((b & 3) == 0)
+                b &= 0x807fffffu;
+            else if ((b & 0xff) == 1 && r % 4 == 1)
+                b |= 0x7f800000u;
+            else if ((b & 0x7f800000u) == 0x7f800000u && r % 4 != 1)
+                b &= 0xbfffffffu; /* finite */
+            a[i] = b;
+        }
+        int found_want = 0, found_got = 0;
+        for (size_t i = 0; i < n; i++)
+            want[i] = gp_unscale_step(GP_FP32, 0, a[i], inv, &found_want, NULL);
+        gp_cpu_unscale_fp32(a, n, inv, &found_got);
+        for (size_t i = 0; i < n; i++, checked++)
+            if (a[i] != want[i])
+                fail_msg("round %d, element %zu: %08x, step %08x (inv %a)", r, i, a[i], want[i], (double)inv);
+        gp_assert_bits(found_got, found_want, "found_inf");
+        if (r % 4 != 1)
+            gp_assert_bits(found_got, 0, "finite rounds find nothing");
+    }
+    assert_true(checked > 100000);
+}
+
 static void test_unscale(void **state)
 {
     (void)state;
@@ -479,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_absorption_and_kahan),
         cmocka_unit_test(test_fp32_directed_equals_ieee),
         cmocka_unit_test(test_unscale),
+        cmocka_unit_test(test_unscale_fp32_fast_equals_step),
         cmocka_unit_test(test_f32_ulp_equals_definition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

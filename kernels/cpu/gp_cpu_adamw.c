@@ -7,8 +7,11 @@
  * tests/test_adamw.c checks this against the instrumented step on random and special
  * values, every variant and evaluation order, and tails of every length.
  * Built with -fno-math-errno (sqrtf and fmaf then compile to the instructions; errno is
- * the only difference) and cloned for AVX-512 / AVX2+FMA, chosen at load time. */
+ * the only difference) and cloned for AVX-512 / AVX2+FMA, chosen at load time.
+ * Also the unscale of an fp32 accumulator (gp_cpu_unscale_fp32), cloned the same way. */
 #include "gp_cpu_adamw.h"
+
+#include "../arith/gp_accum.h"
 
 #include <math.h>
 #include <string.h>
@@ -237,4 +240,21 @@ void gp_cpu_adamw_fast(gp_adamw_config cfg, const gp_adamw_scalars *s, gp_format
 {
     job J = {cfg, s, gf, inv_scale, grad, param, m, v, comp, master};
     run_blocks(&J, n, (size_t)gp_adamw_fused_tail(cfg.param, n));
+}
+
+GP_ADAMW_CLONES void gp_cpu_unscale_fp32(uint32_t *acc, size_t n, float inv_scale, int *found_inf)
+{
+    for (size_t i0 = 0; i0 < n; i0 += BLK) {
+        size_t nb = n - i0 < BLK ? n - i0 : BLK;
+        uint32_t *a = acc + i0, nonfinite = 0;
+        for (size_t j = 0; j < nb; j++)
+            nonfinite |= (uint32_t)((a[j] & 0x7f800000u) == 0x7f800000u);
+        if (nonfinite) { /* the definition: the flag, and a NaN's or inf's bits as the step makes them */
+            for (size_t j = 0; j < nb; j++)
+                a[j] = gp_unscale_step(GP_FP32, 0, a[j], inv_scale, found_inf, (unsigned *)0);
+            continue;
+        }
+        for (size_t j = 0; j < nb; j++)
+            a[j] = gp_f32_bits(gp_f32_from_bits(a[j]) * inv_scale);
+    }
 }

@@ -24,4 +24,13 @@ int gp_cpu_adamw_fast_ok(gp_adamw_config cfg, gp_format gf);
 void gp_cpu_adamw_fast(gp_adamw_config cfg, const gp_adamw_scalars *s, gp_format gf, float inv_scale,
                        const void *grad, void *param, uint32_t *master, void *comp, void *m, void *v, size_t n);
 
+/* The unscale of an fp32 accumulator without FTZ by a finite inv_scale, bit for bit a loop
+ * over i of acc[i] = gp_unscale_step(GP_FP32, 0, acc[i], inv_scale, found_inf, NULL) (a
+ * non-finite element sets *found_inf; *found_inf is never cleared). For finite v the step's
+ * binary64 product v * inv_scale is exact (24 x 24 significant bits, exponents within
+ * [-298, 256]: binary64 normals) and rounded once to binary32 (RNE, subnormals kept, an
+ * overflow to inf), which is the IEEE binary32 multiplication v * inv_scale with the default
+ * rounding and gradual underflow; blocks holding a non-finite element take the step. */
+void gp_cpu_unscale_fp32(uint32_t *acc, size_t n, float inv_scale, int *found_inf);
+
 #endif

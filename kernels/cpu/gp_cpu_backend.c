@@ -101,6 +101,12 @@ static int cpu_unscale(gp_plugin_unscale_args *a)
 {
     gp_format af = (gp_format)a->acc_format;
     int found = 0;
+    if (GP_VECTOR_BLOCKS && af == GP_FP32 && !a->ftz && isfinite(a->inv_scale)) { /* the same, vectorised */
+        gp_cpu_unscale_fp32((uint32_t *)a->acc, (size_t)a->n, a->inv_scale, &found);
+        if (found)
+            a->found_inf = 1;
+        return 0;
+    }
     for (uint64_t i = 0; i < a->n; i++)
         gp_pack_set(af, a->acc, i,
                     gp_unscale_step(af, a->ftz, gp_pack_get(af, a->acc, i), a->inv_scale, &found, (unsigned *)0));
