@@ -219,3 +219,24 @@ def test_torch_sqrt_through_redirected_dispatch_equals_avx512_model():
     assert ev == "torch_cpu_intel_avx512"
     if not subjects.zen4_sqrt_missing():
         assert gt.host.sqrt_evaluation.__wrapped__() == "torch_cpu_zen4"
+
+
+# Measured on an Intel Xeon with AVX-512 (the H100 machine lent on 2026-11-26; torch
+# 2.11.0+cu130 from its image, MKL's default dispatch; scripts/mkl-sqrt-probe.py): torch's
+# fp32 sqrt of every float of [1, 4), stored as its difference in ulps from the IEEE sqrt
+# (int8; 98955 inputs, all -1). The IEEE sqrt here is numpy's binary64 sqrt rounded to
+# binary32 (correctly rounded: a double carries more than 2*24 + 2 bits). The expected
+# values come from that machine, not from gradprec.
+INTEL_XEON_AVX512 = os.path.join(REPO, "tests", "data", "intel-xeon-avx512-torch2.11-sqrt-1-4.npz")
+
+
+def test_avx512_model_equals_torch_measured_on_an_intel_xeon():
+    from gradprec.torch.host import _model_sqrt
+    bits = np.arange(0x3F800000, 0x40800000, dtype=np.uint32)
+    x = bits.view(np.float32)
+    ieee = np.sqrt(x.astype(np.float64)).astype(np.float32).view(np.int32).astype(np.int64)
+    torch_on_xeon = ieee + np.load(INTEL_XEON_AVX512)["diff"].astype(np.int64)
+    got = _model_sqrt("torch_cpu_intel_avx512", x).view(np.int32).astype(np.int64)
+    assert np.count_nonzero(torch_on_xeon != ieee) == 98955  # the data is what the probe printed
+    bad = np.flatnonzero(got != torch_on_xeon)
+    assert bad.size == 0, "%d of 2^24 differ, first at 0x%08x" % (bad.size, bits[bad[0]] if bad.size else 0)
