@@ -37,6 +37,64 @@ static void three_text(char *buf, size_t len, int seed, const char *extra)
     snprintf(buf, len, three, seed, extra);
 }
 
+/* ---- the coverage tests' shared steps ---- */
+
+/* A coverage test's acceptance (docs/scenarios.md): if every interval claims 95% and the
+ * claim holds, the count C of T intervals holding the exact value is stochastically larger
+ * than Binomial(T, 0.95); accept C >= c_min, the smallest c with P(Binomial(T, 0.95) <=
+ * c - 1) <= 1e-4 (GSL's binomial CDF; T = 300: c_min = 269), so a true claim fails with
+ * probability at most 1e-4 per metric. */
+static int coverage_cmin(int T)
+{
+    int cmin = 0;
+    while (gsl_cdf_binomial_P((unsigned)cmin, 0.95, (unsigned)T) <= 1e-4) /* P(C <= cmin) */
+        cmin++;
+    return cmin; /* P(C <= cmin - 1) <= 1e-4 < P(C <= cmin) */
+}
+
+/* The template tmpl (printf arguments: seed, then extra keys) with `extra`, run whole into
+ * rf and with `sample: 600` added into rs on b; fails the test on an error. Free both with
+ * gp_result_free. */
+static void run_whole_and_sampled(const gp_backend *b, const char *tmpl, int seed, const char *extra, gp_result *rf,
+                                  gp_result *rs)
+{
+    char text[1400], keys[256];
+    gp_scenario full, smp;
+    gp_error e = {""};
+    snprintf(text, sizeof text, tmpl, seed, extra);
+    load(text, &full);
+    snprintf(keys, sizeof keys, "sample: 600\n%s", extra);
+    snprintf(text, sizeof text, tmpl, seed, keys);
+    load(text, &smp);
+    if (gp_run_scenario(&full, b, NULL, rf, &e) != 0 || gp_run_scenario(&smp, b, NULL, rs, &e) != 0)
+        fail_msg("seed %d: %s", seed, e.msg);
+    gp_scenario_free(&full);
+    gp_scenario_free(&smp);
+}
+
+/* covered[j] += 1 when rs's interval of ms[j] holds rf's value; every ms[j] must have one. */
+static void count_covered(const gp_result *rf, const gp_result *rs, const gp_metric *ms, int nm, int *covered,
+                          int seed)
+{
+    for (int j = 0; j < nm; j++) {
+        if (!rs->has_ci[ms[j]])
+            fail_msg("seed %d: no interval for %s", seed, gp_metric_name(ms[j]));
+        double v = rf->metric[ms[j]];
+        covered[j] += rs->ci_lo[ms[j]] <= v && v <= rs->ci_hi[ms[j]];
+    }
+}
+
+/* Prints each metric's count and requires it to reach coverage_cmin(T). */
+static void assert_coverage(const char *what, const gp_metric *ms, int nm, const int *covered, int T)
+{
+    int cmin = coverage_cmin(T);
+    for (int j = 0; j < nm; j++) {
+        printf("# %s%s: %d of %d intervals hold the exact value (accept >= %d)\n", what, gp_metric_name(ms[j]),
+               covered[j], T, cmin);
+        assert_true(covered[j] >= cmin);
+    }
+}
+
 /* n_h = max(min(M_h, 2), ceil(N M_h / M)), M = 6000 (gp_runner.h). */
 static void test_allocation_by_hand(void **state)
 {
@@ -306,27 +364,15 @@ static void test_coverage(void **state)
     assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
     double width = 0;
     for (int s = 0; s < T; s++) {
-        char text[1024];
-        gp_scenario full, smp;
         gp_result rf, rs;
-        three_text(text, sizeof text, (int)(base + (uint64_t)s), "");
-        load(text, &full);
-        three_text(text, sizeof text, (int)(base + (uint64_t)s), "sample: 600\n");
-        load(text, &smp);
-        if (gp_run_scenario(&full, &b, NULL, &rf, &e) != 0 || gp_run_scenario(&smp, &b, NULL, &rs, &e) != 0)
-            fail_msg("seed %llu: %s", (unsigned long long)(base + (uint64_t)s), e.msg);
+        int seed = (int)(base + (uint64_t)s);
+        run_whole_and_sampled(&b, three, seed, "", &rf, &rs);
         assert_int_equal(rs.tensors[0].size, 300);
         assert_int_equal(rs.tensors[2].population, 1000);
-        for (int j = 0; j < NM; j++) {
-            if (!rs.has_ci[ms[j]])
-                fail_msg("seed %llu: no interval for %s", (unsigned long long)(base + (uint64_t)s),
-                         gp_metric_name(ms[j]));
-            double v = rf.metric[ms[j]];
-            covered[j] += rs.ci_lo[ms[j]] <= v && v <= rs.ci_hi[ms[j]];
-        }
+        count_covered(&rf, &rs, ms, NM, covered, seed);
         if (s == 0) {
-            printf("# seed %llu: grad_rel_err_fullbatch %g exact, %g [%g, %g] sampled; absorbed_frac %g, "
-                   "normalization_rel_err %g\n", (unsigned long long)base, rf.metric[GP_M_GRAD_REL_ERR_FULLBATCH],
+            printf("# seed %d: grad_rel_err_fullbatch %g exact, %g [%g, %g] sampled; absorbed_frac %g, "
+                   "normalization_rel_err %g\n", seed, rf.metric[GP_M_GRAD_REL_ERR_FULLBATCH],
                    rs.metric[GP_M_GRAD_REL_ERR_FULLBATCH], rs.ci_lo[GP_M_GRAD_REL_ERR_FULLBATCH],
                    rs.ci_hi[GP_M_GRAD_REL_ERR_FULLBATCH], rf.metric[GP_M_ABSORBED_FRAC],
                    rf.metric[GP_M_NORMALIZATION_REL_ERR]);
@@ -336,19 +382,9 @@ static void test_coverage(void **state)
         width += rs.ci_hi[GP_M_GRAD_REL_ERR_FULLBATCH] - rs.ci_lo[GP_M_GRAD_REL_ERR_FULLBATCH];
         gp_result_free(&rf);
         gp_result_free(&rs);
-        gp_scenario_free(&full);
-        gp_scenario_free(&smp);
     }
-    int cmin = 0;
-    while (gsl_cdf_binomial_P((unsigned)cmin, 0.95, (unsigned)T) <= 1e-4) /* P(C <= cmin) */
-        cmin++;
-    /* now P(C <= cmin - 1) <= 1e-4 < P(C <= cmin): accept C >= cmin */
     printf("# mean interval width of grad_rel_err_fullbatch: %g\n", width / T);
-    for (int j = 0; j < NM; j++) {
-        printf("# %s: %d of %d intervals hold the exact value (accept >= %d)\n", gp_metric_name(ms[j]), covered[j],
-               T, cmin);
-        assert_true(covered[j] >= cmin);
-    }
+    assert_coverage("", ms, NM, covered, T);
     gp_backend_close(&b);
 }
 
@@ -390,22 +426,10 @@ static void test_coverage_steps(void **state)
     gp_backend b;
     assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
     for (int s = 0; s < T; s++) {
-        char text[1400];
-        gp_scenario full, smp;
         gp_result rf, rs;
         int seed = (int)(base + (uint64_t)s);
-        snprintf(text, sizeof text, steps5, seed, "");
-        load(text, &full);
-        snprintf(text, sizeof text, steps5, seed, "sample: 600\n");
-        load(text, &smp);
-        if (gp_run_scenario(&full, &b, NULL, &rf, &e) != 0 || gp_run_scenario(&smp, &b, NULL, &rs, &e) != 0)
-            fail_msg("seed %d: %s", seed, e.msg);
-        for (int j = 0; j < NM; j++) {
-            if (!rs.has_ci[ms[j]])
-                fail_msg("seed %d: no interval for %s", seed, gp_metric_name(ms[j]));
-            double v = rf.metric[ms[j]];
-            covered[j] += rs.ci_lo[ms[j]] <= v && v <= rs.ci_hi[ms[j]];
-        }
+        run_whole_and_sampled(&b, steps5, seed, "", &rf, &rs);
+        count_covered(&rf, &rs, ms, NM, covered, seed);
         if (s == 0) {
             printf("# seed %d: weight_rel_err %g exact, %g [%g, %g] sampled; stale_update_frac %g exact, "
                    "%g [%g, %g] sampled\n", seed, rf.metric[GP_M_WEIGHT_REL_ERR], rs.metric[GP_M_WEIGHT_REL_ERR],
@@ -418,17 +442,8 @@ static void test_coverage_steps(void **state)
         }
         gp_result_free(&rf);
         gp_result_free(&rs);
-        gp_scenario_free(&full);
-        gp_scenario_free(&smp);
     }
-    int cmin = 0;
-    while (gsl_cdf_binomial_P((unsigned)cmin, 0.95, (unsigned)T) <= 1e-4) /* P(C <= cmin) */
-        cmin++;
-    for (int j = 0; j < NM; j++) {
-        printf("# %d steps: %s: %d of %d intervals hold the exact value (accept >= %d)\n", 5, gp_metric_name(ms[j]),
-               covered[j], T, cmin);
-        assert_true(covered[j] >= cmin);
-    }
+    assert_coverage("5 steps: ", ms, NM, covered, T);
     gp_backend_close(&b);
 }
 
@@ -451,16 +466,9 @@ static void test_coverage_clip_norm(void **state)
     gp_backend b;
     assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
     for (int s = 0; s < T; s++) {
-        char text[1024];
-        gp_scenario full, smp;
         gp_result rf, rs;
         int seed = (int)(base + (uint64_t)s);
-        three_text(text, sizeof text, seed, "clip: {max_norm: 1.0e-3}\n");
-        load(text, &full);
-        three_text(text, sizeof text, seed, "sample: 600\nclip: {max_norm: 1.0e-3}\n");
-        load(text, &smp);
-        if (gp_run_scenario(&full, &b, NULL, &rf, &e) != 0 || gp_run_scenario(&smp, &b, NULL, &rs, &e) != 0)
-            fail_msg("seed %d: %s", seed, e.msg);
+        run_whole_and_sampled(&b, three, seed, "clip: {max_norm: 1.0e-3}\n", &rf, &rs);
         assert_null(rf.clip_by_step);
         assert_non_null(rs.clip_by_step);
         const double *c = rs.clip_by_step;
@@ -473,12 +481,8 @@ static void test_coverage_clip_norm(void **state)
                    c[0], c[1], c[2], coef, c[3], c[4], c[5]);
         gp_result_free(&rf);
         gp_result_free(&rs);
-        gp_scenario_free(&full);
-        gp_scenario_free(&smp);
     }
-    int cmin = 0;
-    while (gsl_cdf_binomial_P((unsigned)cmin, 0.95, (unsigned)T) <= 1e-4) /* P(C <= cmin) */
-        cmin++;
+    int cmin = coverage_cmin(T);
     printf("# clipping norm: %d, coefficient: %d of %d intervals hold the exact value (accept >= %d)\n", cov_norm,
            cov_coef, T, cmin);
     assert_true(cov_norm >= cmin && cov_coef >= cmin);
@@ -513,22 +517,10 @@ static void test_coverage_counts(void **state)
     gp_backend b;
     assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
     for (int s = 0; s < T; s++) {
-        char text[1400];
-        gp_scenario full, smp;
         gp_result rf, rs;
         int seed = (int)(base + (uint64_t)s);
-        snprintf(text, sizeof text, fp16three, seed, "");
-        load(text, &full);
-        snprintf(text, sizeof text, fp16three, seed, "sample: 600\n");
-        load(text, &smp);
-        if (gp_run_scenario(&full, &b, NULL, &rf, &e) != 0 || gp_run_scenario(&smp, &b, NULL, &rs, &e) != 0)
-            fail_msg("seed %d: %s", seed, e.msg);
-        for (int j = 0; j < NM; j++) {
-            if (!rs.has_ci[ms[j]])
-                fail_msg("seed %d: no interval for %s", seed, gp_metric_name(ms[j]));
-            double v = rf.metric[ms[j]];
-            covered[j] += rs.ci_lo[ms[j]] <= v && v <= rs.ci_hi[ms[j]];
-        }
+        run_whole_and_sampled(&b, fp16three, seed, "", &rf, &rs);
+        count_covered(&rf, &rs, ms, NM, covered, seed);
         if (s == 0) {
             printf("# seed %d: overflow_count %g exact, %g [%g, %g] sampled; subnormal_frac %g exact, %g [%g, %g]\n",
                    seed, rf.metric[GP_M_OVERFLOW_COUNT], rs.metric[GP_M_OVERFLOW_COUNT], rs.ci_lo[GP_M_OVERFLOW_COUNT],
@@ -540,17 +532,8 @@ static void test_coverage_counts(void **state)
         }
         gp_result_free(&rf);
         gp_result_free(&rs);
-        gp_scenario_free(&full);
-        gp_scenario_free(&smp);
     }
-    int cmin = 0;
-    while (gsl_cdf_binomial_P((unsigned)cmin, 0.95, (unsigned)T) <= 1e-4) /* P(C <= cmin) */
-        cmin++;
-    for (int j = 0; j < NM; j++) {
-        printf("# fp16: %s: %d of %d intervals hold the exact value (accept >= %d)\n", gp_metric_name(ms[j]),
-               covered[j], T, cmin);
-        assert_true(covered[j] >= cmin);
-    }
+    assert_coverage("fp16: ", ms, NM, covered, T);
     gp_backend_close(&b);
 }
 
