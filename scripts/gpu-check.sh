@@ -7,7 +7,7 @@
 # on the same device, build/bench/gp_bench_cuda_adamw; torch.optim.AdamW(fused=True)
 # measured the same way when a Python with torch and CUDA is there: $GP_PYTHON, else
 # python3), torch's CUDA AdamW adapters compared with the CPU emulation
-# (scripts/gpu-torch-adapters.py), the host CPU's torch sqrt against IEEE
+# (scripts/gpu_torch_adapters.py), the host CPU's torch sqrt against IEEE
 # (scripts/mkl-sqrt-probe.py), and writes one Markdown summary (OUT/summary.md, default
 # gpu-check-out/). GP_PREBUILT=DIR uses binaries built elsewhere with nvcc (DIR laid out
 # as a build folder: gradprec, libgradprec.so, tests/, fuzz/, bench/, examples/plugins/)
@@ -81,7 +81,7 @@ step "GPU benchmark: fused AdamW kernel vs device-to-device copy" bench.log \
 py=${GP_PYTHON:-python3}
 export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" GRADPREC_LIB="$build/libgradprec.so"
 step "torch CUDA AdamW adapters against the CPU emulation" torch-adapters.log \
-    "$py" "$root/scripts/gpu-torch-adapters.py" "$build/gradprec"
+    "$py" "$root/scripts/gpu_torch_adapters.py" "$build/gradprec"
 step "host CPU: torch fp32 sqrt against IEEE" mkl-sqrt.log \
     "$py" "$root/scripts/mkl-sqrt-probe.py" "$out/mkl-sqrt"
 "$py" "$root/bench/gp_bench_torch_adamw.py" >"$out/bench-torch.log" 2>&1

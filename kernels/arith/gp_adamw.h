@@ -73,7 +73,7 @@
  * operation of both was measured on an H100 against these formulas
  * (scripts/torch-cuda-ops-probe.py: mul, lerp, addcmul, sqrt (IEEE), div, add and
  * addcdiv, 10^6 fp32 inputs each, no difference); whole steps are compared by
- * scripts/gpu-torch-adapters.py and tests/python/test_backends.py on a GPU; GP_ADAMW_UNFUSED
+ * scripts/gpu_torch_adapters.py and tests/python/test_backends.py on a GPU; GP_ADAMW_UNFUSED
  * rounds every operation (an older torch CUDA build with contraction off). gradprec
  * builds with -ffp-contract=off / --fmad=false and writes fmaf where an FMA is meant,
  * so its CPU emulation and CUDA kernels agree bit for bit in every mode.

@@ -17,6 +17,9 @@ import gradprec.torch as gt  # noqa: E402
 import subjects  # noqa: E402
 from conftest import CLI, REPO  # noqa: E402
 
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import gpu_torch_adapters  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -31,14 +34,9 @@ def cli_env():
 
 def preset(name, **over):
     """Preset `name` as full YAML (`gradprec show`) with keys of its optimizer/precision
-    blocks replaced (or, for optimizer keys it lacks, added), e.g. evaluation="torch_cpu"."""
-    y = subprocess.run([CLI, "show", name], capture_output=True, text=True, check=True).stdout
-    for k, v in over.items():
-        if re.search(r"(?m)^  %s: " % k, y):
-            y = re.sub(r"(?m)^  %s: .*$" % k, "  %s: %s" % (k, v), y)
-        else:
-            y = re.sub(r"(?m)^  stochastic: (.*)$", r"  stochastic: \1\n  %s: %s" % (k, v), y)
-    return y
+    blocks replaced (or, for optimizer keys it lacks, added), e.g. evaluation="torch_cpu"
+    (scripts/gpu_torch_adapters.py's preset, with this build's gradprec)."""
+    return gpu_torch_adapters.preset(CLI, name, **over)
 
 
 def cli_run(tmp_path, text, *args):

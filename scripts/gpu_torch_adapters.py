@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gpu-torch-adapters.py CLI — torch's CUDA AdamW (single-tensor, foreach, fused) as
+"""gpu_torch_adapters.py CLI — torch's CUDA AdamW (single-tensor, foreach, fused) as
 subjects under test, compared element by element with gradprec's CPU emulation.
 scripts/gpu-check.sh runs it on a machine with a GPU; CLI is the gradprec binary (for
 `gradprec show`). For each adapter and each optimizer configuration below it runs
@@ -20,8 +20,9 @@ import sys
 
 
 def preset(cli, name, **over):
-    """Preset `name` as YAML with optimizer/precision keys replaced or added (as the
-    helper of the same name in tests/python/test_backends.py)."""
+    """Preset `name` as full YAML (`CLI show`) with keys of its optimizer/precision blocks
+    replaced (or, for optimizer keys it lacks, added after `stochastic:`), e.g.
+    evaluation="torch_cpu". tests/python/test_backends.py uses it too."""
     y = subprocess.run([cli, "show", name], capture_output=True, text=True, check=True).stdout
     for k, v in over.items():
         if re.search(r"(?m)^  %s: " % k, y):
@@ -47,7 +48,7 @@ FUSED = [
 
 def main():
     if len(sys.argv) != 2 or not os.access(sys.argv[1], os.X_OK):
-        print("usage: gpu-torch-adapters.py PATH/TO/gradprec", file=sys.stderr)
+        print("usage: gpu_torch_adapters.py PATH/TO/gradprec", file=sys.stderr)
         return 2
     cli = sys.argv[1]
     import torch
