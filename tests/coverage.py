@@ -106,8 +106,9 @@ WHY_FORMULA = ("an update torch's state convention does not explain within its d
 WHY_REPLAY = "replayed or sampled tensors only: no preset replays a dump (test_replay, tests/python cover it)"
 WHY_SAMPLED = ("sampled runs only (scenario-level `sample:`, per-element totals over the steps): no preset samples; "
                "test_sample's test_coverage_steps (5 steps with the optimizer, `sample: 600`) runs these lines")
-WHY_SAMPLED_LS = ("OPEN: a sampled run under a loss scaler (a step's per-element terms held in el_step until the "
-                  "step is kept): no preset samples and no unit test combines `sample:` with loss_scale; reachable")
+WHY_SAMPLED_LS = ("sampled runs under a loss scaler only (a step's per-element terms held in el_step until the "
+                  "step is kept): no preset samples; test_sample's test_coverage_loss_scale (a skipped first step, "
+                  "then four kept ones, `sample: 600`) runs these lines")
 EXCLUSIONS = [
     # --- failures, faults, limits
     (R, None, r"backend_failure|if \(rc != 0\)|if \(arc != 0\)|&& rc == 0|rc == 0 &&|rc == 0\)|"

@@ -537,6 +537,60 @@ static void test_coverage_counts(void **state)
     gp_backend_close(&b);
 }
 
+/* Coverage over optimizer steps under a dynamic loss scaler (docs/scenarios.md: the
+ * intervals hold when the sample's skipped steps and scales are the whole run's). The
+ * scale starts at 2^36, where every fp16 gradient of the three tensors overflows (the
+ * smallest, about 1e-3 e^-4 = 2e-5 in tensor a, scales to 1e6 > 65504; tensor b's normal
+ * values need |g| < 1e-6 to stay finite): step 1 is skipped in the whole run and in any
+ * sample, and the scale backs off by 2^-20 to 2^16, where the largest scaled gradients
+ * (about 2e-2 x 3.5 x 2^16 = 4600 in tensor b) stay below 65504: steps 2..5 are taken in
+ * both. The test checks that premise per seed (one skipped step on both sides), then
+ * counts intervals as test_coverage_steps does (acceptance as in test_coverage: c_min =
+ * 269 for T = 300, 1e-4 per metric). This runs the per-element totals a sampled run keeps
+ * per step under a loss scaler (el_step, added to el_tot when the step is kept). */
+static const char scaled5[] = "name: scaled\nseed: %d\n%s"
+                              "tensors:\n"
+                              "  - {name: a, size: 3000, grad: {dist: lognormal, scale: 1.0e-3, sigma: 1.0}, "
+                              "weight: {dist: normal, scale: 2.0e-2}}\n"
+                              "  - {name: b, size: 2000, grad: {dist: normal, scale: 2.0e-2}, weight: {dist: normal, scale: 5.0e-2}}\n"
+                              "  - {name: c, size: 1000, grad: {dist: laplace, scale: 5.0e-4}, weight: {dist: normal, scale: 1.0e-2}}\n"
+                              "batch: {accumulation_steps: 4, tokens: [100, 100, 100, 30]}\n"
+                              "reduction: mean\n"
+                              "steps: 5\n"
+                              "optimizer: {lr: 1.0e-3, param: bf16, state: fp32}\n"
+                              "precision: {grad: fp16, accumulator: fp32}\n"
+                              "loss_scale: {mode: dynamic, init: 68719476736, backoff: 9.5367431640625e-07}\n";
+
+static void test_coverage_loss_scale(void **state)
+{
+    (void)state;
+    const int T = (int)gp_test_count("GP_COVERAGE_SEEDS", 300);
+    uint64_t base = gp_test_seed(5000);
+    const gp_metric ms[] = {GP_M_WEIGHT_REL_ERR, GP_M_STALE_UPDATE_FRAC, GP_M_M_REL_ERR, GP_M_V_REL_ERR,
+                            GP_M_GRAD_REL_ERR_FULLBATCH};
+    enum { NM = sizeof ms / sizeof ms[0] };
+    int covered[NM] = {0};
+    gp_error e = {""};
+    gp_backend b;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    for (int s = 0; s < T; s++) {
+        gp_result rf, rs;
+        int seed = (int)(base + (uint64_t)s);
+        run_whole_and_sampled(&b, scaled5, seed, "", &rf, &rs);
+        if (rf.metric[GP_M_SKIPPED_STEPS] != 1 || rs.metric[GP_M_SKIPPED_STEPS] != 1)
+            fail_msg("seed %d: skipped steps %g whole, %g sampled: the premise (step 1 only) fails", seed,
+                     rf.metric[GP_M_SKIPPED_STEPS], rs.metric[GP_M_SKIPPED_STEPS]);
+        count_covered(&rf, &rs, ms, NM, covered, seed);
+        if (s == 0)
+            printf("# seed %d: weight_rel_err %g exact, %g [%g, %g] sampled\n", seed, rf.metric[GP_M_WEIGHT_REL_ERR],
+                   rs.metric[GP_M_WEIGHT_REL_ERR], rs.ci_lo[GP_M_WEIGHT_REL_ERR], rs.ci_hi[GP_M_WEIGHT_REL_ERR]);
+        gp_result_free(&rf);
+        gp_result_free(&rs);
+    }
+    assert_coverage("loss scaler, 5 steps: ", ms, NM, covered, T);
+    gp_backend_close(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_coverage_steps),
         cmocka_unit_test(test_coverage_clip_norm),
         cmocka_unit_test(test_coverage_counts),
+        cmocka_unit_test(test_coverage_loss_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
