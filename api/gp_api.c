@@ -394,6 +394,9 @@ int gradprec_torch_sqrtf(const char *evaluation, uint64_t n, const float *x, flo
             ev = i;
     if (ev < 0) {
         snprintf(msg, sizeof msg, "torch_sqrtf: unknown evaluation '%s'", evaluation ? evaluation : "(null)");
+    } else if (ev == GP_ADAMW_TORCH_CPU_HOST && gp_torch_sqrt_host_kernel() == GP_MKL_SQRT_NONE) {
+        snprintf(msg, sizeof msg, "torch_sqrtf: torch_cpu_host is not modelled on this host (%s)",
+                 GP_TORCH_SQRT_HOST ? "an Intel CPU without AVX2 and FMA" : "not an x86-64 build");
     } else if (n && (!x || !y)) {
         snprintf(msg, sizeof msg, "torch_sqrtf: x and y must be non-NULL");
     } else {

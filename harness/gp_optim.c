@@ -215,7 +215,8 @@ static const struct {
                 {"torch_fused_cpu", GP_ADAMW_TORCH_FUSED_CPU, GP_ADAMW_TORCH_CPU},
                 {"torch_cpu_zen4", -1, GP_ADAMW_TORCH_CPU_ZEN4},
                 {"torch_cuda_foreach", -1, GP_ADAMW_TORCH_CUDA_FOREACH},
-                {"torch_cpu_intel_avx512", -1, GP_ADAMW_TORCH_CPU_INTEL_AVX512}};
+                {"torch_cpu_intel_avx512", -1, GP_ADAMW_TORCH_CPU_INTEL_AVX512},
+                {"torch_cpu_host", -1, GP_ADAMW_TORCH_CPU_HOST}};
 
 int gp_optim_model_count(const gp_adamw_config *cfg)
 {
@@ -230,8 +231,8 @@ static int model_applies(const gp_adamw_config *cfg, int k)
         return cfg->variant != GP_ADAMW_TORCH_FUSED_CPU;
     if (k == 8) /* torch_cuda_foreach: as torch_cuda */
         return cfg->variant != GP_ADAMW_TORCH_FUSED_CPU;
-    if (k == 7 || k == 9) /* differ from torch_cpu only in the sqrt of an fp32 state */
-        return cfg->variant != GP_ADAMW_TORCH_FUSED_CPU && cfg->state == GP_FP32;
+    if (k == 7 || k == 9 || k == 10) /* differ from torch_cpu only in the sqrt of an fp32 state */
+        return cfg->variant != GP_ADAMW_TORCH_FUSED_CPU && cfg->state == GP_FP32 && (k != 10 || gp_torch_sqrt_host_kernel() != GP_MKL_SQRT_NONE);
     if (k < 6)
         return cfg->variant == GP_ADAMW_PLAIN && cfg->param != GP_FP32;
     return (cfg->variant == GP_ADAMW_PLAIN || cfg->variant == GP_ADAMW_TORCH_FUSED_CPU) && cfg->state == cfg->param &&

@@ -171,7 +171,8 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
  * variant in each (3..5; plain bf16/fp16 params only), torch's fused CPU kernel (6; plain
  * or fused, state in the param's dtype, RNE), the scenario's variant in order
  * torch_cpu_zen4 (7; fp32 state, not fused), in order torch_cuda_foreach (8; not fused),
- * and in order torch_cpu_intel_avx512 (9; fp32 state, not fused). gp_optim_model_name
+ * in order torch_cpu_intel_avx512 (9; fp32 state, not fused) and in order torch_cpu_host
+ * (10; fp32 state, not fused; where gp_torch_sqrt_host_kernel models the host). gp_optim_model_name
  * gives the name ("torch_cpu", "one_store/torch_cuda", "torch_fused_cpu", ...; static),
  * NULL for a k out of range or a model that does not apply to cfg. */
 int gp_optim_model_count(const gp_adamw_config *cfg);

@@ -12,6 +12,7 @@
 #include "../base/gp_num.h"
 #include "gp_runner.h"
 #include "gp_yaml_bound.h"
+#include "../kernels/arith/gp_torch_sqrt.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -159,7 +160,8 @@ static const char *const master_names[] = {"none", "fp32"};
 static const char *const fused_names[] = {"none", "torch_cpu"};
 static const char *const opt_names[] = {"adamw"};
 static const char *const eval_names[] = {"torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4",
-                                         "torch_cuda_foreach", "torch_cpu_intel_avx512"}; /* gp_adamw_eval order */
+                                         "torch_cuda_foreach", "torch_cpu_intel_avx512",
+                                         "torch_cpu_host"}; /* gp_adamw_eval order */
 static const char *const sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 static const char *const coll_names[] = {"ring", "tree", "reduce_scatter"};
 static const char *const avg_names[] = {"pre", "post", "op"};
@@ -1131,6 +1133,10 @@ static int parse_optimizer(const loader *L, yaml_node_t *n, gp_scenario *s)
     if (v[OP_EVAL] && get_enum(L, v[OP_EVAL], "optimizer.evaluation", eval_names, COUNT(eval_names),
                                &s->optimizer.evaluation))
         return -1;
+    if (s->optimizer.evaluation == 6 && gp_torch_sqrt_host_kernel() == GP_MKL_SQRT_NONE) /* torch_cpu_host */
+        return fail(L, v[OP_EVAL], "optimizer.evaluation: torch_cpu_host models torch's x86-64 wheel on this host, %s",
+                    GP_TORCH_SQRT_HOST ? "and MKL's sqrt kernel for an Intel CPU without AVX2 and FMA is not modelled"
+                                       : "and this is not an x86-64 build");
     /* what the AdamW kernels implement (kernels/arith/gp_adamw.h) */
     if (v[OP_PARAM] && s->optimizer.param != GP_FP32 && s->optimizer.param != GP_BF16 && s->optimizer.param != GP_FP16)
         return fail(L, v[OP_PARAM], "optimizer.param: expected fp32, bf16 or fp16");

@@ -222,7 +222,7 @@ gp_format gp_scenario_reduce_dtype(const gp_scenario *s);
 long gp_scenario_tokens(const gp_scenario *s, int r, int k);
 
 /* "torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach",
- * "torch_cpu_intel_avx512" */
+ * "torch_cpu_intel_avx512", "torch_cpu_host" */
 const char *gp_adamw_eval_name(int evaluation);
 
 /* Fill s with every default (one tensor named "grad" of 1024 elements, no tokens

@@ -115,9 +115,11 @@ GRADPREC_API int gradprec_adamw_step(const char *variant, const char *param_form
 
 /* The fp32 sqrt of gradprec's AdamW operation order `evaluation` (optimizer.evaluation's
  * names: "torch_cpu_zen4" and "torch_cpu_intel_avx512" are torch's CPU sqrt as MKL
- * computes it on those CPUs, kernels/arith/gp_torch_sqrt.h; the others the IEEE sqrt) of
+ * computes it on those CPUs, "torch_cpu_host" as it computes it on this host's CPU,
+ * kernels/arith/gp_torch_sqrt.h; the others the IEEE sqrt) of
  * n floats x into y (may be x), to tell which order matches a host's torch. Returns
- * GRADPREC_OK, or GRADPREC_BAD_INPUT with one line in err (unknown name, a NULL array). */
+ * GRADPREC_OK, or GRADPREC_BAD_INPUT with one line in err (unknown name, a NULL array,
+ * torch_cpu_host where gp_torch_sqrt.h does not model the host). */
 GRADPREC_API int gradprec_torch_sqrtf(const char *evaluation, uint64_t n, const float *x, float *y, char *err,
                                       size_t errlen);
 

@@ -596,6 +596,64 @@ static void test_torch_sqrt_intel_avx512(void **state)
     assert_true(isnan(gp_torch_sqrtf_intel_avx512(gp_f32_from_bits(0x7fc00001u))));
 }
 
+/* ---- gp_torch_sqrtf_host: torch's CPU fp32 sqrt as MKL computes it on this host ---- */
+
+/* On an AMD CPU (MKL's generic SSE kernel, EX) whose rsqrtss equals the Zen 4 table of
+ * gp_torch_rsqrtps on all of [1, 4) (the table's whole domain; other binades scale
+ * exactly), torch_cpu_host must be gp_torch_sqrtf_zen4, which equals torch's sqrt on
+ * that Zen 4 on all 2^32 inputs: on every float of [1, 4), and on every 4093rd positive
+ * float plus the edges of MKL's vector path (subnormals, the top 4095 finite values
+ * that EX takes to its scalar path and L9 does not), zeros, inf, negatives and NaN.
+ * Skipped on any other host (an Intel CPU, another AMD rsqrtps, a non-x86-64 build),
+ * where torch_cpu_host is checked against torch itself (tests/python/test_torch_sqrt.py). */
+static void test_torch_sqrt_host(void **state)
+{
+    (void)state;
+#if GP_TORCH_SQRT_HOST
+    if (!__builtin_cpu_is("amd")) {
+        printf("# skipped: not an AMD CPU\n");
+        skip();
+    }
+    for (uint32_t b = 0x3f800000u; b < 0x40800000u; b++) {
+        float x = gp_f32_from_bits(b);
+        if (gp_f32_bits(_mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(x)))) != gp_f32_bits(gp_torch_rsqrtps(x))) {
+            printf("# skipped: this AMD CPU's rsqrtss differs from the Zen 4 table at 0x%08x\n", b);
+            skip();
+        }
+    }
+    assert_int_equal(gp_torch_sqrt_host_kernel(), GP_MKL_SQRT_SSE);
+    long n = 0, off = 0;
+    for (uint32_t b = 0x3f800000u; b < 0x40800000u; b++, n++) {
+        float x = gp_f32_from_bits(b), got = gp_torch_sqrtf_host(x), want = gp_torch_sqrtf_zen4(x);
+        if (gp_f32_bits(got) != gp_f32_bits(want))
+            fail_msg("[1, 4): host sqrt(0x%08x) = 0x%08x, zen4 0x%08x", b, gp_f32_bits(got), gp_f32_bits(want));
+        off += got != sqrtf(x);
+    }
+    /* about 17% of [1, 4) is an ulp off the IEEE sqrt on Zen 4 (gp_torch_sqrt.h): the
+     * comparison above is not between two IEEE sqrts */
+    printf("# [1, 4): %ld of %ld off the IEEE sqrt\n", off, n);
+    assert_true(off > n / 8 && off < n / 4);
+    static const uint32_t edges[] = {0x00000001u, 0x007fffffu, 0x00800000u, 0x00800001u, 0x7f7ff000u,
+                                     0x7f7ff001u, 0x7f7ffabcu, 0x7f7fffffu, 0x00000000u, 0x80000000u,
+                                     0x7f800000u, 0xff800000u, 0xbf800000u, 0x80000001u};
+    for (uint64_t i = 0; i < sizeof edges / sizeof edges[0] + 0x80000000u / 4093u; i++) {
+        uint32_t b = i < sizeof edges / sizeof edges[0] ? edges[i]
+                                                        : (uint32_t)((i - sizeof edges / sizeof edges[0]) * 4093u);
+        uint32_t got = gp_f32_bits(gp_torch_sqrtf_host(gp_f32_from_bits(b)));
+        uint32_t want = gp_f32_bits(gp_torch_sqrtf_zen4(gp_f32_from_bits(b)));
+        if (got != want && !(isnan(gp_f32_from_bits(got)) && isnan(gp_f32_from_bits(want))))
+            fail_msg("host sqrt(0x%08x) = 0x%08x, zen4 0x%08x", b, got, want);
+    }
+    assert_true(isnan(gp_torch_sqrtf_host(gp_f32_from_bits(0x7fc00001u))));
+    /* the evaluation: gp_adamw_sqrtf_fp32 takes it for torch_cpu_host */
+    assert_int_equal(gp_f32_bits(gp_adamw_sqrtf_fp32(GP_ADAMW_TORCH_CPU_HOST, gp_f32_from_bits(0x400cd7b3u))),
+                     0x3fbde226u); /* TORCH_SQRT_ZEN4: torch's value, an ulp above IEEE's */
+#else
+    printf("# skipped: not an x86-64 host build\n");
+    skip();
+#endif
+}
+
 /* ---- GP_ADAMW_TORCH_FUSED_CPU: torch's CPU fused AdamW (hand-worked cases) ---- */
 
 static gp_adamw_config fused_config(gp_format f, int tail)
@@ -1011,6 +1069,7 @@ int main(void)
         cmocka_unit_test(test_torch_cpu_golden),
         cmocka_unit_test(test_torch_sqrt_zen4),
         cmocka_unit_test(test_torch_sqrt_intel_avx512),
+        cmocka_unit_test(test_torch_sqrt_host),
         cmocka_unit_test(test_bf16_stale_without_master),
         cmocka_unit_test(test_bf16_master),
         cmocka_unit_test(test_bf16_kahan),

@@ -211,7 +211,7 @@ static void test_table_names_and_legend(void **state)
 /* gradprec's own AdamW models judged as a subject (the cpu backend with builtin = 0: the
  * update-formula check and the model check run, as for a plugin or a Python backend): in
  * every configuration the scenarios allow — params and state fp32 / bf16 / fp16; plain,
- * fp32 master, Kahan, stochastic rounding, torch's fused kernel; the five evaluation
+ * fp32 master, Kahan, stochastic rounding, torch's fused kernel; every evaluation
  * orders — and four regimes (ordinary, lr*wd = 0.1, tiny gradients with betas 0, large
  * steady gradients at lr 8e-3), no step falls outside the update-formula bound
  * (docs/model.md, "Update formula"): its derivation covers every rounding they make. */
@@ -230,13 +230,13 @@ static void test_own_models_never_an_update_formula(void **state)
     static const char *const variants[] = {"", ", master: fp32", ", kahan: true", ", stochastic: true",
                                            ", fused: torch_cpu"};
     static const char *const evals[] = {"torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach",
-                                        "torch_cpu_intel_avx512"};
+                                        "torch_cpu_intel_avx512", "torch_cpu_host"};
     int runs = 0;
     for (int rg = 0; rg < 4; rg++)
         for (int p = 0; p < 3; p++)
             for (int st = 0; st < 3; st++)
                 for (int v = 0; v < 5; v++)
-                    for (int ev = 0; ev < 6; ev++) {
+                    for (int ev = 0; ev < (int)(sizeof evals / sizeof evals[0]); ev++) {
                         char yaml[1024];
                         snprintf(yaml, sizeof yaml,
                                  "tensors:\n  - name: w\n    size: 512\n    %s"

@@ -63,7 +63,9 @@
  *    AMD Zen 4 (gp_torch_sqrt.h): torch.optim.AdamW then equals it bit for bit on that
  *    CPU (tests/python/test_backends.py). GP_ADAMW_TORCH_CPU_INTEL_AVX512 does the same
  *    with the sqrt MKL computes on an Intel CPU with AVX-512 (checked against MKL's kernel
- *    itself; not yet against torch on an Intel CPU).
+ *    itself; not yet against torch on an Intel CPU). GP_ADAMW_TORCH_CPU_HOST with the sqrt
+ *    MKL computes on the host running gradprec (gp_torch_sqrtf_host): reports made with it
+ *    depend on the host's CPU.
  *
  * Evaluation (gp_adamw_eval): GP_ADAMW_TORCH_CPU is torch's CPU kernels as measured;
  * GP_ADAMW_TORCH_CUDA is torch's single-tensor CUDA kernels, with the FMAs that newer
@@ -111,15 +113,19 @@ typedef enum {
                                     wheel computes it on AMD Zen 4 (gp_torch_sqrtf_zen4: MKL's
                                     rsqrtps + Newton kernel, not IEEE); host code only */
     GP_ADAMW_TORCH_CUDA_FOREACH = 4, /* GP_ADAMW_TORCH_CUDA with x / (float)s (_foreach_div_) */
-    GP_ADAMW_TORCH_CPU_INTEL_AVX512 = 5 /* GP_ADAMW_TORCH_CPU_ZEN4 with the wheel's sqrt on an
-                                           Intel CPU with AVX-512 (gp_torch_sqrtf_intel_avx512:
-                                           MKL's vrsqrt14ps + Newton kernel); host code only */
+    GP_ADAMW_TORCH_CPU_INTEL_AVX512 = 5, /* GP_ADAMW_TORCH_CPU_ZEN4 with the wheel's sqrt on an
+                                            Intel CPU with AVX-512 (gp_torch_sqrtf_intel_avx512:
+                                            MKL's vrsqrt14ps + Newton kernel); host code only */
+    GP_ADAMW_TORCH_CPU_HOST = 6 /* GP_ADAMW_TORCH_CPU_ZEN4 with the wheel's sqrt on the host
+                                   running gradprec (gp_torch_sqrtf_host): depends on the
+                                   CPU; x86-64 host builds only (GP_TORCH_SQRT_HOST) */
 } gp_adamw_eval;
 
 /* Is ev one of torch's CPU orders (GP_ADAMW_TORCH_CPU with one sqrt or another)? */
 GP_ARITH int gp_adamw_eval_cpu(gp_adamw_eval ev)
 {
-    return ev == GP_ADAMW_TORCH_CPU || ev == GP_ADAMW_TORCH_CPU_ZEN4 || ev == GP_ADAMW_TORCH_CPU_INTEL_AVX512;
+    return ev == GP_ADAMW_TORCH_CPU || ev == GP_ADAMW_TORCH_CPU_ZEN4 || ev == GP_ADAMW_TORCH_CPU_INTEL_AVX512 ||
+           ev == GP_ADAMW_TORCH_CPU_HOST;
 }
 
 /* The sqrt of an fp32 state in order ev: torch's on the CPU it models, else IEEE. */
@@ -129,6 +135,8 @@ GP_ARITH float gp_adamw_sqrtf_fp32(gp_adamw_eval ev, float x)
         return gp_torch_sqrtf_zen4(x);
     if (ev == GP_ADAMW_TORCH_CPU_INTEL_AVX512)
         return gp_torch_sqrtf_intel_avx512(x);
+    if (ev == GP_ADAMW_TORCH_CPU_HOST)
+        return gp_torch_sqrtf_host(x);
     return sqrtf(x);
 }
 

@@ -50,7 +50,16 @@
  * of random positive floats, equals what was measured with torch on an Intel Xeon. On
  * [1, 4) the zen4 model is one ulp off the IEEE sqrt on about 17% of inputs, the avx512
  * model on 0.59%. fp64 (vdSqrt) is not IEEE either; bf16 and fp16 tensors take torch's
- * own vector code (sqrt in float, one rounding): IEEE. */
+ * own vector code (sqrt in float, one rounding): IEEE.
+ * gp_torch_sqrtf_host is the sqrt MKL computes on the host running gradprec: it picks the
+ * kernel as MKL does (GenuineIntel with AVX-512 F, CD, BW, DQ and VL: Z0 with
+ * gp_torch_rsqrt14; GenuineIntel with AVX2 and FMA: L9; any other x86-64 CPU: EX) and
+ * takes r from the host's own rsqrtss for L9 and EX (rsqrtss and rsqrtps give the same
+ * value per element; MKL on that CPU runs that instruction). So its results depend on
+ * the CPU: equal to gp_torch_sqrtf_zen4 on this Zen 4, the Intel AVX2 kernel's on an
+ * Intel CPU without AVX-512 (whose rsqrtps Intel does not document). x86-64 host builds
+ * only (GP_TORCH_SQRT_HOST), and not on an Intel CPU without AVX2 + FMA (MKL's E2 / H8
+ * kernels, see gp_torch_sqrt_host_kernel): gp_torch_sqrt_host_kernel says where. */
 #ifndef GP_TORCH_SQRT_H
 #define GP_TORCH_SQRT_H
 
@@ -58,8 +67,16 @@
 
 #include "gp_arith.h"
 
-/* MKL's vmsSqrt kernels (the kernel argument below) */
-enum { GP_MKL_SQRT_SSE = 0, GP_MKL_SQRT_AVX2 = 1, GP_MKL_SQRT_AVX512 = 2 };
+/* 1 where gp_torch_sqrtf_host models the host: an x86-64 host (not CUDA) build */
+#if !defined(__CUDACC__) && !defined(GP_SHIM_CUDA) && defined(__x86_64__)
+#define GP_TORCH_SQRT_HOST 1
+#include <immintrin.h>
+#else
+#define GP_TORCH_SQRT_HOST 0
+#endif
+
+/* MKL's vmsSqrt kernels (the kernel argument below; NONE: one not modelled) */
+enum { GP_MKL_SQRT_NONE = -1, GP_MKL_SQRT_SSE = 0, GP_MKL_SQRT_AVX2 = 1, GP_MKL_SQRT_AVX512 = 2 };
 
 /* Does the kernel take its vector path for the fp32 bit pattern b (else: IEEE sqrtf)? */
 GP_ARITH int gp_torch_sqrt_vector(uint32_t b, int kernel)
@@ -256,6 +273,41 @@ GP_ARITH float gp_torch_sqrtf_intel_avx512(float x)
     if (!gp_torch_sqrt_vector(gp_f32_bits(x), GP_MKL_SQRT_AVX512))
         return sqrtf(x); /* MKL's scalar path */
     return gp_torch_sqrt_newton(x, gp_torch_rsqrt14(x), GP_MKL_SQRT_AVX512);
+#endif
+}
+
+/* The MKL vmsSqrt kernel (GP_MKL_SQRT_*) torch's x86-64 wheel runs on this host's CPU:
+ * MKL's dispatch by vendor and features (above); GP_MKL_SQRT_NONE where
+ * !GP_TORCH_SQRT_HOST and on an Intel CPU without AVX2 + FMA (MKL runs its E2 or H8
+ * kernel there: H8 equals EX's arithmetic on 2.5*10^7 inputs called on an AMD EPYC, E2
+ * differs on 7% of them, and which of the two such a CPU gets was not determined). */
+GP_ARITH int gp_torch_sqrt_host_kernel(void)
+{
+#if GP_TORCH_SQRT_HOST
+    if (!__builtin_cpu_is("intel"))
+        return GP_MKL_SQRT_SSE;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return GP_MKL_SQRT_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return GP_MKL_SQRT_AVX2;
+#endif
+    return GP_MKL_SQRT_NONE;
+}
+
+/* torch's CPU fp32 sqrt as MKL computes it on this host (gp_torch_sqrt_host_kernel, with
+ * the host's rsqrtss or gp_torch_rsqrt14). Where that kernel is GP_MKL_SQRT_NONE the IEEE
+ * sqrtf: the callers refuse the torch_cpu_host evaluation there. */
+GP_ARITH float gp_torch_sqrtf_host(float x)
+{
+#if GP_TORCH_SQRT_HOST
+    int kernel = gp_torch_sqrt_host_kernel();
+    if (kernel == GP_MKL_SQRT_NONE || !gp_torch_sqrt_vector(gp_f32_bits(x), kernel))
+        return sqrtf(x); /* MKL's scalar path */
+    float r = kernel == GP_MKL_SQRT_AVX512 ? gp_torch_rsqrt14(x) : _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(x)));
+    return gp_torch_sqrt_newton(x, r, kernel);
+#else
+    return sqrtf(x);
 #endif
 }
 

@@ -390,9 +390,10 @@ static int dev_adamw(const gp_plugin_adamw_args *a)
         !gp_adamw_fused_ok((gp_format)a->param_format, (gp_format)a->state_format,
                            a->rounding == GP_PLUGIN_RNE ? GP_RNE : GP_STOCHASTIC, a->master || a->comp))
         return 1;
-    /* torch's CPU sqrt on AMD Zen 4 or Intel AVX-512 (gp_torch_sqrt.h) is host code only */
+    /* torch's CPU sqrt on AMD Zen 4, Intel AVX-512 or this host (gp_torch_sqrt.h) is host code only */
     if (a->struct_size >= offsetof(gp_plugin_adamw_args, evaluation) + sizeof a->evaluation &&
-        (a->evaluation == GP_PLUGIN_EVAL_TORCH_CPU_ZEN4 || a->evaluation == GP_PLUGIN_EVAL_TORCH_CPU_INTEL_AVX512))
+        (a->evaluation == GP_PLUGIN_EVAL_TORCH_CPU_ZEN4 || a->evaluation == GP_PLUGIN_EVAL_TORCH_CPU_INTEL_AVX512 ||
+         a->evaluation == GP_PLUGIN_EVAL_TORCH_CPU_HOST))
         return 1;
     /* the scalars are host binary64 arithmetic (CPython's), as in torch */
     gp_adamw_scalars s = gp_adamw_scalars_make(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, (long)a->step);

@@ -86,6 +86,25 @@ def intel_avx512_sqrt_missing():
     return None
 
 
+def host_sqrt_missing():
+    """None when torch's CPU fp32 sqrt on this host is MKL's, which torch_cpu_host models
+    (an x86-64 CPU and a torch with MKL, and libgradprec models this CPU's kernel); else
+    why not. The CPU's rsqrtps does not matter: torch_cpu_host takes it from the host."""
+    import platform
+
+    from gradprec.torch.host import _model_sqrt
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return "not an x86-64 CPU (%s): torch_cpu_host models the x86-64 wheel" % platform.machine()
+    if not torch.backends.mkl.is_available():
+        return "this torch is built without MKL: its sqrt is not the one torch_cpu_host models"
+    try:
+        _model_sqrt("torch_cpu_host", np.ones(1, dtype=np.float32))
+    except gradprec.GradprecError as e:
+        return str(e)
+    return None
+
+
 _RSQRT_CHECK = r"""
 #include <immintrin.h>
 #include <stdint.h>

@@ -173,6 +173,25 @@ def test_cli_torch_adamw_equals_cpu_fp32_intel_avx512(tmp_path, name, over):
     assert "torch_cpu_intel_avx512" in entry(sub)["adamw_models"]["matched"]
 
 
+@pytest.mark.parametrize("name,over", FP32_PRESETS)
+def test_cli_torch_adamw_equals_cpu_fp32_host(tmp_path, name, over):
+    # the same as test_cli_torch_adamw_equals_cpu_fp32_zen4 under torch_cpu_host (torch's
+    # MKL sqrt as computed on this host's CPU, whichever it is): `--backend
+    # python:gradprec.torch:AdamW` equals `--backend cpu` bit for bit, no element differs
+    # under --compare cpu, and the report names torch_cpu_host as matched. Runs on any
+    # x86-64 host with an MKL torch (subjects.host_sqrt_missing).
+    why = subjects.host_sqrt_missing()
+    if why:
+        pytest.skip(why)
+    text = preset(name, evaluation="torch_cpu_host", **over)
+    q, ref = cli_run(tmp_path, text, "--backend", "cpu")
+    p, sub = cli_run(tmp_path, text, "--backend", "python:gradprec.torch:AdamW", "--compare", "cpu")
+    assert p.returncode == q.returncode, p.stderr
+    assert entry(sub)["metrics"] == entry(ref)["metrics"]
+    assert entry(sub)["events"]["optimizer_mismatches"] == 0
+    assert "torch_cpu_host" in entry(sub)["adamw_models"]["matched"]
+
+
 def test_torch_adamw_equals_cpu_fp32_avx512_dispatch():
     # torch.optim.AdamW, single-tensor and foreach, in process, with MKL's kernel table
     # pointed at its AVX-512 sqrt kernel (scripts/mkl_sqrt_kernels.py: what MKL picks on an

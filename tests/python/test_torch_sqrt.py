@@ -122,6 +122,36 @@ def test_model_equals_torch_sqrt_as_adamw_calls_it(model):
         assert not differing(model(torch_bits(v)), torch_bits(v.sqrt())).any()
 
 
+def test_host_model_equals_torch_sqrt_fp32():
+    # torch.sqrt on fp32 CPU tensors against libgradprec's gradprec_torch_sqrtf under
+    # torch_cpu_host (MKL's kernel choice for this CPU, with this CPU's rsqrtps), bit for
+    # bit, on the 10^7 inputs above and every float of [1, 4): on any x86-64 host with an
+    # MKL torch, Intel or AMD. torch computes every expected value.
+    why = subjects.host_sqrt_missing()
+    if why:
+        pytest.skip(why)
+    from gradprec.torch.host import _model_sqrt
+    x = np.concatenate([inputs(), np.arange(0x3F800000, 0x40800000, dtype=np.uint32)])
+    want = torch_bits(torch.from_numpy(x.view(np.float32).copy()).sqrt())
+    got = _model_sqrt("torch_cpu_host", x.view(np.float32)).view(np.uint32)
+    bad = np.flatnonzero(differing(got, want))
+    assert bad.size == 0, "%d of %d differ; first x=0x%08x torch 0x%08x model 0x%08x" % (
+        bad.size, x.size, x[bad[0]], want[bad[0]], got[bad[0]])
+
+
+def test_host_model_equals_zen4_model(model):
+    # on an AMD CPU whose rsqrtps is the Zen 4 table (subjects.zen4_sqrt_missing, which
+    # checks the instruction itself, not torch), torch_cpu_host is gp_torch_sqrtf_zen4
+    # (checked against MKL on all 2^32 inputs) on the 10^7 inputs and all of [1, 4)
+    why = subjects.zen4_sqrt_missing()
+    if why:
+        pytest.skip(why)
+    from gradprec.torch.host import _model_sqrt
+    x = np.concatenate([inputs(), np.arange(0x3F800000, 0x40800000, dtype=np.uint32)])
+    got = _model_sqrt("torch_cpu_host", x.view(np.float32)).view(np.uint32)
+    assert not differing(got, model(x)).any()
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_reduced_precision_sqrt_is_ieee(dtype):
     # bf16 and fp16 tensors: torch's sqrt is the IEEE sqrt of every one of the 65536

@@ -9,8 +9,10 @@ from .. import _lib
 from .._errors import GradprecError
 
 # the orders whose fp32 sqrt differs, most common first: the IEEE sqrt (any torch whose
-# fp32 CPU sqrt is correctly rounded), then torch's MKL sqrt as modelled per CPU
-SQRT_EVALUATIONS = ("torch_cpu", "torch_cpu_zen4", "torch_cpu_intel_avx512")
+# fp32 CPU sqrt is correctly rounded), then torch's MKL sqrt as modelled per CPU (verified
+# models), then as computed on this host (torch_cpu_host: MKL's kernel choice with the
+# host's rsqrtps; x86-64 builds only; reports made with it depend on the host's CPU)
+SQRT_EVALUATIONS = ("torch_cpu", "torch_cpu_zen4", "torch_cpu_intel_avx512", "torch_cpu_host")
 
 
 def _probe():
@@ -38,15 +40,20 @@ def sqrt_evaluation():
     """The optimizer.evaluation for torch's CPU AdamW with fp32 state on this host: the
     first of SQRT_EVALUATIONS whose fp32 sqrt (libgradprec's gradprec_torch_sqrtf) equals
     torch.sqrt of an fp32 CPU tensor bit for bit (NaNs as NaNs) on a fixed probe of about
-    1.3 million inputs; None when none does (e.g. an Intel CPU without AVX-512, where MKL
-    runs its AVX2 kernel, not modelled). A probe, not a proof: the models themselves are
-    checked on all 2^32 inputs against the kernels they model (docs/model.md). What
+    1.3 million inputs; None when none does (e.g. a torch built otherwise). torch_cpu_host
+    is tried last (skipped where libgradprec refuses it: not an x86-64 build, or an Intel
+    CPU without AVX2 and FMA). A probe, not a
+    proof: the models themselves are checked on all 2^32 inputs against the kernels they
+    model (docs/model.md). What
     torch's sqrt is on this host is measured, not inferred from the CPU's name."""
     x = _probe()
     want = _torch.from_numpy(x.copy()).sqrt().numpy().view(np.uint32)
     nan_want = np.isnan(want.view(np.float32))
     for ev in SQRT_EVALUATIONS:
-        got = _model_sqrt(ev, x).view(np.uint32)
+        try:
+            got = _model_sqrt(ev, x).view(np.uint32)
+        except GradprecError:  # torch_cpu_host where it is not modelled
+            continue
         if np.all((got == want) | (np.isnan(got.view(np.float32)) & nan_want)):
             return ev
     return None
