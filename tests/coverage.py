@@ -87,9 +87,13 @@ WHY_FAIL = ("a backend call failed or refused the configuration, or a failure pr
             "not fail (hostile_plugin_faults and test_accumulate's broken plugins reach these)")
 WHY_MISMATCH = ("the two backends of --compare disagree: the correct example plugin never does; the 24 wrong "
                 "plugins of default_suite_net/* reach these with the same default suite")
-WHY_MKL_AVX2 = ("MKL's AVX2 sqrt kernel (L9HAynn: the shared core with FMAs): no evaluation runs it, since it "
-                "starts from Intel's rsqrtps, whose values are unknown; scripts/mkl_sqrt_kernels.py and "
+WHY_MKL_AVX2 = ("MKL's AVX2 sqrt kernel (L9HAynn: the shared core with FMAs): only torch_cpu_host on an Intel "
+                "CPU with AVX2 and no AVX-512 runs it (from that CPU's rsqrtps); scripts/mkl_sqrt_kernels.py and "
                 "tests/python/test_torch_sqrt.py check it against the kernel itself with Zen 4's rsqrtps")
+WHY_HOST_CPU = ("torch_cpu_host's kernel choice for CPUs other than the one running the suite "
+                "(gp_torch_sqrt_host_kernel: a non-Intel host takes EX, an Intel one Z0 or L9; NONE on an Intel CPU "
+                "without AVX2 + FMA or a non-x86-64 build, refused at load): one host reaches one arm; "
+                "tests/python/test_torch_sqrt.py checks the arm it takes against torch on each host")
 WHY_EV = ("the instrumented form (an events pointer): the backends run the production form (ev = NULL); "
           "test_accum, test_adamw and test_oracle run the other")
 WHY_EVAL = ("torch's CPU and the unfused evaluation orders (gp_adamw_eval): no scenario selects them, the "
@@ -209,6 +213,10 @@ EXCLUSIONS = [
      (0, 1), WHY_MKL_AVX2),
     (A + "gp_torch_sqrt.h", "gp_torch_sqrt_vector", r"kernel == GP_MKL_SQRT_SSE \? 0x7f7ff000u : 0x7f7fffffu", (3,),
      WHY_MKL_AVX2),
+    (A + "gp_torch_sqrt.h", "gp_torch_sqrt_host_kernel", r"__builtin_cpu_", None, WHY_HOST_CPU),
+    (A + "gp_torch_sqrt.h", "gp_torch_sqrtf_host", r"kernel == GP_MKL_SQRT_NONE \|\|", (1,), WHY_HOST_CPU),
+    (A + "gp_torch_sqrt.h", "gp_torch_sqrtf_host", r"kernel == GP_MKL_SQRT_AVX512 \?", None, WHY_HOST_CPU),
+    (C, "cpu_adamw", r"gp_torch_sqrt_host_kernel\(\) == GP_MKL_SQRT_NONE", (2,), WHY_HOST_CPU),
     (A + "gp_adamw.h", "gp_adamw_mul_store", r"if \(!ev\)|f == GP_FP32 \? p : gp_fmt_from_f32_bits", None, WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_step", r": gp_fmt_from_f32_bits\(pf, nm, cfg\.rounding, rbits, 0, pe\);", (1,),
      WHY_EV),
