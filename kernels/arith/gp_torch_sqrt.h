@@ -24,7 +24,9 @@
  *    negative x).
  * rsqrtps's value is the CPU's own and differs between vendors: Intel documents only
  * |relative error| <= 1.5*2^-12, not its values. gp_torch_rsqrtps is AMD Zen 4's,
- * measured on an AMD EPYC (Zen 4): it depends only on the exponent's parity and the top
+ * measured on an AMD EPYC (Zen 4; but see docs/departures.md: the development VM's EPYC
+ * reports family 26, i.e. Zen 5, and a Zen 4 proper was never measured; the names stay):
+ * it depends only on the exponent's parity and the top
  * 12 mantissa bits, scales exactly with the exponent, and has 12 mantissa bits; the table
  * holds it as a residual in {-1, 0, 1} from 1/sqrt of the interval's midpoint
  * (scripts/gen_rsqrtps_table.c prints it from the host's instruction and checks those
