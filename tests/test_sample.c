@@ -409,42 +409,52 @@ static const char steps5[] = "name: five\nseed: %d\n%s"
                              "batch: {accumulation_steps: 4, tokens: [100, 100, 100, 30]}\n"
                              "reduction: mean\n"
                              "steps: 5\n"
-                             "optimizer: {lr: 1.0e-3, param: bf16, state: fp32}\n"
-                             "precision: {grad: bf16, accumulator: bf16}\n";
+                             "optimizer: {lr: 1.0e-3, param: bf16, state: fp32}\n";
 
-static void test_coverage_steps(void **state)
+/* T seeds (from base) of steps5 with the keys `extra`, whole and sampled: covered[j]
+ * counts the intervals of ms[j] that hold the whole run's value. Both runs of every seed
+ * must skip `skipped` steps; the first seed's values are printed and must be non-trivial
+ * (stale updates and a weight error to estimate, absorbed_frac above absorbed_above). */
+static void coverage_of_steps(const char *extra, uint64_t base, int skipped, double absorbed_above,
+                              const gp_metric *ms, int nm, int *covered, int T)
 {
-    (void)state;
-    const int T = (int)gp_test_count("GP_COVERAGE_SEEDS", 300);
-    uint64_t base = gp_test_seed(2000);
-    const gp_metric ms[] = {GP_M_WEIGHT_REL_ERR,         GP_M_STALE_UPDATE_FRAC,     GP_M_M_REL_ERR,
-                            GP_M_V_REL_ERR,              GP_M_GRAD_REL_ERR_FULLBATCH, GP_M_GRAD_REL_ERR_ROUNDING,
-                            GP_M_NORMALIZATION_REL_ERR, GP_M_ABSORBED_FRAC};
-    enum { NM = sizeof ms / sizeof ms[0] };
-    int covered[NM] = {0};
     gp_error e = {""};
     gp_backend b;
     assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
     for (int s = 0; s < T; s++) {
         gp_result rf, rs;
         int seed = (int)(base + (uint64_t)s);
-        run_whole_and_sampled(&b, steps5, seed, "", &rf, &rs);
-        count_covered(&rf, &rs, ms, NM, covered, seed);
+        run_whole_and_sampled(&b, steps5, seed, extra, &rf, &rs);
+        if (rf.metric[GP_M_SKIPPED_STEPS] != skipped || rs.metric[GP_M_SKIPPED_STEPS] != skipped)
+            fail_msg("seed %d: skipped steps %g whole, %g sampled, not %d", seed, rf.metric[GP_M_SKIPPED_STEPS],
+                     rs.metric[GP_M_SKIPPED_STEPS], skipped);
+        count_covered(&rf, &rs, ms, nm, covered, seed);
         if (s == 0) {
             printf("# seed %d: weight_rel_err %g exact, %g [%g, %g] sampled; stale_update_frac %g exact, "
                    "%g [%g, %g] sampled\n", seed, rf.metric[GP_M_WEIGHT_REL_ERR], rs.metric[GP_M_WEIGHT_REL_ERR],
                    rs.ci_lo[GP_M_WEIGHT_REL_ERR], rs.ci_hi[GP_M_WEIGHT_REL_ERR], rf.metric[GP_M_STALE_UPDATE_FRAC],
                    rs.metric[GP_M_STALE_UPDATE_FRAC], rs.ci_lo[GP_M_STALE_UPDATE_FRAC],
                    rs.ci_hi[GP_M_STALE_UPDATE_FRAC]);
-            /* the metrics are not trivial: stale updates and a weight error to estimate */
             assert_true(rf.metric[GP_M_STALE_UPDATE_FRAC] > 1e-2 && rf.metric[GP_M_STALE_UPDATE_FRAC] < 0.99);
-            assert_true(rf.metric[GP_M_WEIGHT_REL_ERR] > 0 && rf.metric[GP_M_ABSORBED_FRAC] > 1e-3);
+            assert_true(rf.metric[GP_M_WEIGHT_REL_ERR] > 0 && rf.metric[GP_M_ABSORBED_FRAC] > absorbed_above);
         }
         gp_result_free(&rf);
         gp_result_free(&rs);
     }
-    assert_coverage("5 steps: ", ms, NM, covered, T);
     gp_backend_close(&b);
+}
+
+static void test_coverage_steps(void **state)
+{
+    (void)state;
+    const int T = (int)gp_test_count("GP_COVERAGE_SEEDS", 300);
+    const gp_metric ms[] = {GP_M_WEIGHT_REL_ERR,         GP_M_STALE_UPDATE_FRAC,     GP_M_M_REL_ERR,
+                            GP_M_V_REL_ERR,              GP_M_GRAD_REL_ERR_FULLBATCH, GP_M_GRAD_REL_ERR_ROUNDING,
+                            GP_M_NORMALIZATION_REL_ERR, GP_M_ABSORBED_FRAC};
+    enum { NM = sizeof ms / sizeof ms[0] };
+    int covered[NM] = {0};
+    coverage_of_steps("precision: {grad: bf16, accumulator: bf16}\n", gp_test_seed(2000), 0, 1e-3, ms, NM, covered, T);
+    assert_coverage("5 steps: ", ms, NM, covered, T);
 }
 
 /* The estimated clipping norm's interval (docs/scenarios.md, "What couples the tensors"):
@@ -545,50 +555,22 @@ static void test_coverage_counts(void **state)
  * sample, and the scale backs off by 2^-20 to 2^16, where the largest scaled gradients
  * (about 2e-2 x 3.5 x 2^16 = 4600 in tensor b) stay below 65504: steps 2..5 are taken in
  * both. The test checks that premise per seed (one skipped step on both sides), then
- * counts intervals as test_coverage_steps does (acceptance as in test_coverage: c_min =
- * 269 for T = 300, 1e-4 per metric). This runs the per-element totals a sampled run keeps
- * per step under a loss scaler (el_step, added to el_tot when the step is kept). */
-static const char scaled5[] = "name: scaled\nseed: %d\n%s"
-                              "tensors:\n"
-                              "  - {name: a, size: 3000, grad: {dist: lognormal, scale: 1.0e-3, sigma: 1.0}, "
-                              "weight: {dist: normal, scale: 2.0e-2}}\n"
-                              "  - {name: b, size: 2000, grad: {dist: normal, scale: 2.0e-2}, weight: {dist: normal, scale: 5.0e-2}}\n"
-                              "  - {name: c, size: 1000, grad: {dist: laplace, scale: 5.0e-4}, weight: {dist: normal, scale: 1.0e-2}}\n"
-                              "batch: {accumulation_steps: 4, tokens: [100, 100, 100, 30]}\n"
-                              "reduction: mean\n"
-                              "steps: 5\n"
-                              "optimizer: {lr: 1.0e-3, param: bf16, state: fp32}\n"
-                              "precision: {grad: fp16, accumulator: fp32}\n"
-                              "loss_scale: {mode: dynamic, init: 68719476736, backoff: 9.5367431640625e-07}\n";
-
+ * counts intervals as test_coverage_steps does (the same scenario with fp16 gradients
+ * into fp32 and the scaler; acceptance as in test_coverage: c_min = 269 for T = 300, 1e-4
+ * per metric). This runs the per-element totals a sampled run keeps per step under a loss
+ * scaler (el_step, added to el_tot when the step is kept). */
 static void test_coverage_loss_scale(void **state)
 {
     (void)state;
     const int T = (int)gp_test_count("GP_COVERAGE_SEEDS", 300);
-    uint64_t base = gp_test_seed(5000);
     const gp_metric ms[] = {GP_M_WEIGHT_REL_ERR, GP_M_STALE_UPDATE_FRAC, GP_M_M_REL_ERR, GP_M_V_REL_ERR,
                             GP_M_GRAD_REL_ERR_FULLBATCH};
     enum { NM = sizeof ms / sizeof ms[0] };
     int covered[NM] = {0};
-    gp_error e = {""};
-    gp_backend b;
-    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
-    for (int s = 0; s < T; s++) {
-        gp_result rf, rs;
-        int seed = (int)(base + (uint64_t)s);
-        run_whole_and_sampled(&b, scaled5, seed, "", &rf, &rs);
-        if (rf.metric[GP_M_SKIPPED_STEPS] != 1 || rs.metric[GP_M_SKIPPED_STEPS] != 1)
-            fail_msg("seed %d: skipped steps %g whole, %g sampled: the premise (step 1 only) fails", seed,
-                     rf.metric[GP_M_SKIPPED_STEPS], rs.metric[GP_M_SKIPPED_STEPS]);
-        count_covered(&rf, &rs, ms, NM, covered, seed);
-        if (s == 0)
-            printf("# seed %d: weight_rel_err %g exact, %g [%g, %g] sampled\n", seed, rf.metric[GP_M_WEIGHT_REL_ERR],
-                   rs.metric[GP_M_WEIGHT_REL_ERR], rs.ci_lo[GP_M_WEIGHT_REL_ERR], rs.ci_hi[GP_M_WEIGHT_REL_ERR]);
-        gp_result_free(&rf);
-        gp_result_free(&rs);
-    }
+    coverage_of_steps("precision: {grad: fp16, accumulator: fp32}\n"
+                      "loss_scale: {mode: dynamic, init: 68719476736, backoff: 9.5367431640625e-07}\n",
+                      gp_test_seed(5000), 1, -1.0, ms, NM, covered, T);
     assert_coverage("loss scaler, 5 steps: ", ms, NM, covered, T);
-    gp_backend_close(&b);
 }
 
 int main(void)
