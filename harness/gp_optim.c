@@ -253,6 +253,29 @@ static int differs(gp_format f, const void *a, size_t ao, const void *b, size_t 
     return 0;
 }
 
+/* a with its arrays pointed at the scratch arrays (param, m, v, master, comp), which get the
+ * chunk's state from before the step (old_*, n elements): another AdamW can then run on the
+ * inputs the subject had. */
+static gp_plugin_adamw_args on_old_state(const gp_optim_state *o, const gp_plugin_adamw_args *a, size_t n,
+                                         void *param, void *m, void *v, uint32_t *master, void *comp)
+{
+    gp_format pf = o->cfg.param, sf = o->cfg.state;
+    copy_elems(pf, param, 0, o->old_param, 0, n);
+    copy_elems(sf, m, 0, o->old_m, 0, n);
+    copy_elems(sf, v, 0, o->old_v, 0, n);
+    if (o->comp)
+        copy_elems(pf, comp, 0, o->old_comp, 0, n);
+    if (o->master)
+        memcpy(master, o->old_master, n * 4);
+    gp_plugin_adamw_args b = *a;
+    b.param = param;
+    b.m = m;
+    b.v = v;
+    b.master = master;
+    b.comp = comp;
+    return b;
+}
+
 /* Run each AdamW model of gp_optim_model_name on the old state of the chunk (the CPU
  * emulation's table, args a with the model's variant and order, scratch arrays) and
  * compare every output with what the subject wrote; a model that differs anywhere gets
@@ -264,21 +287,9 @@ static int check_models(gp_optim_state *o, const gp_plugin_adamw_args *a, size_t
     for (int k = 0; k < gp_optim_model_count(&o->cfg); k++) {
         if (!model_applies(&o->cfg, k))
             continue;
-        copy_elems(pf, o->param3, 0, o->old_param, 0, n);
-        copy_elems(sf, o->m3, 0, o->old_m, 0, n);
-        copy_elems(sf, o->v3, 0, o->old_v, 0, n);
-        if (o->comp)
-            copy_elems(pf, o->comp3, 0, o->old_comp, 0, n);
-        if (o->master)
-            memcpy(o->master3, o->old_master, n * 4);
-        gp_plugin_adamw_args a3 = *a;
+        gp_plugin_adamw_args a3 = on_old_state(o, a, n, o->param3, o->m3, o->v3, o->master3, o->comp3);
         a3.variant = g_models[k].variant >= 0 ? g_models[k].variant : a->variant;
         a3.evaluation = g_models[k].eval;
-        a3.param = o->param3;
-        a3.m = o->m3;
-        a3.v = o->v3;
-        a3.master = o->master3;
-        a3.comp = o->comp3;
         int rc = gp_cpu_backend()->adamw(&a3);
         if (rc == 1) { /* a configuration this model does not cover: it did not match */
             cnt->models_checked |= 1u << k;
@@ -629,19 +640,7 @@ static int compare_plugin(const gp_optim_step *s, const gp_backend *cmp, gp_opti
                           size_t off, uint8_t *diff, gp_optim_counts *cnt, gp_error *err)
 {
     memset(diff, 0, n);
-    copy_elems(pf, o->param2, 0, o->old_param, 0, n);
-    copy_elems(sf, o->m2, 0, o->old_m, 0, n);
-    copy_elems(sf, o->v2, 0, o->old_v, 0, n);
-    if (o->comp)
-        copy_elems(pf, o->comp2, 0, o->old_comp, 0, n);
-    if (o->master)
-        memcpy(o->master2, o->old_master, n * 4);
-    gp_plugin_adamw_args a2 = *a;
-    a2.param = o->param2;
-    a2.m = o->m2;
-    a2.v = o->v2;
-    a2.master = o->master2;
-    a2.comp = o->comp2;
+    gp_plugin_adamw_args a2 = on_old_state(o, a, n, o->param2, o->m2, o->v2, o->master2, o->comp2);
     int rc = cmp->ops->adamw(&a2);
     if (rc != 0)
         return fail(cmp, rc, err);

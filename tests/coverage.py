@@ -60,7 +60,7 @@ RUNNER_STEP = {
     "accumulate_step", "clip_ops", "clip_step", "ref_clip_coef", "compare_grad_scale",
     "coupled_step", "scaler_step", "simulate", "chunk_begin", "optimize_chunk", "optimize_run",
 }
-OPTIM_STEP = {"gp_optim_chunk", "compare_plugin", "formula_explained", "compare", "compare_outputs", "weight_at", "gp_optim_final"}
+OPTIM_STEP = {"gp_optim_chunk", "compare_plugin", "on_old_state", "formula_explained", "compare", "compare_outputs", "weight_at", "gp_optim_final"}
 
 MEASURED = {  # source file (relative) -> function filter (None: every function)
     "kernels/cpu/gp_cpu_backend.c": None,
