@@ -14,13 +14,13 @@ deps:
 	@scripts/install-deps.sh
 
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DGP_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 $(ASAN_BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGP_SANITIZE=ON -DGP_CUDA=OFF
+	cmake -S . -B $(ASAN_BUILD) -DGP_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DGP_SANITIZE=ON -DGP_CUDA=OFF
 
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
@@ -28,7 +28,7 @@ build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 # The coverage build (tests/coverage.py): only gradprec and the example plugin, with the CPU
 # backend and the runner instrumented (-DGP_COVERAGE=ON).
 $(COV_BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(COV_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_COVERAGE=ON -DGP_CUDA=OFF
+	cmake -S . -B $(COV_BUILD) -DGP_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_COVERAGE=ON -DGP_CUDA=OFF
 
 build-cov: deps $(COV_BUILD)/CMakeCache.txt
 	cmake --build $(COV_BUILD) -j $(JOBS) --target gradprec gp_example_plugin
@@ -58,7 +58,7 @@ test-python: build
 	  .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 
 fuzz: deps
-	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DGP_FUZZ=ON -DGP_CUDA=OFF
+	cmake -S . -B build-fuzz -DGP_WERROR=ON -DCMAKE_C_COMPILER=clang -DGP_FUZZ=ON -DGP_CUDA=OFF
 	cmake --build build-fuzz -j $(JOBS)
 
 bench: build

@@ -51,14 +51,21 @@ static int split(const char *path, char *dir, char *base)
     return 0;
 }
 
-/* A fresh candidate temporary name for base in dir. */
-static void temp_name(char *out, const char *dir, const char *base)
+/* A fresh candidate temporary name for base in dir; -1 when it does not fit in
+ * GP_OUT_PATH_MAX bytes (a path that long cannot be written beside). */
+_Static_assert(GP_OUT_PATH_MAX >= 4096, "temp_name's precisions assume 4096-byte paths");
+static int temp_name(char *out, const char *dir, const char *base)
 {
     static unsigned counter;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     unsigned r = (unsigned)ts.tv_nsec ^ (++counter * 2654435761u) ^ ((unsigned)(uintptr_t)out << 7);
-    snprintf(out, GP_OUT_PATH_MAX, "%s/.%.200s.gp-%ld-%08x", dir, base, (long)getpid(), r);
+    /* The precisions bound the name below 3700 + 2 + 200 + 4 + 20 + 1 + 8 + 1 < 4096 bytes
+     * (GP_OUT_PATH_MAX), so the compiler sees it fits; a longer dir is refused, never cut. */
+    if (strlen(dir) > 3700)
+        return -1;
+    snprintf(out, GP_OUT_PATH_MAX, "%.3700s/.%.200s.gp-%ld-%08x", dir, base, (long)getpid(), r);
+    return 0;
 }
 
 static int same_file(const struct stat *a, const struct stat *b)
@@ -132,7 +139,8 @@ int gp_out_write_file(const char *path, const char *data, size_t len, gp_error *
         return gp_error_set(err, "%s: empty or too long a path", path ? path : "(null)");
     int fd = -1;
     for (int tries = 0; tries < 100 && fd < 0; tries++) {
-        temp_name(tmp, dir, base);
+        if (temp_name(tmp, dir, base) != 0)
+            return gp_error_set(err, "%s: too long a path to write beside", path);
         fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST)
             return gp_error_set(err, "%s: cannot write: %s", path, strerror(errno));

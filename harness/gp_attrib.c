@@ -107,7 +107,7 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
 
 #define GP_AT_PAIR(a, g) ((a) * GP_NFORMATS + (g))
 
-GP_ATTRIB_CLONES int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
+GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
                                      size_t n, double s, double inv, double errw, double *const *err, double *te2,
                                      gp_attrib_counts *cnt)
 {
@@ -143,6 +143,15 @@ GP_ATTRIB_CLONES int gp_attrib_block(gp_format af, gp_format gf, const void *old
     return 1;
 }
 
+/* The exported symbol is a plain function: clang 14 gives callers in other files no
+ * symbol for a cloned function (its dispatcher is local), so the clones stay static. */
+int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
+                                     size_t n, double s, double inv, double errw, double *const *err, double *te2,
+                                     gp_attrib_counts *cnt)
+{
+    return gp_attrib_block_clones(af, gf, old, acc, grad, n, s, inv, errw, err, te2, cnt);
+}
+
 /* The RNE rounding of a zero, or of a magnitude in gf's normal range, as gp_fmt_from_f64_rne
  * rounds it (a zero: the signed zero). */
 GP_AT_INLINE void store(gp_format gf, int divide, const double *restrict xs, size_t n, double scale, double inv,
@@ -174,7 +183,7 @@ GP_AT_INLINE void store(gp_format gf, int divide, const double *restrict xs, siz
     *nonzero += nz;
 }
 
-GP_ATTRIB_CLONES int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw,
+GP_ATTRIB_CLONES static int gp_store_block_clones(gp_format gf, const double *xs, size_t n, double s, double inv, double errw,
                                     void *grad, double *partial, double *err_round, uint64_t *nonzero)
 {
     if ((gf != GP_BF16 && gf != GP_FP16 && gf != GP_FP32) || n > GP_ATTRIB_BLOCK)
@@ -205,4 +214,12 @@ GP_ATTRIB_CLONES int gp_store_block(gp_format gf, const double *xs, size_t n, do
     }
 #undef GP_ST_CASE
     return 1;
+}
+
+/* The exported symbol is a plain function: clang 14 gives callers in other files no
+ * symbol for a cloned function (its dispatcher is local), so the clones stay static. */
+int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw,
+                                    void *grad, double *partial, double *err_round, uint64_t *nonzero)
+{
+    return gp_store_block_clones(gf, xs, n, s, inv, errw, grad, partial, err_round, nonzero);
 }

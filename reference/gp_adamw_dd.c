@@ -127,7 +127,7 @@ void gp_adamw_dd_state_get(const gp_adamw_dd_state *st, size_t i, double *w, dou
  * of an error-free sum is unique (s = RN(a + b), and a + b - s exactly, +0 when it is
  * zero in both: x - x = +0 to nearest), so the pair, and all that follows, are the same;
  * the loop-carried path is two dependent additions shorter. */
-GP_DD_CLONES gp_dd gp_dd_sumsq_add(gp_dd acc, const double *x, size_t n)
+GP_DD_CLONES static gp_dd gp_dd_sumsq_add_clones(gp_dd acc, const double *x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         double p, e;
@@ -141,6 +141,13 @@ GP_DD_CLONES gp_dd gp_dd_sumsq_add(gp_dd acc, const double *x, size_t n)
         acc = gp_dd_fast_two_sum(v.hi, t.lo + v.lo);
     }
     return acc;
+}
+
+/* The exported symbol is a plain function: clang 14 gives callers in other files no
+ * symbol for a cloned function (its dispatcher is local), so the clones stay static. */
+gp_dd gp_dd_sumsq_add(gp_dd acc, const double *x, size_t n)
+{
+    return gp_dd_sumsq_add_clones(acc, x, n);
 }
 
 /* ---- the step ---- */

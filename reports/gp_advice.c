@@ -105,9 +105,9 @@ static void cells(const json_t *a, int with_model, char out[][32], int *n)
     bytes_text(dnum(a, "extra_bytes_scenario"), out[k++]);
     if (with_model) {
         char b[32];
-        snprintf(out[k++], 32, "%s (%+.2f%%)", bytes_text(dnum(a, "extra_bytes_trainable"), b),
+        snprintf(out[k++], 32, "%.16s (%+.2f%%)", bytes_text(dnum(a, "extra_bytes_trainable"), b),
                  dnum(a, "percent_trainable"));
-        snprintf(out[k++], 32, "%s (%+.2f%%)", bytes_text(dnum(a, "extra_bytes_all_params"), b),
+        snprintf(out[k++], 32, "%.16s (%+.2f%%)", bytes_text(dnum(a, "extra_bytes_all_params"), b),
                  dnum(a, "percent_all_params"));
     }
     *n = k;

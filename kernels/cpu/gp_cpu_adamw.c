@@ -242,7 +242,7 @@ void gp_cpu_adamw_fast(gp_adamw_config cfg, const gp_adamw_scalars *s, gp_format
     run_blocks(&J, n, (size_t)gp_adamw_fused_tail(cfg.param, n));
 }
 
-GP_ADAMW_CLONES void gp_cpu_unscale_fp32(uint32_t *acc, size_t n, float inv_scale, int *found_inf)
+GP_ADAMW_CLONES static void gp_cpu_unscale_fp32_clones(uint32_t *acc, size_t n, float inv_scale, int *found_inf)
 {
     for (size_t i0 = 0; i0 < n; i0 += BLK) {
         size_t nb = n - i0 < BLK ? n - i0 : BLK;
@@ -257,4 +257,11 @@ GP_ADAMW_CLONES void gp_cpu_unscale_fp32(uint32_t *acc, size_t n, float inv_scal
         for (size_t j = 0; j < nb; j++)
             a[j] = gp_f32_bits(gp_f32_from_bits(a[j]) * inv_scale);
     }
+}
+
+/* The exported symbol is a plain function: clang 14 gives callers in other files no
+ * symbol for a cloned function (its dispatcher is local), so the clones stay static. */
+void gp_cpu_unscale_fp32(uint32_t *acc, size_t n, float inv_scale, int *found_inf)
+{
+    gp_cpu_unscale_fp32_clones(acc, n, inv_scale, found_inf);
 }
