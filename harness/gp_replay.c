@@ -765,17 +765,18 @@ static int still_same(const gp_replay_entry *e, gp_error *err)
                             strerror(errno));
     ident_of(&st, &now);
     if (now.size != e->id.size)
-        return gp_error_set(err, "%s: entry '%s': the file changed while gradprec read it (%llu bytes when opened, "
+        return gp_error_set(err, "%s: entry '%s': the file %s while gradprec read it (%llu bytes when opened, "
                             "%llu now): its data can no longer be trusted", e->dump->path, e->name,
-                            (unsigned long long)e->id.size, (unsigned long long)now.size);
-    if (now.mtime_ns != e->id.mtime_ns || now.ctime_ns != e->id.ctime_ns)
-        return gp_error_set(err, "%s: entry '%s': the file changed while gradprec read it (modified since it was "
-                            "opened): its data can no longer be trusted", e->dump->path, e->name);
+                            now.size < e->id.size ? "was truncated" : "changed", (unsigned long long)e->id.size,
+                            (unsigned long long)now.size);
     int gone = stat(path, &st) != 0;
     if (gone || (uint64_t)st.st_dev != e->id.dev || (uint64_t)st.st_ino != e->id.ino)
         return gp_error_set(err, "%s: entry '%s': the file changed while gradprec read it (%s since it was "
                             "opened): its data can no longer be trusted", e->dump->path, e->name,
                             gone ? "removed" : "replaced by another file");
+    if (now.mtime_ns != e->id.mtime_ns || now.ctime_ns != e->id.ctime_ns)
+        return gp_error_set(err, "%s: entry '%s': the file changed while gradprec read it (modified since it was "
+                            "opened): its data can no longer be trusted", e->dump->path, e->name);
     return 0;
 }
 
