@@ -529,9 +529,9 @@ static void test_many_tensors_parsed_once(void **state)
     print_message("# headers parsed %llu, opens shared %llu\n", (unsigned long long)(s1.parsed - s0.parsed),
                   (unsigned long long)(s1.shared - s0.shared));
     assert_int_equal(s1.parsed - s0.parsed, 1);
-    /* every tensor's grad and weight, at load and at run, for both points: 2 x 2 x 2 x 300
-     * opens, the first of which parsed */
-    assert_int_equal(s1.shared - s0.shared, 8 * MANY_T - 1);
+    /* today every tensor's grad and weight, at load and at run, for both points: 2 x 2 x 2 x
+     * 300 opens, the first of which parsed; at least each point's run of each tensor shared */
+    assert_true(s1.shared - s0.shared >= 2 * MANY_T);
     for (size_t i = 0; i < n; i++) {
         gp_result_free(&res[i]);
         gp_scenario_free(&sc[i]);
