@@ -11,6 +11,7 @@
 #include "../harness/gp_backend.h"
 #include "../harness/gp_generate.h"
 #include "../harness/gp_plugin_worker.h"
+#include "../harness/gp_replay.h"
 #include "../harness/gp_run_all.h"
 #include "../harness/gp_sample.h"
 #include "../harness/gp_scenario.h"
@@ -202,10 +203,11 @@ int gradprec_run(const gradprec_set *s, const char *backend, const struct gp_plu
     clock_gettime(CLOCK_MONOTONIC, &t0);
     gp_run_opts ro = {r->jobs, 1, 0.0, NULL, 0.0};
     int frc = gp_run_all(s->sc, s->n, &b, have_cb ? &cb : NULL, &ro, r->res, &e);
+    gp_replay_forget_idle(); /* a long-lived process keeps no dump open between runs */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (frc != 0) {
-        rc = frc == -2 ? GRADPREC_BAD_INPUT : GRADPREC_INTERNAL; /* -3 (time limit) cannot happen: none set */
+        rc = frc == -2 ? GRADPREC_BAD_INPUT : GRADPREC_INTERNAL; /* -3: a crashed plugin, a dump changed while read */
         goto done;
     }
     gp_run_report rep = run_report(r, ptrs);

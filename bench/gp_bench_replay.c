@@ -1,7 +1,7 @@
 /* gp_bench_replay.c — `gp_bench --replay [--replay-gib G] [--replay-dense] [--replay-sample N]
  * [--replay-big-only]`: (f) replay throughput next to the synthetic generator on the same
- * sizes, (g) peak resident memory replaying a dump far larger than that memory (mapped
- * and streamed, never loaded whole), whole or sampled. Dumps are written into $TMPDIR
+ * sizes, (g) peak resident memory replaying a dump far larger than that memory (read in
+ * chunks with pread, never loaded whole), whole or sampled. Dumps are written into $TMPDIR
  * (default /tmp) and removed. See bench/README.md. */
 #define _DEFAULT_SOURCE /* posix_fadvise */
 #include <fcntl.h>

@@ -749,21 +749,20 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
     snprintf(name, sizeof name, "%s/step%d/mb%d", ts->grad.replay_key, c->step, k);
     if (gp_replay_entry_get(c->dump, name, &e, &re) != 0) {
         gp_error_set(err, "tensor '%s': %s", ts->name, re.msg);
-        return -2; /* bad input */
+        return -3; /* the loader saw it: the dump changed since (a fault, as a read's) */
     }
     if (e.fmt != c->gf || (c->idx ? ts->size > e.n : c->i0 + c->n > e.n)) {
         gp_replay_entry_release(&e);
         gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", ts->name,
                      gp_replay_path(c->dump), name);
-        return -2;
+        return -3;
     }
-    if (c->idx) {
-        gp_replay_read_idx_stream(&e, c->idx + c->i0, c->n, c->m); /* a sample's pages leave too */
-    } else {
-        gp_replay_read(&e, c->i0, c->n, c->m);
-        gp_replay_drop(&e, c->i0, c->n); /* streamed: a dump larger than memory stays out of it */
-    }
+    int rd = c->idx ? gp_replay_read_idx(&e, c->idx + c->i0, c->n, c->m, &re) : gp_replay_read(&e, c->i0, c->n, c->m, &re);
     gp_replay_entry_release(&e);
+    if (rd != 0) { /* truncated or changed while read */
+        gp_error_set(err, "tensor '%s': %s", ts->name, re.msg);
+        return -3;
+    }
     double f = c->s / c->rs; /* exact: s and rs are powers of two */
     for (size_t i = 0; i < c->n; i++)
         c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
@@ -1514,20 +1513,21 @@ static int optimize_chunk(sim *S, lane *L, size_t t, uint64_t i0, size_t n, cons
             snprintf(name, sizeof name, "%s/weight", spec->weight.replay_key);
             if (gp_replay_entry_get(S->wdump[t], name, &e, &re) != 0) {
                 gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
-                return -2;
+                return -3; /* changed since the loader saw it */
             }
-            if (S->idx[t]) {
-                gp_replay_read_idx_stream(&e, S->idx[t] + i0, n, L->wbuf);
-            } else if (i0 + n <= e.n) {
-                gp_replay_read(&e, i0, n, L->wbuf);
-                gp_replay_drop(&e, i0, n);
-            } else {
+            if (!S->idx[t] && i0 + n > e.n) {
                 gp_replay_entry_release(&e);
                 gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", spec->name,
                              gp_replay_path(S->wdump[t]), name);
-                return -2;
+                return -3;
             }
+            int rd = S->idx[t] ? gp_replay_read_idx(&e, S->idx[t] + i0, n, L->wbuf, &re)
+                               : gp_replay_read(&e, i0, n, L->wbuf, &re);
             gp_replay_entry_release(&e);
+            if (rd != 0) {
+                gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
+                return -3;
+            }
             w0 = L->wbuf;
         } else if (S->idx[t]) { /* sampled: the chosen elements' generated weights */
             gp_generate_at(&S->sc->tensors[t].weight, S->sc->seed, gp_stream_id(GP_STREAM_WEIGHT, t, 0, 0),
@@ -2483,7 +2483,7 @@ static void replay_end(replay_run *R, size_t nt)
     free(R->view.tensors);
 }
 
-/* Open the dumps and choose the samples of scenario sc (bad input: -2). */
+/* Open the dumps and choose the samples of scenario sc (a dump that fails to open: -3). */
 static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
 {
     size_t nt = sc->ntensors;
@@ -2503,15 +2503,17 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
     for (size_t t = 0; t < nt; t++) {
         const gp_tensor_spec *ts = &sc->tensors[t];
         gp_error e = {""};
+        /* Shared (gp_replay.h): every tensor, scenario and sweep point of the run reads one
+         * parsed dump. The loader opened it: failing now, it changed since (a fault). */
         if (ts->grad.kind == GP_DIST_REPLAY && gp_replay_open(ts->grad.replay, &R->dump[t], &e) != 0) {
             replay_end(R, nt);
             gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
-            return -2;
+            return -3;
         }
         if (ts->weight.kind == GP_DIST_REPLAY && gp_replay_open(ts->weight.replay, &R->wdump[t], &e) != 0) {
             replay_end(R, nt);
             gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
-            return -2;
+            return -3;
         }
         uint64_t n = gp_run_tensor_elements(sc, t);
         R->w[t] = 1.0;
