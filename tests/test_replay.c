@@ -133,7 +133,7 @@ static const char *scenario_text =
 static int load_scenario(const char *name, const char *dump, const char *weight, const char *grad, const char *acc,
                          gp_scenario *sc, gp_error *e)
 {
-    char path[4200], text[2048];
+    char path[4200], text[8192];
     snprintf(path, sizeof path, "%s/%s", scratch, name);
     snprintf(text, sizeof text, scenario_text, dump, weight, grad, acc);
     write_text(path, text);
@@ -231,7 +231,7 @@ static void test_npy_bf16_by_hand(void **state)
 
 static void expect_refused(const char *dump, const char *grad, const char *size_line, const char *want)
 {
-    char path[4200], text[2048];
+    char path[4200], text[8192];
     snprintf(path, sizeof path, "%s/bad.yaml", scratch);
     snprintf(text, sizeof text,
              "name: bad\ntensors:\n  - name: layer.w\n%s    grad: {replay: %s, key: w}\n"
