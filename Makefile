@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 COV_BUILD ?= build-cov
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build build-asan build-cov run test test-python test-coverage test-asan fuzz bench clean
+.PHONY: all deps build build-asan build-cov build-clang-release run test test-python test-coverage test-asan fuzz bench clean
 
 all: build
 
@@ -32,6 +32,12 @@ $(COV_BUILD)/CMakeCache.txt: | deps
 
 build-cov: deps $(COV_BUILD)/CMakeCache.txt
 	cmake --build $(COV_BUILD) -j $(JOBS) --target gradprec gp_example_plugin
+
+# A configuration beyond the default one (.ci/run builds it): clang, Release, -Werror;
+# the command and the library, which is what a user's own build makes.
+build-clang-release: deps
+	cmake -S . -B build-clang-release -DGP_WERROR=ON -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DGP_CUDA=OFF
+	cmake --build build-clang-release -j $(JOBS) --target gradprec gradprec_shared
 
 # Exit 1 means scenarios failed their thresholds (the default suite reproduces known
 # incidents, so some do): findings, not a broken tool.
@@ -65,4 +71,4 @@ bench: build
 	./$(BUILD)/bench/gp_bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(COV_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(COV_BUILD) build-fuzz build-clang-release
