@@ -54,9 +54,11 @@ class Run:
         else:
             self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, **kw)
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda t: 1.0 / (1.0 + 0.5 * t))
-        # growth every 2 clean steps: after 3 warm-up steps the tracker is 1, so the scale
-        # grows in the first captured step (the tracker carried in decides when)
-        self.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12, growth_interval=2) if kind == "amp" else None
+        # growth x8 every 2 clean steps: after 3 clean warm-up steps the tracker is 1, so the
+        # scale grows in the first captured step (the tracker carried in decides when), to
+        # 2^20, where the fp16 backward overflows: the second step is skipped (backoff 2^-4)
+        self.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 14, growth_factor=8.0, backoff_factor=2.0 ** -4,
+                                           growth_interval=2) if kind == "amp" else None
         if warmup:
             for s, lengths in enumerate(WARMUP):
                 self._step(None, lengths, 100 + s)
@@ -238,6 +240,10 @@ def test_dump_holds_torch_state(runs, case):
         ls = doc["loss_scale"]
         assert ls["replay_scales"] == r.scales and ls["init"] == r.scales[0]
         assert ls["tracker"] == r.entry_tracker == 1
+        assert r.skipped == [False, True, False]  # the premise: a skipped step between two that ran
+        for n in r.names:  # a skipped step's after-state is the state before it
+            for o in outs:
+                assert _bits_equal(d["%s/step1/%s" % (n, o)], d["%s/step0/%s" % (n, o)]), (n, o)
 
 
 def _twin_missing():
@@ -330,7 +336,7 @@ def test_tracker_decides_when_the_scale_grows(runs, twin):
     # The scale grew in the first captured step because torch's growth tracker was 1 on
     # entering; a scaler model started from a clean tracker grows one step later.
     r = runs[("amp", "single")]
-    assert r.scales[1] == 2 * r.scales[0]
+    assert r.scales[1] == 8 * r.scales[0]
     doc = r.cap.scenario()
     doc["loss_scale"]["tracker"] = 0
     sc = _replay(r, doc, "tracker0.yaml")

@@ -513,7 +513,8 @@ class Capture:
             s = float(self.scaler.get_scale())
             if self._window and s != self._wscale:
                 raise RuntimeError("microbatch: the GradScaler's scale changed inside an accumulation window "
-                                   "(%g, then %g): call scaler.update() after the window's last micro-batch"
+                                   "(%g, then %g): call scaler.update() after the window's last micro-batch, and "
+                                   "cap.step() after a skipped step that ends a partial window"
                                    % (self._wscale, s))
             if not self._windows and not self._window and s != self._scale0[0]:
                 raise RuntimeError("microbatch: the GradScaler's scale changed between entering the capture and "
