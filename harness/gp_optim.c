@@ -104,9 +104,11 @@ void gp_optim_state_free(gp_optim_state *o)
 }
 
 void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t i0, size_t n, size_t off,
-                   const float *winit)
+                   const gp_optim_values *init)
 {
     gp_format pf = o->cfg.param, sf = o->cfg.state;
+    const gp_optim_values none = {NULL, NULL, NULL, NULL}, *in = init ? init : &none;
+    const float *winit = in->param;
     float w[256];
     for (size_t j0 = 0; j0 < n; j0 += 256) {
         size_t nn = n - j0 < 256 ? n - j0 : 256;
@@ -119,20 +121,51 @@ void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t 
             uint32_t pbits = gp_fmt_from_f32_bits(pf, gp_f32_bits(w[j]), GP_RNE, 0, 0, (unsigned *)0);
             gp_pack_set(pf, o->param, e, pbits);
             if (o->master)
-                o->master[e] = gp_f32_bits(w[j]);
+                o->master[e] = gp_f32_bits(in->master ? in->master[j0 + j] : w[j]);
             if (o->comp)
                 gp_pack_set(pf, o->comp, e, 0);
-            gp_pack_set(sf, o->m, e, 0);
-            gp_pack_set(sf, o->v, e, 0);
+            /* a carried m, v: stored values of the state format, so the rounding is exact */
+            uint32_t mb = in->m ? gp_fmt_from_f32_bits(sf, gp_f32_bits(in->m[j0 + j]), GP_RNE, 0, 0, (unsigned *)0) : 0;
+            uint32_t vb = in->v ? gp_fmt_from_f32_bits(sf, gp_f32_bits(in->v[j0 + j]), GP_RNE, 0, 0, (unsigned *)0) : 0;
+            gp_pack_set(sf, o->m, e, mb);
+            gp_pack_set(sf, o->v, e, vb);
             o->lost[e] = 0;
             o->state_err[e] = 0;
             o->formula_err[e] = 0;
             for (int k = 0; k < 4 && o->el_cnt[0]; k++)
                 o->el_cnt[k][e] = 0;
-            double w0 = o->master ? (double)w[j] : gp_fmt_to_f64(pf, pbits);
-            gp_adamw_dd_state_set(&o->ref, e, w0);
+            double w0 = o->master ? (double)gp_f32_from_bits(o->master[e]) : gp_fmt_to_f64(pf, pbits);
+            gp_adamw_dd_state_set_mv(&o->ref, e, w0, gp_fmt_to_f64(sf, mb), gp_fmt_to_f64(sf, vb));
         }
     }
+}
+
+void gp_optim_twin(const gp_optim_state *o, size_t off, size_t n, const gp_optim_values *torch, long step, size_t t,
+                   uint64_t i0, const uint64_t *elem, gp_optim_counts *cnt, gp_mismatch *first)
+{
+    const struct {
+        const char *name;
+        gp_format f;
+        const void *mine;
+        const float *theirs;
+    } out[4] = {{"m", o->cfg.state, o->m, torch->m},
+                {"v", o->cfg.state, o->v, torch->v},
+                {"master", GP_FP32, o->master, o->master ? torch->master : NULL},
+                {"param", o->cfg.param, o->param, torch->param}};
+    for (size_t j = 0; j < n; j++)
+        for (int q = 0; q < 4; q++) {
+            if (!out[q].mine || !out[q].theirs)
+                continue;
+            gp_format f = out[q].f;
+            uint32_t mine = gp_pack_get(f, out[q].mine, off + j);
+            uint32_t theirs = gp_fmt_from_f32_bits(f, gp_f32_bits(out[q].theirs[j]), GP_RNE, 0, 0, (unsigned *)0);
+            cnt->twin_checked++;
+            if (gp_fmt_agree(f, mine, theirs))
+                continue;
+            cnt->twin_mismatch++;
+            gp_mismatch_note(first, "twin", out[q].name, step, -1, t, (int64_t)(elem ? elem[j] : i0 + j),
+                             gp_fmt_get(f).width, mine, theirs);
+        }
 }
 
 /* The weight the training carries: the master, else the param (Kahan: param - comp,
@@ -392,7 +425,7 @@ static formula_bounds formula_bounds_make(const gp_optim_state *o, const gp_scen
      * cancellation; the update moves with bc1 and sqrt(bc2) */
     f.rel_u = 0x1p-20 + ((double)s->t + 2) * 0x1p-24 * (b1t / (1 - b1t) + b2t / (2 * (1 - b2t)));
     f.eps = sc->optimizer.eps;
-    f.decay = 1.0 - s->lr * sc->optimizer.weight_decay;
+    f.decay = 1.0 - s->lr * s->weight_decay;
     f.lr = s->lr;
     f.step = k->step_size;
     f.bc2s = k->bc2_sqrt;
@@ -574,10 +607,10 @@ static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_opt
 {
     gp_format pf = o->cfg.param, sf = o->cfg.state;
     gp_adamw_scalars k = gp_adamw_scalars_make(s->lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
-                                               sc->optimizer.weight_decay, s->t);
+                                               s->weight_decay, s->t);
     const double b1 = sc->optimizer.beta1, b2 = sc->optimizer.beta2;
     const double c1 = 1.0 - b1, c2 = 1.0 - b2;
-    const attr_consts K = {b1, b2, c1, c2, sc->optimizer.eps, 1.0 - s->lr * sc->optimizer.weight_decay,
+    const attr_consts K = {b1, b2, c1, c2, sc->optimizer.eps, 1.0 - s->lr * s->weight_decay,
                            -k.step_size, k.bc2_sqrt};
     formula_bounds fb = formula_bounds_make(o, sc, s, &k);
     uint64_t formula = 0;
@@ -683,7 +716,7 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
     a.beta1 = sc->optimizer.beta1;
     a.beta2 = sc->optimizer.beta2;
     a.eps = sc->optimizer.eps;
-    a.weight_decay = sc->optimizer.weight_decay;
+    a.weight_decay = s->weight_decay;
     a.step = s->t;
     a.inv_scale = 1.0f;
     a.found_inf = &s->found_inf;
@@ -749,9 +782,9 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
             cnt->skip_writes += diff[j] | mv_changed[j];
     } else {
         gp_adamw_scalars k = gp_adamw_scalars_make(s->lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
-                                                   sc->optimizer.weight_decay, s->t);
+                                                   s->weight_decay, s->t);
         double b1 = sc->optimizer.beta1, b2 = sc->optimizer.beta2, eps = sc->optimizer.eps;
-        double decay = 1.0 - s->lr * sc->optimizer.weight_decay;
+        double decay = 1.0 - s->lr * s->weight_decay;
         formula_bounds fb = formula_bounds_make(o, sc, s, &k);
         for (size_t j = 0; j < n; j++) {
             size_t e = off + j;

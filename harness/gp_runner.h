@@ -183,6 +183,10 @@ typedef struct {
                                     RNE rounding per stored value implies (gp_format_floor) */
     double floor_weight;         /* ... of the final weights (the stored weight's format) */
     gp_mismatch first_mismatch;  /* --compare: the first output the backends disagreed on */
+    gp_mismatch first_twin;      /* tensors with `twin`: the first output of the backend that differs
+                                    from torch's after the same step (gp_optim_twin: step = the
+                                    1-based iteration, the dump's step<step-1>; value = the
+                                    replay's bits, compared = torch's) */
     gp_verdict verdict;
     gp_mechanism dominant;       /* the mechanism that lost most beyond its floor (see
                                     gp_runner.c, judge); GP_NMECH when nothing was lost */
@@ -270,8 +274,8 @@ uint64_t gp_run_bytes_per_element(const gp_scenario *sc);
  * N >= M). Tensors of explicit values are never sampled. */
 uint64_t gp_run_tensor_elements(const gp_scenario *sc, size_t t);
 
-/* The work of a run in element-accumulations (of the elements it simulates): steps x (elements x micro-batches +
- * GP_RUN_STEP_OVERHEAD, what a step costs beyond its elements), saturating. The loader
+/* The work of a run in element-accumulations (of the elements it simulates): the sum over steps of
+ * (elements x the step's micro-batches + GP_RUN_STEP_OVERHEAD, what a step costs beyond its elements), saturating. The loader
  * refuses scenarios above GP_MAX_WORK (docs/limits.md). */
 #define GP_RUN_STEP_OVERHEAD 4096
 uint64_t gp_run_work(const gp_scenario *sc);

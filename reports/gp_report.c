@@ -54,9 +54,27 @@ static void model_list(const gp_scenario *sc, const gp_result *r, int matched, c
             k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", gp_optim_model_name(&cfg, m));
 }
 
+/* The first departure of a replay from torch's twin (tensors with `twin`: docs/replay.md),
+ * the note that comes first: where, which output, both values in decimal and hex. */
+static void twin_note(const gp_scenario *sc, const gp_result *r, gp_notes *o)
+{
+    const gp_mismatch *m = &r->first_twin;
+    if (!m->set || m->tensor >= sc->ntensors)
+        return;
+    const char *out = m->output;
+    gp_format f = !strcmp(out, "param") ? sc->optimizer.param : !strcmp(out, "master") ? GP_FP32 : sc->optimizer.state;
+    const char *entry = !strcmp(out, "m") ? "exp_avg" : !strcmp(out, "v") ? "exp_avg_sq" : out;
+    note(o, "not torch's twin: %.0f element-outputs differ; first at step %ld, tensor %s element %lld, %s (%s/step%ld/"
+         "%s): torch %.9g (0x%0*x), replay %.9g (0x%0*x); the verdicts judge this replay, not the user's run",
+         r->metric[GP_M_TWIN_MISMATCH_COUNT], m->step - 1, sc->tensors[m->tensor].name, (long long)m->element, out,
+         sc->tensors[m->tensor].twin.key, m->step - 1, entry, gp_fmt_to_f64(f, m->compared), m->bits / 4,
+         (unsigned)m->compared, gp_fmt_to_f64(f, m->value), m->bits / 4, (unsigned)m->value);
+}
+
 void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
 {
     o->n = 0;
+    twin_note(sc, r, o);
     if (r->st.opt.models_checked) {
         char names[200];
         model_list(sc, r, 1, names, sizeof names);
