@@ -15,7 +15,8 @@
  * iterations that were not skipped.
  *
  * Model of one accumulation. For tensor element i and micro-batch k with n_k tokens (N = sum n_k, A =
- * accumulation_steps), the generated per-token-mean gradient m_k (an fp32 value) is
+ * accumulation_steps; with per-step token counts, step s's own K_s micro-batches, n_k and N = N_s, A
+ * the same for every step), the generated per-token-mean gradient m_k (an fp32 value) is
  * exact; the token sum is S_k = n_k m_k (explicit values: S_k = sum of the values).
  * The backward's exact output under each reduction is x_k = S_k/N (token_mean),
  * S_k/(n_k A) (mean), S_k/n_k (mean_no_div), S_k (sum); it is scaled by the loss
@@ -49,6 +50,13 @@
  * floor(f 2^32) / 2^32 (README), a drift below 2^-32 per draw, added to (1)'s bound. The
  * metric is |S| / T: a value above 1 fails (a biased rounding, or bits shared by
  * neighbouring elements or reused across micro-batches).
+ *
+ * A capture replayed as torch's twin (docs/replay.md): a tensor's `state` sets its initial m, v
+ * (and master) and step count T0 (gp_optim.h, "Step counts"); after every optimizer step a
+ * tensor with `twin` has its stored m, v, master and param compared with torch's entries of
+ * that step bit for bit (gp_optim_twin): twin_mismatch_count, the first departure in
+ * gp_result.first_twin. Each tensor's lr (lr_steps, else lr x schedule) and weight decay
+ * may be its own (tensors[i].optimizer).
  *
  * Sampled runs (a `sample:`; docs/scenarios.md). Only the sampled elements run; the
  * global clipping norm, of the backend and of the reference, is estimated from them:

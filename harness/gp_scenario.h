@@ -126,11 +126,13 @@ typedef struct {
         int microbatches;       /* K (< A makes a partial last window), default 8 */
         long *tokens;           /* K token counts; default 512 each. YAML: an integer
                                    (all equal), a list, or {min, max} drawn uniformly
-                                   with the scenario seed. With per-step counts: step 0's */
+                                   with the scenario seed. With per-step counts: those of
+                                   the first step with K micro-batches */
         /* YAML a list of `steps` lists: step s has its own K_s = step_mb[s] micro-batches
            (1 <= K_s <= max K_s = microbatches <= accumulation_steps) with token counts
            step_tokens[s][0..K_s); NULL: every step has K and tokens (use
-           gp_scenario_step_mb / gp_scenario_step_tokens). malloc'ed */
+           gp_scenario_step_mb / gp_scenario_step_tokens). malloc'ed; step_tokens has a
+           NULL after its `steps` lists */
         int *step_mb;
         long **step_tokens;
     } batch;

@@ -287,6 +287,16 @@ static json_t *config_json(const gp_scenario *sc)
     for (int k = 0; k < sc->batch.microbatches; k++)
         json_array_append_new(tok, json_integer(sc->batch.tokens[k]));
     json_object_set_new(b, "tokens", tok);
+    if (sc->batch.step_tokens) { /* per-step counts: step s's K_s (tokens: the first step with K) */
+        json_t *steps = json_array();
+        for (int st = 0; st < sc->steps; st++) {
+            json_t *row = json_array();
+            for (int k = 0; k < sc->batch.step_mb[st]; k++)
+                json_array_append_new(row, json_integer(sc->batch.step_tokens[st][k]));
+            json_array_append_new(steps, row);
+        }
+        json_object_set_new(b, "step_tokens", steps);
+    }
     json_object_set_new(o, "batch", b);
     json_t *ls = json_object();
     json_object_set_new(ls, "mode", json_string(gp_ls_mode_name(sc->loss_scale.mode)));
