@@ -156,7 +156,8 @@ class _OptimizerPlan:
                 if k in st and st[k].dtype != q.dtype:
                     raise ValueError("optimizer: state %s of %s is %s, not the dtype of the tensor it updates (%s)"
                                      % (k, n, st[k].dtype, q.dtype))
-        self.entry = [dict(self.hyper(g)) for g in groups]
+        self.entry = [self.hyper(g) for g in groups]
+        self.keys = self._evaluation()  # sqrt_evaluation() probes torch once per process (cached)
 
     @staticmethod
     def _form(g):
@@ -191,8 +192,8 @@ class _OptimizerPlan:
             out.append(q)
         return out
 
-    @classmethod
-    def hyper(cls, g):
+    @staticmethod
+    def hyper(g):
         return {"lr": float(g["lr"]), "betas": [float(b) for b in g["betas"]], "eps": float(g["eps"]),
                 "weight_decay": float(g["weight_decay"])}
 
@@ -217,7 +218,7 @@ class _OptimizerPlan:
             return None
         return st["exp_avg"], st["exp_avg_sq"], int(st["step"])
 
-    def evaluation(self):
+    def _evaluation(self):
         """optimizer's evaluation/fused keys for the form on this host."""
         if self.form == "fused":
             return {"fused": "torch_cpu"}
@@ -331,7 +332,6 @@ class Capture:
 
         if self.optimizer is not None:  # refused now, before anything is written
             self._plan = _OptimizerPlan(self.optimizer, self._named, self.params, self.master)
-            self._plan.evaluation()  # sqrt_evaluation() probes torch once per process (cached)
         if self.scaler is not None:
             self._scale0 = (float(self.scaler.get_scale()), int(self.scaler._get_growth_tracker()))
         self._made_dir = not os.path.isdir(self.out_dir)
@@ -644,7 +644,7 @@ class Capture:
                "state": _fmt(plan.state_dtype, "optimizer.state")}
         if plan.master:
             doc["master"] = "fp32"
-        doc.update(plan.evaluation())
+        doc.update(plan.keys)
         return doc
 
     def _tensor_optimizer(self, i, opt):
