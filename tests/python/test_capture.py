@@ -136,7 +136,7 @@ def test_steps_with_different_token_counts(tmp_path):
     y = (tmp_path / "scenario.yaml").read_text()
     assert "  tokens:\n    - [8, 6]\n    - [4, 20]\n    - [12]\n" in y
     # with distributed: a scenario has one list for every step: refused when a step differs
-    with pytest.raises(ValueError, match="step 1 has token counts \\[4, 20\\], step 0 has \\[8, 6\\]; with distributed"):
+    with pytest.raises(ValueError, match=r"step 1 has token counts \[4, 20\], step 0 has \[8, 6\]; with distrib"):
         with gpt.capture(model, tmp_path / "ddp", reduction="mean", accumulation_steps=2,
                          scenario={"distributed": {"world_size": 2}}) as cap:
             for s, lengths in enumerate(layout):

@@ -74,12 +74,10 @@ MAX_MICROBATCHES = 65536
 
 class _OptimizerPlan:
     """What a torch.optim.AdamW does to the captured parameters, read from the optimizer
-    when the capture begins (`plan(...)`): for captured tensor i, the tensor the optimizer
-    updates (`opt_tensors[i]`: the parameter itself, or its fp32 master copy), its param
-    group (`groups[i]`), the form (single / foreach / fused) and the device type. Refuses,
-    with one line, what gradprec cannot model."""
-
-    KEYS = ("lr", "betas", "eps", "weight_decay")
+    when the capture begins: for captured tensor i, the tensor the optimizer updates
+    (`opt_tensors[i]`: the parameter itself, or its fp32 master copy), its param group
+    (`groups[i]`), the form (single / foreach / fused), the device type, the scenario's
+    evaluation or fused key (`keys`). Refuses, with one line, what gradprec cannot model."""
 
     def __init__(self, opt, named, captured, master):
         if type(opt) is not _torch.optim.AdamW:
@@ -90,7 +88,8 @@ class _OptimizerPlan:
         for gi, g in enumerate(groups):
             for flag in ("amsgrad", "maximize", "capturable", "differentiable"):
                 if g.get(flag):
-                    raise ValueError("optimizer: param group %d has %s=True, which gradprec does not model" % (gi, flag))
+                    raise ValueError("optimizer: param group %d has %s=True, which gradprec does not model"
+                                     % (gi, flag))
             for k in ("lr", "eps", "weight_decay"):
                 if isinstance(g[k], _torch.Tensor):
                     raise ValueError("optimizer: param group %d has a tensor %s; gradprec models a number" % (gi, k))
@@ -101,11 +100,6 @@ class _OptimizerPlan:
             if any(v != vals[0] for v in vals):
                 raise ValueError("optimizer: param groups with different %s (%s); a scenario has one"
                                  % (k, ", ".join(map(str, vals))))
-        forms = {self._form(g) for g in groups}
-        if len(forms) > 1:
-            raise ValueError("optimizer: param groups run different forms (%s); a scenario has one"
-                             % ", ".join(sorted(forms)))
-        self.form = forms.pop()
         where = {}
         for gi, g in enumerate(groups):
             for p in g["params"]:
@@ -133,9 +127,15 @@ class _OptimizerPlan:
                 raise ValueError("master: the copy of %s is not a parameter of the optimizer" % n)
             self.groups.append(where[id(q)])
         devs = {q.device.type for q in self.opt_tensors}
-        if len(devs) > 1:
-            raise ValueError("optimizer: parameters on several device types (%s)" % ", ".join(sorted(devs)))
+        if len(devs) > 1 or not devs <= {"cpu", "cuda"}:
+            raise ValueError("optimizer: parameters on %s; gradprec models torch's AdamW on one of cpu, cuda"
+                             % ", ".join(sorted(devs)))
         self.device = devs.pop()
+        forms = {self._form(g, self.device) for g in groups}
+        if len(forms) > 1:
+            raise ValueError("optimizer: param groups run different forms (%s); a scenario has one"
+                             % ", ".join(sorted(forms)))
+        self.form = forms.pop()
         if self.form == "fused" and self.master:
             raise ValueError("optimizer: fused=True over fp32 master copies: gradprec's fused model "
                              "(fused: torch_cpu) updates the parameters themselves")
@@ -160,10 +160,13 @@ class _OptimizerPlan:
         self.keys = self._evaluation()  # sqrt_evaluation() probes torch once per process (cached)
 
     @staticmethod
-    def _form(g):
+    def _form(g, device):
+        """torch's choice (_default_to_fused_or_foreach): foreach=None is foreach on CUDA
+        tensors, single-tensor on the CPU."""
         if g.get("fused"):
             return "fused"
-        return "foreach" if g.get("foreach") else "single"
+        foreach = g.get("foreach")
+        return "foreach" if foreach or (foreach is None and device == "cuda") else "single"
 
     @staticmethod
     def _given_masters(master, named, names):
@@ -188,7 +191,8 @@ class _OptimizerPlan:
             if q is None:
                 raise ValueError("master: no copy of captured parameter %s" % n)
             if not isinstance(q, _torch.Tensor) or q.dtype != _torch.float32 or q.shape != params[n].shape:
-                raise ValueError("master: the copy of %s must be an fp32 tensor of shape %s" % (n, list(params[n].shape)))
+                raise ValueError("master: the copy of %s must be an fp32 tensor of shape %s"
+                                 % (n, list(params[n].shape)))
             out.append(q)
         return out
 
@@ -251,7 +255,8 @@ class Capture:
             raise ValueError("fullbatch: 'mean' or 'sum', not %r" % (fullbatch,))
         if accumulation_steps is not None and (not isinstance(accumulation_steps, int) or accumulation_steps < 1
                                                or accumulation_steps > MAX_MICROBATCHES):
-            raise ValueError("accumulation_steps: an integer in 1 .. %d, not %r" % (MAX_MICROBATCHES, accumulation_steps))
+            raise ValueError("accumulation_steps: an integer in 1 .. %d, not %r"
+                             % (MAX_MICROBATCHES, accumulation_steps))
         if sample is not None and (not isinstance(sample, int) or isinstance(sample, bool) or sample < 1):
             raise ValueError("sample: an integer >= 1 (elements per tensor), not %r" % (sample,))
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
