@@ -4,12 +4,15 @@
 # (one step with fewer micro-batches), in three set-ups: bf16 parameters (two param
 # groups with their own LR and weight decay, an LR scheduler), bf16 parameters with an
 # optimizer over fp32 master copies, and fp32 parameters under autocast fp16 with a
-# GradScaler whose scale grows during the capture. Each with torch's single-tensor,
-# foreach and fused AdamW (fused over masters is refused: gradprec's fused model has
-# none). The test clones torch's parameters, m, v (and masters) after every step itself
-# and checks the dump holds exactly those; the replay must reproduce them bit for bit
-# (twin_mismatch_count 0); the stale-update fraction the report gives must be torch's,
-# counted here from the clones with the definition of docs/scenarios.md and model.md.
+# GradScaler whose scale grows during the capture and whose second captured step is
+# skipped. Each with torch's single-tensor, foreach and fused AdamW, except what the
+# capture refuses: fused over masters (gradprec's fused model has none) and foreach over
+# bf16 parameters (torch's _foreach_mul_ rounds beta2 and the decay factor to bf16).
+# The test clones torch's parameters, m, v (and masters) after every step itself and
+# checks the dump holds exactly those; the replay must reproduce them bit for bit
+# (twin_mismatch_count 0); the stale-update fraction the report gives, overall and per
+# step, must be torch's, counted here from the clones with the definition of
+# docs/scenarios.md and model.md.
 # Negative controls: the scenario without what items 1-3 of the issue record (state,
 # per-step token counts, param/master dtypes, per-step LRs, per-group hyper-parameters,
 # the evaluation) must not be a twin.
@@ -149,10 +152,17 @@ class Run:
         formula in binary64 on the old m, v and the gradient) is non-zero where the decay
         moves a non-zero weight or the exact m_t = b1 m + (1 - b1) g is non-zero (its
         denominator is finite); the stored weight is the param and the master."""
+        return self.torch_stale_by_step()[0]
+
+    def torch_stale_by_step(self):
+        """(the fraction over all steps, each step's own: 0 where it had no non-zero update)"""
         b1 = BETAS[0]
         nonzero = stale = 0
+        by_step = []
         for s in range(len(LAYOUT)):
+            nz0, st0 = nonzero, stale
             if self.skipped[s]:
+                by_step.append(0.0)
                 continue
             for i, n in enumerate(self.names):
                 old, new = self.before[s][n], self.after[s][n]
@@ -168,7 +178,8 @@ class Run:
                     same &= torch.eq(new["master"], old["master"])
                 nonzero += int(nz.sum())
                 stale += int((nz & same).sum())
-        return stale / nonzero
+            by_step.append((stale - st0) / (nonzero - nz0) if nonzero > nz0 else 0.0)
+        return stale / nonzero, by_step
 
 
 class _null:
@@ -276,8 +287,9 @@ def test_replay_is_the_twin(runs, case, twin):
     sc = _replay(r)
     assert sc.metrics["twin_mismatch_count"] == 0, sc.report["notes"][:1]
     # what was lost against the exact reference: torch's own stale fraction
-    want = r.torch_stale_fraction()
+    want, by_step = r.torch_stale_by_step()
     assert sc.metrics["stale_update_frac"] == want, (sc.metrics["stale_update_frac"], want)
+    assert sc.report["stale_update_by_step"] == by_step
     if r.kind == "bf16":
         assert want > 0.01  # bf16 weights lose updates; the report says how many
     if r.scaler is not None:  # gradprec's scaler followed torch's (from the tracker carried in)
