@@ -172,7 +172,7 @@ static const char *const fused_names[] = {"none", "torch_cpu"};
 static const char *const opt_names[] = {"adamw"};
 static const char *const eval_names[] = {"torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4",
                                          "torch_cuda_foreach", "torch_cpu_intel_avx512",
-                                         "torch_cpu_host"}; /* gp_adamw_eval order */
+                                         "torch_cpu_host", "torch_cpu_foreach"}; /* gp_adamw_eval order */
 static const char *const sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 static const char *const coll_names[] = {"ring", "tree", "reduce_scatter"};
 static const char *const avg_names[] = {"pre", "post", "op"};
@@ -2564,8 +2564,7 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
             gp_buf_printf(&b, "%s%.17g", i ? ", " : "", s->loss_scale.replay_scales[i]);
         gp_buf_printf(&b, "]\n");
     }
-    if (s->loss_scale.tracker)
-        gp_buf_printf(&b, "  tracker: %d\n", s->loss_scale.tracker);
+    gp_buf_printf(&b, "  tracker: %d\n", s->loss_scale.tracker);
     gp_buf_printf(&b, "clip:\n");
     put_key_double(&b, "  ", "max_norm", s->clip.max_norm);
     gp_buf_printf(&b, "optimizer:\n  name: adamw\n");

@@ -20,7 +20,7 @@ FORMATS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")  # GP_PLUGIN_FP32 ...
 ROUNDINGS = ("rne", "rtz", "stochastic", "kahan")
 VARIANTS = ("plain", "one_store", "master", "kahan", "torch_fused_cpu")
 EVALUATIONS = ("torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach",
-               "torch_cpu_intel_avx512", "torch_cpu_host")
+               "torch_cpu_intel_avx512", "torch_cpu_host", "torch_cpu_foreach")
 _WIDTH = (4, 2, 2, 1, 1)
 
 _u32, _i32, _u64, _i64, _vp = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_int64, ctypes.c_void_p
