@@ -755,21 +755,20 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
     snprintf(name, sizeof name, "%s/step%d/mb%d", ts->grad.replay_key, c->step, k);
     if (gp_replay_entry_get(c->dump, name, &e, &re) != 0) {
         gp_error_set(err, "tensor '%s': %s", ts->name, re.msg);
-        return -2; /* bad input */
+        return -3; /* the loader saw it: the dump changed since (a fault, as a read's) */
     }
     if (e.fmt != c->gf || (c->idx ? ts->size > e.n : c->i0 + c->n > e.n)) {
         gp_replay_entry_release(&e);
         gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", ts->name,
                      gp_replay_path(c->dump), name);
-        return -2;
+        return -3;
     }
-    if (c->idx) {
-        gp_replay_read_idx_stream(&e, c->idx + c->i0, c->n, c->m); /* a sample's pages leave too */
-    } else {
-        gp_replay_read(&e, c->i0, c->n, c->m);
-        gp_replay_drop(&e, c->i0, c->n); /* streamed: a dump larger than memory stays out of it */
-    }
+    int rd = c->idx ? gp_replay_read_idx(&e, c->idx + c->i0, c->n, c->m, &re) : gp_replay_read(&e, c->i0, c->n, c->m, &re);
     gp_replay_entry_release(&e);
+    if (rd != 0) { /* truncated or changed while read */
+        gp_error_set(err, "tensor '%s': %s", ts->name, re.msg);
+        return -3;
+    }
     double f = c->s / c->rs; /* exact: s and rs are powers of two */
     for (size_t i = 0; i < c->n; i++)
         c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
@@ -1507,8 +1506,8 @@ static size_t min_size(uint64_t a, size_t b)
 }
 
 /* Elements i0 .. i0+n-1 of tensor t (the sampled ones when it is sampled) of entry KEY/what
- * of dump r, as fp32, into out. Returns 0, or -2 with err (bad input) when the entry is
- * missing or changed since the scenario was loaded (the loader checked it). */
+ * of dump r, as fp32, into out. Returns 0, or -3 with err (a fault: the loader checked the
+ * entry, so the dump changed since, or was truncated or changed while read). */
 static int read_chunk(const sim *S, gp_replay *r, size_t t, const char *key, const char *what, uint64_t i0, size_t n,
                       float *out, gp_error *err)
 {
@@ -1519,21 +1518,20 @@ static int read_chunk(const sim *S, gp_replay *r, size_t t, const char *key, con
     snprintf(name, sizeof name, "%s/%s", key, what);
     if (gp_replay_entry_get(r, name, &e, &re) != 0) {
         gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
-        return -2;
+        return -3;
     }
     if (S->idx[t] ? n > 0 && S->idx[t][i0 + n - 1] >= e.n : i0 + n > e.n) {
         gp_replay_entry_release(&e);
         gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", spec->name,
                      gp_replay_path(r), name);
-        return -2;
+        return -3;
     }
-    if (S->idx[t]) {
-        gp_replay_read_idx_stream(&e, S->idx[t] + i0, n, out);
-    } else {
-        gp_replay_read(&e, i0, n, out);
-        gp_replay_drop(&e, i0, n);
-    }
+    int rd = S->idx[t] ? gp_replay_read_idx(&e, S->idx[t] + i0, n, out, &re) : gp_replay_read(&e, i0, n, out, &re);
     gp_replay_entry_release(&e);
+    if (rd != 0) { /* truncated or changed while read */
+        gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
+        return -3;
+    }
     return 0;
 }
 
@@ -2625,7 +2623,7 @@ static void replay_end(replay_run *R, size_t nt)
     free(R->view.tensors);
 }
 
-/* Open the dumps and choose the samples of scenario sc (bad input: -2). */
+/* Open the dumps and choose the samples of scenario sc (a dump that fails to open: -3). */
 static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
 {
     size_t nt = sc->ntensors;
@@ -2647,15 +2645,17 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
     for (size_t t = 0; t < nt; t++) {
         const gp_tensor_spec *ts = &sc->tensors[t];
         gp_error e = {""};
+        /* Shared (gp_replay.h): every tensor, scenario and sweep point of the run reads one
+         * parsed dump. The loader opened it: failing now, it changed since (a fault). */
         if (ts->grad.kind == GP_DIST_REPLAY && gp_replay_open(ts->grad.replay, &R->dump[t], &e) != 0) {
             replay_end(R, nt);
             gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
-            return -2;
+            return -3;
         }
         if (ts->weight.kind == GP_DIST_REPLAY && gp_replay_open(ts->weight.replay, &R->wdump[t], &e) != 0) {
             replay_end(R, nt);
             gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
-            return -2;
+            return -3;
         }
         if ((ts->state.replay && gp_replay_open(ts->state.replay, &R->sdump[t], &e) != 0) ||
             (ts->twin.replay && gp_replay_open(ts->twin.replay, &R->tdump[t], &e) != 0)) {
