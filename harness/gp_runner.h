@@ -109,6 +109,9 @@ typedef struct {
     uint64_t adds_nonzero, absorbed;                /* additions of a non-zero addend; absorbed */
     uint64_t overflow, stored_nonzero, subnormal;   /* overflows; stored grads != 0; subnormal */
     uint64_t nonfinite;                             /* non-finite final gradients */
+    uint64_t replay_nonfinite;                      /* replayed entries (element x micro-batch)
+                                                       that are inf or NaN in applied steps:
+                                                       the exact reference is then undefined */
     uint64_t overflow_skipped;                      /* overflows in skipped steps (their other
                                                        statistics are dropped, not these) */
     uint64_t mismatches;                            /* elements where a compared backend differed */
