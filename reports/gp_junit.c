@@ -164,9 +164,13 @@ static void failure_message(gp_buf *f, const json_t *sc, const char *dominant, i
         value_text(json_object_get(fm, "max"), b, sizeof b);
         gp_buf_puts(f, attr ? "; " : "\n");
         xml(f, metric ? metric : "?", attr);
-        gp_buf_printf(f, " = ");
-        xml(f, a, attr);
-        gp_buf_printf(f, " exceeds max ");
+        if (strcmp(a, "nan") == 0) { /* undefined: fails closed */
+            gp_buf_printf(f, " is undefined (nan), which fails max ");
+        } else {
+            gp_buf_printf(f, " = ");
+            xml(f, a, attr);
+            gp_buf_printf(f, " exceeds max ");
+        }
         xml(f, b, attr);
     }
     double mism = num_at(json_object_get(sc, "events"), "backend_mismatches");

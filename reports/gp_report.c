@@ -33,12 +33,31 @@ static json_t *number(double v)
 static void note(gp_notes *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(gp_notes *o, const char *fmt, ...)
 {
-    if (o->n >= GP_NOTES_MAX)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(o->text[o->n++], sizeof o->text[0], fmt, ap);
+    int len = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
+    char *t = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    char **grown = t ? realloc(o->text, ((size_t)o->n + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(t);
+        o->oom = 1;
+        return;
+    }
+    o->text = grown;
+    va_start(ap, fmt);
+    vsnprintf(t, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    o->text[o->n++] = t;
+}
+
+void gp_notes_free(gp_notes *o)
+{
+    for (int k = 0; k < o->n; k++)
+        free(o->text[k]);
+    free(o->text);
+    o->text = NULL;
+    o->n = 0;
 }
 
 /* The AdamW models a subject's steps equalled bit for bit (matched != 0) or not, as
@@ -56,7 +75,8 @@ static void model_list(const gp_scenario *sc, const gp_result *r, int matched, c
 
 void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
 {
-    o->n = 0;
+    o->n = o->oom = 0;
+    o->text = NULL;
     if (r->st.opt.models_checked) {
         char names[200];
         model_list(sc, r, 1, names, sizeof names);
@@ -146,6 +166,10 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         note(o, "%llu optimizer element steps are not AdamW's: no rounding of any AdamW model explains them (update "
              "formula: a dropped bias correction, coupled weight decay, ...; docs/model.md, Update formula)",
              (unsigned long long)r->st.opt.formula);
+    if (r->st.replay_nonfinite)
+        note(o, "%llu replayed gradient entries of the applied steps are inf or NaN: every metric measured against "
+             "the exact gradient is undefined (absent from report.json, nan in the tables) and the verdict names "
+             "non-finite (docs/scenarios.md, Non-finite gradients)", (unsigned long long)r->st.replay_nonfinite);
     if (r->skipped_steps)
         note(o, "%d of %d steps were skipped on a non-finite gradient: their gradients count as lost to scaling",
              r->skipped_steps, r->nopt);
@@ -568,6 +592,11 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
     for (int k = 0; k < nt.n; k++)
         json_array_append_new(notes, json_string(nt.text[k]));
     json_object_set_new(o, "notes", notes);
+    gp_notes_free(&nt);
+    if (nt.oom) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -625,8 +654,13 @@ char *gp_report_json(const gp_run_report *r)
 char *gp_report_json_shard(const gp_run_report *r, size_t shard_index, size_t shard_count, size_t total)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; i < r->n; i++)
-        json_array_append_new(arr, scenario_json(r->scenarios[i], &r->results[i], r->index ? r->index[i] : i));
+    for (size_t i = 0; i < r->n; i++) {
+        json_t *one = scenario_json(r->scenarios[i], &r->results[i], r->index ? r->index[i] : i);
+        if (!one || json_array_append_new(arr, one) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
     json_t *root = gp_report_root(r->backend, r->compare_backend, arr);
     if (shard_count > 1) { /* what `report merge` needs to know the shards cover the run */
         json_t *sh = json_object();
@@ -693,7 +727,7 @@ json_t *gp_report_parse(const char *text, size_t len, const char *name, gp_error
 
 static const char *g(double v, char *buf)
 {
-    snprintf(buf, 32, "%.3g", v);
+    snprintf(buf, 32, "%.3g", v == v ? v : NAN);
     return buf;
 }
 
@@ -820,6 +854,9 @@ char *gp_report_markdown(const gp_run_report *r)
             if (res->failed[m] && res->has_min[m] && !(res->metric[m] >= res->threshold_min[m]))
                 gp_buf_printf(&b, "- **%s = %s** is below %s\n", gp_metric_name((gp_metric)m), g(res->metric[m], x1),
                           g(res->threshold_min[m], x2));
+            else if (res->failed[m] && res->metric[m] != res->metric[m])
+                gp_buf_printf(&b, "- **%s** is undefined (nan), which fails its threshold %s\n",
+                              gp_metric_name((gp_metric)m), g(res->threshold[m], x2));
             else if (res->failed[m])
                 gp_buf_printf(&b, "- **%s = %s** exceeds %s\n", gp_metric_name((gp_metric)m), g(res->metric[m], x1),
                           g(res->threshold[m], x2));
@@ -848,8 +885,12 @@ char *gp_report_markdown(const gp_run_report *r)
         }
         gp_notes nt;
         gp_report_notes(sc, res, &nt);
-        for (int k = 0; k < nt.n; k++)
+        for (int k = 0; k < nt.n && k < GP_NOTES_SHOWN; k++)
             gp_buf_printf(&b, "- note: %s\n", nt.text[k]);
+        if (nt.n > GP_NOTES_SHOWN)
+            gp_buf_printf(&b, "- %d more notes in report.json\n", nt.n - GP_NOTES_SHOWN);
+        b.oom |= nt.oom;
+        gp_notes_free(&nt);
         gp_buf_printf(&b, "\n<details><summary>per tensor</summary>\n\n| tensor | size | grad_rel_err_fullbatch | "
                       "absorbed_frac | underflow_frac |\n|---|---|---|---|---|\n");
         for (size_t t = 0; t < res->ntensors; t++) {
@@ -861,6 +902,12 @@ char *gp_report_markdown(const gp_run_report *r)
         gp_buf_printf(&b, "\n</details>\n");
     }
     return gp_buf_take(&b);
+}
+
+/* v, a NaN of either sign as the positive one (printed "nan", never "-nan"). */
+static double nan_plain(double v)
+{
+    return v == v ? v : NAN;
 }
 
 void gp_report_table(FILE *out, const gp_run_report *r)
@@ -877,14 +924,18 @@ void gp_report_table(FILE *out, const gp_run_report *r)
         const gp_result *res = &r->results[i];
         fprintf(out, "%-4s  %-*s %-15s %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %7d\n", gp_verdict_name(res->verdict), w,
                 r->scenarios[i]->name, res->dominant == GP_NMECH ? "-" : gp_mechanism_name(res->dominant),
-                res->metric[GP_M_GRAD_REL_ERR_FULLBATCH], res->metric[GP_M_NORMALIZATION_REL_ERR],
-                res->metric[GP_M_ABSORBED_FRAC], res->metric[GP_M_UNDERFLOW_FRAC], res->metric[GP_M_STALE_UPDATE_FRAC],
-                res->metric[GP_M_WEIGHT_REL_ERR], res->skipped_steps);
+                nan_plain(res->metric[GP_M_GRAD_REL_ERR_FULLBATCH]), nan_plain(res->metric[GP_M_NORMALIZATION_REL_ERR]),
+                nan_plain(res->metric[GP_M_ABSORBED_FRAC]), nan_plain(res->metric[GP_M_UNDERFLOW_FRAC]),
+                nan_plain(res->metric[GP_M_STALE_UPDATE_FRAC]), nan_plain(res->metric[GP_M_WEIGHT_REL_ERR]),
+                res->skipped_steps);
         gp_notes nt;
         gp_report_notes(r->scenarios[i], res, &nt);
-        for (int k = 0; k < nt.n; k++)
+        for (int k = 0; k < nt.n && k < GP_NOTES_SHOWN; k++)
             fprintf(out, "%-4s  note: %s\n", "", nt.text[k]);
-        if (r->scenarios[i]->expect.set || !res->expect_met)
+        if (nt.n > GP_NOTES_SHOWN)
+            fprintf(out, "%-4s  %d more notes in report.json\n", "", nt.n - GP_NOTES_SHOWN);
+        gp_notes_free(&nt);
+        if (r->scenarios[i]->expect.set) /* only a stated `expect:` is met or not */
             fprintf(out, "      %s\n", res->expect_met ? "as expected" : "NOT AS EXPECTED");
         if (res->first_mismatch.set) {
             char first[512];
