@@ -1214,6 +1214,7 @@ static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
     a->skip_writes += b->skip_writes;
     a->mismatches += b->mismatches;
     a->formula += b->formula;
+    gp_formula_first_merge(&a->first_formula, &b->first_formula);
     a->models_checked |= b->models_checked;
     a->models_differ |= b->models_differ;
 }

@@ -162,10 +162,17 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         note(o, "the backend wrote optimizer state during a skipped step");
     if (r->st.opt.mismatches)
         note(o, "the compared backends' optimizer steps differ");
-    if (r->st.opt.formula)
+    if (r->st.opt.formula) {
+        const gp_formula_first *f = &r->st.opt.first_formula;
+        char first[400] = "";
+        if (f->set && f->tensor < r->ntensors)
+            snprintf(first, sizeof first, "; the first: step %ld, tensor %s, element %llu: %s departs first, "
+                     "stored %.9g (%a) where AdamW gives %.9g (%a)", f->step, r->tensors[f->tensor].name,
+                     (unsigned long long)f->element, f->output, f->value, f->value, f->adamw, f->adamw);
         note(o, "%llu optimizer element steps are not AdamW's: no rounding of any AdamW model explains them (update "
-             "formula: a dropped bias correction, coupled weight decay, ...; docs/model.md, Update formula)",
-             (unsigned long long)r->st.opt.formula);
+             "formula: a dropped bias correction, coupled weight decay, ...; docs/model.md, Update formula)%s",
+             (unsigned long long)r->st.opt.formula, first);
+    }
     if (r->st.replay_nonfinite)
         note(o, "%llu replayed gradient entries of the applied steps are inf or NaN: every metric measured against "
              "the exact gradient is undefined (absent from report.json, nan in the tables) and the verdict names "

@@ -527,6 +527,68 @@ static void test_not_as_expected_needs_expect(void **state)
     }
 }
 
+/* ---- an update-formula failure says where (issue 24 item 7) ---- */
+
+static int (*cpu_adamw)(const gp_plugin_adamw_args *);
+
+/* gradprec's AdamW, then element 5's m set to 1 at AdamW step 2 (no AdamW stores that). */
+static int adamw_bad_m(const gp_plugin_adamw_args *a)
+{
+    int rc = cpu_adamw(a);
+    if (rc == 0 && a->step == 2 && a->first_index <= 5 && 5 < a->first_index + a->n)
+        ((float *)a->m)[5 - a->first_index] = 1.0f;
+    return rc;
+}
+
+/* A subject whose second step stores m = 1 for element 5 of tensor `b` (the second tensor):
+ * (tensor a has 4 elements, so only b has an element 5): the update formula fails, and
+ * the note names the first departure: step 2, tensor b,
+ * element 5, output m, stored 1 (0x1p+0), AdamW's b1 m + (1 - b1) g. The gradients are
+ * constant 1e-3 (fp32 1e-3 of a random sign), so AdamW's m after two steps is
+ * (0.9 x 0.1 + 0.1) g = 0.19 g: |m| = 1.9e-4 within 1e-6 relative. */
+static void test_formula_note_names_the_output(void **state)
+{
+    (void)state;
+    static const char yaml[] = "name: bad-m\ntensors:\n"
+                               "  - {name: a, size: 4, grad: {dist: constant, scale: 1.0e-3}}\n"
+                               "  - {name: b, size: 16, grad: {dist: constant, scale: 1.0e-3}}\n"
+                               "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nfullbatch: sum\nsteps: 3\n";
+    gp_error e = {""};
+    gp_scenario sc;
+    gp_backend b;
+    gp_result r;
+    assert_int_equal(gp_scenario_load_string(yaml, strlen(yaml), "test", &sc, &e), 0);
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    b.table = *b.ops;
+    cpu_adamw = b.ops->adamw;
+    b.table.adamw = adamw_bad_m;
+    b.ops = &b.table;
+    b.builtin = 0; /* a subject */
+    if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0)
+        fail_msg("run: %s", e.msg);
+    assert_true(r.st.opt.formula >= 1);
+    const gp_formula_first *f = &r.st.opt.first_formula;
+    assert_true(f->set);
+    assert_string_equal(f->output, "m");
+    assert_int_equal(f->step, 2);
+    assert_int_equal(f->tensor, 1);
+    assert_int_equal(f->element, 5);
+    assert_true(f->value == 1.0);
+    assert_true(fabs(fabs(f->adamw) - 1.9e-4) <= 1e-6 * 1.9e-4);
+    assert_int_equal(r.dominant, GP_MECH_FORMULA);
+    gp_notes nt;
+    gp_report_notes(&sc, &r, &nt);
+    int said = 0;
+    for (int k = 0; k < nt.n; k++)
+        said |= strstr(nt.text[k], "the first: step 2, tensor b, element 5: m departs first, stored 1 (0x1p+0) where "
+                                   "AdamW gives ") != NULL;
+    assert_true(said);
+    gp_notes_free(&nt);
+    gp_result_free(&r);
+    gp_backend_close(&b);
+    gp_scenario_free(&sc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -542,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_max_ulp_at_exact_zero),
         cmocka_unit_test(test_notes_never_dropped),
         cmocka_unit_test(test_not_as_expected_needs_expect),
+        cmocka_unit_test(test_formula_note_names_the_output),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (scratch[0]) {
