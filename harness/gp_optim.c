@@ -163,9 +163,10 @@ static int fail(const gp_backend *b, int rc, gp_error *err)
         gp_error_set(err, "%s", fault);
         return -3;
     }
-    gp_error_set(err, rc == 1 ? "backend %s: adamw: this configuration is not supported by the backend"
-                              : "backend %s: adamw failed (returned %d)", b->label, rc);
-    return rc == 1 ? -2 : -1;
+    if (rc == 1)
+        return gp_backend_refused(b, "adamw", err);
+    gp_error_set(err, "backend %s: adamw failed (returned %d)", b->label, rc);
+    return -1;
 }
 
 /* Do the n elements at a (offset ao) and b (offset 0) of format f differ in any bit

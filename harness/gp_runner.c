@@ -295,8 +295,8 @@ __attribute__((flatten, noinline)) static void store_grads(chunk *c)
     }
 }
 
-/* A backend call returned rc != 0: 1 means "configuration not supported" (returns -2,
- * bad usage), anything else a failure (-1). */
+/* A backend call returned rc != 0: 1 means "configuration not supported" (returns
+ * GP_RUN_REFUSED, with the backend's reason when it gave one), anything else a failure (-1). */
 static int backend_failure(const gp_backend *b, const char *what, int rc, gp_error *err)
 {
     const char *fault = gp_backend_fault(b);
@@ -304,9 +304,10 @@ static int backend_failure(const gp_backend *b, const char *what, int rc, gp_err
         gp_error_set(err, "%s", fault);
         return -3;
     }
-    gp_error_set(err, rc == 1 ? "backend %s: %s: this configuration is not supported by the backend"
-                              : "backend %s: %s failed (returned %d)", b->label, what, rc);
-    return rc == 1 ? -2 : -1;
+    if (rc == 1)
+        return gp_backend_refused(b, what, err);
+    gp_error_set(err, "backend %s: %s failed (returned %d)", b->label, what, rc);
+    return -1;
 }
 
 /* The accumulate arguments of chunk c for micro-batch k (acc/comp: which copy). */

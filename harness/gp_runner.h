@@ -199,6 +199,10 @@ typedef struct {
     int has_min[GP_NMETRICS];
     int expect_met;              /* the verdict (and mechanism) the scenario expects; without an
                                     expectation: any verdict but fail */
+    int refused;                 /* the backend refused the scenario's configuration
+                                    (GP_RUN_REFUSED, gp_run_all): nothing else is set; an
+                                    `expect:` is then not met */
+    char refusal[600];           /* ... the refusal's line, the backend's reason included */
 } gp_result;
 
 /* Unit roundoff u = 2^-p of format f (p significant bits): 2^-8 bf16, 2^-11 fp16, 2^-24 fp32. */

@@ -448,11 +448,19 @@ static json_t *mismatch_json(const gp_result *r)
     return o;
 }
 
+static json_t *expect_json(const gp_scenario *sc, const gp_result *r);
+
 static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t index)
 {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(sc->name));
     json_object_set_new(o, "index", json_integer((json_int_t)index));
+    if (r->refused) { /* the backend refused its configuration: nothing was measured */
+        json_object_set_new(o, "verdict", json_string("refused"));
+        json_object_set_new(o, "refusal", json_string(r->refusal));
+        json_object_set_new(o, "expect", expect_json(sc, r));
+        return o;
+    }
     json_object_set_new(o, "verdict", json_string(gp_verdict_name(r->verdict)));
     json_object_set_new(o, "dominant_mechanism", json_string(gp_mechanism_name(r->dominant)));
     json_t *failed = json_array();
@@ -613,12 +621,13 @@ json_t *gp_report_root(const char *backend, const char *compare_backend, json_t 
     json_object_set_new(root, "schema", json_string("gradprec-report/1"));
     json_object_set_new(root, "backend", json_string(backend));
     json_object_set_new(root, "compare_backend", compare_backend ? json_string(compare_backend) : json_null());
-    int count[3] = {0, 0, 0};
+    int count[3] = {0, 0, 0}, refused = 0;
     int worst = GP_PASS;
     size_t i;
     json_t *sc;
     json_array_foreach(scenarios, i, sc) {
         const char *v = json_string_value(json_object_get(sc, "verdict"));
+        refused += v && strcmp(v, "refused") == 0;
         for (int k = 0; k < 3; k++)
             if (v && strcmp(v, gp_verdict_name((gp_verdict)k)) == 0) {
                 count[k]++;
@@ -631,6 +640,8 @@ json_t *gp_report_root(const char *backend, const char *compare_backend, json_t 
     json_object_set_new(sum, "pass", json_integer(count[GP_PASS]));
     json_object_set_new(sum, "warn", json_integer(count[GP_WARN]));
     json_object_set_new(sum, "fail", json_integer(count[GP_FAIL]));
+    if (refused) /* scenarios whose configuration the backend refused (absent when none) */
+        json_object_set_new(sum, "refused", json_integer(refused));
     json_object_set_new(sum, "verdict", json_string(gp_verdict_name((gp_verdict)worst)));
     json_object_set_new(root, "summary", sum);
     json_object_set_new(root, "scenarios", scenarios);
@@ -809,8 +820,11 @@ static void markdown_sweeps(gp_buf *b, const gp_run_report *r)
                     other_axes(sq, c, sizeof c);
                     if (strcmp(sq->sweep.value[0], sa->sweep.value[0]) == 0 && strcmp(c, cols[k]) == 0) {
                         const gp_result *res = &r->results[mem[q]];
-                        snprintf(x1, sizeof x1, "%.3g%s", res->metric[GP_M_GRAD_REL_ERR_FULLBATCH],
-                                 res->verdict == GP_FAIL ? " (fail)" : "");
+                        if (res->refused)
+                            snprintf(x1, sizeof x1, "refused");
+                        else
+                            snprintf(x1, sizeof x1, "%.3g%s", res->metric[GP_M_GRAD_REL_ERR_FULLBATCH],
+                                     res->verdict == GP_FAIL ? " (fail)" : "");
                         cell = x1;
                         break;
                     }
@@ -828,16 +842,25 @@ char *gp_report_markdown(const gp_run_report *r)
 {
     gp_buf b = GP_BUF_INIT;
     char x1[32], x2[32], x3[32], x4[32], x5[32];
-    int count[3] = {0, 0, 0};
-    for (size_t i = 0; i < r->n; i++)
-        count[r->results[i].verdict]++;
-    gp_buf_printf(&b, "## gradprec: %d fail, %d warn, %d pass\n\n", count[GP_FAIL], count[GP_WARN], count[GP_PASS]);
+    int count[3] = {0, 0, 0}, refused = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        refused += r->results[i].refused;
+        count[r->results[i].verdict] += !r->results[i].refused;
+    }
+    gp_buf_printf(&b, "## gradprec: %d fail, %d warn, %d pass", count[GP_FAIL], count[GP_WARN], count[GP_PASS]);
+    if (refused)
+        gp_buf_printf(&b, ", %d refused by the backend", refused);
+    gp_buf_puts(&b, "\n\n");
     gp_buf_printf(&b, "Backend `%s`%s%s%s.\n\n", r->backend, r->compare_backend ? ", compared bit for bit with `" : "",
               r->compare_backend ? r->compare_backend : "", r->compare_backend ? "`" : "");
     gp_buf_printf(&b, "| verdict | scenario | dominant loss | grad_rel_err_fullbatch | normalization_rel_err | "
                   "absorbed_frac | underflow_frac | subnormal_frac |\n|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
+        if (res->refused) {
+            gp_buf_printf(&b, "| refused | %s | - | | | | | |\n", r->scenarios[i]->name);
+            continue;
+        }
         gp_buf_printf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", gp_verdict_name(res->verdict),
                   r->scenarios[i]->name, gp_mechanism_name(res->dominant),
                   g(res->metric[GP_M_GRAD_REL_ERR_FULLBATCH], x1), g(res->metric[GP_M_NORMALIZATION_REL_ERR], x2),
@@ -848,6 +871,12 @@ char *gp_report_markdown(const gp_run_report *r)
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
         const gp_scenario *sc = r->scenarios[i];
+        if (res->refused) {
+            gp_buf_printf(&b, "\n### %s: refused\n\n- %s\n", sc->name, res->refusal);
+            if (sc->expect.set)
+                gp_buf_printf(&b, "- expected: %s — **NOT MET**\n", gp_verdict_name(sc->expect.verdict));
+            continue;
+        }
         gp_buf_printf(&b, "\n### %s: %s\n\n", sc->name, gp_verdict_name(res->verdict));
         gp_buf_printf(&b, "%s gradients into a %s accumulator (%s), K = %d micro-batches, reduction `%s`.\n\n",
                   gp_format_name(sc->precision.grad), gp_format_name(sc->precision.accumulator),
@@ -929,6 +958,12 @@ void gp_report_table(FILE *out, const gp_run_report *r)
             "err_norm", "absorbed", "underflow", "stale", "w_err", "skipped");
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
+        if (res->refused) {
+            fprintf(out, "%-4s  %-*s refused: %s\n", "-", w, r->scenarios[i]->name, res->refusal);
+            if (r->scenarios[i]->expect.set)
+                fprintf(out, "      NOT AS EXPECTED\n");
+            continue;
+        }
         fprintf(out, "%-4s  %-*s %-15s %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %7d\n", gp_verdict_name(res->verdict), w,
                 r->scenarios[i]->name, res->dominant == GP_NMECH ? "-" : gp_mechanism_name(res->dominant),
                 nan_plain(res->metric[GP_M_GRAD_REL_ERR_FULLBATCH]), nan_plain(res->metric[GP_M_NORMALIZATION_REL_ERR]),

@@ -305,7 +305,6 @@ def test_cli_errors_one_line_nothing_written(tmp_path):
     cases = [("python:no_such_module:X", 2, "cannot import module no_such_module"),
              ("python:subjects:NoSuchName", 2, "module subjects has no attribute NoSuchName"),
              ("python:subjects", 2, "expected python:MODULE:NAME"),
-             ("python:subjects:Refuses", 2, "not supported by the backend"),
              ("python:subjects:Raises", 3, "adamw raised ValueError: step 1: shapes do not match (second line)")]
     for spec, rc, what in cases:
         p, rep = cli_run(tmp_path, text, "--backend", spec)
@@ -314,6 +313,13 @@ def test_cli_errors_one_line_nothing_written(tmp_path):
         assert len(lines) == 1 and what in lines[0] and spec in lines[0], (spec, p.stderr)
         assert rep is None
     assert not any(d.name.startswith("out-") for d in tmp_path.iterdir())
+    # a subject that refuses every scenario: exit 2, one line with its own reason; the
+    # reports say which scenario it refused (test_refusal.py)
+    p, rep = cli_run(tmp_path, text, "--backend", "python:subjects:Refuses")
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2, p.stderr
+    assert len(lines) == 1 and "not supported by the backend (adamw: no AdamW here)" in lines[0], p.stderr
+    assert rep["scenarios"][0]["verdict"] == "refused"
 
 
 def test_in_process_errors():
