@@ -457,7 +457,8 @@ def run_suite(make):
         exp = sc.report["expect"]
         if not (exp["met"] if exp else sc.verdict != "fail"):
             missed[name] = sc.dominant
-        if make in (subjects.MyAdamW, gt.AdamW, gt.AdamWForeach, gt.AdamWFused, gt.OptimiAdamW, gt.TorchaoAdamW):
+        if make in (subjects.MyAdamW, gt.AdamW, gt.AdamWForeach, gt.AdamWFused, gt.OptimiAdamW, gt.TorchaoAdamW) or \
+                make.__name__ == "MyAdamW":  # the README's class too
             assert sc.report["events"]["update_formula_steps"] == 0, name  # no false alarm
     return ran, missed
 
@@ -557,6 +558,56 @@ def test_optimi_and_torchao_as_subjects(capsys):
                                              sc.verdict))
     for label, sc in rows:
         assert sc.metrics["weight_rel_err"] == sc.metrics["weight_rel_err"], label  # not NaN
+
+
+def readme_optimizer_class(tmp_path):
+    """The README's "Test an optimizer" code block, as printed, run in tmp_path (where the
+    scenario file it names is written): its namespace."""
+    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    sec = text[text.index("## Test an optimizer"):]
+    sec = sec[:sec.index("\n## ", 1)]
+    block = re.findall(r"```python\n(.*?)```", sec, re.S)[0]
+    (tmp_path / "adamw.yaml").write_text(subprocess.run([CLI, "show", "adamw-large-decay"], capture_output=True,
+                                                        text=True, check=True).stdout)
+    ns = {}
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(block, "README.md", "exec"), ns)
+    finally:
+        os.chdir(cwd)
+    return ns["MyAdamW"]
+
+
+def readme_refuses(yaml_text):
+    """Whether the README says its class (or gradprec.torch.Backend under it) refuses the
+    scenario, from the scenario's own keys (`gradprec show`): Kahan or stochastic weights,
+    torch's fused kernel, m/v or .grad (precision.accumulator: what the step reads) in another
+    dtype than the weights it steps;
+    accumulator rounding other than RNE, FTZ, fp8 gradients or accumulator."""
+    def key(section, name):
+        m = re.search(r"^%s:\n(?:  .*\n)*?  %s: (\S+)$" % (section, name), yaml_text, re.M)
+        return m.group(1) if m else None
+    param, state, master = key("optimizer", "param"), key("optimizer", "state"), key("optimizer", "master")
+    grad, acc = key("precision", "grad"), key("precision", "accumulator")
+    weights = "fp32" if master == "fp32" else param
+    return (key("optimizer", "kahan") == "true" or key("optimizer", "stochastic") == "true"
+            or key("optimizer", "fused") != "none" or state != weights
+            or (master != "fp32" and acc != param)  # .grad: the accumulated gradient
+            or key("precision", "rounding") != "rne" or key("precision", "ftz") == "true"
+            or grad.startswith("fp8") or acc.startswith("fp8"))
+
+
+def test_readme_optimizer_class_on_default_suite(tmp_path):
+    # The README's class, as printed, on the whole default suite: it refuses exactly the
+    # presets the README says it stops at (read from each preset's keys, not from the
+    # class), and every other preset meets its expectation with no update-formula step.
+    cls = readme_optimizer_class(tmp_path)
+    ran, missed = run_suite(cls)
+    assert missed == {}, missed
+    refused = {name for name, text in suite_presets() if readme_refuses(text)}
+    assert set(ran) == {name for name, _ in suite_presets()} - refused
+    assert {"bf16-master-decay-frozen-rows", "adam-state-fp32-fp16-master-tiny-grads"} <= set(ran)  # masters
 
 
 def test_readme_optimizer_example(tmp_path):
