@@ -322,6 +322,29 @@ def test_cli_errors_one_line_nothing_written(tmp_path):
     assert rep["scenarios"][0]["verdict"] == "refused"
 
 
+def test_cli_backend_refused_before_running(tmp_path):
+    # docs/python.md: an object that is no backend, an interpreter that cannot be started,
+    # one that cannot import gradprec: refused with exit 2, nothing written; gradprec's line
+    # last (Python's own line first when the interpreter itself complained)
+    text = preset("adamw-large-decay")
+    cases = [("python:subjects:__name__", cli_env(), "a backend needs the methods accumulate, unscale and adamw"),
+             ("python:subjects:MyAdamW", dict(cli_env(), GP_PYTHON=str(tmp_path / "no-python")),
+              "cannot run the Python interpreter")]
+    # the interpreter the venv was made from has no gradprec (the venv's own may have it installed)
+    base = getattr(sys, "_base_executable", None)
+    if base and subprocess.run([base, "-c", "import gradprec"], capture_output=True, env={"PATH": "/usr/bin:/bin"}).returncode:
+        cases.append(("python:subjects:MyAdamW", {"PATH": "/usr/bin:/bin", "GP_PYTHON": base, "PYTHONPATH": HERE},
+                      "can $GP_PYTHON (else python3) import gradprec?"))
+    for spec, env, what in cases:
+        (tmp_path / "s.yaml").write_text(text)
+        out = tmp_path / "out"
+        p = subprocess.run([CLI, "run", str(tmp_path / "s.yaml"), "--out", str(out), "--quiet", "--backend", spec],
+                           capture_output=True, text=True, env=env)
+        assert p.returncode == 2, (spec, p.stderr)
+        assert what in p.stderr.strip().splitlines()[-1], (spec, p.stderr)
+        assert not out.exists(), spec
+
+
 def test_in_process_errors():
     text = preset("adamw-large-decay")
     with pytest.raises(gradprec.InternalError) as e:
@@ -397,6 +420,13 @@ def test_decay_on_bf16_param_fails_stale():
     assert sc.verdict == "fail" and sc.dominant == "stale update"
     assert sc.metrics["stale_update_frac"] == 1.0
     assert sc.report["adamw_models"]["matched"] == []
+    # where gradients move the master too (adamw-large-decay on bf16 params with an fp32
+    # master, lr*wd = 0.1 a step), the master steps without its decay: a step no AdamW
+    # takes, so the report names update formula (docs/python.md, Broken optimizers)
+    sc = gradprec.run(preset("adamw-large-decay", param="bf16", master="fp32"),
+                      backend=subjects.DecayOnLowPrecisionParam())[0]
+    assert sc.verdict == "fail" and sc.dominant == "update formula"
+    assert sc.report["events"]["update_formula_steps"] > 0
 
 
 def test_state_in_param_dtype_fails_state_precision():
