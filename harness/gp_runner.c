@@ -301,8 +301,8 @@ __attribute__((flatten, noinline)) static void store_grads(chunk *c)
     }
 }
 
-/* A backend call returned rc != 0: 1 means "configuration not supported" (returns -2,
- * bad usage), anything else a failure (-1). */
+/* A backend call returned rc != 0: 1 means "configuration not supported" (returns
+ * GP_RUN_REFUSED, with the backend's reason when it gave one), anything else a failure (-1). */
 static int backend_failure(const gp_backend *b, const char *what, int rc, gp_error *err)
 {
     const char *fault = gp_backend_fault(b);
@@ -310,9 +310,10 @@ static int backend_failure(const gp_backend *b, const char *what, int rc, gp_err
         gp_error_set(err, "%s", fault);
         return -3;
     }
-    gp_error_set(err, rc == 1 ? "backend %s: %s: this configuration is not supported by the backend"
-                              : "backend %s: %s failed (returned %d)", b->label, what, rc);
-    return rc == 1 ? -2 : -1;
+    if (rc == 1)
+        return gp_backend_refused(b, what, err);
+    gp_error_set(err, "backend %s: %s failed (returned %d)", b->label, what, rc);
+    return -1;
 }
 
 /* The accumulate arguments of chunk c for micro-batch k (acc/comp: which copy). */
@@ -770,8 +771,10 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
         return -3;
     }
     double f = c->s / c->rs; /* exact: s and rs are powers of two */
-    for (size_t i = 0; i < c->n; i++)
+    for (size_t i = 0; i < c->n; i++) {
         c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
+        c->st->replay_nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
+    }
     gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
     gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n);
     store_grads(c);
@@ -1141,6 +1144,11 @@ static double ratio(double num_ss, double den_ss)
     return sqrt(num_ss) / sqrt(den_ss); /* den 0 with num > 0: inf */
 }
 
+/* The metrics and losses of stats st. A non-finite exact gradient (a replayed entry that
+ * is inf or NaN in an applied step: ||g_full|| or ||g_same|| is not finite) leaves every
+ * metric and loss measured against the exact values undefined: NaN (absent from
+ * report.json), never a finite value; nonfinite_count counts it and the non-finite loss
+ * is inf (docs/scenarios.md, Non-finite gradients). */
 static void derive(const gp_stats *st, double *metric, double *loss)
 {
     for (int i = 0; i < GP_NMETRICS; i++)
@@ -1183,6 +1191,26 @@ static void derive(const gp_stats *st, double *metric, double *loss)
     loss[GP_MECH_STALE] = ratio(os->lost, os->w_ref);
     loss[GP_MECH_STATE] = ratio(os->state, os->w_ref);
     loss[GP_MECH_FORMULA] = ratio(os->formula, os->w_ref);
+    if (st->replay_nonfinite || !isfinite(st->ss_full) || !isfinite(st->ss_same)) { /* no exact reference */
+        static const gp_metric undefined[] = {GP_M_GRAD_REL_ERR_FULLBATCH, GP_M_GRAD_REL_ERR_ROUNDING,
+                                              GP_M_NORMALIZATION_REL_ERR, GP_M_MAX_ULP_ERR, GP_M_GRAD_NORM_RATIO,
+                                              GP_M_WEIGHT_REL_ERR, GP_M_M_REL_ERR, GP_M_V_REL_ERR,
+                                              GP_M_SCALING_REL_ERR};
+        for (size_t i = 0; i < sizeof undefined / sizeof *undefined; i++)
+            metric[undefined[i]] = NAN;
+        for (int m = 0; m < GP_NMECH; m++)
+            if (m != GP_MECH_NONFINITE)
+                loss[m] = NAN;
+    }
+}
+
+/* Every step skipped: each step's whole gradient was lost to scaling, so scaling_rel_err
+ * (and the scaling loss) is 1 where the sums left it undefined (the skipped steps' exact
+ * gradients non-finite: a replayed entry that overflowed under the loss scale). */
+static void all_skipped(double *metric, double *loss)
+{
+    if (metric[GP_M_SCALING_REL_ERR] != metric[GP_M_SCALING_REL_ERR])
+        metric[GP_M_SCALING_REL_ERR] = loss[GP_MECH_SCALING] = 1.0;
 }
 
 static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
@@ -1196,6 +1224,7 @@ static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
     a->formula += b->formula;
     a->twin_checked += b->twin_checked;
     a->twin_mismatch += b->twin_mismatch;
+    gp_formula_first_merge(&a->first_formula, &b->first_formula);
     a->models_checked |= b->models_checked;
     a->models_differ |= b->models_differ;
 }
@@ -1218,7 +1247,7 @@ static void stats_add_w(gp_stats *a, const gp_stats *b, double den, double num)
     for (int m = 0; m < GP_NMECH; m++)
         W(ss_mech[m]);
     WC(rounded_nonzero); WC(underflow); WC(adds_nonzero); WC(absorbed); WC(overflow); WC(stored_nonzero);
-    WC(subnormal); WC(nonfinite); WC(overflow_skipped); WC(mismatches);
+    WC(subnormal); WC(nonfinite); WC(replay_nonfinite); WC(overflow_skipped); WC(mismatches);
     WC(opt.nonzero); WC(opt.stale); WC(opt.state_nonzero); WC(opt.state_underflow); WC(opt.skip_writes);
     WC(opt.mismatches); WC(opt.formula);
     W(opt_ss.w_err); W(opt_ss.w_ref); W(opt_ss.m_err); W(opt_ss.m_ref); W(opt_ss.v_err); W(opt_ss.v_ref);
@@ -1257,6 +1286,7 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->stored_nonzero += b->stored_nonzero;
     a->subnormal += b->subnormal;
     a->nonfinite += b->nonfinite;
+    a->replay_nonfinite += b->replay_nonfinite;
     a->mismatches += b->mismatches;
     for (int j = 0; j < 3; j++) {
         a->sr_sum[j] += b->sr_sum[j];
@@ -1361,7 +1391,7 @@ static void judge(const gp_scenario *sc, gp_result *r)
     /* A failed metric that counts one mechanism names it (the largest loss among those) */
     for (int i = 0; i < GP_NMETRICS; i++) {
         gp_mechanism m = metric_mechanism((gp_metric)i);
-        if (r->failed[i] && m != GP_NMECH && (r->dominant == GP_NMECH || r->loss[m] > best)) {
+        if (r->failed[i] && m != GP_NMECH && r->metric[i] == r->metric[i] && /* an undefined one names none */ (r->dominant == GP_NMECH || r->loss[m] > best)) {
             best = r->loss[m];
             r->dominant = m;
         }
@@ -2890,6 +2920,10 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         tr->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     }
     derive(&res->st, res->metric, res->loss);
+    for (size_t t = 0; t < res->ntensors && res->nopt > 0 && res->skipped_steps == res->nopt; t++)
+        all_skipped(res->tensors[t].metric, res->tensors[t].loss);
+    if (res->nopt > 0 && res->skipped_steps == res->nopt)
+        all_skipped(res->metric, res->loss);
     if (dist) { /* the collective's own loss: one process has none (the metric stays absent) */
         for (size_t t = 0; t < res->ntensors; t++)
             res->tensors[t].metric[GP_M_COLLECTIVE_REL_ERR] = ratio(res->tensors[t].st.coll.ss, res->tensors[t].st.ss_same);

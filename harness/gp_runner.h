@@ -117,6 +117,9 @@ typedef struct {
     uint64_t adds_nonzero, absorbed;                /* additions of a non-zero addend; absorbed */
     uint64_t overflow, stored_nonzero, subnormal;   /* overflows; stored grads != 0; subnormal */
     uint64_t nonfinite;                             /* non-finite final gradients */
+    uint64_t replay_nonfinite;                      /* replayed entries (element x micro-batch)
+                                                       that are inf or NaN in applied steps:
+                                                       the exact reference is then undefined */
     uint64_t overflow_skipped;                      /* overflows in skipped steps (their other
                                                        statistics are dropped, not these) */
     uint64_t mismatches;                            /* elements where a compared backend differed */
@@ -208,6 +211,10 @@ typedef struct {
     int has_min[GP_NMETRICS];
     int expect_met;              /* the verdict (and mechanism) the scenario expects; without an
                                     expectation: any verdict but fail */
+    int refused;                 /* the backend refused the scenario's configuration
+                                    (GP_RUN_REFUSED, gp_run_all): nothing else is set; an
+                                    `expect:` is then not met */
+    char refusal[600];           /* ... the refusal's line, the backend's reason included */
 } gp_result;
 
 /* Unit roundoff u = 2^-p of format f (p significant bits): 2^-8 bf16, 2^-11 fp16, 2^-24 fp32. */

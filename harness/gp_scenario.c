@@ -2580,8 +2580,7 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
         gp_format_name(s->optimizer.param), master_names[s->optimizer.master != 0],
         gp_format_name(s->optimizer.state), bool_name(s->optimizer.kahan),
         bool_name(s->optimizer.stochastic), fused_names[s->optimizer.fused != 0]);
-    if (s->optimizer.evaluation != 0)
-        gp_buf_printf(&b, "  evaluation: %s\n", gp_adamw_eval_name(s->optimizer.evaluation));
+    gp_buf_printf(&b, "  evaluation: %s\n", gp_adamw_eval_name(s->optimizer.evaluation)); /* the default too */
     if (s->optimizer.lr_steps) {
         gp_buf_printf(&b, "  lr_steps: ");
         put_list(&b, s->optimizer.lr_steps, s->optimizer.nlr_steps);

@@ -186,6 +186,7 @@ static void test_twin_one_ulp_off(void **state)
         !strstr(nt.text[0], "tensor w element 0") || !strstr(nt.text[0], "w/step1/exp_avg_sq") ||
         !strstr(nt.text[0], "torch 0.0859375075 (0x3db00001)") || !strstr(nt.text[0], "replay 0.0859375 (0x3db00000)"))
         fail_msg("first note: %s", nt.text[0]);
+    gp_notes_free(&nt);
     gp_scenario_free(&sc);
     gp_result_free(&r);
 

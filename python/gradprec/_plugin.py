@@ -220,9 +220,12 @@ class PythonBackend:
                     out(p.contents, args, ret)
                 return 0
             except NotImplementedError as e:
+                why = "%s: %s" % (entry, " ".join(str(e).split())) if str(e) else None
                 with self._lock:
-                    if self.refusal is None and str(e):
-                        self.refusal = "%s: %s" % (entry, " ".join(str(e).split()))
+                    if self.refusal is None and why:
+                        self.refusal = why
+                if why:  # through a worker (`gradprec run --backend python:...`): the reason travels
+                    self.fault.value = why.encode("utf-8", "replace")[:500]
                 return 1
             except BaseException as e:  # the subject's failure: report it, never unwind into C
                 line = "backend %s: %s raised %s: %s" % (self.label, entry, type(e).__name__, e)
