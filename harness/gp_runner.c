@@ -1630,8 +1630,11 @@ static int optimize_chunk(sim *S, lane *L, size_t t, uint64_t i0, size_t n, cons
         gp_optim_scratch_borrow(&view, &ts->opt, &L->opt);
         o = &view;
     }
-    if (S->step.iter == 1 && (rc = init_chunk(S, L, o, t, i0, n, off, err)) != 0)
-        return rc;
+    if (S->step.iter == 1) { /* the state the run starts from */
+        rc = init_chunk(S, L, o, t, i0, n, off, err);
+        if (rc != 0)
+            return rc;
+    }
     gp_optim_step step = S->step;
     const gp_optim_step *own = &S->tstep[t]; /* the tensor's step count, lr, decay, reference scalars */
     step.t = own->t;

@@ -113,6 +113,9 @@ WHY_SAMPLED = ("sampled runs only (scenario-level `sample:`, per-element totals 
 WHY_SAMPLED_LS = ("sampled runs under a loss scaler only (a step's per-element terms held in el_step until the "
                   "step is kept): no preset samples; test_sample's test_coverage_loss_scale (a skipped first step, "
                   "then four kept ones, `sample: 600`) runs these lines")
+WHY_FOREACH = ("OPEN: torch's CPU foreach AdamW (optimizer.evaluation: torch_cpu_foreach, the decay factor and "
+               "beta2 rounded to a bf16/fp16 tensor's dtype): no preset selects it; test_adamw's "
+               "test_torch_cpu_foreach checks it by hand, a bf16 foreach capture replays as its twin")
 EXCLUSIONS = [
     # --- failures, faults, limits
     (R, None, r"backend_failure|if \(rc != 0\)|if \(arc != 0\)|&& rc == 0|rc == 0 &&|rc == 0\)|"
@@ -223,6 +226,8 @@ EXCLUSIONS = [
     (A + "gp_adamw.h", "gp_adamw_step", r"unsigned \*pe = ev|unsigned \*pes = ev_state|^if \(ev\)$|^if \(ev_state\)$",
      None, WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_fused_step", r"", None, WHY_FUSED),
+    (A + "gp_adamw.h", "gp_adamw_eval_cpu", r"ev == GP_ADAMW_TORCH_CPU_FOREACH", None, WHY_FOREACH),
+    (A + "gp_adamw.h", "gp_adamw_step", r"foreach_cpu \?", None, WHY_FOREACH),
     (A + "gp_adamw.h", "gp_adamw_fused_ok", r"", None, WHY_FUSED),
     (C, "cpu_adamw", r"a->struct_size >= offsetof\(gp_plugin_adamw_args, evaluation\)|"
      r"a->evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a->evaluation <= GP_PLUGIN_EVAL_\w+\)", None,
