@@ -2206,10 +2206,14 @@ static void free_all(gp_scenario *arr, size_t n)
 static size_t scenario_bytes(const gp_scenario *s)
 {
     size_t b = sizeof *s + s->ntensors * sizeof *s->tensors + (size_t)s->batch.microbatches * sizeof(long);
-    for (size_t t = 0; t < s->ntensors; t++)
+    for (size_t t = 0; t < s->ntensors; t++) {
         for (size_t k = 0; k < s->tensors[t].grad.nmb; k++)
             b += s->tensors[t].grad.ntok[k] * sizeof(double) + sizeof(double *) + sizeof(size_t);
-    return b;
+        b += (size_t)s->tensors[t].optimizer.nlr_steps * sizeof(double);
+    }
+    for (int st = 0; s->batch.step_mb && st < s->steps; st++) /* per-step token counts */
+        b += (size_t)s->batch.step_mb[st] * sizeof(long) + sizeof(long *) + sizeof(int);
+    return b + (size_t)s->optimizer.nlr_steps * sizeof(double);
 }
 
 static int load_all(const char *text, size_t len, const char *origin, const char *dir, const char *default_name,
