@@ -1536,10 +1536,11 @@ static size_t min_size(uint64_t a, size_t b)
 }
 
 /* Elements i0 .. i0+n-1 of tensor t (the sampled ones when it is sampled) of entry KEY/what
- * of dump r, as fp32, into out. Returns 0, or -3 with err (a fault: the loader checked the
- * entry, so the dump changed since, or was truncated or changed while read). */
-static int read_chunk(const sim *S, gp_replay *r, size_t t, const char *key, const char *what, uint64_t i0, size_t n,
-                      float *out, gp_error *err)
+ * of dump r, as fp32, into out; the entry's dtype must be fmt (-1: any). Returns 0, or -3
+ * with err (a fault: the loader checked the entry, so the dump changed since, or was
+ * truncated or changed while read). */
+static int read_chunk(const sim *S, gp_replay *r, size_t t, const char *key, const char *what, int fmt, uint64_t i0,
+                      size_t n, float *out, gp_error *err)
 {
     const gp_tensor_spec *spec = &S->sc->tensors[t];
     char name[GP_NAME_MAX * 4];
@@ -1550,7 +1551,7 @@ static int read_chunk(const sim *S, gp_replay *r, size_t t, const char *key, con
         gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
         return -3;
     }
-    if (S->idx[t] ? n > 0 && S->idx[t][i0 + n - 1] >= e.n : i0 + n > e.n) {
+    if ((fmt >= 0 && e.fmt != (gp_format)fmt) || (S->idx[t] ? n > 0 && S->idx[t][i0 + n - 1] >= e.n : i0 + n > e.n)) {
         gp_replay_entry_release(&e);
         gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", spec->name,
                      gp_replay_path(r), name);
@@ -1573,7 +1574,7 @@ static int init_chunk(sim *S, lane *L, gp_optim_state *o, size_t t, uint64_t i0,
     gp_optim_values in = {NULL, NULL, NULL, NULL};
     int rc = 0;
     if (S->wdump[t]) { /* replayed initial weights */
-        rc = read_chunk(S, S->wdump[t], t, spec->weight.replay_key, "weight", i0, n, L->wbuf, err);
+        rc = read_chunk(S, S->wdump[t], t, spec->weight.replay_key, "weight", -1, i0, n, L->wbuf, err);
         in.param = L->wbuf;
     } else if (S->idx[t]) { /* sampled: the chosen elements' generated weights */
         gp_generate_at(&spec->weight, S->sc->seed, gp_stream_id(GP_STREAM_WEIGHT, t, 0, 0), S->idx[t] + i0, n,
@@ -1582,10 +1583,11 @@ static int init_chunk(sim *S, lane *L, gp_optim_state *o, size_t t, uint64_t i0,
     }
     if (rc == 0 && S->sdump[t]) { /* the optimizer state when the capture began */
         const char *key = spec->state.key;
-        if ((rc = read_chunk(S, S->sdump[t], t, key, "state/exp_avg", i0, n, L->sbuf, err)) == 0 &&
-            (rc = read_chunk(S, S->sdump[t], t, key, "state/exp_avg_sq", i0, n, L->sbuf + CHUNK, err)) == 0 &&
+        int sf = (int)o->cfg.state;
+        if ((rc = read_chunk(S, S->sdump[t], t, key, "state/exp_avg", sf, i0, n, L->sbuf, err)) == 0 &&
+            (rc = read_chunk(S, S->sdump[t], t, key, "state/exp_avg_sq", sf, i0, n, L->sbuf + CHUNK, err)) == 0 &&
             o->master)
-            rc = read_chunk(S, S->sdump[t], t, key, "state/master", i0, n, L->sbuf + 2 * CHUNK, err);
+            rc = read_chunk(S, S->sdump[t], t, key, "state/master", GP_FP32, i0, n, L->sbuf + 2 * CHUNK, err);
         in.m = L->sbuf;
         in.v = L->sbuf + CHUNK;
         in.master = o->master ? L->sbuf + 2 * CHUNK : NULL;
@@ -1602,11 +1604,12 @@ static int twin_chunk(sim *S, lane *L, const gp_optim_state *o, size_t t, uint64
 {
     const char *key = S->sc->tensors[t].twin.key;
     const char *const what[4] = {"param", "exp_avg", "exp_avg_sq", "master"};
+    const int fmt[4] = {(int)o->cfg.param, (int)o->cfg.state, (int)o->cfg.state, GP_FP32};
     char name[64];
     int rc = 0;
     for (int q = 0; q < (o->master ? 4 : 3) && rc == 0; q++) {
         snprintf(name, sizeof name, "step%ld/%s", S->step.iter - 1, what[q]);
-        rc = read_chunk(S, S->tdump[t], t, key, name, i0, n, L->sbuf + (size_t)q * CHUNK, err);
+        rc = read_chunk(S, S->tdump[t], t, key, name, fmt[q], i0, n, L->sbuf + (size_t)q * CHUNK, err);
     }
     if (rc == 0) {
         gp_optim_values torch = {L->sbuf, L->sbuf + CHUNK, L->sbuf + 2 * CHUNK, o->master ? L->sbuf + 3 * CHUNK : NULL};
