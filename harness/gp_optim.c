@@ -196,9 +196,10 @@ static int fail(const gp_backend *b, int rc, gp_error *err)
         gp_error_set(err, "%s", fault);
         return -3;
     }
-    gp_error_set(err, rc == 1 ? "backend %s: adamw: this configuration is not supported by the backend"
-                              : "backend %s: adamw failed (returned %d)", b->label, rc);
-    return rc == 1 ? -2 : -1;
+    if (rc == 1)
+        return gp_backend_refused(b, "adamw", err);
+    gp_error_set(err, "backend %s: adamw failed (returned %d)", b->label, rc);
+    return -1;
 }
 
 /* Do the n elements at a (offset ao) and b (offset 0) of format f differ in any bit
@@ -465,6 +466,34 @@ static int formula_explained(const formula_bounds *fb, gp_optim_state *o, size_t
     return 0;
 }
 
+void gp_formula_first_merge(gp_formula_first *a, const gp_formula_first *b)
+{
+    if (b->set && (!a->set || b->step < a->step || (b->step == a->step && b->tensor < a->tensor) ||
+                   (b->step == a->step && b->tensor == a->tensor && b->element < a->element)))
+        *a = *b;
+}
+
+/* Element `element` of tensor t failed formula_explained: record which output departs
+ * first (gp_formula_first) unless an earlier one is recorded. */
+static void formula_first(gp_optim_counts *cnt, const formula_bounds *fb, const gp_optim_state *o, long step,
+                          size_t t, uint64_t element, size_t e, double g, double m0, double m1, double v1, double mx,
+                          double vx, double w0)
+{
+    double ag = fabs(g), g2 = (1.0 - fb->b2) * g * g;
+    gp_formula_first f = {1, "param", step, t, element, weight_at(o, o->param, o->master, o->comp, e),
+                          w0 * fb->decay - fb->step * mx / (sqrt(vx) / fb->bc2s + fb->eps)};
+    if (!rounding_of(m1, mx, 0x1p-21 * (fabs(m0) + ag) + (1.0 - fb->b1) * fb->u_p * ag)) {
+        f.output = "m";
+        f.value = m1;
+        f.adamw = mx;
+    } else if (!rounding_of(v1, vx, 0x1p-21 * vx + 2 * fb->u_p * g2)) {
+        f.output = "v";
+        f.value = v1;
+        f.adamw = vx;
+    }
+    gp_formula_first_merge(&cnt->first_formula, &f);
+}
+
 #if GP_VECTOR_BLOCKS
 /* ---- the attribution of one step, a block at a time ---- */
 
@@ -602,8 +631,8 @@ GP_OPTIM_CLONES static void attribute_block(size_t nb, const double *restrict G,
  * m', v' give; a non-zero update that left the weight state unchanged is stale and its
  * loss goes to lost[]; us - ux to state_err[]; m', v' that underflowed. Reads the old state
  * kept in o->old_*, writes o->written. */
-static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_optim_state *o, size_t off, size_t n,
-                           gp_format gf, const void *grad, gp_optim_counts *cnt)
+static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_optim_state *o, size_t t, uint64_t i0,
+                           size_t off, size_t n, gp_format gf, const void *grad, gp_optim_counts *cnt)
 {
     gp_format pf = o->cfg.param, sf = o->cfg.state;
     gp_adamw_scalars k = gp_adamw_scalars_make(s->lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
@@ -652,8 +681,11 @@ static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_opt
             for (size_t j = 0; j < nb; j++) {
                 double g = G[j], m0 = M0[j], v0 = V0[j];
                 double mx = b1 * m0 + c1 * g, vx = b2 * v0 + c2 * g * g;
-                formula += (uint64_t)!formula_explained(&fb, o, off + j0 + j, diff[j], g, m0, v0, M1[j], V1[j], mx, vx,
-                                                        W0[j]);
+                if (!formula_explained(&fb, o, off + j0 + j, diff[j], g, m0, v0, M1[j], V1[j], mx, vx, W0[j])) {
+                    formula++;
+                    formula_first(cnt, &fb, o, s->iter, t, i0 + j0 + j, off + j0 + j, g, m0, M1[j], V1[j], mx, vx,
+                                  W0[j]);
+                }
             }
     }
     cnt->formula += formula;
@@ -756,7 +788,7 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
         for (size_t j = 0; j < n; j++)
             cnt->skip_writes += diff[j] | mv_changed[j];
     } else {
-        attribute_step(sc, s, o, off, n, gf, grad, cnt);
+        attribute_step(sc, s, o, t, i0, off, n, gf, grad, cnt);
     }
 
 #else /* the coverage build: the per-element definition */
@@ -814,8 +846,10 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
             if (isfinite(ux)) /* a finite exact update made non-finite by m, v: an infinite loss */
                 o->state_err[e] += isfinite(us) ? us - ux : INFINITY;
             /* update formula (a subject's step only: gradprec's own models are AdamW) */
-            if (o->param3 && !formula_explained(&fb, o, e, diff[j], g, m0, v0, m1, v1, mx, vx, w0))
+            if (o->param3 && !formula_explained(&fb, o, e, diff[j], g, m0, v0, m1, v1, mx, vx, w0)) {
                 cnt->formula++;
+                formula_first(cnt, &fb, o, s->iter, t, i0 + j, e, g, m0, m1, v1, mx, vx, w0);
+            }
             cnt->state_nonzero += (uint64_t)(mx != 0) + (uint64_t)(vx != 0);
             cnt->state_underflow += (uint64_t)(mx != 0 && m1 == 0) + (uint64_t)(vx != 0 && v1 == 0);
         }

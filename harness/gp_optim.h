@@ -99,6 +99,24 @@ typedef struct {
     gp_mismatch *first;  /* where the first disagreement of a compared backend is recorded */
 } gp_optim_step;
 
+/* The first element step no rounding of AdamW explains (the update formula): which
+ * output departs first from AdamW's (torch's convention) — "m" when the stored m' is no
+ * rounding of b1 m + (1 - b1) g, else "v" (b2 v + (1 - b2) g^2), else "param" (the weight
+ * beyond its bounds around w (1 - lr wd) - lr/bc1 m_x / (sqrt(v_x)/sqrt(bc2) + eps)) —
+ * with the subject's stored value and AdamW's in binary64 from the same old state and
+ * gradient. "First": the earliest step, then tensor, then element (any -j). */
+typedef struct {
+    int set;
+    const char *output;  /* "m", "v", "param" */
+    long step;           /* 1-based optimizer iteration */
+    size_t tensor;
+    uint64_t element;    /* among the tensor's simulated elements (a sample's position) */
+    double value, adamw; /* the subject's stored value, AdamW's */
+} gp_formula_first;
+
+/* Keep the earlier of *a and *b (step, tensor, element) in *a. */
+void gp_formula_first_merge(gp_formula_first *a, const gp_formula_first *b);
+
 /* Event counts of the optimizer phase. */
 typedef struct {
     uint64_t nonzero;        /* element steps whose exact update was non-zero */
@@ -110,6 +128,7 @@ typedef struct {
     uint64_t formula;        /* element steps no rounding of AdamW explains (see above) */
     uint64_t twin_checked;   /* element-outputs compared with torch's after the step (twin) */
     uint64_t twin_mismatch;  /* ... that differ in some bit (NaN-ness for NaNs) */
+    gp_formula_first first_formula; /* the first of them */
     /* Which of gradprec's AdamW models (gp_optim_model_name) a subject that is not
      * gradprec's own backend was checked against, and which it differed from in some
      * output bit; combined over chunks with |, never weighted. */

@@ -301,8 +301,8 @@ __attribute__((flatten, noinline)) static void store_grads(chunk *c)
     }
 }
 
-/* A backend call returned rc != 0: 1 means "configuration not supported" (returns -2,
- * bad usage), anything else a failure (-1). */
+/* A backend call returned rc != 0: 1 means "configuration not supported" (returns
+ * GP_RUN_REFUSED, with the backend's reason when it gave one), anything else a failure (-1). */
 static int backend_failure(const gp_backend *b, const char *what, int rc, gp_error *err)
 {
     const char *fault = gp_backend_fault(b);
@@ -310,9 +310,10 @@ static int backend_failure(const gp_backend *b, const char *what, int rc, gp_err
         gp_error_set(err, "%s", fault);
         return -3;
     }
-    gp_error_set(err, rc == 1 ? "backend %s: %s: this configuration is not supported by the backend"
-                              : "backend %s: %s failed (returned %d)", b->label, what, rc);
-    return rc == 1 ? -2 : -1;
+    if (rc == 1)
+        return gp_backend_refused(b, what, err);
+    gp_error_set(err, "backend %s: %s failed (returned %d)", b->label, what, rc);
+    return -1;
 }
 
 /* The accumulate arguments of chunk c for micro-batch k (acc/comp: which copy). */
@@ -755,24 +756,25 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
     snprintf(name, sizeof name, "%s/step%d/mb%d", ts->grad.replay_key, c->step, k);
     if (gp_replay_entry_get(c->dump, name, &e, &re) != 0) {
         gp_error_set(err, "tensor '%s': %s", ts->name, re.msg);
-        return -2; /* bad input */
+        return -3; /* the loader saw it: the dump changed since (a fault, as a read's) */
     }
     if (e.fmt != c->gf || (c->idx ? ts->size > e.n : c->i0 + c->n > e.n)) {
         gp_replay_entry_release(&e);
         gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", ts->name,
                      gp_replay_path(c->dump), name);
-        return -2;
+        return -3;
     }
-    if (c->idx) {
-        gp_replay_read_idx_stream(&e, c->idx + c->i0, c->n, c->m); /* a sample's pages leave too */
-    } else {
-        gp_replay_read(&e, c->i0, c->n, c->m);
-        gp_replay_drop(&e, c->i0, c->n); /* streamed: a dump larger than memory stays out of it */
-    }
+    int rd = c->idx ? gp_replay_read_idx(&e, c->idx + c->i0, c->n, c->m, &re) : gp_replay_read(&e, c->i0, c->n, c->m, &re);
     gp_replay_entry_release(&e);
+    if (rd != 0) { /* truncated or changed while read */
+        gp_error_set(err, "tensor '%s': %s", ts->name, re.msg);
+        return -3;
+    }
     double f = c->s / c->rs; /* exact: s and rs are powers of two */
-    for (size_t i = 0; i < c->n; i++)
+    for (size_t i = 0; i < c->n; i++) {
         c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
+        c->st->replay_nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
+    }
     gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
     gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n);
     store_grads(c);
@@ -1142,6 +1144,11 @@ static double ratio(double num_ss, double den_ss)
     return sqrt(num_ss) / sqrt(den_ss); /* den 0 with num > 0: inf */
 }
 
+/* The metrics and losses of stats st. A non-finite exact gradient (a replayed entry that
+ * is inf or NaN in an applied step: ||g_full|| or ||g_same|| is not finite) leaves every
+ * metric and loss measured against the exact values undefined: NaN (absent from
+ * report.json), never a finite value; nonfinite_count counts it and the non-finite loss
+ * is inf (docs/scenarios.md, Non-finite gradients). */
 static void derive(const gp_stats *st, double *metric, double *loss)
 {
     for (int i = 0; i < GP_NMETRICS; i++)
@@ -1184,6 +1191,26 @@ static void derive(const gp_stats *st, double *metric, double *loss)
     loss[GP_MECH_STALE] = ratio(os->lost, os->w_ref);
     loss[GP_MECH_STATE] = ratio(os->state, os->w_ref);
     loss[GP_MECH_FORMULA] = ratio(os->formula, os->w_ref);
+    if (st->replay_nonfinite || !isfinite(st->ss_full) || !isfinite(st->ss_same)) { /* no exact reference */
+        static const gp_metric undefined[] = {GP_M_GRAD_REL_ERR_FULLBATCH, GP_M_GRAD_REL_ERR_ROUNDING,
+                                              GP_M_NORMALIZATION_REL_ERR, GP_M_MAX_ULP_ERR, GP_M_GRAD_NORM_RATIO,
+                                              GP_M_WEIGHT_REL_ERR, GP_M_M_REL_ERR, GP_M_V_REL_ERR,
+                                              GP_M_SCALING_REL_ERR};
+        for (size_t i = 0; i < sizeof undefined / sizeof *undefined; i++)
+            metric[undefined[i]] = NAN;
+        for (int m = 0; m < GP_NMECH; m++)
+            if (m != GP_MECH_NONFINITE)
+                loss[m] = NAN;
+    }
+}
+
+/* Every step skipped: each step's whole gradient was lost to scaling, so scaling_rel_err
+ * (and the scaling loss) is 1 where the sums left it undefined (the skipped steps' exact
+ * gradients non-finite: a replayed entry that overflowed under the loss scale). */
+static void all_skipped(double *metric, double *loss)
+{
+    if (metric[GP_M_SCALING_REL_ERR] != metric[GP_M_SCALING_REL_ERR])
+        metric[GP_M_SCALING_REL_ERR] = loss[GP_MECH_SCALING] = 1.0;
 }
 
 static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
@@ -1197,6 +1224,7 @@ static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
     a->formula += b->formula;
     a->twin_checked += b->twin_checked;
     a->twin_mismatch += b->twin_mismatch;
+    gp_formula_first_merge(&a->first_formula, &b->first_formula);
     a->models_checked |= b->models_checked;
     a->models_differ |= b->models_differ;
 }
@@ -1219,7 +1247,7 @@ static void stats_add_w(gp_stats *a, const gp_stats *b, double den, double num)
     for (int m = 0; m < GP_NMECH; m++)
         W(ss_mech[m]);
     WC(rounded_nonzero); WC(underflow); WC(adds_nonzero); WC(absorbed); WC(overflow); WC(stored_nonzero);
-    WC(subnormal); WC(nonfinite); WC(overflow_skipped); WC(mismatches);
+    WC(subnormal); WC(nonfinite); WC(replay_nonfinite); WC(overflow_skipped); WC(mismatches);
     WC(opt.nonzero); WC(opt.stale); WC(opt.state_nonzero); WC(opt.state_underflow); WC(opt.skip_writes);
     WC(opt.mismatches); WC(opt.formula);
     W(opt_ss.w_err); W(opt_ss.w_ref); W(opt_ss.m_err); W(opt_ss.m_ref); W(opt_ss.v_err); W(opt_ss.v_ref);
@@ -1258,6 +1286,7 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->stored_nonzero += b->stored_nonzero;
     a->subnormal += b->subnormal;
     a->nonfinite += b->nonfinite;
+    a->replay_nonfinite += b->replay_nonfinite;
     a->mismatches += b->mismatches;
     for (int j = 0; j < 3; j++) {
         a->sr_sum[j] += b->sr_sum[j];
@@ -1362,7 +1391,7 @@ static void judge(const gp_scenario *sc, gp_result *r)
     /* A failed metric that counts one mechanism names it (the largest loss among those) */
     for (int i = 0; i < GP_NMETRICS; i++) {
         gp_mechanism m = metric_mechanism((gp_metric)i);
-        if (r->failed[i] && m != GP_NMECH && (r->dominant == GP_NMECH || r->loss[m] > best)) {
+        if (r->failed[i] && m != GP_NMECH && r->metric[i] == r->metric[i] && /* an undefined one names none */ (r->dominant == GP_NMECH || r->loss[m] > best)) {
             best = r->loss[m];
             r->dominant = m;
         }
@@ -1507,10 +1536,11 @@ static size_t min_size(uint64_t a, size_t b)
 }
 
 /* Elements i0 .. i0+n-1 of tensor t (the sampled ones when it is sampled) of entry KEY/what
- * of dump r, as fp32, into out. Returns 0, or -2 with err (bad input) when the entry is
- * missing or changed since the scenario was loaded (the loader checked it). */
-static int read_chunk(const sim *S, gp_replay *r, size_t t, const char *key, const char *what, uint64_t i0, size_t n,
-                      float *out, gp_error *err)
+ * of dump r, as fp32, into out; the entry's dtype must be fmt (-1: any). Returns 0, or -3
+ * with err (a fault: the loader checked the entry, so the dump changed since, or was
+ * truncated or changed while read). */
+static int read_chunk(const sim *S, gp_replay *r, size_t t, const char *key, const char *what, int fmt, uint64_t i0,
+                      size_t n, float *out, gp_error *err)
 {
     const gp_tensor_spec *spec = &S->sc->tensors[t];
     char name[GP_NAME_MAX * 4];
@@ -1519,21 +1549,20 @@ static int read_chunk(const sim *S, gp_replay *r, size_t t, const char *key, con
     snprintf(name, sizeof name, "%s/%s", key, what);
     if (gp_replay_entry_get(r, name, &e, &re) != 0) {
         gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
-        return -2;
+        return -3;
     }
-    if (S->idx[t] ? n > 0 && S->idx[t][i0 + n - 1] >= e.n : i0 + n > e.n) {
+    if ((fmt >= 0 && e.fmt != (gp_format)fmt) || (S->idx[t] ? n > 0 && S->idx[t][i0 + n - 1] >= e.n : i0 + n > e.n)) {
         gp_replay_entry_release(&e);
         gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", spec->name,
                      gp_replay_path(r), name);
-        return -2;
+        return -3;
     }
-    if (S->idx[t]) {
-        gp_replay_read_idx_stream(&e, S->idx[t] + i0, n, out);
-    } else {
-        gp_replay_read(&e, i0, n, out);
-        gp_replay_drop(&e, i0, n);
-    }
+    int rd = S->idx[t] ? gp_replay_read_idx(&e, S->idx[t] + i0, n, out, &re) : gp_replay_read(&e, i0, n, out, &re);
     gp_replay_entry_release(&e);
+    if (rd != 0) { /* truncated or changed while read */
+        gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
+        return -3;
+    }
     return 0;
 }
 
@@ -1545,7 +1574,7 @@ static int init_chunk(sim *S, lane *L, gp_optim_state *o, size_t t, uint64_t i0,
     gp_optim_values in = {NULL, NULL, NULL, NULL};
     int rc = 0;
     if (S->wdump[t]) { /* replayed initial weights */
-        rc = read_chunk(S, S->wdump[t], t, spec->weight.replay_key, "weight", i0, n, L->wbuf, err);
+        rc = read_chunk(S, S->wdump[t], t, spec->weight.replay_key, "weight", -1, i0, n, L->wbuf, err);
         in.param = L->wbuf;
     } else if (S->idx[t]) { /* sampled: the chosen elements' generated weights */
         gp_generate_at(&spec->weight, S->sc->seed, gp_stream_id(GP_STREAM_WEIGHT, t, 0, 0), S->idx[t] + i0, n,
@@ -1554,10 +1583,11 @@ static int init_chunk(sim *S, lane *L, gp_optim_state *o, size_t t, uint64_t i0,
     }
     if (rc == 0 && S->sdump[t]) { /* the optimizer state when the capture began */
         const char *key = spec->state.key;
-        if ((rc = read_chunk(S, S->sdump[t], t, key, "state/exp_avg", i0, n, L->sbuf, err)) == 0 &&
-            (rc = read_chunk(S, S->sdump[t], t, key, "state/exp_avg_sq", i0, n, L->sbuf + CHUNK, err)) == 0 &&
+        int sf = (int)o->cfg.state;
+        if ((rc = read_chunk(S, S->sdump[t], t, key, "state/exp_avg", sf, i0, n, L->sbuf, err)) == 0 &&
+            (rc = read_chunk(S, S->sdump[t], t, key, "state/exp_avg_sq", sf, i0, n, L->sbuf + CHUNK, err)) == 0 &&
             o->master)
-            rc = read_chunk(S, S->sdump[t], t, key, "state/master", i0, n, L->sbuf + 2 * CHUNK, err);
+            rc = read_chunk(S, S->sdump[t], t, key, "state/master", GP_FP32, i0, n, L->sbuf + 2 * CHUNK, err);
         in.m = L->sbuf;
         in.v = L->sbuf + CHUNK;
         in.master = o->master ? L->sbuf + 2 * CHUNK : NULL;
@@ -1574,11 +1604,12 @@ static int twin_chunk(sim *S, lane *L, const gp_optim_state *o, size_t t, uint64
 {
     const char *key = S->sc->tensors[t].twin.key;
     const char *const what[4] = {"param", "exp_avg", "exp_avg_sq", "master"};
+    const int fmt[4] = {(int)o->cfg.param, (int)o->cfg.state, (int)o->cfg.state, GP_FP32};
     char name[64];
     int rc = 0;
     for (int q = 0; q < (o->master ? 4 : 3) && rc == 0; q++) {
         snprintf(name, sizeof name, "step%ld/%s", S->step.iter - 1, what[q]);
-        rc = read_chunk(S, S->tdump[t], t, key, name, i0, n, L->sbuf + (size_t)q * CHUNK, err);
+        rc = read_chunk(S, S->tdump[t], t, key, name, fmt[q], i0, n, L->sbuf + (size_t)q * CHUNK, err);
     }
     if (rc == 0) {
         gp_optim_values torch = {L->sbuf, L->sbuf + CHUNK, L->sbuf + 2 * CHUNK, o->master ? L->sbuf + 3 * CHUNK : NULL};
@@ -1602,8 +1633,11 @@ static int optimize_chunk(sim *S, lane *L, size_t t, uint64_t i0, size_t n, cons
         gp_optim_scratch_borrow(&view, &ts->opt, &L->opt);
         o = &view;
     }
-    if (S->step.iter == 1 && (rc = init_chunk(S, L, o, t, i0, n, off, err)) != 0)
-        return rc;
+    if (S->step.iter == 1) { /* the state the run starts from */
+        rc = init_chunk(S, L, o, t, i0, n, off, err);
+        if (rc != 0)
+            return rc;
+    }
     gp_optim_step step = S->step;
     const gp_optim_step *own = &S->tstep[t]; /* the tensor's step count, lr, decay, reference scalars */
     step.t = own->t;
@@ -2625,7 +2659,7 @@ static void replay_end(replay_run *R, size_t nt)
     free(R->view.tensors);
 }
 
-/* Open the dumps and choose the samples of scenario sc (bad input: -2). */
+/* Open the dumps and choose the samples of scenario sc (a dump that fails to open: -3). */
 static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
 {
     size_t nt = sc->ntensors;
@@ -2647,15 +2681,17 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
     for (size_t t = 0; t < nt; t++) {
         const gp_tensor_spec *ts = &sc->tensors[t];
         gp_error e = {""};
+        /* Shared (gp_replay.h): every tensor, scenario and sweep point of the run reads one
+         * parsed dump. The loader opened it: failing now, it changed since (a fault). */
         if (ts->grad.kind == GP_DIST_REPLAY && gp_replay_open(ts->grad.replay, &R->dump[t], &e) != 0) {
             replay_end(R, nt);
             gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
-            return -2;
+            return -3;
         }
         if (ts->weight.kind == GP_DIST_REPLAY && gp_replay_open(ts->weight.replay, &R->wdump[t], &e) != 0) {
             replay_end(R, nt);
             gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
-            return -2;
+            return -3;
         }
         if ((ts->state.replay && gp_replay_open(ts->state.replay, &R->sdump[t], &e) != 0) ||
             (ts->twin.replay && gp_replay_open(ts->twin.replay, &R->tdump[t], &e) != 0)) {
@@ -2890,6 +2926,10 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         tr->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     }
     derive(&res->st, res->metric, res->loss);
+    for (size_t t = 0; t < res->ntensors && res->nopt > 0 && res->skipped_steps == res->nopt; t++)
+        all_skipped(res->tensors[t].metric, res->tensors[t].loss);
+    if (res->nopt > 0 && res->skipped_steps == res->nopt)
+        all_skipped(res->metric, res->loss);
     if (dist) { /* the collective's own loss: one process has none (the metric stays absent) */
         for (size_t t = 0; t < res->ntensors; t++)
             res->tensors[t].metric[GP_M_COLLECTIVE_REL_ERR] = ratio(res->tensors[t].st.coll.ss, res->tensors[t].st.ss_same);

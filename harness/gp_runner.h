@@ -117,6 +117,9 @@ typedef struct {
     uint64_t adds_nonzero, absorbed;                /* additions of a non-zero addend; absorbed */
     uint64_t overflow, stored_nonzero, subnormal;   /* overflows; stored grads != 0; subnormal */
     uint64_t nonfinite;                             /* non-finite final gradients */
+    uint64_t replay_nonfinite;                      /* replayed entries (element x micro-batch)
+                                                       that are inf or NaN in applied steps:
+                                                       the exact reference is then undefined */
     uint64_t overflow_skipped;                      /* overflows in skipped steps (their other
                                                        statistics are dropped, not these) */
     uint64_t mismatches;                            /* elements where a compared backend differed */
@@ -208,6 +211,10 @@ typedef struct {
     int has_min[GP_NMETRICS];
     int expect_met;              /* the verdict (and mechanism) the scenario expects; without an
                                     expectation: any verdict but fail */
+    int refused;                 /* the backend refused the scenario's configuration
+                                    (GP_RUN_REFUSED, gp_run_all): nothing else is set; an
+                                    `expect:` is then not met */
+    char refusal[600];           /* ... the refusal's line, the backend's reason included */
 } gp_result;
 
 /* Unit roundoff u = 2^-p of format f (p significant bits): 2^-8 bf16, 2^-11 fp16, 2^-24 fp32. */
@@ -232,8 +239,10 @@ int gp_default_threshold(const gp_result *r, gp_metric m, double *max);
 /* Run scenario sc on backend b; when cmp is non-NULL, run it too on identical inputs
  * at every step and count elements whose results differ in any bit. Fills *res (free
  * with gp_result_free). Returns 0; -2 with err set when a backend does not support the
- * configuration (its call returned 1); -3 when the thread's time limit passed
- * (gp_deadline_set); -1 when a backend call failed otherwise. */
+ * configuration (its call returned 1); -3 on a fault: the thread's time limit passed
+ * (gp_deadline_set), a plugin's worker crashed or hung, or a replayed dump changed or was
+ * truncated after the scenario was loaded (err names the dump and the entry); -1 when a
+ * backend call failed otherwise. */
 int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend *cmp, gp_result *res,
                     gp_error *err);
 

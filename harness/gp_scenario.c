@@ -172,7 +172,7 @@ static const char *const fused_names[] = {"none", "torch_cpu"};
 static const char *const opt_names[] = {"adamw"};
 static const char *const eval_names[] = {"torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4",
                                          "torch_cuda_foreach", "torch_cpu_intel_avx512",
-                                         "torch_cpu_host"}; /* gp_adamw_eval order */
+                                         "torch_cpu_host", "torch_cpu_foreach"}; /* gp_adamw_eval order */
 static const char *const sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 static const char *const coll_names[] = {"ring", "tree", "reduce_scatter"};
 static const char *const avg_names[] = {"pre", "post", "op"};
@@ -2206,10 +2206,14 @@ static void free_all(gp_scenario *arr, size_t n)
 static size_t scenario_bytes(const gp_scenario *s)
 {
     size_t b = sizeof *s + s->ntensors * sizeof *s->tensors + (size_t)s->batch.microbatches * sizeof(long);
-    for (size_t t = 0; t < s->ntensors; t++)
+    for (size_t t = 0; t < s->ntensors; t++) {
         for (size_t k = 0; k < s->tensors[t].grad.nmb; k++)
             b += s->tensors[t].grad.ntok[k] * sizeof(double) + sizeof(double *) + sizeof(size_t);
-    return b;
+        b += (size_t)s->tensors[t].optimizer.nlr_steps * sizeof(double);
+    }
+    for (int st = 0; s->batch.step_mb && st < s->steps; st++) /* per-step token counts */
+        b += (size_t)s->batch.step_mb[st] * sizeof(long) + sizeof(long *) + sizeof(int);
+    return b + (size_t)s->optimizer.nlr_steps * sizeof(double);
 }
 
 static int load_all(const char *text, size_t len, const char *origin, const char *dir, const char *default_name,
@@ -2564,8 +2568,7 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
             gp_buf_printf(&b, "%s%.17g", i ? ", " : "", s->loss_scale.replay_scales[i]);
         gp_buf_printf(&b, "]\n");
     }
-    if (s->loss_scale.tracker)
-        gp_buf_printf(&b, "  tracker: %d\n", s->loss_scale.tracker);
+    gp_buf_printf(&b, "  tracker: %d\n", s->loss_scale.tracker);
     gp_buf_printf(&b, "clip:\n");
     put_key_double(&b, "  ", "max_norm", s->clip.max_norm);
     gp_buf_printf(&b, "optimizer:\n  name: adamw\n");
@@ -2581,8 +2584,7 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
         gp_format_name(s->optimizer.param), master_names[s->optimizer.master != 0],
         gp_format_name(s->optimizer.state), bool_name(s->optimizer.kahan),
         bool_name(s->optimizer.stochastic), fused_names[s->optimizer.fused != 0]);
-    if (s->optimizer.evaluation != 0)
-        gp_buf_printf(&b, "  evaluation: %s\n", gp_adamw_eval_name(s->optimizer.evaluation));
+    gp_buf_printf(&b, "  evaluation: %s\n", gp_adamw_eval_name(s->optimizer.evaluation)); /* the default too */
     if (s->optimizer.lr_steps) {
         gp_buf_printf(&b, "  lr_steps: ");
         put_list(&b, s->optimizer.lr_steps, s->optimizer.nlr_steps);

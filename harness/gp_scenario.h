@@ -270,7 +270,7 @@ const long *gp_scenario_step_tokens(const gp_scenario *s, int step);
 int gp_scenario_has_twin(const gp_scenario *s);
 
 /* "torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach",
- * "torch_cpu_intel_avx512", "torch_cpu_host" */
+ * "torch_cpu_intel_avx512", "torch_cpu_host", "torch_cpu_foreach" */
 const char *gp_adamw_eval_name(int evaluation);
 
 /* Fill s with every default (one tensor named "grad" of 1024 elements, no tokens

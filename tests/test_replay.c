@@ -4,6 +4,8 @@
  * written, and the sampling estimator (harness/gp_sample.h): seeded choice and the
  * coverage of its intervals against the exact value of the whole tensor.
  * Arguments: a scratch folder, the gradprec binary. */
+#define _DEFAULT_SOURCE /* wait4, symlink, truncate */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +21,12 @@
 #include "gp_test_dump.h"
 #include "../harness/gp_backend.h"
 #include "../harness/gp_replay.h"
+#include "../harness/gp_run_all.h"
 #include "../harness/gp_runner.h"
 #include "../harness/gp_sample.h"
 #include "../harness/gp_scenario.h"
 
-static const char *scratch, *gp_bin;
+static const char *scratch, *gp_bin, *truncate_plugin;
 
 /* ---- writing dumps ---- */
 
@@ -351,6 +354,320 @@ static void test_cli_exit2_nothing_written(void **state)
     }
 }
 
+/* ---- a dump of many small tensors: parsed once, bounded memory ---- */
+
+/* The user's case (issue 24): 300 tensors of 64 elements, 3 optimizer steps of K = 7
+ * micro-batches plus the weights: 22 fp32 entries a tensor, 1.69 MB of data, a header of
+ * 6600 entries. Written here; the scenario replays every tensor's gradients and weights
+ * and sweeps two learning rates (each point a scenario of its own that reads the dump). */
+enum { MANY_T = 300, MANY_S = 3, MANY_K = 7, MANY_E = 64 };
+
+/* The peak resident memory a replay of it may need: the runner's own buffers and the
+ * index of the header (a few MiB) are far below; a parse kept per tensor (the old
+ * behaviour: 1.75 GB for the user's dump) far above. A fixed limit (issue 24, docs/replay.md). */
+#define MANY_MAX_RSS_KIB (64L * 1024)
+
+static void write_many(const char *dump, const char *yaml)
+{
+    size_t cap = 1 << 20, h = 0, ne = (size_t)MANY_T * (MANY_S * MANY_K + 1);
+    char *hdr = malloc(cap);
+    assert_non_null(hdr);
+    h += (size_t)snprintf(hdr, cap, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (size_t j = 0; j < ne; j++) {
+        size_t t = j / (MANY_S * MANY_K + 1), q = j % (MANY_S * MANY_K + 1);
+        char name[64];
+        if (q == MANY_S * MANY_K)
+            snprintf(name, sizeof name, "t%zu/weight", t);
+        else
+            snprintf(name, sizeof name, "t%zu/step%zu/mb%zu", t, q / MANY_K, q % MANY_K);
+        if (cap - h < 256) {
+            cap *= 2;
+            assert_non_null(hdr = realloc(hdr, cap));
+        }
+        h += (size_t)snprintf(hdr + h, cap - h, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}",
+                              name, MANY_E, j * MANY_E * 4, (j + 1) * MANY_E * 4);
+    }
+    hdr[h++] = '}';
+    while (h % 8)
+        hdr[h++] = ' ';
+    FILE *f = fopen(dump, "wb");
+    assert_non_null(f);
+    uint64_t hl = h;
+    fwrite(&hl, 8, 1, f);
+    fwrite(hdr, 1, h, f);
+    free(hdr);
+    for (size_t j = 0; j < ne; j++) { /* exact binary fractions: (1 + m/16) 2^-(8 + e) */
+        float v[MANY_E];
+        for (size_t i = 0; i < MANY_E; i++)
+            v[i] = ldexpf(1.0f + (float)((i * 7 + j) % 16) / 16.0f, -8 - (int)(j % 4)) * ((i + j) % 3 ? 1.0f : -1.0f);
+        fwrite(v, 4, MANY_E, f);
+    }
+    assert_int_equal(fclose(f), 0);
+    f = fopen(yaml, "w");
+    assert_non_null(f);
+    fprintf(f, "name: many\ntensors:\n");
+    for (int t = 0; t < MANY_T; t++)
+        fprintf(f, "  - name: t%d\n    grad: {replay: many.safetensors, key: t%d}\n"
+                   "    weight: {replay: many.safetensors, key: t%d}\n", t, t, t);
+    fprintf(f, "steps: %d\nbatch: {microbatches: %d, tokens: [5, 9, 3, 7, 7, 1, 4]}\nreduction: mean\n"
+               "precision: {grad: fp32}\nsweep: {optimizer.lr: [0.001, 0.0001]}\n", MANY_S, MANY_K);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Run `gradprec run --quiet -j J many.yaml --out DIR` as a child; its exit status (-1:
+ * killed by a signal) and peak resident memory (KiB, wait4's ru_maxrss of that child alone;
+ * it includes the resident memory this process had when it forked, which only makes the
+ * bound stricter: the test runs first, while this process is small). */
+static int run_many(int jobs, const char *out, long *kib)
+{
+    char j[16], yaml[4200];
+    snprintf(j, sizeof j, "%d", jobs);
+    snprintf(yaml, sizeof yaml, "%s/many.yaml", scratch);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 1);
+        execl(gp_bin, gp_bin, "run", "--quiet", "-j", j, yaml, "--out", out, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    struct rusage ru;
+    assert_int_equal(wait4(pid, &st, 0, &ru), pid);
+    *kib = ru.ru_maxrss;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The command line replays the 300-tensor dump within MANY_MAX_RSS_KIB, with -j 1 and -j 2
+ * (two sweep points at once, sharing the dump), and both write the same reports, byte for
+ * byte. */
+static void test_many_tensors_memory(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    skip(); /* AddressSanitizer's shadow memory and quarantine are not the program's */
+#endif
+    char dump[4200], yaml[4200], out[2][4200], cmd[18000];
+    snprintf(dump, sizeof dump, "%s/many.safetensors", scratch);
+    snprintf(yaml, sizeof yaml, "%s/many.yaml", scratch);
+    write_many(dump, yaml);
+    for (int j = 0; j < 2; j++) {
+        long kib = 0;
+        snprintf(out[j], sizeof out[j], "%s/many-j%d", scratch, j + 1);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", out[j]);
+        assert_int_equal(system(cmd), 0);
+        int rc = run_many(j + 1, out[j], &kib);
+        print_message("# 300 tensors x %d entries, -j %d: exit %d, peak %ld KiB (limit %ld)\n", MANY_S * MANY_K + 1,
+                      j + 1, rc, kib, MANY_MAX_RSS_KIB);
+        assert_true(rc == 0 || rc == 1); /* pass, or a threshold failed: either way it ran */
+        if (kib > MANY_MAX_RSS_KIB)
+            fail_msg("replaying 300 tensors with -j %d needed %ld KiB, more than %ld", j + 1, kib, MANY_MAX_RSS_KIB);
+    }
+    snprintf(cmd, sizeof cmd, "cmp '%s/report.json' '%s/report.json' && cmp '%s/report.md' '%s/report.md'", out[0],
+             out[1], out[0], out[1]);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Loading the two sweep points (300 tensors each, every entry checked) and running them on
+ * two threads parses the dump's header once: every other open shares it. */
+static void test_many_tensors_parsed_once(void **state)
+{
+    (void)state;
+    char dump[4200], yaml[4200];
+    snprintf(dump, sizeof dump, "%s/many1.safetensors", scratch);
+    snprintf(yaml, sizeof yaml, "%s/many.yaml", scratch);
+    write_many(dump, yaml); /* the scenario names many.safetensors: the same file, through a link */
+    snprintf(dump, sizeof dump, "%s/many.safetensors", scratch);
+    remove(dump);
+    char target[4200];
+    snprintf(target, sizeof target, "%s/many1.safetensors", scratch);
+    assert_int_equal(symlink(target, dump), 0);
+    gp_replay_stats s0, s1;
+    gp_replay_stats_get(&s0);
+    gp_scenario *sc = NULL;
+    size_t n = 0;
+    gp_error e = {""};
+    assert_int_equal(gp_scenario_load_all_file(yaml, &sc, &n, &e), 0);
+    assert_int_equal(n, 2);
+    gp_backend b;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    gp_result res[2];
+    gp_run_opts o = {2, 1, 0.0, NULL, 0.0};
+    assert_int_equal(gp_run_all(sc, n, &b, NULL, &o, res, &e), 0);
+    gp_replay_stats_get(&s1);
+    print_message("# headers parsed %llu, opens shared %llu\n", (unsigned long long)(s1.parsed - s0.parsed),
+                  (unsigned long long)(s1.shared - s0.shared));
+    assert_int_equal(s1.parsed - s0.parsed, 1);
+    /* every tensor's grad and weight, at load and at run, for both points: 2 x 2 x 2 x 300
+     * opens, the first of which parsed */
+    assert_int_equal(s1.shared - s0.shared, 8 * MANY_T - 1);
+    for (size_t i = 0; i < n; i++) {
+        gp_result_free(&res[i]);
+        gp_scenario_free(&sc[i]);
+    }
+    free(sc);
+    gp_backend_close(&b);
+}
+
+/* ---- a dump that changes while it is read ---- */
+
+/* The file's size (bytes). */
+static long long file_size(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return (long long)st.st_size;
+}
+
+/* Reading an entry of a file truncated, modified or replaced after it was opened fails
+ * with one message naming the dump and the entry (and the process is not killed); an
+ * unchanged file reads back what was written. */
+static void test_read_faults(void **state)
+{
+    (void)state;
+    char dump[4200], other[4200];
+    snprintf(dump, sizeof dump, "%s/fault.safetensors", scratch);
+    snprintf(other, sizeof other, "%s/fault2.safetensors", scratch);
+    st_entry en[] = {{"w/step0/mb0", "F32", 4, X0, 16}, {"w/step0/mb1", "F32", 4, X1, 16},
+                     {"w/step0/mb2", "F32", 4, X0, 16}};
+    float got[4];
+    gp_error e = {""};
+    gp_replay *r;
+    gp_replay_entry en1;
+    for (int how = 0; how < 3; how++) { /* truncated, modified in place, replaced */
+        write_safetensors(dump, en, 3);
+        assert_int_equal(gp_replay_open(dump, &r, &e), 0);
+        assert_int_equal(gp_replay_entry_get(r, "w/step0/mb1", &en1, &e), 0);
+        assert_int_equal(gp_replay_read(&en1, 0, 4, got, &e), 0);
+        assert_memory_equal(got, X1, sizeof got);
+        const char *want = "was truncated";
+        if (how == 0) {
+            assert_int_equal(truncate(dump, (off_t)(file_size(dump) - 32)), 0); /* mb1 and mb2 gone */
+        } else if (how == 1) { /* the same bytes written again, the file's time moved on */
+            int fd = open(dump, O_WRONLY);
+            assert_true(fd >= 0);
+            assert_int_equal(pwrite(fd, X0, 16, (off_t)(file_size(dump) - 32)), 16);
+            struct timespec ts[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+            struct stat st;
+            assert_int_equal(fstat(fd, &st), 0);
+            ts[1].tv_sec = st.st_mtim.tv_sec + 5; /* past any timestamp granularity */
+            ts[1].tv_nsec = 0;
+            assert_int_equal(futimens(fd, ts), 0);
+            close(fd);
+            want = "modified since it was opened";
+        } else {
+            write_safetensors(other, en, 3);
+            assert_int_equal(rename(other, dump), 0);
+            want = "replaced by another file";
+        }
+        assert_int_equal(gp_replay_read(&en1, 0, 4, got, &e), -1);
+        print_message("# %s\n", e.msg);
+        assert_non_null(strstr(e.msg, dump));
+        assert_non_null(strstr(e.msg, "entry 'w/step0/mb1'"));
+        assert_non_null(strstr(e.msg, want));
+        gp_replay_entry_release(&en1);
+        gp_replay_close(r);
+    }
+    /* A .npy entry whose file is truncated after it was opened. */
+    char dir[4200], file[4300];
+    snprintf(dir, sizeof dir, "%s/npyfault/w/step0", scratch);
+    mkdirs(dir);
+    snprintf(file, sizeof file, "%s/mb0.npy", dir);
+    write_npy(file, "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", X0, 16);
+    snprintf(dir, sizeof dir, "%s/npyfault", scratch);
+    assert_int_equal(gp_replay_open(dir, &r, &e), 0);
+    assert_int_equal(gp_replay_entry_get(r, "w/step0/mb0", &en1, &e), 0);
+    assert_int_equal(truncate(file, (off_t)(file_size(file) - 8)), 0);
+    assert_int_equal(gp_replay_read(&en1, 0, 4, got, &e), -1);
+    assert_non_null(strstr(e.msg, dir));
+    assert_non_null(strstr(e.msg, "entry 'w/step0/mb0'"));
+    assert_non_null(strstr(e.msg, "truncated"));
+    gp_replay_entry_release(&en1);
+    gp_replay_close(r);
+}
+
+/* Sampled reads (elements far apart: one pread each; close together: one for several)
+ * return the elements asked for, widened exactly: bf16 bits b are the fp32 bits b << 16. */
+static void test_read_idx(void **state)
+{
+    (void)state;
+    enum { E = 20000 };
+    static uint16_t v[E];
+    for (size_t i = 0; i < E; i++)
+        v[i] = (uint16_t)(0x3c00u + (i * 37u) % 0x3000u);
+    char dump[4200];
+    snprintf(dump, sizeof dump, "%s/idx.safetensors", scratch);
+    st_entry en[] = {{"w/step0/mb0", "BF16", E, v, sizeof v}};
+    write_safetensors(dump, en, 1);
+    const uint64_t idx[] = {0, 1, 5, 8191, 8192, 9000, 19998, 19999};
+    enum { NI = sizeof idx / sizeof idx[0] };
+    float got[NI];
+    gp_error e = {""};
+    gp_replay *r;
+    gp_replay_entry x;
+    assert_int_equal(gp_replay_open(dump, &r, &e), 0);
+    assert_int_equal(gp_replay_entry_get(r, "w/step0/mb0", &x, &e), 0);
+    assert_int_equal(gp_replay_read_idx(&x, idx, NI, got, &e), 0);
+    for (size_t j = 0; j < NI; j++) {
+        uint32_t bits;
+        memcpy(&bits, &got[j], 4);
+        assert_int_equal(bits, (uint32_t)v[idx[j]] << 16);
+    }
+    gp_replay_entry_release(&x);
+    gp_replay_close(r);
+}
+
+/* A dump truncated after the scenario was loaded and before it runs: gp_run_scenario
+ * returns -3 (a fault) naming the dump and the first entry now past the end. */
+static void test_truncated_after_load(void **state)
+{
+    (void)state;
+    char dump[4200];
+    snprintf(dump, sizeof dump, "%s/cut.safetensors", scratch);
+    st_entry en[] = {{"w/step0/mb0", "F32", 4, X0, 16}, {"w/step0/mb1", "F32", 4, X1, 16}};
+    write_safetensors(dump, en, 2);
+    gp_scenario sc;
+    gp_error e = {""};
+    assert_int_equal(load_scenario("cut.yaml", "cut.safetensors", "", "fp32", "fp32", &sc, &e), 0);
+    assert_int_equal(truncate(dump, (off_t)(file_size(dump) - 16)), 0);
+    gp_backend b;
+    gp_result r;
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    assert_int_equal(gp_run_scenario(&sc, &b, NULL, &r, &e), -3);
+    print_message("# %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "cut.safetensors"));
+    assert_non_null(strstr(e.msg, "entry 'w/step0/mb1'"));
+    gp_scenario_free(&sc);
+    gp_backend_close(&b);
+}
+
+/* The command line, a dump truncated while the run reads it (by a plugin that cuts it at
+ * its first accumulate call, after micro-batch 0 was read): exit 3, exactly one line on
+ * stderr naming the dump and entry w/step0/mb1, nothing on stdout, no report folder. */
+static void test_cli_truncated_during_run(void **state)
+{
+    (void)state;
+    char dump[4200], yaml[4200], cmd[12000];
+    snprintf(dump, sizeof dump, "%s/during.safetensors", scratch);
+    snprintf(yaml, sizeof yaml, "%s/during.yaml", scratch);
+    st_entry en[] = {{"w/step0/mb0", "F32", 4, X0, 16}, {"w/step0/mb1", "F32", 4, X1, 16},
+                     {"w/step0/mb2", "F32", 4, X0, 16}};
+    write_safetensors(dump, en, 3);
+    write_text(yaml, "name: during\ntensors:\n  - name: w\n    grad: {replay: during.safetensors, key: w}\n"
+                     "batch: {microbatches: 3, tokens: [1, 3, 2]}\nreduction: mean\n"
+                     "precision: {grad: fp32, accumulator: fp32}\n");
+    long long cut = file_size(dump) - 32; /* the end of mb0's data */
+    snprintf(cmd, sizeof cmd, "rm -rf %s/during-out; GP_HOSTILE_TRUNCATE='%lld:%s' %s run -j 1 --backend plugin:%s %s "
+             "--out %s/during-out > %s/during.out 2> %s/during.err; rc=$?; cat %s/during.err; test $rc -eq 3 && "
+             "test ! -e %s/during-out && test ! -s %s/during.out && test $(wc -l < %s/during.err) -eq 1 && "
+             "grep -q \"during.safetensors: entry 'w/step0/mb1'\" %s/during.err && grep -q truncated %s/during.err",
+             scratch, cut, dump, gp_bin, truncate_plugin, yaml, scratch, scratch, scratch, scratch, scratch, scratch,
+             scratch, scratch, scratch);
+    if (system(cmd) != 0)
+        fail_msg("gradprec run on a dump truncated during the run: not exit 3 with one line naming dump and entry");
+}
+
 /* ---- sampling ---- */
 
 /* The command line on a sampled scenario: report.json says n of M with intervals, and
@@ -663,16 +980,23 @@ static void test_sample_coverage(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_replay SCRATCH_DIR GRADPREC_BIN\n");
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_replay SCRATCH_DIR GRADPREC_BIN TRUNCATE_PLUGIN\n");
         return 2;
     }
     scratch = argv[1];
     gp_bin = argv[2];
+    truncate_plugin = argv[3];
     mkdirs(scratch);
     if (chdir(scratch) != 0)
         return 2;
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_many_tensors_memory), /* first: this process is still small */
+        cmocka_unit_test(test_many_tensors_parsed_once),
+        cmocka_unit_test(test_read_faults),
+        cmocka_unit_test(test_read_idx),
+        cmocka_unit_test(test_truncated_after_load),
+        cmocka_unit_test(test_cli_truncated_during_run),
         cmocka_unit_test(test_safetensors_by_hand),
         cmocka_unit_test(test_npy_bf16_by_hand),
         cmocka_unit_test(test_malformed_safetensors),

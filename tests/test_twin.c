@@ -186,6 +186,7 @@ static void test_twin_one_ulp_off(void **state)
         !strstr(nt.text[0], "tensor w element 0") || !strstr(nt.text[0], "w/step1/exp_avg_sq") ||
         !strstr(nt.text[0], "torch 0.0859375075 (0x3db00001)") || !strstr(nt.text[0], "replay 0.0859375 (0x3db00000)"))
         fail_msg("first note: %s", nt.text[0]);
+    gp_notes_free(&nt);
     gp_scenario_free(&sc);
     gp_result_free(&r);
 
@@ -327,6 +328,44 @@ static void test_step_count_from_T0(void **state)
         }
         gp_result_free(&r);
     }
+}
+
+/* ---- a step the scaler skips does not count ----
+ * As above (fp32, betas (0.5, 0), T0 = 2, m0 = 0.25, v0 = 0.0625, w0 = 1) under a dynamic
+ * loss scale from 1: step 0's entry is inf, so the scaler skips it (torch's after-entries
+ * are the state before it) and backs off to 0.5; step 1's entry 0.125 (stored scaled as
+ * 0.0625, unscaled exactly) is the first step taken: t = T0 + 1 = 3, bc1 = 1 - 0.5^3 =
+ * 0.875, lr 0.21875 gives the step size 0.25; m1 = 0.5 * 0.25 + 0.5 * 0.125 = 0.1875,
+ * v1 = 0.015625 (sqrt 0.125), w1 = 1 - 0.25 * 0.1875 / 0.125 = 0.625. Had the skipped step
+ * counted (t = 4), the step size would be 0.21875 / 0.9375 and w1 another value. */
+static void test_skipped_step_does_not_count(void **state)
+{
+    (void)state;
+    static const float g0 = INFINITY, g1 = 0.125f, m0 = 0.25f, v0 = 0.0625f, w0 = 1.0f;
+    static const float tp[2] = {1.0f, 0.625f}, tm[2] = {0.25f, 0.1875f}, tv[2] = {0.0625f, 0.015625f};
+    char path[4200];
+    snprintf(path, sizeof path, "%s/skip.safetensors", scratch);
+    st_entry en[] = {{"w/step0/mb0", "F32", 1, &g0, 4},     {"w/step1/mb0", "F32", 1, &g1, 4},
+                     {"w/weight", "F32", 1, &w0, 4},        {"w/state/exp_avg", "F32", 1, &m0, 4},
+                     {"w/state/exp_avg_sq", "F32", 1, &v0, 4}, {"w/step0/param", "F32", 1, &tp[0], 4},
+                     {"w/step0/exp_avg", "F32", 1, &tm[0], 4}, {"w/step0/exp_avg_sq", "F32", 1, &tv[0], 4},
+                     {"w/step1/param", "F32", 1, &tp[1], 4}, {"w/step1/exp_avg", "F32", 1, &tm[1], 4},
+                     {"w/step1/exp_avg_sq", "F32", 1, &tv[1], 4}};
+    write_safetensors(path, en, sizeof en / sizeof en[0]);
+    gp_result r;
+    run_text("skip", "name: skip\nsteps: 2\ntensors:\n  - name: w\n"
+                     "    grad: {replay: skip.safetensors, key: w}\n    weight: {replay: skip.safetensors, key: w}\n"
+                     "    state: {replay: skip.safetensors, key: w, step: 2}\n"
+                     "    twin: {replay: skip.safetensors, key: w}\n"
+                     "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nloss_scale: {mode: dynamic, init: 1}\n"
+                     "optimizer: {lr_steps: [0.5, 0.21875], betas: [0.5, 0.0], eps: 1.0e-30, weight_decay: 0.0}\n",
+             &r);
+    assert_int_equal(r.skipped_steps, 1);
+    assert_int_equal(r.adam_steps, 1);
+    assert_true(r.loss_scale_by_step[1] == 0.5);
+    assert_int_equal(r.st.opt.twin_checked, 2 * 3);
+    assert_true(r.metric[GP_M_TWIN_MISMATCH_COUNT] == 0.0);
+    gp_result_free(&r);
 }
 
 /* ---- the LR of each step, per-tensor overrides ----
@@ -540,7 +579,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_state_carried_in),   cmocka_unit_test(test_twin_one_ulp_off),
         cmocka_unit_test(test_no_twin_no_metric),  cmocka_unit_test(test_missing_state_entry),
-        cmocka_unit_test(test_step_count_from_T0), cmocka_unit_test(test_lr_steps_and_overrides),
+        cmocka_unit_test(test_step_count_from_T0), cmocka_unit_test(test_skipped_step_does_not_count),
+        cmocka_unit_test(test_lr_steps_and_overrides),
         cmocka_unit_test(test_per_step_tokens),    cmocka_unit_test(test_loss_scale_tracker),
         cmocka_unit_test(test_sampled_state),      cmocka_unit_test(test_show_writes_every_key),
     };
