@@ -5,9 +5,10 @@
 # groups with their own LR and weight decay, an LR scheduler), bf16 parameters with an
 # optimizer over fp32 master copies, and fp32 parameters under autocast fp16 with a
 # GradScaler whose scale grows during the capture and whose second captured step is
-# skipped. Each with torch's single-tensor, foreach and fused AdamW, except what the
-# capture refuses: fused over masters (gradprec's fused model has none) and foreach over
-# bf16 parameters (torch's _foreach_mul_ rounds beta2 and the decay factor to bf16).
+# skipped. Each with torch's single-tensor, foreach and fused AdamW, except fused over
+# masters, which the capture refuses (gradprec's fused model has none). Foreach over bf16
+# parameters is `evaluation: torch_cpu_foreach` (torch's _foreach_mul_ rounds beta2 and
+# the decay factor to bf16).
 # The test clones torch's parameters, m, v (and masters) after every step itself and
 # checks the dump holds exactly those; the replay must reproduce them bit for bit
 # (twin_mismatch_count 0); the stale-update fraction the report gives, overall and per
@@ -190,7 +191,7 @@ class _null:
         return False
 
 
-CASES = [("bf16", "single"), ("bf16", "fused"), ("master", "single"), ("master", "foreach"),
+CASES = [("bf16", "single"), ("bf16", "foreach"), ("bf16", "fused"), ("master", "single"), ("master", "foreach"),
          ("amp", "single"), ("amp", "foreach"), ("amp", "fused")]
 
 
@@ -230,6 +231,8 @@ def test_dump_holds_torch_state(runs, case):
     assert opt["betas"] == list(BETAS) and opt["eps"] == EPS
     if r.form == "fused":
         assert opt["fused"] == "torch_cpu" and "evaluation" not in opt
+    elif (r.kind, r.form) == ("bf16", "foreach"):
+        assert opt["evaluation"] == "torch_cpu_foreach" and "fused" not in opt
     else:
         assert opt["evaluation"] == gpt.sqrt_evaluation() and "fused" not in opt
     assert doc["batch"] == {"accumulation_steps": A, "microbatches": A,
@@ -324,6 +327,16 @@ def _widened_dump(out, doc):
             t[k]["replay"] = "widened.safetensors"
 
 
+def test_foreach_over_bf16_rounds_its_scalars():
+    # Why foreach over bf16 is its own evaluation: torch's CPU _foreach_mul_ multiplies
+    # by the scalar rounded to bf16 (AdamW's beta2 and decay factor); Tensor.mul_ keeps it
+    # in fp32. The control below shows the twin check sees the difference.
+    v = (torch.rand(100000, generator=torch.Generator().manual_seed(0)) * 1e-5).bfloat16()
+    fe = v.clone()
+    torch._foreach_mul_([fe], 0.95)
+    assert not torch.equal(fe, v.clone().mul_(0.95)) and torch.equal(fe, v * float(torch.tensor(0.95).bfloat16()))
+
+
 def test_each_recorded_decision_is_needed(runs, twin):
     # Drop one recorded decision at a time from the written scenario: the replay is then
     # no longer torch's run, and the twin check says so.
@@ -333,6 +346,7 @@ def test_each_recorded_decision_is_needed(runs, twin):
                              ("optimizer", "lr_steps"),            # item 1: the scheduler's LRs
                              ("tensors", "*", "optimizer"),        # item 1: the second group's LR / decay
                              "tokens"],                            # item 3: step 0's counts for every step
+        ("bf16", "foreach"): [("optimizer", "evaluation")],           # item 1: torch_cpu_foreach's order
         ("master", "single"): [("optimizer", "master"), ("tensors", "*", "state"), ("optimizer", "evaluation")],
         ("amp", "fused"): [("tensors", "*", "state"), ("optimizer", "fused")],
     }
@@ -432,13 +446,7 @@ def test_what_gradprec_cannot_model_is_refused_on_entering(tmp_path):
     masters = [p.detach().float().clone().requires_grad_(True) for p in ps]
     _refused(tmp_path, "fused=True over fp32 master", model, torch.optim.AdamW(masters, fused=True))
     _refused(tmp_path, "neither", model, torch.optim.AdamW(masters[1:]))
-    # torch's CPU _foreach_mul_ rounds beta2 and the decay factor to bf16 (the single-tensor
-    # mul_ does not): an order no evaluation of gradprec's has yet
-    _refused(tmp_path, "foreach=True over bf16", model, torch.optim.AdamW(ps, foreach=True))
-    v = (torch.rand(100000) * 1e-5).bfloat16()
-    fe = v.clone()
-    torch._foreach_mul_([fe], 0.95)
-    assert not torch.equal(fe, v.clone().mul_(0.95)) and torch.equal(fe, v * float(torch.tensor(0.95).bfloat16()))
+
     _refused(tmp_path, "master: the copy of pos must be an fp32", model, torch.optim.AdamW(masters),
              master=[m.bfloat16() for m in masters])
 

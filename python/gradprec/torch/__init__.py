@@ -139,12 +139,6 @@ class _OptimizerPlan:
         if self.form == "fused" and self.master:
             raise ValueError("optimizer: fused=True over fp32 master copies: gradprec's fused model "
                              "(fused: torch_cpu) updates the parameters themselves")
-        if self.form == "foreach" and self.device == "cpu" and self.opt_tensors[0].dtype != _torch.float32:
-            # torch._foreach_mul_ rounds its scalar to the tensor's dtype (the decay factor
-            # and beta2): no evaluation of gradprec's has that order yet
-            raise ValueError("optimizer: foreach=True over %s tensors on the CPU: torch's _foreach_mul_ rounds the "
-                             "decay factor and beta2 to %s, which gradprec does not model (use foreach=False or "
-                             "fused=True)" % ((_fmt(self.opt_tensors[0].dtype, "optimizer"),) * 2))
         if self.form == "fused" and self.device != "cpu":
             raise ValueError("optimizer: fused=True on %s: gradprec models torch's fused CPU kernel only" % self.device)
         pdt = {p.dtype for _, p in captured}
@@ -228,6 +222,10 @@ class _OptimizerPlan:
             return {"fused": "torch_cpu"}
         if self.device == "cuda":
             return {"evaluation": "torch_cuda_foreach" if self.form == "foreach" else "torch_cuda"}
+        if self.form == "foreach" and self.state_dtype != _torch.float32:
+            # torch._foreach_mul_ rounds its scalar (the decay factor, beta2) to the
+            # tensor's dtype; with fp32 tensors that is what Tensor.mul_ does
+            return {"evaluation": "torch_cpu_foreach"}
         ev = sqrt_evaluation()
         if ev is None:
             warnings.warn("gradprec capture: no optimizer.evaluation models this host's torch.sqrt "
