@@ -52,6 +52,8 @@ def test_refused_scenario_reported_others_run(tmp_path):
     assert rep["summary"]["refused"] == 1 and rep["summary"]["pass"] == 1
     md = (tmp_path / "out" / "report.md").read_text()
     assert "### bf16-params: refused" in md and WHY in md
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert WHY in html and "bf16-params \u2014 ? grads" not in html  # its reason, no empty chart entry
     suite = ET.parse(tmp_path / "out" / "report.xml").getroot()
     assert suite.get("skipped") == "1" and suite.get("failures") == "0"
     cases = {c.get("name"): c for c in suite.iter("testcase")}
