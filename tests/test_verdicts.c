@@ -530,14 +530,62 @@ static void test_not_as_expected_needs_expect(void **state)
 /* ---- an update-formula failure says where (issue 24 item 7) ---- */
 
 static int (*cpu_adamw)(const gp_plugin_adamw_args *);
+static int bad_output; /* 0: m, 1: v, 2: param */
 
-/* gradprec's AdamW, then element 5's m set to 1 at AdamW step 2 (no AdamW stores that). */
+/* gradprec's AdamW, then element 5's m, v or param set to 1, 1 or 100 at AdamW step 2 (no
+ * AdamW stores any of them there). */
 static int adamw_bad_m(const gp_plugin_adamw_args *a)
 {
     int rc = cpu_adamw(a);
     if (rc == 0 && a->step == 2 && a->first_index <= 5 && 5 < a->first_index + a->n)
-        ((float *)a->m)[5 - a->first_index] = 1.0f;
+        ((float *)(bad_output == 0 ? a->m : bad_output == 1 ? a->v : a->param))[5 - a->first_index] =
+            bad_output == 2 ? 100.0f : 1.0f;
     return rc;
+}
+
+/* The m, v, param cases of the formula note (the subject of the test below): the first
+ * departure named, with the stored value; AdamW's v after two steps of a constant g is
+ * (0.999 x 0.001 + 0.001) g^2 = 0.001999 g^2 (g = fp32(1e-3)). */
+static void formula_case(int which, gp_formula_first *f)
+{
+    static const char yaml[] = "name: bad\ntensors:\n"
+                               "  - {name: a, size: 4, grad: {dist: constant, scale: 1.0e-3}}\n"
+                               "  - {name: b, size: 16, grad: {dist: constant, scale: 1.0e-3}}\n"
+                               "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nfullbatch: sum\nsteps: 3\n";
+    gp_error e = {""};
+    gp_scenario sc;
+    gp_backend b;
+    gp_result r;
+    assert_int_equal(gp_scenario_load_string(yaml, strlen(yaml), "test", &sc, &e), 0);
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    b.table = *b.ops;
+    cpu_adamw = b.ops->adamw;
+    b.table.adamw = adamw_bad_m;
+    b.ops = &b.table;
+    b.builtin = 0;
+    bad_output = which;
+    if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0)
+        fail_msg("run: %s", e.msg);
+    *f = r.st.opt.first_formula;
+    gp_result_free(&r);
+    gp_backend_close(&b);
+    gp_scenario_free(&sc);
+}
+
+static void test_formula_note_v_and_param(void **state)
+{
+    (void)state;
+    gp_formula_first f;
+    formula_case(1, &f);
+    assert_true(f.set && f.step == 2 && f.tensor == 1 && f.element == 5);
+    assert_string_equal(f.output, "v");
+    assert_true(f.value == 1.0);
+    double g = (double)1.0e-3f;
+    assert_true(fabs(f.adamw - 0.001999 * g * g) <= 1e-6 * 0.001999 * g * g);
+    formula_case(2, &f);
+    assert_true(f.set && f.step == 2 && f.tensor == 1 && f.element == 5);
+    assert_string_equal(f.output, "param");
+    assert_true(f.value == 100.0);
 }
 
 /* A subject whose second step stores m = 1 for element 5 of tensor `b` (the second tensor):
@@ -564,6 +612,7 @@ static void test_formula_note_names_the_output(void **state)
     b.table.adamw = adamw_bad_m;
     b.ops = &b.table;
     b.builtin = 0; /* a subject */
+    bad_output = 0; /* m */
     if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0)
         fail_msg("run: %s", e.msg);
     assert_true(r.st.opt.formula >= 1);
@@ -605,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_notes_never_dropped),
         cmocka_unit_test(test_not_as_expected_needs_expect),
         cmocka_unit_test(test_formula_note_names_the_output),
+        cmocka_unit_test(test_formula_note_v_and_param),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (scratch[0]) {

@@ -6,6 +6,7 @@
 # The reason checked is the subject's own text (subjects.OnlyFp32Params), not gradprec's.
 import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -60,6 +61,10 @@ def test_refused_scenario_reported_others_run(tmp_path):
     skipped = cases["bf16-params"].find("skipped")
     assert skipped is not None and WHY in skipped.get("message")
     assert cases["fp32-params"].find("skipped") is None
+    if shutil.which("xmllint"):  # valid against the schema the JUnit tests use
+        x = subprocess.run(["xmllint", "--noout", "--schema", os.path.join(REPO, "tests", "junit.xsd"),
+                            str(tmp_path / "out" / "report.xml")], capture_output=True, text=True)
+        assert x.returncode == 0, x.stderr
     # the same bytes with two threads
     p2 = run(tmp_path, [BF16, FP32], "out-j2", "-j", "2")
     assert p2.returncode == 0, p2.stderr
