@@ -226,9 +226,11 @@ int gp_default_threshold(const gp_result *r, gp_metric m, double *max);
 
 /* Run scenario sc on backend b; when cmp is non-NULL, run it too on identical inputs
  * at every step and count elements whose results differ in any bit. Fills *res (free
- * with gp_result_free). Returns 0; -2 with err set when a backend does not support the
- * configuration (its call returned 1); -3 when the thread's time limit passed
- * (gp_deadline_set); -1 when a backend call failed otherwise. */
+ * with gp_result_free). Returns 0; GP_RUN_REFUSED (gp_backend.h) with err set when a
+ * backend does not support the configuration (its call returned 1; err carries the
+ * backend's reason when it gave one); -2 bad input (a dump that changed); -3 when the
+ * thread's time limit passed (gp_deadline_set) or a worker failed; -1 when a backend
+ * call failed otherwise. */
 int gp_run_scenario(const gp_scenario *sc, const gp_backend *b, const gp_backend *cmp, gp_result *res,
                     gp_error *err);
 
