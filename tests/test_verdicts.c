@@ -14,6 +14,7 @@
 #include "harness/gp_backend.h"
 #include "harness/gp_presets.h"
 #include "harness/gp_runner.h"
+#include "reports/gp_gate.h"
 #include "reports/gp_report.h"
 
 static void run_text(const char *yaml, gp_scenario *sc, gp_result *res)
@@ -369,6 +370,42 @@ static void test_nonfinite_replay_undefined(void **state)
     json_array_foreach(json_object_get(s0, "notes"), k, x)
         said |= strstr(json_string_value(x), "1 replayed gradient entries of the applied steps are inf or NaN") != NULL;
     assert_true(said);
+    /* The gate against the same replay without the NaN (entry 0 of micro-batch 0 = 1): it
+     * fails, and no finding blames normalization: the undefined metrics are missing (it
+     * fails closed), nonfinite_count is the regression. */
+    const float f0[4] = {1.0f, 2.0f, 0.5f, -1.0f};
+    char fin[128], fyaml[512];
+    snprintf(fin, sizeof fin, "%s/finite", scratch);
+    write_entry(fin, 0, 0, "<f4", f0, 4, 4);
+    write_entry(fin, 0, 1, "<f4", x1, 4, 4);
+    snprintf(fyaml, sizeof fyaml,
+             "name: replay-nan\ntensors:\n  - name: w\n    grad: {replay: %s, key: w}\n"
+             "batch: {microbatches: 2, tokens: [1, 7]}\nreduction: mean\n"
+             "precision: {grad: fp32, accumulator: fp32}\noptimizer: {lr: 0.0, weight_decay: 0.0}\n", fin);
+    gp_scenario fsc;
+    gp_result fr;
+    run_text(fyaml, &fsc, &fr);
+    char *ftext = report_of(&fsc, &fr);
+    json_t *base = json_loads(ftext, 0, NULL);
+    assert_non_null(base);
+    gp_gate_result g;
+    gp_error ge = {""};
+    assert_int_equal(gp_gate_compare(base, "finite", root, "nan", NULL, &g, &ge), 0);
+    assert_false(gp_gate_passed(&g));
+    int nonfinite_regressed = 0;
+    for (size_t k2 = 0; k2 < g.nitems; k2++) {
+        const gp_gate_item *it = &g.items[k2];
+        if (it->metric && strcmp(it->metric, "normalization_rel_err") == 0)
+            assert_int_equal(it->status, GP_GATE_MISSING);
+        nonfinite_regressed |= it->status == GP_GATE_REGRESSED && it->metric &&
+                               strcmp(it->metric, "nonfinite_count") == 0;
+    }
+    assert_true(nonfinite_regressed);
+    gp_gate_free(&g);
+    json_decref(base);
+    free(ftext);
+    gp_result_free(&fr);
+    gp_scenario_free(&fsc);
     json_decref(root);
     free(text);
     gp_result_free(&r);
