@@ -1382,7 +1382,9 @@ static void judge(const gp_scenario *sc, gp_result *r)
     /* A failed metric that counts one mechanism names it (the largest loss among those) */
     for (int i = 0; i < GP_NMETRICS; i++) {
         gp_mechanism m = metric_mechanism((gp_metric)i);
-        if (r->failed[i] && m != GP_NMECH && r->metric[i] == r->metric[i] && /* an undefined one names none */ (r->dominant == GP_NMECH || r->loss[m] > best)) {
+        /* an undefined (NaN) metric fails closed but names no mechanism */
+        if (r->failed[i] && m != GP_NMECH && r->metric[i] == r->metric[i] &&
+            (r->dominant == GP_NMECH || r->loss[m] > best)) {
             best = r->loss[m];
             r->dominant = m;
         }

@@ -543,7 +543,8 @@ static void test_notes_never_dropped(void **state)
 static void test_not_as_expected_needs_expect(void **state)
 {
     (void)state;
-    static const char *const tail[3] = {"", "expect: {verdict: pass}\n", "expect: {verdict: fail, mechanism: underflow}\n"};
+    static const char *const tail[3] = {"", "expect: {verdict: pass}\n",
+                                        "expect: {verdict: fail, mechanism: underflow}\n"};
     static const char *const want[3] = {NULL, "      NOT AS EXPECTED\n", "      as expected\n"};
     for (int j = 0; j < 3; j++) {
         char yaml[512];

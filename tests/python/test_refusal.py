@@ -24,7 +24,8 @@ WHY = "adamw: only fp32 parameters, not bfloat16"
 def env():
     e = dict(os.environ)
     e["GP_PYTHON"] = sys.executable
-    e["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "python"), HERE] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
+    e["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "python"), HERE] +
+                                      ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
     return e
 
 
