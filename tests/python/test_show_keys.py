@@ -19,7 +19,7 @@ UNSET_BY_DEFAULT = {
                 "optimizer": "the scenario's hyper-parameters (per-tensor overrides)",
                 "state": "AdamW starts from m = v = 0, step 0", "twin": "no torch state to compare with"},
     "loss_scale": {"replay_scales": "replayed entries are unscaled"},
-    "optimizer": {"lr_steps": "lr x schedule"},
+    "optimizer": {"lr_steps": "unset: each step's LR is lr x the schedule"},
 }
 
 
