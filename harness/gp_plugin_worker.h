@@ -59,8 +59,9 @@ int gp_worker_main(int fd, const char *path);
  * buffer that p's functions may fill with one line before returning a failure (neither
  * 0 nor 1); the parent then reports that line as the backend's fault (exit 3) instead
  * of the code. A line left there with code 1 (the configuration is refused) is the
- * refusal's reason: the parent's call returns 1 and gp_worker_refusal gives the line. Returns 0 when the parent closed the connection, -1 when the table was
- * refused or the connection broke. Serves one call at a time. */
+ * refusal's reason: the parent's call returns 1 and gp_worker_refusal gives the line.
+ * Returns 0 when the parent closed the connection, -1 when the table was refused or the
+ * connection broke. Serves one call at a time. */
 int gp_worker_serve(int fd, const gp_plugin *p, const char *refusal, char *fault, size_t faultlen);
 
 /* How the worker failed ("plugin PATH: ENTRY: crashed (signal 11, Segmentation fault)"),

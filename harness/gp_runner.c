@@ -1391,7 +1391,9 @@ static void judge(const gp_scenario *sc, gp_result *r)
     /* A failed metric that counts one mechanism names it (the largest loss among those) */
     for (int i = 0; i < GP_NMETRICS; i++) {
         gp_mechanism m = metric_mechanism((gp_metric)i);
-        if (r->failed[i] && m != GP_NMECH && r->metric[i] == r->metric[i] && /* an undefined one names none */ (r->dominant == GP_NMECH || r->loss[m] > best)) {
+        /* an undefined (NaN) metric fails closed but names no mechanism */
+        if (r->failed[i] && m != GP_NMECH && r->metric[i] == r->metric[i] &&
+            (r->dominant == GP_NMECH || r->loss[m] > best)) {
             best = r->loss[m];
             r->dominant = m;
         }
@@ -2697,7 +2699,7 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
             (ts->twin.replay && gp_replay_open(ts->twin.replay, &R->tdump[t], &e) != 0)) {
             replay_end(R, nt);
             gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
-            return -2;
+            return -3;
         }
         uint64_t n = gp_run_tensor_elements(sc, t);
         R->w[t] = 1.0;

@@ -238,8 +238,9 @@ int gp_default_threshold(const gp_result *r, gp_metric m, double *max);
 
 /* Run scenario sc on backend b; when cmp is non-NULL, run it too on identical inputs
  * at every step and count elements whose results differ in any bit. Fills *res (free
- * with gp_result_free). Returns 0; -2 with err set when a backend does not support the
- * configuration (its call returned 1); -3 on a fault: the thread's time limit passed
+ * with gp_result_free). Returns 0; GP_RUN_REFUSED (gp_backend.h) with err set when a
+ * backend does not support the configuration (its call returned 1; err carries the
+ * backend's reason when it gave one); -3 on a fault: the thread's time limit passed
  * (gp_deadline_set), a plugin's worker crashed or hung, or a replayed dump changed or was
  * truncated after the scenario was loaded (err names the dump and the entry); -1 when a
  * backend call failed otherwise. */

@@ -771,9 +771,15 @@ json_t *gp_report_parse(const char *text, size_t len, const char *name, gp_error
 
 /* ---- Markdown ---- */
 
+/* v, a NaN of either sign as the positive one (printed "nan", never "-nan"). */
+static double nan_plain(double v)
+{
+    return v == v ? v : NAN;
+}
+
 static const char *g(double v, char *buf)
 {
-    snprintf(buf, 32, "%.3g", v == v ? v : NAN);
+    snprintf(buf, 32, "%.3g", nan_plain(v));
     return buf;
 }
 
@@ -966,12 +972,6 @@ char *gp_report_markdown(const gp_run_report *r)
         gp_buf_printf(&b, "\n</details>\n");
     }
     return gp_buf_take(&b);
-}
-
-/* v, a NaN of either sign as the positive one (printed "nan", never "-nan"). */
-static double nan_plain(double v)
-{
-    return v == v ? v : NAN;
 }
 
 void gp_report_table(FILE *out, const gp_run_report *r)

@@ -193,7 +193,8 @@ int main(int argc, char **argv)
                 failed |= run(name, two_tensors(fmt[g], fmt[a], rounding[r]), &b, &cpu, &n) != 0;
                 bad += n;
             }
-    if (run("stochastic-bf16 (unsupported)", two_tensors("fp32", "bf16", "stochastic"), &b, &cpu, &n) != GP_RUN_REFUSED) {
+    if (run("stochastic-bf16 (unsupported)", two_tensors("fp32", "bf16", "stochastic"), &b, &cpu, &n) !=
+        GP_RUN_REFUSED) {
         fprintf(stderr, "stochastic rounding should be refused as not supported\n");
         failed = 1;
     }

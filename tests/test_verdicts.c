@@ -14,6 +14,7 @@
 #include "harness/gp_backend.h"
 #include "harness/gp_presets.h"
 #include "harness/gp_runner.h"
+#include "reports/gp_gate.h"
 #include "reports/gp_report.h"
 
 static void run_text(const char *yaml, gp_scenario *sc, gp_result *res)
@@ -369,6 +370,42 @@ static void test_nonfinite_replay_undefined(void **state)
     json_array_foreach(json_object_get(s0, "notes"), k, x)
         said |= strstr(json_string_value(x), "1 replayed gradient entries of the applied steps are inf or NaN") != NULL;
     assert_true(said);
+    /* The gate against the same replay without the NaN (entry 0 of micro-batch 0 = 1): it
+     * fails, and no finding blames normalization: the undefined metrics are missing (it
+     * fails closed), nonfinite_count is the regression. */
+    const float f0[4] = {1.0f, 2.0f, 0.5f, -1.0f};
+    char fin[128], fyaml[512];
+    snprintf(fin, sizeof fin, "%s/finite", scratch);
+    write_entry(fin, 0, 0, "<f4", f0, 4, 4);
+    write_entry(fin, 0, 1, "<f4", x1, 4, 4);
+    snprintf(fyaml, sizeof fyaml,
+             "name: replay-nan\ntensors:\n  - name: w\n    grad: {replay: %s, key: w}\n"
+             "batch: {microbatches: 2, tokens: [1, 7]}\nreduction: mean\n"
+             "precision: {grad: fp32, accumulator: fp32}\noptimizer: {lr: 0.0, weight_decay: 0.0}\n", fin);
+    gp_scenario fsc;
+    gp_result fr;
+    run_text(fyaml, &fsc, &fr);
+    char *ftext = report_of(&fsc, &fr);
+    json_t *base = json_loads(ftext, 0, NULL);
+    assert_non_null(base);
+    gp_gate_result g;
+    gp_error ge = {""};
+    assert_int_equal(gp_gate_compare(base, "finite", root, "nan", NULL, &g, &ge), 0);
+    assert_false(gp_gate_passed(&g));
+    int nonfinite_regressed = 0;
+    for (size_t k2 = 0; k2 < g.nitems; k2++) {
+        const gp_gate_item *it = &g.items[k2];
+        if (it->metric && strcmp(it->metric, "normalization_rel_err") == 0)
+            assert_int_equal(it->status, GP_GATE_MISSING);
+        nonfinite_regressed |= it->status == GP_GATE_REGRESSED && it->metric &&
+                               strcmp(it->metric, "nonfinite_count") == 0;
+    }
+    assert_true(nonfinite_regressed);
+    gp_gate_free(&g);
+    json_decref(base);
+    free(ftext);
+    gp_result_free(&fr);
+    gp_scenario_free(&fsc);
     json_decref(root);
     free(text);
     gp_result_free(&r);
@@ -506,7 +543,8 @@ static void test_notes_never_dropped(void **state)
 static void test_not_as_expected_needs_expect(void **state)
 {
     (void)state;
-    static const char *const tail[3] = {"", "expect: {verdict: pass}\n", "expect: {verdict: fail, mechanism: underflow}\n"};
+    static const char *const tail[3] = {"", "expect: {verdict: pass}\n",
+                                        "expect: {verdict: fail, mechanism: underflow}\n"};
     static const char *const want[3] = {NULL, "      NOT AS EXPECTED\n", "      as expected\n"};
     for (int j = 0; j < 3; j++) {
         char yaml[512];
@@ -530,14 +568,62 @@ static void test_not_as_expected_needs_expect(void **state)
 /* ---- an update-formula failure says where (issue 24 item 7) ---- */
 
 static int (*cpu_adamw)(const gp_plugin_adamw_args *);
+static int bad_output; /* 0: m, 1: v, 2: param */
 
-/* gradprec's AdamW, then element 5's m set to 1 at AdamW step 2 (no AdamW stores that). */
+/* gradprec's AdamW, then element 5's m, v or param set to 1, 1 or 100 at AdamW step 2 (no
+ * AdamW stores any of them there). */
 static int adamw_bad_m(const gp_plugin_adamw_args *a)
 {
     int rc = cpu_adamw(a);
     if (rc == 0 && a->step == 2 && a->first_index <= 5 && 5 < a->first_index + a->n)
-        ((float *)a->m)[5 - a->first_index] = 1.0f;
+        ((float *)(bad_output == 0 ? a->m : bad_output == 1 ? a->v : a->param))[5 - a->first_index] =
+            bad_output == 2 ? 100.0f : 1.0f;
     return rc;
+}
+
+/* The m, v, param cases of the formula note (the subject of the test below): the first
+ * departure named, with the stored value; AdamW's v after two steps of a constant g is
+ * (0.999 x 0.001 + 0.001) g^2 = 0.001999 g^2 (g = fp32(1e-3)). */
+static void formula_case(int which, gp_formula_first *f)
+{
+    static const char yaml[] = "name: bad\ntensors:\n"
+                               "  - {name: a, size: 4, grad: {dist: constant, scale: 1.0e-3}}\n"
+                               "  - {name: b, size: 16, grad: {dist: constant, scale: 1.0e-3}}\n"
+                               "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nfullbatch: sum\nsteps: 3\n";
+    gp_error e = {""};
+    gp_scenario sc;
+    gp_backend b;
+    gp_result r;
+    assert_int_equal(gp_scenario_load_string(yaml, strlen(yaml), "test", &sc, &e), 0);
+    assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+    b.table = *b.ops;
+    cpu_adamw = b.ops->adamw;
+    b.table.adamw = adamw_bad_m;
+    b.ops = &b.table;
+    b.builtin = 0;
+    bad_output = which;
+    if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0)
+        fail_msg("run: %s", e.msg);
+    *f = r.st.opt.first_formula;
+    gp_result_free(&r);
+    gp_backend_close(&b);
+    gp_scenario_free(&sc);
+}
+
+static void test_formula_note_v_and_param(void **state)
+{
+    (void)state;
+    gp_formula_first f;
+    formula_case(1, &f);
+    assert_true(f.set && f.step == 2 && f.tensor == 1 && f.element == 5);
+    assert_string_equal(f.output, "v");
+    assert_true(f.value == 1.0);
+    double g = (double)1.0e-3f;
+    assert_true(fabs(f.adamw - 0.001999 * g * g) <= 1e-6 * 0.001999 * g * g);
+    formula_case(2, &f);
+    assert_true(f.set && f.step == 2 && f.tensor == 1 && f.element == 5);
+    assert_string_equal(f.output, "param");
+    assert_true(f.value == 100.0);
 }
 
 /* A subject whose second step stores m = 1 for element 5 of tensor `b` (the second tensor):
@@ -564,6 +650,7 @@ static void test_formula_note_names_the_output(void **state)
     b.table.adamw = adamw_bad_m;
     b.ops = &b.table;
     b.builtin = 0; /* a subject */
+    bad_output = 0; /* m */
     if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0)
         fail_msg("run: %s", e.msg);
     assert_true(r.st.opt.formula >= 1);
@@ -605,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_notes_never_dropped),
         cmocka_unit_test(test_not_as_expected_needs_expect),
         cmocka_unit_test(test_formula_note_names_the_output),
+        cmocka_unit_test(test_formula_note_v_and_param),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (scratch[0]) {

@@ -332,7 +332,8 @@ def test_cli_backend_refused_before_running(tmp_path):
               "cannot run the Python interpreter")]
     # the interpreter the venv was made from has no gradprec (the venv's own may have it installed)
     base = getattr(sys, "_base_executable", None)
-    if base and subprocess.run([base, "-c", "import gradprec"], capture_output=True, env={"PATH": "/usr/bin:/bin"}).returncode:
+    if base and subprocess.run([base, "-c", "import gradprec"], capture_output=True,
+                               env={"PATH": "/usr/bin:/bin"}).returncode:
         cases.append(("python:subjects:MyAdamW", {"PATH": "/usr/bin:/bin", "GP_PYTHON": base, "PYTHONPATH": HERE},
                       "can $GP_PYTHON (else python3) import gradprec?"))
     for spec, env, what in cases:

@@ -6,6 +6,7 @@
 # The reason checked is the subject's own text (subjects.OnlyFp32Params), not gradprec's.
 import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -23,7 +24,8 @@ WHY = "adamw: only fp32 parameters, not bfloat16"
 def env():
     e = dict(os.environ)
     e["GP_PYTHON"] = sys.executable
-    e["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "python"), HERE] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
+    e["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "python"), HERE] +
+                                      ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
     return e
 
 
@@ -52,12 +54,18 @@ def test_refused_scenario_reported_others_run(tmp_path):
     assert rep["summary"]["refused"] == 1 and rep["summary"]["pass"] == 1
     md = (tmp_path / "out" / "report.md").read_text()
     assert "### bf16-params: refused" in md and WHY in md
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert WHY in html and "bf16-params \u2014 ? grads" not in html  # its reason, no empty chart entry
     suite = ET.parse(tmp_path / "out" / "report.xml").getroot()
     assert suite.get("skipped") == "1" and suite.get("failures") == "0"
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     skipped = cases["bf16-params"].find("skipped")
     assert skipped is not None and WHY in skipped.get("message")
     assert cases["fp32-params"].find("skipped") is None
+    if shutil.which("xmllint"):  # valid against the schema the JUnit tests use
+        x = subprocess.run(["xmllint", "--noout", "--schema", os.path.join(REPO, "tests", "junit.xsd"),
+                            str(tmp_path / "out" / "report.xml")], capture_output=True, text=True)
+        assert x.returncode == 0, x.stderr
     # the same bytes with two threads
     p2 = run(tmp_path, [BF16, FP32], "out-j2", "-j", "2")
     assert p2.returncode == 0, p2.stderr

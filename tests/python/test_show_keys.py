@@ -15,7 +15,9 @@ UNSET_BY_DEFAULT = {
     "tensors": {"values": "explicit per-token values: a different kind of gradient",
                 "token_snr": "unset: independent micro-batches (0 is not a value it takes)",
                 "replay": "a dump instead of a distribution", "key": "the replay's key",
-                "sample": "every element", "population": "the dump holds the whole tensor"},
+                "sample": "every element", "population": "the dump holds the whole tensor",
+                "optimizer": "the scenario's hyper-parameters (per-tensor overrides)",
+                "state": "AdamW starts from m = v = 0, step 0", "twin": "no torch state to compare with"},
     "loss_scale": {"replay_scales": "replayed entries are unscaled"},
     "optimizer": {"lr_steps": "unset: each step's LR is lr x the schedule"},
 }
