@@ -73,11 +73,18 @@ static void model_list(const gp_scenario *sc, const gp_result *r, int matched, c
             k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", gp_optim_model_name(&cfg, m));
 }
 
-/* The first departure of a replay from torch's twin (tensors with `twin`: docs/replay.md),
- * the note that comes first: where, which output, both values in decimal and hex. */
+/* The twin check's note, first of all (tensors with `twin`: docs/replay.md): that the
+ * replay equals torch's run, or its first departure: where, which output, both values in
+ * decimal and hex. */
 static void twin_note(const gp_scenario *sc, const gp_result *r, gp_notes *o)
 {
     const gp_mismatch *m = &r->first_twin;
+    if (r->st.opt.twin_checked && r->metric[GP_M_TWIN_MISMATCH_COUNT] == 0) {
+        note(o, "torch's twin: the replay's %s after each step (%d in all) equal torch's bit for bit (%.0f "
+             "element-outputs): the verdicts judge the user's run", sc->optimizer.master ? "param, master, m and v"
+             : "param, m and v", sc->steps, (double)r->st.opt.twin_checked);
+        return;
+    }
     if (!m->set || m->tensor >= sc->ntensors)
         return;
     const char *out = m->output;

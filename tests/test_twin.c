@@ -399,6 +399,18 @@ static void test_lr_steps_and_overrides(void **state)
     assert_true(r.metric[GP_M_TWIN_MISMATCH_COUNT] == 0.0);
     assert_true(r.metric[GP_M_WEIGHT_REL_ERR] < 1e-20);
     assert_true(r.lr_by_step[0] == 0.5); /* the scenario's LR of the step */
+    { /* a twin that holds says so first: 2 tensors x (param, m, v) x 1 step */
+        gp_scenario sc;
+        gp_error e = {""};
+        assert_int_equal(gp_scenario_load_string(text, strlen(text), "lr", &sc, &e), 0);
+        gp_notes nt;
+        gp_report_notes(&sc, &r, &nt);
+        assert_true(nt.n >= 1);
+        assert_string_equal(nt.text[0], "torch's twin: the replay's param, m and v after each step (1 in all) equal "
+                                        "torch's bit for bit (6 element-outputs): the verdicts judge the user's run");
+        gp_notes_free(&nt);
+        gp_scenario_free(&sc);
+    }
     gp_result_free(&r);
     /* refusals: one line each, at the key */
     refused("lr-sched", "name: x\nsteps: 2\noptimizer: {lr_steps: [0.1, 0.2]}\nschedule: {name: cosine}\n",
