@@ -1,0 +1,184 @@
+# Issue 26: gradprec.torch.monitor inside a real training loop (the tests' small
+# transformer, tinylm.py). What is expected comes from the design of each run and from
+# torch itself, never from the monitor:
+# - collapse: bf16 parameters, AdamW at LR 1e-2, and a schedule that multiplies the LR by
+#   1e-4 from step DROP on. An AdamW update is about lr in size, 1e-6 from DROP on, under
+#   half an ulp of a bf16 weight of magnitude above 2^-12 (2.4e-4), so from DROP on torch
+#   leaves nearly every weight as it was. The test counts,
+#   from clones of torch's parameters, the fraction of elements each step left unchanged,
+#   and requires the monitor's first crossing of stale_update_frac {max: 0.75} to be the
+#   first step where torch's own fraction is above 0.75, that this is DROP, and that the
+#   crossing names the stale-update mechanism, overall and for every tensor, once.
+# - healthy: the same loop in fp32 at LR 1e-3 with no drop, on_alert='raise' and the
+#   default thresholds: nothing is raised (fp32 accumulation of two equal micro-batches
+#   under token_mean has no normalization error and no stale update at this LR).
+# - equality: the monitored step's record equals `gradprec run` of a capture of the same
+#   step in a second, identical training run (gradprec.torch.capture with the same
+#   sample=, optimizer, seed), every float compared exactly.
+import json
+import math
+import os
+import warnings
+
+import pytest
+import torch
+
+import gradprec
+import gradprec.torch as gpt
+from tinylm import make_model, sequences, token_losses
+
+A = 2          # micro-batches per optimizer step
+DROP = 5       # the step from which the LR is 1e-4 of what it was
+LENGTHS = [17, 17]
+
+
+def _loop(mon, model, opt, sched, steps, seed0=0):
+    """Trains `steps` optimizer steps of A equal micro-batches (token_mean loss); returns
+    per step the fraction of parameter elements torch's step left unchanged."""
+    unchanged = []
+    for s in range(steps):
+        seqs = sequences(LENGTHS, seed0 + s)
+        n = sum(q.shape[1] - 1 for q in seqs)
+        for seq in seqs:
+            with mon.microbatch(tokens=seq.shape[1] - 1) if mon is not None else _null():
+                (token_losses(model, seq).sum() / n).backward()
+        before = [p.detach().clone() for p in model.parameters()]
+        opt.step()
+        same = sum(int((p.detach() == b).sum()) for p, b in zip(model.parameters(), before))
+        unchanged.append(same / sum(b.numel() for b in before))
+        if sched is not None:
+            sched.step()
+        opt.zero_grad()
+    return unchanged
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _bf16_run(drop=True):
+    model = make_model(0, torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0 if t < DROP or not drop else 1e-4)
+    return model, opt, sched
+
+
+def _records(out):
+    with open(os.path.join(out, "monitor.jsonl"), encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_collapse_flagged_at_its_step(tmp_path, replay):
+    model, opt, sched = _bf16_run()
+    got = []
+    with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path, reduction="token_mean", accumulation_steps=A,
+                     thresholds={"stale_update_frac": {"max": 0.75}}, on_alert=got.append) as mon:
+        unchanged = _loop(mon, model, opt, sched, DROP + 2)
+    # torch's own count: the design's collapse is at DROP
+    first = next(s for s, f in enumerate(unchanged) if f > 0.75)
+    assert first == DROP, unchanged
+    recs = _records(tmp_path)
+    assert [r["step"] for r in recs] == list(range(DROP + 2))
+    assert all(r["format"] == "gradprec-monitor/1" for r in recs)
+    stale = [a for a in got if a.metric == "stale_update_frac"]
+    assert stale, "no stale-update alert"
+    assert {a.step for a in stale} == {DROP}          # flagged at the step, and only once
+    names = [n for n, _ in model.named_parameters()]
+    assert sorted(a.tensor for a in stale if a.tensor) == sorted(names)
+    assert any(a.tensor is None for a in stale)
+    assert all(a.mechanism == "stale update" and a.max == 0.75 and a.value > 0.75 for a in stale)
+    assert recs[DROP]["dominant_mechanism"] == "stale update" and recs[DROP]["verdict"] == "fail"
+    assert recs[DROP]["alerts"] and {a["step"] for a in recs[DROP]["alerts"]} == {DROP}
+    # the replay is torch's twin at every monitored step, and nothing else is left behind
+    assert all(r["twin_mismatch_count"] == 0 for r in recs)
+    assert os.listdir(tmp_path) == ["monitor.jsonl"]
+
+
+def test_collapse_raise_and_warn(tmp_path, replay):
+    model, opt, sched = _bf16_run()
+    with pytest.raises(gpt.MonitorAlert) as e:
+        with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path / "r", reduction="token_mean",
+                         accumulation_steps=A, thresholds={"stale_update_frac": {"max": 0.75}},
+                         on_alert="raise") as mon:
+            _loop(mon, model, opt, sched, DROP + 2)
+    a = e.value.alert
+    assert (a.step, a.metric, a.mechanism) == (DROP, "stale_update_frac", "stale update")
+    assert "step %d" % DROP in str(e.value) and "stale update" in str(e.value)
+    assert len(_records(tmp_path / "r")) == DROP + 1      # the record was written before raising
+    assert os.listdir(tmp_path / "r") == ["monitor.jsonl"]
+    model, opt, sched = _bf16_run()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path / "w", reduction="token_mean",
+                         accumulation_steps=A, thresholds={"stale_update_frac": {"max": 0.75}}) as mon:
+            _loop(mon, model, opt, sched, DROP + 2)
+    mw = [x for x in w if issubclass(x.category, gpt.MonitorWarning)]
+    assert len(mw) == 1 + len(list(model.parameters()))   # the step and each tensor, once
+    assert all("step %d" % DROP in str(x.message) for x in mw)
+
+
+def test_healthy_run_raises_nothing(tmp_path, replay):
+    model = make_model(0, torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    with gpt.monitor(model, optimizer=opt, every=2, out=tmp_path, reduction="token_mean", accumulation_steps=A,
+                     on_alert="raise") as mon:
+        _loop(mon, model, opt, None, 6)
+    recs = _records(tmp_path)
+    assert [r["step"] for r in recs] == [0, 2, 4]
+    assert all(r["verdict"] in ("pass", "warn") and r["alerts"] == [] and r["failed"] == [] for r in recs)
+    assert mon.alerts == []
+
+
+def _monitored_and_captured(tmp_path, every, step, sample):
+    """The monitor's record of optimizer step `step`, and gradprec.run of a capture of the
+    same step in an identical second run."""
+    model, opt, sched = _bf16_run()
+    with gpt.monitor(model, optimizer=opt, every=every, out=tmp_path / "mon", reduction="token_mean",
+                     accumulation_steps=A, sample=sample, on_alert=lambda a: None) as mon:
+        _loop(mon, model, opt, sched, step + 1)
+    rec = next(r for r in _records(tmp_path / "mon") if r["step"] == step)
+    model, opt, sched = _bf16_run()
+    _loop(None, model, opt, sched, step)
+    with gpt.capture(model, tmp_path / "cap", reduction="token_mean", accumulation_steps=A, sample=sample,
+                     optimizer=opt) as cap:
+        _loop(cap, model, opt, sched, 1, seed0=step)
+    return rec, gradprec.run(str(tmp_path / "cap" / "scenario.yaml"))[0]
+
+
+@pytest.mark.parametrize("sample", [None, 64])
+def test_monitored_step_equals_capture_and_replay(tmp_path, replay, sample):
+    rec, s = _monitored_and_captured(tmp_path, 3, DROP + 1, sample)
+    assert rec["verdict"] == s.verdict
+    assert rec["dominant_mechanism"] == s.dominant
+    for k, v in rec["metrics"].items():
+        want = s.metrics[k]
+        assert (v is None and math.isnan(want)) or v == want, k   # exact: the same doubles
+    assert [t["name"] for t in rec["tensors"]] == [t.name for t in s.tensors]
+    for t, st in zip(rec["tensors"], s.tensors):
+        for k, v in t["metrics"].items():
+            want = st.metrics[k]
+            assert (v is None and math.isnan(want)) or v == want, (t["name"], k)
+    assert rec["metrics"]["stale_update_frac"] > 0.75
+    if sample:
+        assert rec["sample"] == sample
+        lo, hi = rec["grad_norm_ratio_interval"]
+        assert lo <= rec["metrics"]["grad_norm_ratio"] <= hi
+
+
+def test_refusals_before_training(tmp_path):
+    model = make_model(0, torch.float32)
+    with pytest.raises(ValueError, match="every"):
+        gpt.monitor(model, optimizer=torch.optim.AdamW(model.parameters()), every=0, out=tmp_path)
+    with pytest.raises(ValueError, match="on_alert"):
+        gpt.monitor(model, optimizer=torch.optim.AdamW(model.parameters()), on_alert="log", out=tmp_path)
+    with pytest.raises(ValueError, match="thresholds.grad_norm_ratio"):
+        gpt.monitor(model, optimizer=torch.optim.AdamW(model.parameters()), out=tmp_path,
+                    thresholds={"grad_norm_ratio": {"low": 1}})
+    with pytest.raises(TypeError, match="AdamW only"):   # capture's own refusal, on entering
+        with gpt.monitor(model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), out=tmp_path / "x"):
+            pass
+    assert not os.path.exists(tmp_path / "x")
