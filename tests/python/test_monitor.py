@@ -182,3 +182,47 @@ def test_refusals_before_training(tmp_path):
         with gpt.monitor(model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), out=tmp_path / "x"):
             pass
     assert not os.path.exists(tmp_path / "x")
+
+
+def test_tensorboard_scalars(tmp_path, replay):
+    pytest.importorskip("tensorboard")   # scripts/install-python.sh installs it
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    model, opt, sched = _bf16_run()
+    tb = tmp_path / "tb"
+    w = SummaryWriter(str(tb))
+    with gpt.monitor(model, optimizer=opt, every=2, out=tmp_path / "mon", reduction="token_mean",
+                     accumulation_steps=A, writer=w, on_alert=lambda a: None) as mon:
+        _loop(mon, model, opt, sched, DROP + 1)
+    w.close()
+    recs = _records(tmp_path / "mon")
+    ev = EventAccumulator(str(tb))
+    ev.Reload()
+    tags = set(ev.Tags()["scalars"])
+    s = ev.Scalars("gradprec/stale_update_frac")
+    assert [e.step for e in s] == [r["step"] for r in recs] == [0, 2, 4]
+    # TensorBoard stores float32: the record's double rounded once
+    assert [e.value for e in s] == [float(torch.tensor(r["metrics"]["stale_update_frac"], dtype=torch.float32))
+                                    for r in recs]
+    name = recs[0]["tensors"][0]["name"]
+    t = ev.Scalars("gradprec/grad_norm_ratio/%s" % name)
+    assert [e.value for e in t] == [float(torch.tensor(r["tensors"][0]["metrics"]["grad_norm_ratio"],
+                                                       dtype=torch.float32)) for r in recs]
+    assert "gradprec/alerts" in tags
+
+
+def test_status_line_only_on_a_tty(tmp_path, replay, capfd):
+    model = make_model(0, torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path / "a", reduction="token_mean",
+                     accumulation_steps=A) as mon:   # pytest's stderr is not a TTY
+        _loop(mon, model, opt, None, 2)
+    assert capfd.readouterr().err == ""
+    with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path / "b", reduction="token_mean",
+                     accumulation_steps=A, status=True) as mon:
+        _loop(mon, model, opt, None, 2)
+    err = capfd.readouterr().err
+    lines = err.split("\r\033[K")
+    assert err.endswith("\n") and err.count("\n") == 1      # one line, rewritten in place
+    assert lines[-1].startswith("gradprec step 1: pass")
