@@ -332,12 +332,23 @@ class Monitor:
             "tensors": tensors,
         }
 
+    def _applied(self, s):
+        """The bounds the runner judged this step with: each max of report.json's
+        `thresholds` (the defaults of docs/scenarios.md where thresholds= gave none), each
+        min as given (report.json lists maxima only)."""
+        maxima = s.report.get("thresholds") or {}
+        out = {m: (None, float(v)) for m, v in maxima.items() if v is not None}
+        for m, (lo, hi) in self.bounds.items():
+            if lo is not None:
+                out[m] = (lo, out.get(m, (None, None))[1])
+        return out
+
     def _alerts(self, step, s):
         """The crossings of this step: a (metric, tensor) outside its bounds that was inside
         (or not yet seen) at the previous monitored step; one that comes back re-arms."""
         out = []
         items = [(None, s.metrics)] + [(t.name, t.metrics) for t in s.tensors]
-        for metric, (lo, hi) in self.bounds.items():
+        for metric, (lo, hi) in sorted(self._applied(s).items()):
             for tname, m in items:
                 if metric not in m:
                     continue
@@ -405,8 +416,9 @@ def monitor(model, optimizer=None, scaler=None, every=1, sample=None, out="gradp
 
     thresholds: {metric: max or {min, max}} as a scenario's `thresholds:`; they replace
       the runner's defaults per metric, and grad_norm_ratio defaults to {min: 0.5, max: 2}.
-      The scenario's verdict uses them; each (metric, tensor) that leaves its bounds is
-      one Alert (again only after it came back inside).
+      The scenario's verdict uses them; each (metric, tensor) that leaves the bounds the
+      runner applied (these and its defaults) is one Alert (again only after it came
+      back inside).
     on_alert: 'warn' (warnings.warn a MonitorWarning), 'raise' (MonitorAlert, after the
       record is written) or a callable f(alert).
     writer: a torch.utils.tensorboard.SummaryWriter: each record's metrics as scalars
