@@ -30,6 +30,10 @@ from tinylm import make_model, sequences, token_losses
 A = 2          # micro-batches per optimizer step
 DROP = 5       # the step from which the LR is 1e-4 of what it was
 LENGTHS = [17, 17]
+# The collapse runs' thresholds: stale updates beyond 3 in 4 elements, and absorption
+# above 5% (the default 1% is crossed once by a 64-element bias before the collapse: 1 of
+# its 64 elements, a real but unrelated event); every other metric at the runner's default.
+TH = {"stale_update_frac": {"max": 0.75}, "absorbed_frac": 0.05}
 
 
 def _loop(mon, model, opt, sched, steps, seed0=0):
@@ -76,7 +80,7 @@ def test_collapse_flagged_at_its_step(tmp_path, replay):
     model, opt, sched = _bf16_run()
     got = []
     with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path, reduction="token_mean", accumulation_steps=A,
-                     thresholds={"stale_update_frac": {"max": 0.75}}, on_alert=got.append) as mon:
+                     thresholds=TH, on_alert=got.append) as mon:
         unchanged = _loop(mon, model, opt, sched, DROP + 2)
     # torch's own count: the design's collapse is at DROP
     first = next(s for s, f in enumerate(unchanged) if f > 0.75)
@@ -102,7 +106,7 @@ def test_collapse_raise_and_warn(tmp_path, replay):
     model, opt, sched = _bf16_run()
     with pytest.raises(gpt.MonitorAlert) as e:
         with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path / "r", reduction="token_mean",
-                         accumulation_steps=A, thresholds={"stale_update_frac": {"max": 0.75}},
+                         accumulation_steps=A, thresholds=TH,
                          on_alert="raise") as mon:
             _loop(mon, model, opt, sched, DROP + 2)
     a = e.value.alert
@@ -114,7 +118,7 @@ def test_collapse_raise_and_warn(tmp_path, replay):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path / "w", reduction="token_mean",
-                         accumulation_steps=A, thresholds={"stale_update_frac": {"max": 0.75}}) as mon:
+                         accumulation_steps=A, thresholds=TH) as mon:
             _loop(mon, model, opt, sched, DROP + 2)
     mw = [x for x in w if issubclass(x.category, gpt.MonitorWarning)]
     assert len(mw) == 1 + len(list(model.parameters()))   # the step and each tensor, once
@@ -226,3 +230,46 @@ def test_status_line_only_on_a_tty(tmp_path, replay, capfd):
     lines = err.split("\r\033[K")
     assert err.endswith("\n") and err.count("\n") == 1      # one line, rewritten in place
     assert lines[-1].startswith("gradprec step 1: pass")
+
+
+def test_report_monitor(tmp_path, replay, cli):
+    """`gradprec report monitor LOG --out DIR` on the collapse's log: the alert at DROP,
+    each metric's tensors worst first, a chart per metric, the same bytes twice, a bad
+    log refused with one line and nothing written."""
+    from conftest import run_cli
+
+    model, opt, sched = _bf16_run()
+    with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path / "mon", reduction="token_mean",
+                     accumulation_steps=A, thresholds=TH,
+                     on_alert=lambda a: None) as mon:
+        _loop(mon, model, opt, sched, DROP + 2)
+    log = str(tmp_path / "mon" / "monitor.jsonl")
+    recs = _records(tmp_path / "mon")
+    p = run_cli("report", "monitor", "--out", str(tmp_path / "rep"), log)
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(tmp_path / "rep")) == ["monitor.html", "monitor.md"]
+    md = (tmp_path / "rep" / "monitor.md").read_text()
+    html = (tmp_path / "rep" / "monitor.html").read_text()
+    assert "%d monitored steps (step 0 to %d), %d tensors" % (DROP + 2, DROP + 1, len(recs[0]["tensors"])) in md
+    alerts = md.split("## Alerts")[1].split("## Steps")[0]
+    assert "| %d | stale\\_update\\_frac | (the step) |" % DROP in alerts
+    assert all(line.startswith("| %d |" % DROP) for line in alerts.splitlines() if line.startswith("| ") and
+               not line.startswith("| step"))
+    # the stale_update_frac table: tensors in the order of their worst value (largest first)
+    table = md.split("## stale_update_frac")[1].split("\n## ")[0]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    worst = {t["name"]: max(r["tensors"][i]["metrics"]["stale_update_frac"] for r in recs)
+             for i, t in enumerate(recs[0]["tensors"])}
+    names = [r[0][2:].replace("\\_", "_") for r in rows[1:]]
+    assert names == sorted(worst, key=lambda n: (-worst[n], n))
+    assert html.count("<svg") == 11 and "<script" not in html and "http" not in html.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+    p2 = run_cli("report", "monitor", "--out", str(tmp_path / "rep2"), log)
+    assert p2.returncode == 0
+    for f in ("monitor.md", "monitor.html"):
+        assert (tmp_path / "rep" / f).read_bytes() == (tmp_path / "rep2" / f).read_bytes()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(open(log).readline() + '{"format": "gradprec-monitor/1", "step": 0}\n')
+    p3 = run_cli("report", "monitor", "--out", str(tmp_path / "rep3"), str(bad))
+    assert p3.returncode == 2 and p3.stderr.count("\n") == 1 and "bad.jsonl:2:" in p3.stderr
+    assert not os.path.exists(tmp_path / "rep3")
