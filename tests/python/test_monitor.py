@@ -273,3 +273,44 @@ def test_report_monitor(tmp_path, replay, cli):
     p3 = run_cli("report", "monitor", "--out", str(tmp_path / "rep3"), str(bad))
     assert p3.returncode == 2 and p3.stderr.count("\n") == 1 and "bad.jsonl:2:" in p3.stderr
     assert not os.path.exists(tmp_path / "rep3")
+
+
+def test_readme_monitor_lines(tmp_path, replay, cli):
+    """The README's "Monitor a training run" lines, as printed, after its capture script:
+    the log of steps 0, 2, ..., 8, TensorBoard's event file, one stale-update warning at
+    step 6 for the step and each of the 3 tensors (the schedule's drop; torch's own count
+    of unchanged weights is taken in test_collapse_flagged_at_its_step), and the report."""
+    import re
+    import subprocess
+    import sys
+
+    from conftest import REPO, run_cli
+
+    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+
+    def block(title, lang):
+        sec = text.split("## " + title, 1)[1].split("\n## ", 1)[0]
+        return re.findall(r"```%s\n(.*?)```" % lang, sec, re.S)
+
+    cap, mon = block("Use it on your own model", "python")[0], block("Monitor a training run", "python")
+    assert len(mon) == 1 and len(mon[0].strip().splitlines()) == 5
+    p = subprocess.run([sys.executable, "-W", "always::UserWarning", "-c", cap + mon[0]], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    warned = [ln.split("MonitorWarning: ", 1)[1] for ln in p.stderr.splitlines() if "MonitorWarning: " in ln]
+    stale = [w for w in warned if "stale_update_frac" in w]
+    assert len(stale) == 4 and all(w.startswith("gradprec monitor: step 6:") and w.endswith("stale update")
+                                   for w in stale)
+    assert all(w.startswith("gradprec monitor: step 0: grad_rel_err_fullbatch") and w.endswith("normalization")
+               for w in warned if w not in stale)
+    recs = _records(tmp_path / "gp-monitor")
+    assert [r["step"] for r in recs] == [0, 2, 4, 6, 8]
+    assert any(f.startswith("events.out.tfevents") for f in os.listdir(tmp_path / "gp-monitor" / "tb"))
+    sh = block("Monitor a training run", "sh")
+    assert len(sh) == 1
+    args = sh[0].split()
+    assert args[0] == "build/gradprec"
+    q = run_cli(*args[1:], cwd=tmp_path)
+    assert q.returncode == 0, q.stderr
+    html = (tmp_path / "gp-monitor" / "report" / "monitor.html").read_text()
+    assert "<td>6</td><td>stale_update_frac</td><td>(the step)</td>" in html
