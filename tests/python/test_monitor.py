@@ -314,3 +314,38 @@ def test_readme_monitor_lines(tmp_path, replay, cli):
     assert q.returncode == 0, q.stderr
     html = (tmp_path / "gp-monitor" / "report" / "monitor.html").read_text()
     assert "<td>6</td><td>stale_update_frac</td><td>(the step)</td>" in html
+
+
+def test_scaler_skipped_step_and_scale(tmp_path, replay):
+    """fp32 parameters under autocast fp16 with a GradScaler that grows x8 every 2 clean
+    steps from 2^14: torch's own scale before each step and whether its step ran (the
+    optimizer's step count) are what the records say; the step torch skipped (the fp16
+    backward overflows at a large scale) is monitored too (finished at the next step's
+    first micro-batch, or on leaving), and every record is torch's twin."""
+    model = make_model(0, torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 14, growth_factor=8.0, backoff_factor=2.0 ** -4,
+                                  growth_interval=2)
+    p0 = next(iter(model.parameters()))
+    scales, ran = [], []
+    with gpt.monitor(model, optimizer=opt, scaler=scaler, every=1, out=tmp_path, reduction="mean",
+                     accumulation_steps=A, on_alert=lambda a: None) as mon:
+        for s in range(7):
+            scales.append(scaler.get_scale())
+            before = int(opt.state[p0]["step"]) if opt.state.get(p0) else 0
+            for seq in sequences(LENGTHS, s):
+                with mon.microbatch(tokens=seq.shape[1] - 1):
+                    with torch.autocast("cpu", dtype=torch.float16):
+                        loss = token_losses(model, seq).mean() / A
+                    scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+            ran.append(int(opt.state[p0]["step"]) > before)
+    assert not all(ran), "the design needs a skipped step: %s" % scales
+    recs = _records(tmp_path)
+    assert [r["step"] for r in recs] == list(range(7))
+    assert [r["loss_scale"] for r in recs] == scales
+    assert [r["skipped"] for r in recs] == [not x for x in ran]
+    assert all(r["twin_mismatch_count"] == 0 for r in recs)
+    assert os.listdir(tmp_path) == ["monitor.jsonl"]
