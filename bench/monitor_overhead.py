@@ -1,27 +1,26 @@
 #!/usr/bin/env python3
-"""monitor_overhead.py [--steps S] [--rounds R] — the cost of gradprec.torch.monitor inside
+"""monitor_overhead.py [--steps S] [--rounds R] [--every 1,10] — the cost of gradprec.torch.monitor inside
 training (issue 26, item 5; bench/README.md). Builds a small transformer of its own in torch
 (nothing downloaded: token embedding, 2 pre-norm encoder layers of width 256 with 4 heads
-and a 1024-wide feed-forward, an output head over 1024 tokens; bf16 parameters, AdamW,
-K = 2 micro-batches of 4 x 64 tokens per optimizer step) and trains copies of it side
-by side in pairs: without the monitor against monitor(every=1, sample=4096), then without
-it against monitor(every=10, sample=4096), each pair a fresh copy of the same model and
-data. The two loops of a pair are interleaved step by step (one step of each in turn), in
-R rounds (default 8) of S steps each (default 10, so every=10 monitors one step a round),
-so a change in the machine's load falls on both alike. (Pairs, not all three at once:
-interleaved after an every=1 step, the every=10 loop's own steps measured 30-40% slower,
-the aftermath of the other loop's monitored step, not its own cost.) A step's time is its micro-batches' forward and backward plus optimizer.step()
-(the monitor's capture, replay and log happen inside these), timed as wall time and as
-this process's CPU time (all its threads: the replay runs in process, so the CPU time
-holds the whole cost and is less disturbed than the wall time by other work on a shared
-machine). Printed: a host line (CPU
-model, family, cores, load average), then each setting's mean step time and its ratio to
-the unmonitored loop's (over all steps, and the median and range of the per-round
-ratios), a median-based ratio (((every - 1) x the median other step + the median
-monitored step) / (every x the unmonitored loop's median step): what the mean would be
-without the stalls other work on a shared machine causes), and the peak resident memory growth between the first and the
-last round (bounded: the monitor keeps one step's capture at a time). Targets: <= 1.05 at
-every=10, <= 1.25 at every=1; reported, not enforced (exit 0 either way).
+and a 1024-wide feed-forward, an output head over 1024 tokens; bf16 parameters, AdamW, K = 2
+micro-batches of 4 x 64 tokens per optimizer step) and trains copies of it side by side in
+pairs: without the monitor against monitor(every=1, sample=4096), then without it against
+monitor(every=10, sample=4096), each pair a fresh copy of the same model and data. The two
+loops of a pair are interleaved step by step (one step of each in turn), in R rounds
+(default 8) of S steps each (default 10, so every=10 monitors one step a round), so a change
+in the machine's load falls on both alike. (Pairs, not all three at once: interleaved after
+an every=1 step, the every=10 loop's own steps measured 30-40% slower, the aftermath of the
+other loop's monitored step, not its own cost.) A step's time is its micro-batches' forward
+and backward plus optimizer.step() (the monitor's capture, replay and log happen inside
+these), timed as wall time and as this process's CPU time (all its threads;
+the replay runs in process). Printed: a host line (CPU model, family, cores, load
+average), then each setting's mean step time and its ratio to the unmonitored loop's (over
+all steps, and the median and range of the per-round ratios), a median-based ratio (((every
+- 1) x the median other step + the median monitored step) / (every x the unmonitored loop's
+median step): what the mean would be without the stalls other work on a shared machine
+causes), and the peak resident memory growth between the first and the last round (bounded:
+the monitor keeps one step's capture at a time). Targets: <= 1.05 at every=10, <= 1.25 at
+every=1; reported, not enforced (exit 0 either way).
 
 Run from the repository root with the build's library:
   PYTHONPATH=$PWD/python GRADPREC_LIB=$PWD/build/libgradprec.so \\

@@ -501,7 +501,8 @@ static int render(const mlog *L, const char *name, char *out[GP_MONITOR_NFILES],
                        "), %zu tensors, %zu failed their thresholds, %zu alerts. Each metric against the step, "
                        "overall and per tensor, tensors worst first (docs/monitor.md).\n",
                   L->n, L->step[0], L->step[L->n - 1], L->nt - 1, fails, L->nalerts);
-    gp_buf_puts(&html, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>gradprec monitor: ");
+    gp_buf_puts(&html, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                       "<title>gradprec monitor: ");
     html_esc(&html, name);
     gp_buf_puts(&html, "</title>\n<style>\nbody{font-family:sans-serif;margin:1.5em;max-width:60em}"
                        "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;"
