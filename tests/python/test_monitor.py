@@ -349,3 +349,33 @@ def test_scaler_skipped_step_and_scale(tmp_path, replay):
     assert [r["skipped"] for r in recs] == [not x for x in ran]
     assert all(r["twin_mismatch_count"] == 0 for r in recs)
     assert os.listdir(tmp_path) == ["monitor.jsonl"]
+
+
+def test_exception_in_training_leaves_the_log(tmp_path, replay):
+    """An exception inside a monitored step's micro-batch: the records of the steps before
+    stay, the step's temporary dump is removed, the exception is the training's."""
+    model, opt, sched = _bf16_run()
+    with pytest.raises(KeyError, match="data loader"):
+        with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path, reduction="token_mean", accumulation_steps=A,
+                         thresholds=TH, on_alert=lambda a: None) as mon:
+            _loop(mon, model, opt, sched, 2)
+            with mon.microbatch(tokens=16):
+                raise KeyError("data loader")
+    assert [r["step"] for r in _records(tmp_path)] == [0, 1]
+    assert os.listdir(tmp_path) == ["monitor.jsonl"]
+
+
+def test_without_optimizer_judges_the_accumulation(tmp_path, replay):
+    """No optimizer: a window of accumulation_steps micro-batches is a step, judged on the
+    gradient alone: the records leave out the optimizer's metrics (the runner would step
+    its default AdamW, not the user's optimizer) and have no twin; fp32 gradients summed
+    in fp32 under token_mean lose nothing beyond fp32 rounding."""
+    model = make_model(0, torch.float32)
+    with gpt.monitor(model, every=2, out=tmp_path, reduction="token_mean", accumulation_steps=A,
+                     on_alert="raise") as mon:
+        _loop(mon, model, torch.optim.SGD(model.parameters(), lr=0.0), None, 4)
+    recs = _records(tmp_path)
+    assert [r["step"] for r in recs] == [0, 2]
+    assert all(r["twin_mismatch_count"] is None and "stale_update_frac" not in r["metrics"] and
+               "weight_rel_err" not in r["tensors"][0]["metrics"] for r in recs)
+    assert all(r["metrics"]["grad_rel_err_fullbatch"] < 1e-6 for r in recs)

@@ -35,6 +35,12 @@ RECORDED = ("underflow_frac", "absorbed_frac", "normalization_rel_err", "stale_u
             "state_underflow_frac", "grad_norm_ratio", "grad_rel_err_fullbatch", "weight_rel_err",
             "skipped_steps", "min_loss_scale", "twin_mismatch_count")
 
+# Metrics of the optimizer step: without optimizer= the step's scenario has no optimizer
+# block and the runner steps its default AdamW (docs/scenarios.md), which is not the
+# user's: these are then left out of the records and the alerts.
+OPTIMIZER_METRICS = ("stale_update_frac", "state_underflow_frac", "weight_rel_err", "m_rel_err", "v_rel_err",
+                     "update_formula_steps", "twin_mismatch_count")
+
 # The monitor's own default: a gradient whose accumulated norm is under half or over twice
 # the exact one (the seed incident is a norm collapse). The runner's defaults
 # (docs/scenarios.md, Verdicts) apply to every other metric; thresholds= replaces per metric.
@@ -306,7 +312,7 @@ class Monitor:
         ci = (rep.get("sampling") or {}).get("intervals") or {}
 
         def metrics(m):
-            return {k: _num(m[k]) for k in RECORDED if k in m}
+            return {k: _num(m[k]) for k in RECORDED if k in m and k not in self._dropped()}
 
         tensors = []
         for t, tj in zip(s.tensors, rep.get("tensors") or []):
@@ -332,6 +338,9 @@ class Monitor:
             "tensors": tensors,
         }
 
+    def _dropped(self):
+        return OPTIMIZER_METRICS if self.optimizer is None else ()
+
     def _applied(self, s):
         """The bounds the runner judged this step with: each max of report.json's
         `thresholds` (the defaults of docs/scenarios.md where thresholds= gave none), each
@@ -341,7 +350,7 @@ class Monitor:
         for m, (lo, hi) in self.bounds.items():
             if lo is not None:
                 out[m] = (lo, out.get(m, (None, None))[1])
-        return out
+        return {m: b for m, b in out.items() if m not in self._dropped()}
 
     def _alerts(self, step, s):
         """The crossings of this step: a (metric, tensor) outside its bounds that was inside
