@@ -159,12 +159,12 @@ def test_monitored_step_equals_capture_and_replay(tmp_path, replay, sample):
     assert rec["verdict"] == s.verdict
     assert rec["dominant_mechanism"] == s.dominant
     for k, v in rec["metrics"].items():
-        want = s.metrics[k]
+        want = s.metrics.get(k, math.nan)
         assert (v is None and math.isnan(want)) or v == want, k   # exact: the same doubles
     assert [t["name"] for t in rec["tensors"]] == [t.name for t in s.tensors]
     for t, st in zip(rec["tensors"], s.tensors):
         for k, v in t["metrics"].items():
-            want = st.metrics[k]
+            want = st.metrics.get(k, math.nan)
             assert (v is None and math.isnan(want)) or v == want, (t["name"], k)
     assert rec["metrics"]["stale_update_frac"] > 0.75
     if sample:
@@ -379,3 +379,31 @@ def test_without_optimizer_judges_the_accumulation(tmp_path, replay):
     assert all(r["twin_mismatch_count"] is None and "stale_update_frac" not in r["metrics"] and
                "weight_rel_err" not in r["tensors"][0]["metrics"] for r in recs)
     assert all(r["metrics"]["grad_rel_err_fullbatch"] < 1e-6 for r in recs)
+
+
+def test_nonfinite_gradient_is_one_json_line(tmp_path, replay):
+    """A micro-batch whose loss is inf (no scaler to skip it): the step's gradient-error
+    metrics are undefined (null in the log, as NaN in report.json is left out), the
+    runner names non-finite, and the alert on nonfinite_count says so; the log stays
+    valid JSON (an infinite loss by mechanism is written "inf")."""
+    model = make_model(0, torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    got = []
+    with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path, reduction="token_mean", accumulation_steps=A,
+                     on_alert=got.append) as mon:
+        seqs = sequences(LENGTHS, 0)
+        for k, seq in enumerate(seqs):
+            with mon.microbatch(tokens=seq.shape[1] - 1):
+                loss = token_losses(model, seq).sum() / 32
+                (loss * float("inf") if k == 1 else loss).backward()
+        opt.step()
+        opt.zero_grad()
+    (rec,) = _records(tmp_path)
+    assert rec["metrics"]["grad_rel_err_fullbatch"] is None
+    assert rec["verdict"] == "fail" and rec["dominant_mechanism"] == "non-finite"
+    assert any(a.metric == "nonfinite_count" and a.tensor is None and a.mechanism == "non-finite" for a in got)
+    # the undefined metrics fail closed: each is an alert of the step, value NaN
+    nan = {a.metric for a in got if a.tensor is None and math.isnan(a.value)}
+    assert nan == {"grad_rel_err_fullbatch", "grad_norm_ratio", "weight_rel_err"}
+    text = open(os.path.join(tmp_path, "monitor.jsonl")).read()
+    assert "Infinity" not in text and "NaN" not in text

@@ -97,6 +97,18 @@ def _num(x):
     return None if math.isnan(x) else x
 
 
+def _clean(x):
+    """x with every non-finite float made JSON: NaN as null, infinities as "inf"/"-inf"
+    (report.json's spelling), so that a record is always one valid JSON line."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
 def _bounds(thresholds):
     """{metric: (min or None, max or None)} from the scenario language's thresholds: a
     number (the max) or {min, max}."""
@@ -291,7 +303,7 @@ class Monitor:
         rec = self._record(step, res[0], cap, scale)
         alerts = self._alerts(step, res[0])
         rec["alerts"] = [a.as_dict() for a in alerts]
-        self._log.write(json.dumps(rec, sort_keys=False, allow_nan=False) + "\n")
+        self._log.write(json.dumps(_clean(rec), allow_nan=False) + "\n")
         self._log.flush()
         self.records += 1
         self.last = rec
@@ -311,8 +323,8 @@ class Monitor:
         rep = s.report
         ci = (rep.get("sampling") or {}).get("intervals") or {}
 
-        def metrics(m):
-            return {k: _num(m[k]) for k in RECORDED if k in m and k not in self._dropped()}
+        def metrics(m):  # null: undefined (NaN: report.json leaves it out) or not reported
+            return {k: _num(m.get(k, math.nan)) for k in RECORDED if k not in self._dropped()}
 
         tensors = []
         for t, tj in zip(s.tensors, rep.get("tensors") or []):
@@ -356,7 +368,11 @@ class Monitor:
         """The crossings of this step: a (metric, tensor) outside its bounds that was inside
         (or not yet seen) at the previous monitored step; one that comes back re-arms."""
         out = []
-        items = [(None, s.metrics)] + [(t.name, t.metrics) for t in s.tensors]
+        overall = dict(s.metrics)
+        for f in s.report.get("failed") or []:  # undefined (NaN) metrics fail closed; the runner lists them
+            if f.get("metric") not in overall:
+                overall[f.get("metric")] = math.nan
+        items = [(None, overall)] + [(t.name, t.metrics) for t in s.tensors]
         for metric, (lo, hi) in sorted(self._applied(s).items()):
             for tname, m in items:
                 if metric not in m:
