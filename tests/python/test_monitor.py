@@ -407,3 +407,26 @@ def test_nonfinite_gradient_is_one_json_line(tmp_path, replay):
     assert nan == {"grad_rel_err_fullbatch", "grad_norm_ratio", "weight_rel_err"}
     text = open(os.path.join(tmp_path, "monitor.jsonl")).read()
     assert "Infinity" not in text and "NaN" not in text
+
+
+def test_second_block_continues_the_log(tmp_path, replay, cli):
+    """A second monitor block on the same folder (a resumed run) appends steps that follow
+    the first block's, so the log stays one series that `gradprec report monitor` reads;
+    a folder whose log ends with something else is refused on entering."""
+    from conftest import run_cli
+
+    model = make_model(0, torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(2):
+        with gpt.monitor(model, optimizer=opt, every=2, out=tmp_path, reduction="token_mean",
+                         accumulation_steps=A) as mon:
+            _loop(mon, model, opt, None, 3)
+    # block 1 trains steps 0, 1, 2 (monitors 0 and 2), block 2 steps 3, 4, 5 (monitors 4)
+    assert [r["step"] for r in _records(tmp_path)] == [0, 2, 4]
+    assert run_cli("report", "monitor", "--out", str(tmp_path / "rep"), str(tmp_path / "monitor.jsonl")).returncode == 0
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "monitor.jsonl").write_text('{"not": "a record"}\n')
+    with pytest.raises(ValueError, match="does not end with a gradprec-monitor/1 record"):
+        with gpt.monitor(model, optimizer=opt, out=bad, reduction="token_mean", accumulation_steps=A):
+            pass

@@ -109,6 +109,37 @@ def _clean(x):
     return x
 
 
+def _last_step(path):
+    """The step of the last record of the log at path; None when there is no log or it is
+    empty. Reads backwards from the end (a record can be long; the log can be large)."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return None
+    with f:
+        end = f.seek(0, os.SEEK_END)
+        tail, pos = b"", end
+        while pos > 0:
+            n = min(pos, 1 << 16)
+            pos -= n
+            f.seek(pos)
+            tail = f.read(n) + tail
+            lines = tail.rstrip(b"\n").split(b"\n")
+            if len(lines) > 1 or pos == 0:
+                break
+        line = tail.rstrip(b"\n").split(b"\n")[-1].strip()
+    if not line:
+        return None
+    try:
+        rec = json.loads(line)
+        step = rec["step"] if rec.get("format") == FORMAT else None
+    except (ValueError, KeyError, AttributeError):
+        step = None
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise ValueError("out: %s does not end with a %s record; give the monitor another folder" % (path, FORMAT))
+    return step
+
+
 def _bounds(thresholds):
     """{metric: (min or None, max or None)} from the scenario language's thresholds: a
     number (the max) or {min, max}."""
@@ -155,7 +186,7 @@ class Monitor:
         self.out = os.fspath(out)
         self.log_path = os.path.join(self.out, LOG_FILE)
         self.status = status          # None: a one-line status when stderr is a TTY
-        self.step_index = 0           # the optimizer step the open (or next) window is
+        self.step_index = 0           # the optimizer step the open (or next) window is (after a log's last)
         self._in_window = 0           # micro-batches of the open window
         self._cap = None              # the Capture of the monitored step in progress
         self._cap_step = None
@@ -182,6 +213,9 @@ class Monitor:
         if self.optimizer is not None:
             _OptimizerPlan(self.optimizer, cap._named, cap.params, self.master)
         os.makedirs(self.out, exist_ok=True)
+        last = _last_step(self.log_path)
+        if last is not None:  # a log of an earlier block: this one's steps follow its steps
+            self.step_index = last + 1
         self._log = open(self.log_path, "a", encoding="utf-8")
         if self.optimizer is not None:
             self._hooks.append(self.optimizer.register_step_pre_hook(self._pre_step))
