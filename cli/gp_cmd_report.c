@@ -1,10 +1,13 @@
 /* gp_cmd_report.c — `gradprec report merge` (combine shard reports into the report the
- * unsharded run would have written, byte for byte) and `gradprec report html` (render
- * a report.json as a self-contained page). */
+ * unsharded run would have written, byte for byte), `gradprec report html` (render
+ * a report.json as a self-contained page) and `gradprec report monitor` (a monitor
+ * log's time series as Markdown and HTML). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/gp_file.h"
 #include "../reports/gp_html.h"
+#include "../reports/gp_monitor_report.h"
 #include "../reports/gp_report.h"
 #include "gp_cli.h"
 #include "../base/gp_out.h"
@@ -12,11 +15,15 @@
 static const char report_usage[] =
     "usage: gradprec report merge --out MERGED.json SHARD.json...\n"
     "       gradprec report html [--out PAGE.html] REPORT.json\n"
+    "       gradprec report monitor --out DIR LOG.jsonl\n"
     "\n"
     "merge: combine the reports of `gradprec run --shard I/N` (I = 0..N-1) into the\n"
     "report the unsharded run writes: same bytes. Fails (exit 2) on a missing or\n"
     "duplicated shard or scenario, different backends, or an unreadable report.\n"
-    "html: the HTML page of a report (default: PAGE = REPORT with .html).\n";
+    "html: the HTML page of a report (default: PAGE = REPORT with .html).\n"
+    "monitor: the time series of a gradprec.torch.monitor log (monitor.jsonl) as\n"
+    "DIR/monitor.md and DIR/monitor.html (each metric against the step, overall and per\n"
+    "tensor, worst first), written as one set.\n";
 
 /* A shard's "shard" object: index, count, scenarios (all present, in range), or -1. */
 static int shard_info(json_t *root, const char *path, size_t *idx, size_t *count, size_t *total, gp_error *err)
@@ -235,10 +242,66 @@ static int cmd_html(int argc, char **argv, FILE *err)
     return rc;
 }
 
+#define MONITOR_LOG_MAX ((size_t)1 << 31) /* bytes of log read */
+
+static int cmd_monitor(int argc, char **argv, FILE *err)
+{
+    const char *outdir = NULL, *in = NULL, *val;
+    int r;
+    for (int i = 1; i < argc; i++) {
+        if ((r = gp_cli_opt(argc, argv, &i, "--out", &val, err, "report monitor")) != 0) {
+            if (r < 0)
+                return GP_EXIT_USAGE;
+            outdir = val;
+        } else if (argv[i][0] == '-' || in) {
+            fprintf(err, "gradprec report monitor: unexpected argument '%s'\n", argv[i]);
+            return GP_EXIT_USAGE;
+        } else
+            in = argv[i];
+    }
+    if (!in || !outdir) {
+        fprintf(err, "gradprec report monitor: needs --out DIR and LOG.jsonl\n");
+        return GP_EXIT_USAGE;
+    }
+    gp_error e = {""};
+    size_t len;
+    char *text = gp_file_read(in, MONITOR_LOG_MAX, &len, &e);
+    if (!text) {
+        fprintf(err, "gradprec report monitor: %s\n", e.msg);
+        return GP_EXIT_USAGE;
+    }
+    char *files[GP_MONITOR_NFILES];
+    int rc = gp_monitor_report_render(text, len, in, files, &e);
+    free(text);
+    if (rc != 0) {
+        fprintf(err, "gradprec report monitor: %s\n", e.msg);
+        return GP_EXIT_USAGE;
+    }
+    gp_out_set set;
+    rc = GP_EXIT_OK;
+    if (gp_out_set_begin(&set, "--out", outdir, gp_monitor_file_names, GP_MONITOR_NFILES, &in, 1, &e) != 0) {
+        fprintf(err, "gradprec report monitor: %s\n", e.msg);
+        rc = GP_EXIT_USAGE;
+    } else {
+        for (int k = 0; k < GP_MONITOR_NFILES && rc == GP_EXIT_OK; k++)
+            if (gp_out_set_add(&set, gp_monitor_file_names[k], files[k], strlen(files[k]), &e) != 0)
+                rc = GP_EXIT_INTERNAL;
+        if (rc == GP_EXIT_OK && gp_out_set_commit(&set, &e) != 0)
+            rc = GP_EXIT_INTERNAL;
+        if (rc != GP_EXIT_OK) {
+            gp_out_set_abort(&set);
+            fprintf(err, "gradprec report monitor: %s\n", e.msg);
+        }
+    }
+    for (int k = 0; k < GP_MONITOR_NFILES; k++)
+        free(files[k]);
+    return rc;
+}
+
 int gp_cmd_report(int argc, char **argv, FILE *out, FILE *err)
 {
     if (argc < 2) {
-        fputs("gradprec report: needs an action: merge or html (try gradprec report --help)\n", err);
+        fputs("gradprec report: needs an action: merge, html or monitor (try gradprec report --help)\n", err);
         return GP_EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -249,6 +312,8 @@ int gp_cmd_report(int argc, char **argv, FILE *out, FILE *err)
         return cmd_merge(argc - 1, argv + 1, err);
     if (strcmp(argv[1], "html") == 0)
         return cmd_html(argc - 1, argv + 1, err);
-    fprintf(err, "gradprec report: unknown action '%s' (merge, html)\n", argv[1]);
+    if (strcmp(argv[1], "monitor") == 0)
+        return cmd_monitor(argc - 1, argv + 1, err);
+    fprintf(err, "gradprec report: unknown action '%s' (merge, html, monitor)\n", argv[1]);
     return GP_EXIT_USAGE;
 }

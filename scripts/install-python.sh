@@ -2,7 +2,8 @@
 # Creates the project-local virtual environment .venv/ (gitignored) for gradprec's Python
 # package and its tests: numpy, safetensors, torch (PyPI's default wheel), pytest, the
 # third-party optimizers tested as subjects (torch-optimi, torchao; installed without
-# their dependencies so that torch is never replaced), and ./python itself. Idempotent: what is already installed is kept (torch is large), only
+# their dependencies so that torch is never replaced), tensorboard (the monitor's
+# SummaryWriter), and ./python itself. Idempotent: what is already installed is kept (torch is large), only
 # ./python is reinstalled, offline. GP_VENV=DIR picks another folder, PYTHON=... the
 # interpreter (default: Debian's python3, whose venv module scripts/install-deps.sh installs).
 set -euo pipefail
@@ -41,6 +42,14 @@ done
 if [ ${#extra[@]} -gt 0 ]; then
   echo "install-python: installing ${extra[*]} from PyPI (--no-deps: torch stays as it is)"
   "$py" -m pip install --disable-pip-version-check -q --no-deps "${extra[@]}"
+fi
+
+# TensorBoard for gradprec.torch.monitor(writer=SummaryWriter(...)) and its test
+# (tests/python/test_monitor.py): with its dependencies (protobuf, grpcio, ...), none of
+# which is torch.
+if ! "$py" -c "import tensorboard" >/dev/null 2>&1; then
+  echo "install-python: installing tensorboard from PyPI"
+  "$py" -m pip install --disable-pip-version-check -q tensorboard
 fi
 
 # The package itself: no network, no build isolation (the venv's setuptools builds it).

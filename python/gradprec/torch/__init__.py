@@ -49,7 +49,7 @@ from .backends import (  # noqa: E402  (backends under test: docs/python.md)
 )
 from .host import sqrt_evaluation  # noqa: E402  (which optimizer.evaluation this host's torch needs)
 
-__all__ = ["capture", "Capture", "Backend", "AdamW", "AdamWForeach", "AdamWFused", "AdamWCUDA", "AdamWForeachCUDA",
+__all__ = ["capture", "Capture", "monitor", "Monitor", "MonitorAlert", "MonitorWarning", "Alert", "Backend", "AdamW", "AdamWForeach", "AdamWFused", "AdamWCUDA", "AdamWForeachCUDA",
            "AdamWFusedCUDA", "OptimiAdamW", "TorchaoAdamW", "sqrt_evaluation"]
 
 REDUCTIONS = ("token_mean", "mean", "mean_no_div", "sum")
@@ -889,3 +889,6 @@ def capture(model, out_dir, reduction, accumulation_steps=None, **kw):
     name, seed, scenario: the scenario's name, seed, and further top-level keys.
     """
     return Capture(model, out_dir, reduction, accumulation_steps, **kw)
+
+
+from ._monitor import Alert, Monitor, MonitorAlert, MonitorWarning, monitor  # noqa: E402  (docs/monitor.md)

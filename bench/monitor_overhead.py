@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""monitor_overhead.py [--steps S] [--rounds R] [--every 1,10] — the cost of gradprec.torch.monitor inside
+training (issue 26, item 5; bench/README.md). Builds a small transformer of its own in torch
+(nothing downloaded: token embedding, 2 pre-norm encoder layers of width 256 with 4 heads
+and a 1024-wide feed-forward, an output head over 1024 tokens; bf16 parameters, AdamW, K = 2
+micro-batches of 4 x 64 tokens per optimizer step) and trains copies of it side by side in
+pairs: without the monitor against monitor(every=1, sample=4096), then without it against
+monitor(every=10, sample=4096), each pair a fresh copy of the same model and data. The two
+loops of a pair are interleaved step by step (one step of each in turn), in R rounds
+(default 8) of S steps each (default 10, so every=10 monitors one step a round), so a change
+in the machine's load falls on both alike. (Pairs, not all three at once: interleaved after
+an every=1 step, the every=10 loop's own steps measured 30-40% slower, the aftermath of the
+other loop's monitored step, not its own cost.) A step's time is its micro-batches' forward
+and backward plus optimizer.step() (the monitor's capture, replay and log happen inside
+these), timed as wall time and as this process's CPU time (all its threads;
+the replay runs in process). Printed: a host line (CPU model, family, cores, load
+average), then each setting's mean step time and its ratio to the unmonitored loop's (over
+all steps, and the median and range of the per-round ratios), a median-based ratio (((every
+- 1) x the median other step + the median monitored step) / (every x the unmonitored loop's
+median step): what the mean would be without the stalls other work on a shared machine
+causes), and the peak resident memory growth between the first and the last round (bounded:
+the monitor keeps one step's capture at a time). Targets: <= 1.05 at every=10, <= 1.25 at
+every=1; reported, not enforced (exit 0 either way).
+
+Run from the repository root with the build's library:
+  PYTHONPATH=$PWD/python GRADPREC_LIB=$PWD/build/libgradprec.so \\
+    /work/main/.venv/bin/python bench/monitor_overhead.py
+"""
+import argparse
+import contextlib
+import resource
+import shutil
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import gradprec.torch as gpt
+from capture_scale import host_line
+
+VOCAB, DIM, HEADS, FF, LAYERS, SEQ, BATCH, K = 1024, 256, 4, 1024, 2, 64, 4, 2
+
+
+class SmallLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, DIM)
+        self.pos = nn.Parameter(torch.randn(SEQ, DIM) * 0.02)
+        layer = nn.TransformerEncoderLayer(DIM, HEADS, FF, dropout=0.0, batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
+        self.head = nn.Linear(DIM, VOCAB)
+        self.register_buffer("mask", torch.triu(torch.full((SEQ, SEQ), float("-inf")), diagonal=1))
+
+    def forward(self, x):
+        h = self.emb(x) + self.pos[: x.shape[1]]
+        return self.head(self.blocks(h, mask=self.mask[: x.shape[1], : x.shape[1]].to(h.dtype), is_causal=True))
+
+
+class Loop:
+    """One training run of its own model, optimizer, data and (optional) monitor."""
+
+    def __init__(self, label, monitor_kw, out):
+        torch.manual_seed(0)
+        self.label = label
+        self.model = SmallLM().to(torch.bfloat16)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        self.gen = torch.Generator().manual_seed(1)
+        self.mon = None
+        if monitor_kw is not None:
+            self.mon = gpt.monitor(self.model, optimizer=self.opt, out=out, reduction="mean",
+                                   accumulation_steps=K, on_alert=lambda a: None, status=False, **monitor_kw)
+        self.times = []
+        self.cpu = []
+        self.monitored = []   # per step: whether the monitor judged it
+
+    def step(self):
+        r0 = self.mon.records if self.mon is not None else 0
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        for _ in range(K):
+            x = torch.randint(0, VOCAB, (BATCH, SEQ + 1), generator=self.gen)
+            cm = self.mon.microbatch(tokens=BATCH * SEQ) if self.mon is not None else contextlib.nullcontext()
+            with cm:
+                logits = self.model(x[:, :-1])
+                loss = F.cross_entropy(logits.reshape(-1, VOCAB).float(), x[:, 1:].reshape(-1)) / K
+                loss.backward()
+        self.opt.step()
+        self.opt.zero_grad()
+        self.times.append(time.perf_counter() - t0)
+        self.cpu.append(time.process_time() - c0)
+        self.monitored.append(self.mon is not None and self.mon.records > r0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=10, help="steps of each loop per round")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--every", default="1,10", help="the monitored settings beside the plain loop: 1, 10 or 1,10")
+    a = ap.parse_args()
+    print(host_line(), flush=True)
+    print("torch %s, %d threads; model: %d parameters in %d tensors, bf16, K = %d micro-batches of %d tokens"
+          % (torch.__version__, torch.get_num_threads(), sum(p.numel() for p in SmallLM().parameters()),
+             len(list(SmallLM().parameters())), K, BATCH * SEQ), flush=True)
+    tmp = tempfile.mkdtemp(prefix="gp-monitor-bench-")
+    settings = {"1": ("every=1, sample=4096", {"every": 1, "sample": 4096}),
+                "10": ("every=10, sample=4096", {"every": 10, "sample": 4096})}
+    try:
+        for e in a.every.split(","):
+            label, kw = settings[e]
+            loops = [Loop("no monitor", None, None), Loop(label, kw, tmp + "/every" + e)]
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(loops[1].mon)
+                for lp in loops:           # warm-up: one step each, not timed
+                    lp.step()
+                    lp.times.clear()
+                    lp.cpu.clear()
+                    lp.monitored.clear()
+                rss = []
+                for r in range(a.rounds):
+                    for _ in range(a.steps):
+                        for lp in loops:   # one step of each in turn
+                            lp.step()
+                    rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+            base = sum(loops[0].times) / len(loops[0].times)
+            cpu_base = sum(loops[0].cpu) / len(loops[0].cpu)
+            n = a.steps
+            for lp in loops:
+                mean = sum(lp.times) / len(lp.times)
+                # per round: this loop's time over the unmonitored loop's in the same round
+                rr = sorted(sum(lp.times[r * n:(r + 1) * n]) / sum(loops[0].times[r * n:(r + 1) * n])
+                            for r in range(a.rounds))
+                cpu = sum(lp.cpu) / len(lp.cpu)
+                print("%-22s %4d steps, wall %7.1f ms/step, ratio %.3f (per round: median %.3f, range %.3f-%.3f); "
+                      "CPU %7.1f ms/step, ratio %.3f"
+                      % (lp.label, len(lp.times), 1e3 * mean, mean / base, rr[len(rr) // 2], rr[0], rr[-1],
+                         1e3 * cpu, cpu / cpu_base))
+            # robust to stalls from other work: medians of the monitored and the other steps
+            med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+            mon = loops[1]
+            tm = [t for t, m in zip(mon.times, mon.monitored) if m]
+            tu = [t for t, m in zip(mon.times, mon.monitored) if not m]
+            every = kw["every"]
+            est = ((every - 1) * (med(tu) if tu else 0.0) + med(tm)) / (every * med(loops[0].times))
+            print("  median-based ratio %.3f (monitored step %.1f ms, other steps %s ms, unmonitored loop %.1f ms)"
+                  % (est, 1e3 * med(tm), "%.1f" % (1e3 * med(tu)) if tu else "-", 1e3 * med(loops[0].times)))
+            print("  %s: %d monitored steps logged; peak RSS %.0f MiB after round 1, %.0f MiB after round %d"
+                  % (label, loops[1].mon.records, rss[0], rss[-1], a.rounds), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

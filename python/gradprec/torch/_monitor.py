@@ -1,0 +1,488 @@
+"""gradprec.torch.monitor: a precision monitor inside training (docs/monitor.md).
+
+    with gradprec.torch.monitor(model, optimizer=opt, every=10, sample=4096, out="gp") as mon:
+        for batch in batches:
+            with mon.microbatch(tokens=n_tokens(batch)):
+                loss_fn(model, batch).backward()
+            opt.step(); opt.zero_grad()
+    # gp/monitor.jsonl: one record per monitored step
+
+Every `every`-th optimizer step is captured with gradprec.torch.capture (the same hooks,
+the C library's sampled elements, the optimizer's state at entry, torch's state after
+the step: the twin) into a temporary folder under `out`, replayed at once in this
+process with gradprec.run (the C runner and its exact references: the numbers are
+gradprec's, none is computed here), summarised as one JSON line, and the folder is
+deleted. Steps in between run with no hook at all. Memory does not grow with the number
+of steps: one step's capture is on disk at a time, and the alert state holds one flag
+per (metric, tensor).
+"""
+import contextlib
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+
+from .. import run as _run
+
+FORMAT = "gradprec-monitor/1"
+LOG_FILE = "monitor.jsonl"
+
+# What each record carries per tensor and overall (the report's metric names).
+RECORDED = ("underflow_frac", "absorbed_frac", "normalization_rel_err", "stale_update_frac",
+            "state_underflow_frac", "grad_norm_ratio", "grad_rel_err_fullbatch", "weight_rel_err",
+            "skipped_steps", "min_loss_scale", "twin_mismatch_count")
+
+# Metrics of the optimizer step: without optimizer= the step's scenario has no optimizer
+# block and the runner steps its default AdamW (docs/scenarios.md), which is not the
+# user's: these are then left out of the records and the alerts.
+OPTIMIZER_METRICS = ("stale_update_frac", "state_underflow_frac", "weight_rel_err", "m_rel_err", "v_rel_err",
+                     "update_formula_steps", "twin_mismatch_count")
+
+# The monitor's own default: a gradient whose accumulated norm is under half or over twice
+# the exact one (the seed incident is a norm collapse). The runner's defaults
+# (docs/scenarios.md, Verdicts) apply to every other metric; thresholds= replaces per metric.
+DEFAULT_THRESHOLDS = {"grad_norm_ratio": {"min": 0.5, "max": 2.0}}
+
+# The mechanism a metric counts by itself (docs/scenarios.md, "The mechanism a verdict
+# names"); a crossing of any other metric names the step's dominant mechanism.
+MECHANISM_OF = {
+    "underflow_frac": "underflow", "absorbed_frac": "absorption", "overflow_count": "overflow",
+    "nonfinite_count": "non-finite", "normalization_rel_err": "normalization", "skipped_steps": "scaling",
+    "min_loss_scale": "scaling", "scaling_rel_err": "scaling", "stale_update_frac": "stale update",
+    "state_underflow_frac": "state precision", "m_rel_err": "state precision", "v_rel_err": "state precision",
+}
+
+
+class MonitorAlert(Exception):
+    """Raised by a monitor with on_alert='raise'; `.alert` is the Alert."""
+
+    def __init__(self, alert):
+        super().__init__(str(alert))
+        self.alert = alert
+
+
+class MonitorWarning(UserWarning):
+    """What a monitor with on_alert='warn' (the default) warns with."""
+
+
+class Alert:
+    """A threshold crossing: `step`, `metric`, `tensor` (None: the whole step), `value`,
+    `min`/`max` (the bounds it left; None where unset), `mechanism`."""
+
+    def __init__(self, step, metric, tensor, value, lo, hi, mechanism):
+        self.step, self.metric, self.tensor, self.value = step, metric, tensor, value
+        self.min, self.max, self.mechanism = lo, hi, mechanism
+
+    def as_dict(self):
+        return {"step": self.step, "metric": self.metric, "tensor": self.tensor, "value": _num(self.value),
+                "min": self.min, "max": self.max, "mechanism": self.mechanism}
+
+    def __str__(self):
+        where = "tensor %s" % self.tensor if self.tensor is not None else "the step"
+        bound = ("below min %g" % self.min if self.min is not None and self.value < self.min
+                 else "above max %g" % self.max if self.max is not None and self.value > self.max
+                 else "undefined (nan)")
+        return ("gradprec monitor: step %d: %s of %s is %s (%s); mechanism: %s"
+                % (self.step, self.metric, where, "%.4g" % self.value, bound, self.mechanism))
+
+    __repr__ = __str__
+
+
+def _num(x):
+    """A float for JSON: NaN (an undefined metric) as null."""
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def _clean(x):
+    """x with every non-finite float made JSON: NaN as null, infinities as "inf"/"-inf"
+    (report.json's spelling), so that a record is always one valid JSON line."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _last_step(path):
+    """The step of the last record of the log at path; None when there is no log or it is
+    empty. Reads backwards from the end (a record can be long; the log can be large)."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return None
+    with f:
+        end = f.seek(0, os.SEEK_END)
+        tail, pos = b"", end
+        while pos > 0:
+            n = min(pos, 1 << 16)
+            pos -= n
+            f.seek(pos)
+            tail = f.read(n) + tail
+            lines = tail.rstrip(b"\n").split(b"\n")
+            if len(lines) > 1 or pos == 0:
+                break
+        line = tail.rstrip(b"\n").split(b"\n")[-1].strip()
+    if not line:
+        return None
+    try:
+        rec = json.loads(line)
+        step = rec["step"] if rec.get("format") == FORMAT else None
+    except (ValueError, KeyError, AttributeError):
+        step = None
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise ValueError("out: %s does not end with a %s record; give the monitor another folder" % (path, FORMAT))
+    return step
+
+
+def _bounds(thresholds):
+    """{metric: (min or None, max or None)} from the scenario language's thresholds: a
+    number (the max) or {min, max}."""
+    out = {}
+    for m, v in thresholds.items():
+        if isinstance(v, dict):
+            unknown = set(v) - {"min", "max"}
+            if unknown or not v:
+                raise ValueError("thresholds.%s: a number (the max) or {min, max}, not %r" % (m, v))
+            out[m] = (v.get("min"), v.get("max"))
+        else:
+            out[m] = (None, v)
+    return out
+
+
+class Monitor:
+    """What `monitor(...)` returns; see monitor() for the arguments."""
+
+    def __init__(self, model, optimizer=None, scaler=None, every=1, sample=None, out="gradprec-monitor",
+                 reduction="mean", accumulation_steps=None, thresholds=None, on_alert="warn", writer=None,
+                 params=None, master=None, seed=0, status=None):
+        from . import REDUCTIONS
+
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise ValueError("every: an integer >= 1 (monitor every N-th optimizer step), not %r" % (every,))
+        if reduction not in REDUCTIONS:
+            raise ValueError("reduction: one of %s, not %r (how your loss divides each micro-batch)"
+                             % (", ".join(REDUCTIONS), reduction))
+        if not (on_alert in ("warn", "raise") or callable(on_alert)):
+            raise ValueError("on_alert: 'warn', 'raise' or a callable taking an Alert, not %r" % (on_alert,))
+        if optimizer is None and accumulation_steps is None:
+            raise ValueError("monitor: needs optimizer= or accumulation_steps= (where an optimizer step ends)")
+        if writer is not None and not hasattr(writer, "add_scalar"):
+            raise TypeError("writer: a torch.utils.tensorboard.SummaryWriter (add_scalar), not %s"
+                            % type(writer).__name__)
+        th = dict(DEFAULT_THRESHOLDS)
+        th.update(thresholds or {})
+        self.bounds = _bounds(th)
+        self.thresholds = th
+        self.model, self.optimizer, self.scaler, self.master = model, optimizer, scaler, master
+        self.every, self.sample, self.reduction = every, sample, reduction
+        self.accumulation_steps, self.params, self.seed = accumulation_steps, params, seed
+        self.on_alert, self.writer = on_alert, writer
+        self.out = os.fspath(out)
+        self.log_path = os.path.join(self.out, LOG_FILE)
+        self.status = status          # None: a one-line status when stderr is a TTY
+        self.step_index = 0           # the optimizer step the open (or next) window is (after a log's last)
+        self._in_window = 0           # micro-batches of the open window
+        self._cap = None              # the Capture of the monitored step in progress
+        self._cap_step = None
+        self._tmp = None
+        self._outside = {}            # (metric, tensor or None) -> True while outside its bounds
+        self._hooks = []
+        self._log = None
+        self._entered = False
+        self.records = 0              # records written
+        self.last = None              # the last record (a dict)
+        self.alerts = []              # every Alert raised so far (bounded: one per crossing)
+
+    # ---- the context ----
+
+    def __enter__(self):
+        if self._entered:
+            raise RuntimeError("monitor: already entered")
+        from . import Capture, _OptimizerPlan
+
+        # refused now, with capture's own lines, before training starts
+        cap = Capture(self.model, self.out, self.reduction, self.accumulation_steps, sample=self.sample,
+                      params=self.params, optimizer=self.optimizer, scaler=self.scaler, master=self.master,
+                      seed=self.seed)
+        if self.optimizer is not None:
+            _OptimizerPlan(self.optimizer, cap._named, cap.params, self.master)
+        os.makedirs(self.out, exist_ok=True)
+        last = _last_step(self.log_path)
+        if last is not None:  # a log of an earlier block: this one's steps follow its steps
+            self.step_index = last + 1
+        self._log = open(self.log_path, "a", encoding="utf-8")
+        if self.optimizer is not None:
+            self._hooks.append(self.optimizer.register_step_pre_hook(self._pre_step))
+            self._hooks.append(self.optimizer.register_step_post_hook(self._post_step))
+        self._entered = True
+        return self
+
+    def __exit__(self, etype, evalue, tb):
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        try:
+            if etype is None and self._cap is not None:
+                if self._in_window:
+                    self._close_window()
+                self._finish_step()
+        finally:
+            self._drop_capture()
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+            if self._tty():
+                sys.stderr.write("\n")
+            self._entered = False
+        return False
+
+    @contextlib.contextmanager
+    def microbatch(self, tokens):
+        """One micro-batch's backward (tokens: the count your loss normalisation uses).
+        In a monitored step it is capture's microbatch(); otherwise only counted."""
+        if not self._entered:
+            raise RuntimeError("microbatch: use it inside `with gradprec.torch.monitor(...) as mon:`")
+        if self._in_window == 0:
+            if self._cap is not None:   # the previous monitored step ended without optimizer.step()
+                self._finish_step()     # (a step the scaler skipped)
+            if self.step_index % self.every == 0:
+                self._start_step()
+        if self._cap is not None and self._cap_step == self.step_index:
+            with self._cap.microbatch(tokens):
+                yield self
+        else:
+            yield self
+        self._in_window += 1
+        if self.accumulation_steps is not None and self._in_window == self.accumulation_steps:
+            self._close_window()
+            if self.optimizer is None and self._cap is not None:
+                self._finish_step()
+
+    def step(self):
+        """Ends the open window early (a partial window), as capture's step()."""
+        if self._in_window:
+            if self._cap is not None:
+                self._cap.step()
+            self._close_window()
+            if self.optimizer is None and self._cap is not None:
+                self._finish_step()
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Backward passes inside this block are not training (an evaluation, a probe)."""
+        if self._cap is not None:
+            with self._cap.paused():
+                yield self
+        else:
+            yield self
+
+    # ---- the steps ----
+
+    def _close_window(self):
+        self._in_window = 0
+        self.step_index += 1
+
+    def _pre_step(self, optimizer, args, kwargs):
+        if self._in_window:   # a partial window: torch's step ends it (the capture's pre-hook does too)
+            self._close_window()
+
+    def _post_step(self, optimizer, args, kwargs):
+        if self._cap is not None and self._cap_step == self.step_index - 1:
+            self._finish_step()
+
+    def _start_step(self):
+        from . import Capture
+
+        self._tmp = tempfile.mkdtemp(prefix=".step%d-" % self.step_index, dir=self.out)
+        th = {m: ({k: v for k, v in (("min", lo), ("max", hi)) if v is not None}) for m, (lo, hi) in
+              self.bounds.items()}
+        cap = Capture(self.model, self._tmp, self.reduction, self.accumulation_steps, sample=self.sample,
+                      params=self.params, optimizer=self.optimizer, scaler=self.scaler, master=self.master,
+                      seed=self.seed, name="step%d" % self.step_index, scenario={"thresholds": th})
+        try:
+            cap.__enter__()
+        except BaseException:
+            self._drop_capture()
+            raise
+        self._cap, self._cap_step = cap, self.step_index
+
+    def _drop_capture(self):
+        if self._cap is not None:
+            self._cap._remove_hooks()
+            self._cap._discard()
+            self._cap = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def _finish_step(self):
+        """Writes the monitored step's dump, replays it, logs the record, raises alerts,
+        deletes the dump."""
+        cap, step = self._cap, self._cap_step
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # capture's notes about its own dump
+                cap.__exit__(None, None, None)
+            self._cap = None
+            scale = cap._scales[0] if cap.scaler is not None else None
+            res = _run(cap.paths["scenario"])
+        finally:
+            self._drop_capture()
+        rec = self._record(step, res[0], cap, scale)
+        alerts = self._alerts(step, res[0])
+        rec["alerts"] = [a.as_dict() for a in alerts]
+        self._log.write(json.dumps(_clean(rec), allow_nan=False) + "\n")
+        self._log.flush()
+        self.records += 1
+        self.last = rec
+        self._tensorboard(rec)
+        self._status_line(rec)
+        for a in alerts:
+            self.alerts.append(a)
+            if self.on_alert == "warn":
+                warnings.warn(MonitorWarning(str(a)), stacklevel=3)
+            elif self.on_alert == "raise":
+                raise MonitorAlert(a)
+            else:
+                self.on_alert(a)
+
+    def _record(self, step, s, cap, scale):
+        """One line of monitor.jsonl (docs/monitor.md, the schema)."""
+        rep = s.report
+        ci = (rep.get("sampling") or {}).get("intervals") or {}
+
+        def metrics(m):  # null: undefined (NaN: report.json leaves it out) or not reported
+            return {k: _num(m.get(k, math.nan)) for k in RECORDED if k not in self._dropped()}
+
+        tensors = []
+        for t, tj in zip(s.tensors, rep.get("tensors") or []):
+            tci = (tj.get("sampling") or {}).get("intervals") or {}
+            tensors.append({"name": t.name, "metrics": metrics(t.metrics),
+                            "grad_norm_ratio_interval": tci.get("grad_norm_ratio"),
+                            "loss_by_mechanism": tj.get("loss_by_mechanism")})
+        skipped = s.metrics.get("skipped_steps", 0.0) > 0
+        return {
+            "format": FORMAT,
+            "step": step,
+            "tokens": cap._windows[0] if cap._windows else [],
+            "sample": self.sample,
+            "loss_scale": scale,
+            "skipped": bool(skipped),
+            "verdict": s.verdict,
+            "dominant_mechanism": s.dominant,
+            "twin_mismatch_count": _num(s.metrics["twin_mismatch_count"]) if "twin_mismatch_count" in s.metrics
+            else None,
+            "metrics": metrics(s.metrics),
+            "grad_norm_ratio_interval": ci.get("grad_norm_ratio"),
+            "failed": rep.get("failed") or [],
+            "tensors": tensors,
+        }
+
+    def _dropped(self):
+        return OPTIMIZER_METRICS if self.optimizer is None else ()
+
+    def _applied(self, s):
+        """The bounds the runner judged this step with: each max of report.json's
+        `thresholds` (the defaults of docs/scenarios.md where thresholds= gave none), each
+        min as given (report.json lists maxima only)."""
+        maxima = s.report.get("thresholds") or {}
+        out = {m: (None, float(v)) for m, v in maxima.items() if v is not None}
+        for m, (lo, hi) in self.bounds.items():
+            if lo is not None:
+                out[m] = (lo, out.get(m, (None, None))[1])
+        return {m: b for m, b in out.items() if m not in self._dropped()}
+
+    def _alerts(self, step, s):
+        """The crossings of this step: a (metric, tensor) outside its bounds that was inside
+        (or not yet seen) at the previous monitored step; one that comes back re-arms."""
+        out = []
+        overall = dict(s.metrics)
+        for f in s.report.get("failed") or []:  # undefined (NaN) metrics fail closed; the runner lists them
+            if f.get("metric") not in overall:
+                overall[f.get("metric")] = math.nan
+        items = [(None, overall)] + [(t.name, t.metrics) for t in s.tensors]
+        for metric, (lo, hi) in sorted(self._applied(s).items()):
+            for tname, m in items:
+                if metric not in m:
+                    continue
+                v = float(m[metric])
+                outside = math.isnan(v) or (lo is not None and v < lo) or (hi is not None and v > hi)
+                key = (metric, tname)
+                if outside and not self._outside.get(key):
+                    mech = MECHANISM_OF.get(metric) or s.dominant
+                    out.append(Alert(step, metric, tname, v, lo, hi, mech))
+                self._outside[key] = outside
+        return out
+
+    # ---- outputs beside the log ----
+
+    def _tensorboard(self, rec):
+        w = self.writer
+        if w is None:
+            return
+        for k, v in rec["metrics"].items():
+            if v is not None:
+                w.add_scalar("gradprec/%s" % k, v, rec["step"])
+        for t in rec["tensors"]:
+            for k, v in t["metrics"].items():
+                if v is not None:
+                    w.add_scalar("gradprec/%s/%s" % (k, t["name"]), v, rec["step"])
+        if rec["loss_scale"] is not None:
+            w.add_scalar("gradprec/loss_scale", rec["loss_scale"], rec["step"])
+        w.add_scalar("gradprec/alerts", len(rec["alerts"]), rec["step"])
+
+    def _tty(self):
+        if self.status is not None:
+            return bool(self.status)
+        try:
+            return sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+    def _status_line(self, rec):
+        if not self._tty():
+            return
+        m = rec["metrics"]
+
+        def f(k):
+            v = m.get(k)
+            return "-" if v is None else "%.3g" % v
+        line = ("gradprec step %d: %s (%s) stale %s underflow %s absorbed %s norm %s alerts %d"
+                % (rec["step"], rec["verdict"], rec["dominant_mechanism"], f("stale_update_frac"),
+                   f("underflow_frac"), f("absorbed_frac"), f("grad_norm_ratio"), len(self.alerts) +
+                   len(rec["alerts"])))
+        sys.stderr.write("\r\033[K" + line[:200])
+        sys.stderr.flush()
+
+
+def monitor(model, optimizer=None, scaler=None, every=1, sample=None, out="gradprec-monitor", reduction="mean",
+            accumulation_steps=None, thresholds=None, on_alert="warn", writer=None, **kw):
+    """A context manager that judges every `every`-th optimizer step of a training loop
+    against gradprec's exact references while it trains (docs/monitor.md).
+
+    Used as capture is: `with mon.microbatch(tokens=n):` around each micro-batch's
+    backward; reduction, accumulation_steps, optimizer, scaler, sample, params, master,
+    seed mean what they mean for gradprec.torch.capture (the same checks and refusals).
+    Each monitored step is captured to a temporary folder in `out`, replayed by the C
+    library (gradprec.run) and deleted; one JSON line per monitored step is appended to
+    `out`/monitor.jsonl (format gradprec-monitor/1).
+
+    thresholds: {metric: max or {min, max}} as a scenario's `thresholds:`; they replace
+      the runner's defaults per metric, and grad_norm_ratio defaults to {min: 0.5, max: 2}.
+      The scenario's verdict uses them; each (metric, tensor) that leaves the bounds the
+      runner applied (these and its defaults) is one Alert (again only after it came
+      back inside).
+    on_alert: 'warn' (warnings.warn a MonitorWarning), 'raise' (MonitorAlert, after the
+      record is written) or a callable f(alert).
+    writer: a torch.utils.tensorboard.SummaryWriter: each record's metrics as scalars
+      gradprec/METRIC and gradprec/METRIC/TENSOR at the step.
+    status: True/False forces the one-line status on stderr (default: only on a TTY)."""
+    return Monitor(model, optimizer=optimizer, scaler=scaler, every=every, sample=sample, out=out,
+                   reduction=reduction, accumulation_steps=accumulation_steps, thresholds=thresholds,
+                   on_alert=on_alert, writer=writer, **kw)
