@@ -230,11 +230,16 @@ def run(scenario, backend="cpu", out_dir=None, seed=None, jobs=1, compare=None):
             names = _metric_names(entry)
             metrics = {m: lib.gradprec_result_metric(r, i, m.encode()) for m in names}
             tensors = []
+            tentries = entry.get("tensors") if isinstance(entry.get("tensors"), list) else []
             for t in range(lib.gradprec_result_tensor_count(r, i)):
+                # a tensor's own defined metrics too: one NaN for the scenario as a whole
+                # (left out of its metrics) may be finite for this tensor
+                own = _metric_names(tentries[t]) if t < len(tentries) else []
+                tnames = names + [m for m in own if m not in names]
                 tensors.append(
                     TensorResult(
                         lib.gradprec_result_tensor_name(r, i, t).decode(),
-                        {m: lib.gradprec_result_tensor_metric(r, i, t, m.encode()) for m in names},
+                        {m: lib.gradprec_result_tensor_metric(r, i, t, m.encode()) for m in tnames},
                     )
                 )
             scenarios.append(

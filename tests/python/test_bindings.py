@@ -109,3 +109,24 @@ def test_library_search_order(tmp_path):
         assert os.path.realpath(p.stdout.strip()) == os.path.realpath(built)
     else:
         assert built + " (checkout: not found)" in p.stderr
+
+
+def test_tensor_metric_finite_where_the_scenario_is_undefined(tmp_path):
+    # Two replayed tensors, sum reduction, one micro-batch of 1 token: tensor a's entry
+    # holds an inf, so every metric against its exact gradient is NaN and the scenario's
+    # pooled normalization_rel_err is NaN (left out of report.json's scenario metrics);
+    # tensor b is finite and its normalization_rel_err is exactly 0 (sum reduction, one
+    # micro-batch: the accumulated gradient is the full-batch one). The bindings must
+    # still give b's value.
+    np = pytest.importorskip("numpy")
+    st = pytest.importorskip("safetensors.numpy")
+    st.save_file({"a/step0/mb0": np.array([1.0, np.inf], dtype=np.float32),
+                  "b/step0/mb0": np.array([0.5, 0.25], dtype=np.float32)}, str(tmp_path / "d.safetensors"))
+    (tmp_path / "s.yaml").write_text(
+        "name: s\ntensors:\n  - name: a\n    grad: {replay: d.safetensors, key: a}\n"
+        "  - name: b\n    grad: {replay: d.safetensors, key: b}\n"
+        "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nfullbatch: sum\n")
+    sc = gradprec.run(tmp_path / "s.yaml")[0]
+    assert "normalization_rel_err" not in sc.report["metrics"]
+    assert math.isnan(sc.metrics.get("normalization_rel_err", float("nan")))
+    assert sc.tensor("b").metrics["normalization_rel_err"] == 0.0
