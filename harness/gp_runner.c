@@ -2223,9 +2223,15 @@ uint64_t gp_run_work(const gp_scenario *sc)
     for (size_t t = 0; t < sc->ntensors; t++)
         elems += gp_run_tensor_elements(sc, t);
     uint64_t total = 0;
-    for (int st = 0; st < (sc->steps > 0 ? sc->steps : 1); st++) {
+    int steps = sc->steps > 0 ? sc->steps : 1;
+    /* steps of equal work (no per-step counts): one multiplication, not a loop over up to
+     * 2^31 steps at load */
+    int distinct = sc->batch.step_mb && !gp_scenario_distributed(sc) ? steps : 1;
+    for (int st = 0; st < distinct; st++) {
         uint64_t w = work_per_element(sc, st), per_step = elems > (UINT64_MAX - GP_RUN_STEP_OVERHEAD) / w
                                                             ? UINT64_MAX : elems * w + GP_RUN_STEP_OVERHEAD;
+        uint64_t times = distinct == 1 ? (uint64_t)steps : 1;
+        per_step = per_step > UINT64_MAX / times ? UINT64_MAX : per_step * times;
         total = per_step > UINT64_MAX - total ? UINT64_MAX : total + per_step;
     }
     return total;
