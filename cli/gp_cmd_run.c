@@ -88,6 +88,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     gp_result *res = NULL;
     size_t *index = NULL;
     const char **origin = NULL;   /* per scenario: the file or preset it came from */
+    const char **inputs = NULL;   /* what --out may not hold: scenario files and dumps */
     unsigned char *ispre = NULL;
     size_t nsc = 0;
     gp_backend b, cmpb;
@@ -268,8 +269,21 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         }
         have_cmp = 1;
     }
-    /* The output folder is checked and its new sibling made before anything runs. */
-    if (gp_report_files_begin(&set, "--out", outdir, files, nfiles, &e) != 0) {
+    /* The output folder is checked and its new sibling made before anything runs; the
+     * inputs it may not hold: the scenario files and every dump a scenario replays. */
+    size_t nin = nfiles;
+    for (size_t i = 0; i < nsc; i++)
+        nin += gp_scenario_inputs(&sc[i], NULL, 0);
+    inputs = malloc((nin ? nin : 1) * sizeof *inputs);
+    if (!inputs) {
+        fprintf(err, "gradprec run: out of memory\n");
+        rc = GP_EXIT_INTERNAL;
+        goto done;
+    }
+    memcpy(inputs, files, nfiles * sizeof *inputs);
+    for (size_t i = 0, k = nfiles; i < nsc; i++)
+        k += gp_scenario_inputs(&sc[i], inputs + k, nin - k);
+    if (gp_report_files_begin(&set, "--out", outdir, inputs, nin, &e) != 0) {
         fprintf(err, "gradprec run: %s\n", e.msg);
         goto done;
     }
@@ -332,6 +346,7 @@ done:
     free(res);
     free(index);
     free(origin);
+    free(inputs);
     free(ispre);
     free(files);
     free(pre);

@@ -149,6 +149,21 @@ void gp_scenario_free(gp_scenario *s)
     gp_scenario_init(s);
 }
 
+size_t gp_scenario_inputs(const gp_scenario *s, const char **paths, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; s->tensors && i < s->ntensors; i++) {
+        const gp_dist *d[2] = {&s->tensors[i].grad, &s->tensors[i].weight};
+        for (int j = 0; j < 2; j++)
+            if (d[j]->kind == GP_DIST_REPLAY && d[j]->replay) {
+                if (n < cap)
+                    paths[n] = d[j]->replay;
+                n++;
+            }
+    }
+    return n;
+}
+
 /* ---- names of the enumerations, in enum order ---- */
 
 static const char *const dist_names[] = {"normal", "lognormal", "laplace", "pareto", "constant"};
