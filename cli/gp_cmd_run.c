@@ -35,6 +35,7 @@ static const char run_usage[] =
     "  -j N          threads: scenarios run in parallel, and a scenario's windows are\n"
     "                split over the threads left (results do not depend on N)\n"
     "  --max-seconds S  stop (exit 3) a scenario that runs longer than S seconds, naming it\n"
+    "                (a plugin or python: worker gets S seconds to start too, else 60)\n"
     "  --quiet       no progress line on the terminal (shown after 2 s when stderr is\n"
     "                one; GRADPREC_PROGRESS=always: on any stderr from the start, =never;\n"
     "                GRADPREC_PROGRESS_AFTER=S: after S seconds)\n"
@@ -254,6 +255,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         gp_scenario_free(&sc[p]);
     nsc = kept;
     gp_error e = {""};
+    gp_deadline_set((double)max_seconds); /* a worker's start counts against --max-seconds */
     int orc = gp_backend_open(backend, &b, &e);
     if (orc != 0) {
         fprintf(err, "gradprec run: %s\n", e.msg);
@@ -269,6 +271,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         }
         have_cmp = 1;
     }
+    gp_deadline_set(0); /* each scenario gets its own (gp_run_all) */
     /* The output folder is checked and its new sibling made before anything runs; the
      * inputs it may not hold: the scenario files and every dump a scenario replays. */
     size_t nin = nfiles;
@@ -330,6 +333,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     }
     gp_report_files_free(&rf);
 done:
+    gp_deadline_set(0);
     free(ptrs);
     if (have_set)
         gp_out_set_abort(&set);
