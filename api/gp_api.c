@@ -210,6 +210,12 @@ int gradprec_run(const gradprec_set *s, const char *backend, const struct gp_plu
         rc = frc == -2 ? GRADPREC_BAD_INPUT : GRADPREC_INTERNAL; /* -3: a crashed plugin, a dump changed while read */
         goto done;
     }
+    for (size_t i = 0; i < s->n; i++)
+        if (r->res[i].refused) { /* gradprec_run's contract: a refused configuration is bad input */
+            gp_error_set(&e, "scenario '%s': %s", s->sc[i].name, r->res[i].refusal);
+            rc = GRADPREC_BAD_INPUT;
+            goto done;
+        }
     gp_run_report rep = run_report(r, ptrs);
     if (!(r->json = gp_report_json(&rep))) {
         gp_error_set(&e, "out of memory");

@@ -142,8 +142,9 @@ int gp_cmd_advise(int argc, char **argv, FILE *out, FILE *err)
     for (int k = 0; k < nsc; k++) {
         int r = gp_run_scenario(&sc[k], &b, NULL, &res[k], &e);
         if (r != 0) {
-            fprintf(err, "gradprec advise: %s%s: %s\n", r == -2 ? "" : "internal error: ", sc[k].name, e.msg);
-            rc = r == -2 ? GP_EXIT_USAGE : GP_EXIT_INTERNAL;
+            int usage = r == -2 || r == GP_RUN_REFUSED;
+            fprintf(err, "gradprec advise: %s%s: %s\n", usage ? "" : "internal error: ", sc[k].name, e.msg);
+            rc = usage ? GP_EXIT_USAGE : GP_EXIT_INTERNAL;
             goto done;
         }
         nres++;

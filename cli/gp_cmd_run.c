@@ -41,7 +41,10 @@ static const char run_usage[] =
     "                GRADPREC_PROGRESS_AFTER=S: after S seconds)\n"
     "  --list        list the presets and exit\n"
     "exit: 0 every scenario as expected (its `expect:`, else pass or warn), 1 one was not,\n"
-    "      2 bad usage or input, 3 internal error\n";
+    "      2 bad usage or input, 3 internal error. A scenario the backend refuses (its\n"
+    "      reason in the table, report.json, JUnit as skipped) does not stop the others\n"
+    "      and does not change the exit code unless it states an `expect:` (then 1);\n"
+    "      every scenario refused: 2 (the reports are written)\n";
 
 /* Two scenarios of one run may not share a name (reports and the gate key on it). */
 static int check_names(const gp_scenario *sc, const char *const *origin, const unsigned char *ispre, size_t n,
@@ -322,14 +325,26 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     else {
         have_set = 0;
         gp_report_table(out, &rep);
-        int nfail = 0, nunmet = 0;
+        int nfail = 0, nunmet = 0, nbad = 0, nrefused = 0; /* nunmet: of the scenarios with an `expect:` */
         for (size_t i = 0; i < nsc; i++) {
-            nfail += res[i].verdict == GP_FAIL;
-            nunmet += !res[i].expect_met;
+            nfail += !res[i].refused && res[i].verdict == GP_FAIL;
+            nrefused += res[i].refused;
+            nunmet += sc[i].expect.set && !res[i].expect_met;
+            nbad += !res[i].expect_met;
         }
-        fprintf(out, "%zu scenarios, %d failed, %d not as expected; reports in %s/: report.json, report.md, "
-                "report.xml, report.html (%.1f s)\n", nsc, nfail, nunmet, outdir, secs);
-        rc = nunmet ? GP_EXIT_FAIL : GP_EXIT_OK;
+        char refused[64] = "";
+        if (nrefused)
+            snprintf(refused, sizeof refused, ", %d refused by the backend", nrefused);
+        fprintf(out, "%zu scenarios, %d failed%s, %d not as expected; reports in %s/: report.json, report.md, "
+                "report.xml, report.html (%.1f s)\n", nsc, nfail, refused, nunmet, outdir, secs);
+        rc = nbad ? GP_EXIT_FAIL : GP_EXIT_OK;
+        if (nsc && nrefused == (int)nsc) { /* nothing was judged */
+            size_t first = 0;
+            while (first < nsc && !res[first].refused)
+                first++;
+            fprintf(err, "gradprec run: the backend refused every scenario; the first: %s\n", res[first].refusal);
+            rc = GP_EXIT_USAGE;
+        }
     }
     gp_report_files_free(&rf);
 done:

@@ -123,6 +123,14 @@ const char *gp_backend_fault(const gp_backend *b)
     return b ? gp_worker_fault(b->worker) : NULL;
 }
 
+int gp_backend_refused(const gp_backend *b, const char *what, gp_error *err)
+{
+    const char *why = b->worker ? gp_worker_refusal() : NULL;
+    gp_error_set(err, "backend %s: %s: this configuration is not supported by the backend%s%.300s%s", b->label, what,
+                 why ? " (" : "", why ? why : "", why ? ")" : "");
+    return GP_RUN_REFUSED;
+}
+
 int gp_backend_open(const char *spec, gp_backend *b, gp_error *err)
 {
     memset(b, 0, sizeof *b);

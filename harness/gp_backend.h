@@ -37,6 +37,16 @@ int gp_backend_open(const char *spec, gp_backend *b, gp_error *err);
  * the runner reports this instead of a return code when a call fails. */
 const char *gp_backend_fault(const gp_backend *b);
 
+/* What the runner returns for a scenario whose configuration the backend refused (a
+ * call returned 1): the scenario is reported as refused, the others still run. */
+#define GP_RUN_REFUSED (-4)
+
+/* A call of backend b named `what` returned 1 (the configuration is not supported): err
+ * = "backend LABEL: WHAT: this configuration is not supported by the backend", followed
+ * by " (REASON)" when the backend gave one on this thread (a Python backend's
+ * NotImplementedError, through its worker: gp_worker_refusal). Returns GP_RUN_REFUSED. */
+int gp_backend_refused(const gp_backend *b, const char *what, gp_error *err);
+
 /* The time limit of the scenario this thread runs: gp_deadline_set(s) starts a limit of
  * s seconds from now (s <= 0: no limit). The runner stops a scenario whose limit has
  * passed (gp_deadline_passed), and a plugin worker waits for a call no longer than

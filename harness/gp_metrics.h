@@ -34,6 +34,10 @@ typedef enum {
     GP_M_COLLECTIVE_REL_ERR,         /* distributed only: ||the simulated collective's own rounding
                                         errors, summed per element|| / ||g_same||; absent (NaN) in
                                         one process */
+    GP_M_TWIN_MISMATCH_COUNT,        /* replay of a capture with `twin`: element-outputs (param, m, v,
+                                        master) of the backend that differ in any bit from torch's
+                                        after the same step, summed over steps; absent (NaN) without
+                                        a twin */
     GP_NMETRICS
 } gp_metric;
 

@@ -104,9 +104,11 @@ void gp_optim_state_free(gp_optim_state *o)
 }
 
 void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t i0, size_t n, size_t off,
-                   const float *winit)
+                   const gp_optim_values *init)
 {
     gp_format pf = o->cfg.param, sf = o->cfg.state;
+    const gp_optim_values none = {NULL, NULL, NULL, NULL}, *in = init ? init : &none;
+    const float *winit = in->param;
     float w[256];
     for (size_t j0 = 0; j0 < n; j0 += 256) {
         size_t nn = n - j0 < 256 ? n - j0 : 256;
@@ -119,20 +121,51 @@ void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t 
             uint32_t pbits = gp_fmt_from_f32_bits(pf, gp_f32_bits(w[j]), GP_RNE, 0, 0, (unsigned *)0);
             gp_pack_set(pf, o->param, e, pbits);
             if (o->master)
-                o->master[e] = gp_f32_bits(w[j]);
+                o->master[e] = gp_f32_bits(in->master ? in->master[j0 + j] : w[j]);
             if (o->comp)
                 gp_pack_set(pf, o->comp, e, 0);
-            gp_pack_set(sf, o->m, e, 0);
-            gp_pack_set(sf, o->v, e, 0);
+            /* a carried m, v: stored values of the state format, so the rounding is exact */
+            uint32_t mb = in->m ? gp_fmt_from_f32_bits(sf, gp_f32_bits(in->m[j0 + j]), GP_RNE, 0, 0, (unsigned *)0) : 0;
+            uint32_t vb = in->v ? gp_fmt_from_f32_bits(sf, gp_f32_bits(in->v[j0 + j]), GP_RNE, 0, 0, (unsigned *)0) : 0;
+            gp_pack_set(sf, o->m, e, mb);
+            gp_pack_set(sf, o->v, e, vb);
             o->lost[e] = 0;
             o->state_err[e] = 0;
             o->formula_err[e] = 0;
             for (int k = 0; k < 4 && o->el_cnt[0]; k++)
                 o->el_cnt[k][e] = 0;
-            double w0 = o->master ? (double)w[j] : gp_fmt_to_f64(pf, pbits);
-            gp_adamw_dd_state_set(&o->ref, e, w0);
+            double w0 = o->master ? (double)gp_f32_from_bits(o->master[e]) : gp_fmt_to_f64(pf, pbits);
+            gp_adamw_dd_state_set_mv(&o->ref, e, w0, gp_fmt_to_f64(sf, mb), gp_fmt_to_f64(sf, vb));
         }
     }
+}
+
+void gp_optim_twin(const gp_optim_state *o, size_t off, size_t n, const gp_optim_values *torch, long step, size_t t,
+                   uint64_t i0, const uint64_t *elem, gp_optim_counts *cnt, gp_mismatch *first)
+{
+    const struct {
+        const char *name;
+        gp_format f;
+        const void *mine;
+        const float *theirs;
+    } out[4] = {{"m", o->cfg.state, o->m, torch->m},
+                {"v", o->cfg.state, o->v, torch->v},
+                {"master", GP_FP32, o->master, o->master ? torch->master : NULL},
+                {"param", o->cfg.param, o->param, torch->param}};
+    for (size_t j = 0; j < n; j++)
+        for (int q = 0; q < 4; q++) {
+            if (!out[q].mine || !out[q].theirs)
+                continue;
+            gp_format f = out[q].f;
+            uint32_t mine = gp_pack_get(f, out[q].mine, off + j);
+            uint32_t theirs = gp_fmt_from_f32_bits(f, gp_f32_bits(out[q].theirs[j]), GP_RNE, 0, 0, (unsigned *)0);
+            cnt->twin_checked++;
+            if (gp_fmt_agree(f, mine, theirs))
+                continue;
+            cnt->twin_mismatch++;
+            gp_mismatch_note(first, "twin", out[q].name, step, -1, t, (int64_t)(elem ? elem[j] : i0 + j),
+                             gp_fmt_get(f).width, mine, theirs);
+        }
 }
 
 /* The weight the training carries: the master, else the param (Kahan: param - comp,
@@ -163,9 +196,10 @@ static int fail(const gp_backend *b, int rc, gp_error *err)
         gp_error_set(err, "%s", fault);
         return -3;
     }
-    gp_error_set(err, rc == 1 ? "backend %s: adamw: this configuration is not supported by the backend"
-                              : "backend %s: adamw failed (returned %d)", b->label, rc);
-    return rc == 1 ? -2 : -1;
+    if (rc == 1)
+        return gp_backend_refused(b, "adamw", err);
+    gp_error_set(err, "backend %s: adamw failed (returned %d)", b->label, rc);
+    return -1;
 }
 
 /* Do the n elements at a (offset ao) and b (offset 0) of format f differ in any bit
@@ -392,7 +426,7 @@ static formula_bounds formula_bounds_make(const gp_optim_state *o, const gp_scen
      * cancellation; the update moves with bc1 and sqrt(bc2) */
     f.rel_u = 0x1p-20 + ((double)s->t + 2) * 0x1p-24 * (b1t / (1 - b1t) + b2t / (2 * (1 - b2t)));
     f.eps = sc->optimizer.eps;
-    f.decay = 1.0 - s->lr * sc->optimizer.weight_decay;
+    f.decay = 1.0 - s->lr * s->weight_decay;
     f.lr = s->lr;
     f.step = k->step_size;
     f.bc2s = k->bc2_sqrt;
@@ -430,6 +464,34 @@ static int formula_explained(const formula_bounds *fb, gp_optim_state *o, size_t
         return 1;
     o->formula_err[e] += adam_ok || !deb_ok ? fa : fd;
     return 0;
+}
+
+void gp_formula_first_merge(gp_formula_first *a, const gp_formula_first *b)
+{
+    if (b->set && (!a->set || b->step < a->step || (b->step == a->step && b->tensor < a->tensor) ||
+                   (b->step == a->step && b->tensor == a->tensor && b->element < a->element)))
+        *a = *b;
+}
+
+/* Element `element` of tensor t failed formula_explained: record which output departs
+ * first (gp_formula_first) unless an earlier one is recorded. */
+static void formula_first(gp_optim_counts *cnt, const formula_bounds *fb, const gp_optim_state *o, long step,
+                          size_t t, uint64_t element, size_t e, double g, double m0, double m1, double v1, double mx,
+                          double vx, double w0)
+{
+    double ag = fabs(g), g2 = (1.0 - fb->b2) * g * g;
+    gp_formula_first f = {1, "param", step, t, element, weight_at(o, o->param, o->master, o->comp, e),
+                          w0 * fb->decay - fb->step * mx / (sqrt(vx) / fb->bc2s + fb->eps)};
+    if (!rounding_of(m1, mx, 0x1p-21 * (fabs(m0) + ag) + (1.0 - fb->b1) * fb->u_p * ag)) {
+        f.output = "m";
+        f.value = m1;
+        f.adamw = mx;
+    } else if (!rounding_of(v1, vx, 0x1p-21 * vx + 2 * fb->u_p * g2)) {
+        f.output = "v";
+        f.value = v1;
+        f.adamw = vx;
+    }
+    gp_formula_first_merge(&cnt->first_formula, &f);
 }
 
 #if GP_VECTOR_BLOCKS
@@ -569,15 +631,15 @@ GP_OPTIM_CLONES static void attribute_block(size_t nb, const double *restrict G,
  * m', v' give; a non-zero update that left the weight state unchanged is stale and its
  * loss goes to lost[]; us - ux to state_err[]; m', v' that underflowed. Reads the old state
  * kept in o->old_*, writes o->written. */
-static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_optim_state *o, size_t off, size_t n,
-                           gp_format gf, const void *grad, gp_optim_counts *cnt)
+static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_optim_state *o, size_t t, uint64_t i0,
+                           size_t off, size_t n, gp_format gf, const void *grad, gp_optim_counts *cnt)
 {
     gp_format pf = o->cfg.param, sf = o->cfg.state;
     gp_adamw_scalars k = gp_adamw_scalars_make(s->lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
-                                               sc->optimizer.weight_decay, s->t);
+                                               s->weight_decay, s->t);
     const double b1 = sc->optimizer.beta1, b2 = sc->optimizer.beta2;
     const double c1 = 1.0 - b1, c2 = 1.0 - b2;
-    const attr_consts K = {b1, b2, c1, c2, sc->optimizer.eps, 1.0 - s->lr * sc->optimizer.weight_decay,
+    const attr_consts K = {b1, b2, c1, c2, sc->optimizer.eps, 1.0 - s->lr * s->weight_decay,
                            -k.step_size, k.bc2_sqrt};
     formula_bounds fb = formula_bounds_make(o, sc, s, &k);
     uint64_t formula = 0;
@@ -619,8 +681,11 @@ static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_opt
             for (size_t j = 0; j < nb; j++) {
                 double g = G[j], m0 = M0[j], v0 = V0[j];
                 double mx = b1 * m0 + c1 * g, vx = b2 * v0 + c2 * g * g;
-                formula += (uint64_t)!formula_explained(&fb, o, off + j0 + j, diff[j], g, m0, v0, M1[j], V1[j], mx, vx,
-                                                        W0[j]);
+                if (!formula_explained(&fb, o, off + j0 + j, diff[j], g, m0, v0, M1[j], V1[j], mx, vx, W0[j])) {
+                    formula++;
+                    formula_first(cnt, &fb, o, s->iter, t, i0 + j0 + j, off + j0 + j, g, m0, M1[j], V1[j], mx, vx,
+                                  W0[j]);
+                }
             }
     }
     cnt->formula += formula;
@@ -683,7 +748,7 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
     a.beta1 = sc->optimizer.beta1;
     a.beta2 = sc->optimizer.beta2;
     a.eps = sc->optimizer.eps;
-    a.weight_decay = sc->optimizer.weight_decay;
+    a.weight_decay = s->weight_decay;
     a.step = s->t;
     a.inv_scale = 1.0f;
     a.found_inf = &s->found_inf;
@@ -723,7 +788,7 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
         for (size_t j = 0; j < n; j++)
             cnt->skip_writes += diff[j] | mv_changed[j];
     } else {
-        attribute_step(sc, s, o, off, n, gf, grad, cnt);
+        attribute_step(sc, s, o, t, i0, off, n, gf, grad, cnt);
     }
 
 #else /* the coverage build: the per-element definition */
@@ -749,9 +814,9 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
             cnt->skip_writes += diff[j] | mv_changed[j];
     } else {
         gp_adamw_scalars k = gp_adamw_scalars_make(s->lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
-                                                   sc->optimizer.weight_decay, s->t);
+                                                   s->weight_decay, s->t);
         double b1 = sc->optimizer.beta1, b2 = sc->optimizer.beta2, eps = sc->optimizer.eps;
-        double decay = 1.0 - s->lr * sc->optimizer.weight_decay;
+        double decay = 1.0 - s->lr * s->weight_decay;
         formula_bounds fb = formula_bounds_make(o, sc, s, &k);
         for (size_t j = 0; j < n; j++) {
             size_t e = off + j;
@@ -781,8 +846,10 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
             if (isfinite(ux)) /* a finite exact update made non-finite by m, v: an infinite loss */
                 o->state_err[e] += isfinite(us) ? us - ux : INFINITY;
             /* update formula (a subject's step only: gradprec's own models are AdamW) */
-            if (o->param3 && !formula_explained(&fb, o, e, diff[j], g, m0, v0, m1, v1, mx, vx, w0))
+            if (o->param3 && !formula_explained(&fb, o, e, diff[j], g, m0, v0, m1, v1, mx, vx, w0)) {
                 cnt->formula++;
+                formula_first(cnt, &fb, o, s->iter, t, i0 + j, e, g, m0, m1, v1, mx, vx, w0);
+            }
             cnt->state_nonzero += (uint64_t)(mx != 0) + (uint64_t)(vx != 0);
             cnt->state_underflow += (uint64_t)(mx != 0 && m1 == 0) + (uint64_t)(vx != 0 && v1 == 0);
         }

@@ -13,7 +13,15 @@
  * Initial state. w0 = the weight distribution's value (fp32) of the element; param =
  * RNE(w0) in the param format; master = w0 (master variant); comp = m = v = 0. The
  * reference starts from the weight the training starts from: w0 with a master, else
- * the stored param.
+ * the stored param. A state carried in (tensors[i].state: a capture's m, v, master at
+ * step count T0) replaces m, v and master with the stored values, and the reference
+ * starts from their exact values (m, v, and the master, else the param).
+ *
+ * Step counts. gp_optim_step.iter counts the run's iterations from 1: the LR schedule's
+ * argument (a schedule starts at the run's first step, whatever T0) and the stochastic
+ * rounding stream. The backend's AdamW step count t is T0 + the steps taken (a skipped
+ * step does not count, as torch's state['step']); the reference takes every iteration
+ * as a step: its bias corrections are those of step T0 + iter.
  *
  * Attribution, from the values the backend actually wrote (a plugin is judged on what
  * it did). With g the gradient it was given, w the weight before the step (the master,
@@ -81,14 +89,33 @@ void gp_mismatch_note(gp_mismatch *first, const char *entry, const char *output,
 
 /* One step's inputs, the same for every chunk. */
 typedef struct {
-    long iter;           /* 1-based iteration: the LR schedule's and the reference's step */
-    long t;              /* the backend's AdamW step count (skipped steps do not count) */
-    double lr;           /* the schedule's lr of this iteration */
+    long iter;           /* 1-based iteration: the LR schedule's argument (see "Step counts") */
+    long t;              /* the backend's AdamW step count: T0 + steps taken (skipped ones do not count) */
+    double lr;           /* the tensor's lr of this iteration (lr_steps, else lr x the schedule) */
+    double weight_decay; /* the tensor's weight decay (optimizer.weight_decay or its override) */
     int32_t found_inf;   /* the loss scaler found a non-finite gradient: skip */
-    gp_adamw_dd_scalars ref; /* the reference's scalars of step `iter` */
+    gp_adamw_dd_scalars ref; /* the reference's scalars of step T0 + iter */
     gp_dd ref_coef;      /* the reference's exact clip coefficient (1 without clipping) */
     gp_mismatch *first;  /* where the first disagreement of a compared backend is recorded */
 } gp_optim_step;
+
+/* The first element step no rounding of AdamW explains (the update formula): which
+ * output departs first from AdamW's (torch's convention) — "m" when the stored m' is no
+ * rounding of b1 m + (1 - b1) g, else "v" (b2 v + (1 - b2) g^2), else "param" (the weight
+ * beyond its bounds around w (1 - lr wd) - lr/bc1 m_x / (sqrt(v_x)/sqrt(bc2) + eps)) —
+ * with the subject's stored value and AdamW's in binary64 from the same old state and
+ * gradient. "First": the earliest step, then tensor, then element (any -j). */
+typedef struct {
+    int set;
+    const char *output;  /* "m", "v", "param" */
+    long step;           /* 1-based optimizer iteration */
+    size_t tensor;
+    uint64_t element;    /* among the tensor's simulated elements (a sample's position) */
+    double value, adamw; /* the subject's stored value, AdamW's */
+} gp_formula_first;
+
+/* Keep the earlier of *a and *b (step, tensor, element) in *a. */
+void gp_formula_first_merge(gp_formula_first *a, const gp_formula_first *b);
 
 /* Event counts of the optimizer phase. */
 typedef struct {
@@ -99,6 +126,9 @@ typedef struct {
     uint64_t skip_writes;    /* elements written during a skipped step (a backend bug) */
     uint64_t mismatches;     /* elements where the compared backend differed */
     uint64_t formula;        /* element steps no rounding of AdamW explains (see above) */
+    uint64_t twin_checked;   /* element-outputs compared with torch's after the step (twin) */
+    uint64_t twin_mismatch;  /* ... that differ in some bit (NaN-ness for NaNs) */
+    gp_formula_first first_formula; /* the first of them */
     /* Which of gradprec's AdamW models (gp_optim_model_name) a subject that is not
      * gradprec's own backend was checked against, and which it differed from in some
      * output bit; combined over chunks with |, never weighted. */
@@ -183,10 +213,28 @@ const char *gp_optim_model_name(const gp_adamw_config *cfg, int k);
 size_t gp_optim_bytes_per_element(const gp_scenario *sc);
 void gp_optim_state_free(gp_optim_state *o);
 
+/* n values of each output of the optimizer state as fp32 (exact widenings of stored
+ * values), element j of the chunk at [j]; NULL where not given. */
+typedef struct {
+    const float *param, *m, *v, *master;
+} gp_optim_values;
+
 /* Set the initial state of elements i0 .. i0+n-1 of tensor t, stored at off: weights
- * winit[0..n) (replayed) or, when winit is NULL, the tensor's weight distribution. */
+ * init->param[0..n) (replayed) or, when NULL (or init is NULL), the tensor's weight
+ * distribution; m, v (each representable in the state format) and master from init when
+ * given (a carried state), else 0 and the weight. */
 void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t i0, size_t n, size_t off,
-                   const float *winit);
+                   const gp_optim_values *init);
+
+/* The twin check of elements [off, off + n) after a step: each output (m, v, master when
+ * the variant has one, param) of element j against torch's torch->X[j] (each representable
+ * in the output's format), bit for bit (NaN-ness for NaNs). Adds the element-outputs compared
+ * and those that differ to cnt->twin_checked, twin_mismatch; the first that differs, in
+ * element order and per element in the order m, v, master, param (a wrong m also moves
+ * the param), goes to *first (entry "twin", output "m", "v", "master" or "param", element
+ * elem[j] when elem is given, else i0 + j; value: the backend's bits, compared: torch's). */
+void gp_optim_twin(const gp_optim_state *o, size_t off, size_t n, const gp_optim_values *torch, long step, size_t t,
+                   uint64_t i0, const uint64_t *elem, gp_optim_counts *cnt, gp_mismatch *first);
 
 /* One step on elements i0 .. i0+n-1 of tensor t (state at off): grad[] (n values of format
  * gf) is what the backend's optimizer gets; gfull[] (n binary64) the exact full-batch

@@ -205,6 +205,9 @@ static int serve_call(const gp_plugin *p, int fn, void *args, uint32_t count)
  * process's fault buffer (gp_worker_serve): the message follows, 512 bytes. */
 #define RAISED_RC ((int32_t)0x7fff0bad)
 #define RAISED_LEN 512
+/* The answer code of a call refused (code 1) with a reason in the fault buffer: the
+ * reason follows, RAISED_LEN bytes, then the call's arguments as for code 1. */
+#define REFUSED_RC ((int32_t)0x7fff0bae)
 
 int gp_worker_serve(int fd, const gp_plugin *p, const char *refusal, char *fault, size_t faultlen)
 {
@@ -269,16 +272,21 @@ int gp_worker_serve(int fd, const gp_plugin *p, const char *refusal, char *fault
         if (fault && faultlen)
             fault[0] = '\0';
         int32_t rc = serve_call(p, (int)q.fn, args, q.count);
-        if (rc != 0 && rc != 1 && fault && faultlen && fault[0]) { /* a message instead of the arrays */
+        if (rc != 0 && fault && faultlen && fault[0]) { /* a message: the fault, or the refusal's reason */
             char msg[RAISED_LEN];
             memset(msg, 0, sizeof msg);
             snprintf(msg, sizeof msg, "%.*s", (int)(faultlen < RAISED_LEN ? faultlen : RAISED_LEN - 1), fault);
-            rc = RAISED_RC;
-            if (io(fd, &rc, sizeof rc, 1, 0) != 0 || io(fd, msg, sizeof msg, 1, 0) != 0)
+            int32_t code = rc == 1 ? REFUSED_RC : RAISED_RC;
+            if (io(fd, &code, sizeof code, 1, 0) != 0 || io(fd, msg, sizeof msg, 1, 0) != 0)
                 break;
-            continue;
+            if (rc != 1) /* the fault: instead of the arrays */
+                continue;
+            if (io(fd, &rc, sizeof rc, 1, 0) != 0) /* then the refusal as any code 1 */
+                break;
+        } else if (io(fd, &rc, sizeof rc, 1, 0) != 0) {
+            break;
         }
-        if (io(fd, &rc, sizeof rc, 1, 0) != 0 || io(fd, args, as, 1, 0) != 0)
+        if (io(fd, args, as, 1, 0) != 0)
             break;
         for (k = 0; k < nr; k++)
             if (*r[k].slot && r[k].out && io(fd, *r[k].slot, r[k].bytes, 1, 0) != 0)
@@ -456,6 +464,13 @@ static double until_of_call(void)
     return left > 1e20 ? 0 : mono() + (left > 0 ? left : 0);
 }
 
+static _Thread_local char g_refusal[RAISED_LEN]; /* gp_worker_refusal */
+
+const char *gp_worker_refusal(void)
+{
+    return g_refusal[0] ? g_refusal : NULL;
+}
+
 static int call(gp_worker *w, int fn, void *args, uint32_t count)
 {
     array_ref r[MAX_ARRAYS];
@@ -484,6 +499,15 @@ static int call(gp_worker *w, int fn, void *args, uint32_t count)
         orig[k] = *r[k].slot;
     if (e == 0)
         e = io(w->fd, &rc, sizeof rc, 0, until);
+    g_refusal[0] = '\0';
+    if (e == 0 && rc == REFUSED_RC) { /* refused, saying why; the code 1 follows */
+        char msg[RAISED_LEN];
+        if ((e = io(w->fd, msg, sizeof msg, 0, until)) == 0) {
+            msg[sizeof msg - 1] = '\0';
+            snprintf(g_refusal, sizeof g_refusal, "%s", msg);
+            e = io(w->fd, &rc, sizeof rc, 0, until);
+        }
+    }
     if (e == 0 && rc == RAISED_RC) { /* the function failed and said why: that line is the fault */
         char msg[RAISED_LEN];
         if ((e = io(w->fd, msg, sizeof msg, 0, until)) == 0) {

@@ -58,13 +58,20 @@ int gp_worker_main(int fd, const char *path);
  * tell the parent why (`refusal`) and return. fault (faultlen bytes, may be NULL): a
  * buffer that p's functions may fill with one line before returning a failure (neither
  * 0 nor 1); the parent then reports that line as the backend's fault (exit 3) instead
- * of the code. Returns 0 when the parent closed the connection, -1 when the table was
- * refused or the connection broke. Serves one call at a time. */
+ * of the code. A line left there with code 1 (the configuration is refused) is the
+ * refusal's reason: the parent's call returns 1 and gp_worker_refusal gives the line.
+ * Returns 0 when the parent closed the connection, -1 when the table was refused or the
+ * connection broke. Serves one call at a time. */
 int gp_worker_serve(int fd, const gp_plugin *p, const char *refusal, char *fault, size_t faultlen);
 
 /* How the worker failed ("plugin PATH: ENTRY: crashed (signal 11, Segmentation fault)"),
  * or NULL while it is healthy. */
 const char *gp_worker_fault(const gp_worker *w);
+
+/* The reason the backend gave for the last call this thread made that returned 1 (the
+ * configuration refused: a Python backend's NotImplementedError, "adamw: why"), or NULL
+ * when it gave none. */
+const char *gp_worker_refusal(void);
 
 /* Stop the worker (it exits when its socket closes; killed if it does not) and free w. */
 void gp_worker_close(gp_worker *w);

@@ -1,7 +1,10 @@
 /* gp_run_all.c — see gp_run_all.h. */
 #include "gp_run_all.h"
 
+#include "gp_backend.h"
+
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -39,6 +42,15 @@ static void *worker(void *arg)
         gp_deadline_set(w->o->max_seconds);
         int rc = gp_run_scenario_seeds(&w->sc[i], w->o->nseeds, &ctl, w->b, w->cmp, &w->res[i], &e);
         gp_deadline_set(0);
+        if (rc == GP_RUN_REFUSED) { /* reported as refused; the others run */
+            gp_result *r = &w->res[i];
+            memset(r, 0, sizeof *r);
+            r->refused = 1;
+            r->expect_met = !w->sc[i].expect.set;
+            r->dominant = GP_NMECH;
+            snprintf(r->refusal, sizeof r->refusal, "%s", e.msg);
+            rc = 0;
+        }
         pthread_mutex_lock(&w->mu);
         if (rc != 0 && !w->failed) {
             w->failed = rc;

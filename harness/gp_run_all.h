@@ -26,10 +26,12 @@ void gp_progress_line(double done, double total, double elapsed, size_t sc_done,
                       char *out, size_t len);
 
 /* Run sc[0..n) on backend b (and compared backend cmp, or NULL), filling res[0..n) (the
- * caller frees each with gp_result_free). Returns 0; or, after every started scenario
- * finished and no new one was started, the first failing code of gp_run_scenario_seeds
- * (-2 unsupported configuration or bad input, -3 a fault: time limit, crashed plugin,
- * a dump changed while read; -1 a backend failure) with
+ * caller frees each with gp_result_free). A scenario whose configuration the backend
+ * refuses (GP_RUN_REFUSED) does not stop the others: its result has `refused` set, the
+ * refusal's line in `refusal`, and expect_met = !sc->expect.set. Returns 0; or, after
+ * every started scenario finished and no new one was started, the first failing code of
+ * gp_run_scenario_seeds (-2 bad input, -3 a fault: time limit, crashed plugin, a dump
+ * changed while read; -1 a backend failure) with
  * err = "scenario 'NAME': what", or -1 with err when no thread could be started. On
  * failure every res entry is freed. */
 int gp_run_all(const gp_scenario *sc, size_t n, const gp_backend *b, const gp_backend *cmp, const gp_run_opts *o,

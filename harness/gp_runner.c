@@ -55,6 +55,11 @@ int gp_default_threshold(const gp_result *r, gp_metric m, double *max)
     case GP_M_SR_BIAS_SCORE: /* the derived bounds of gp_runner.h: false alarm <= 1e-9 each */
     case GP_M_SR_ELEMENT_CORR_SCORE:
     case GP_M_SR_STEP_CORR_SCORE: *max = 1.0; return 0;
+    case GP_M_TWIN_MISMATCH_COUNT: /* only where a twin was compared: bit for bit */
+        if (r->metric[m] != r->metric[m])
+            return -1;
+        *max = 0;
+        return 0;
     default: return -1;
     }
 }
@@ -105,7 +110,8 @@ typedef struct {
     /* data-parallel runs (docs/distributed.md); single-process: errw 1, tok the batch's,
      * mb_base 0, tm_mul 1, tm_den N, D NULL */
     double errw;           /* weight of this rank's local errors in the final gradient (1/W) */
-    const long *tok;       /* [K] this rank's token counts */
+    const long *tok;       /* [K] this rank's token counts (this step's: batch.tokens per step) */
+    int K;                 /* this step's micro-batches K_s */
     int mb_base;           /* r * K: the global index of the rank's first micro-batch */
     double tm_mul, tm_den; /* token_mean: x = tm_mul * S / tm_den (W and N, or 1 and N_r) */
     struct dist_pool *D;   /* the ranks' buffers, else NULL */
@@ -295,8 +301,8 @@ __attribute__((flatten, noinline)) static void store_grads(chunk *c)
     }
 }
 
-/* A backend call returned rc != 0: 1 means "configuration not supported" (returns -2,
- * bad usage), anything else a failure (-1). */
+/* A backend call returned rc != 0: 1 means "configuration not supported" (returns
+ * GP_RUN_REFUSED, with the backend's reason when it gave one), anything else a failure (-1). */
 static int backend_failure(const gp_backend *b, const char *what, int rc, gp_error *err)
 {
     const char *fault = gp_backend_fault(b);
@@ -304,9 +310,10 @@ static int backend_failure(const gp_backend *b, const char *what, int rc, gp_err
         gp_error_set(err, "%s", fault);
         return -3;
     }
-    gp_error_set(err, rc == 1 ? "backend %s: %s: this configuration is not supported by the backend"
-                              : "backend %s: %s failed (returned %d)", b->label, what, rc);
-    return rc == 1 ? -2 : -1;
+    if (rc == 1)
+        return gp_backend_refused(b, what, err);
+    gp_error_set(err, "backend %s: %s failed (returned %d)", b->label, what, rc);
+    return -1;
 }
 
 /* The accumulate arguments of chunk c for micro-batch k (acc/comp: which copy). */
@@ -764,10 +771,12 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
         return -3;
     }
     double f = c->s / c->rs; /* exact: s and rs are powers of two */
-    for (size_t i = 0; i < c->n; i++)
+    for (size_t i = 0; i < c->n; i++) {
         c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
+        c->st->replay_nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
+    }
     gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
-    gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, sc->batch.tokens[k], N), c->n);
+    gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n);
     store_grads(c);
     return 0;
 }
@@ -820,7 +829,7 @@ static int run_generated(chunk *G, size_t ng, double N, int *found_inf, gp_error
     if (G[0].D)
         return run_distributed(G, ng, N, found_inf, err);
     int rc = 0;
-    for (int k = 0; k < G[0].sc->batch.microbatches && rc == 0; k++) {
+    for (int k = 0; k < G[0].K && rc == 0; k++) {
         for (size_t j = 0; j < ng && rc == 0; j++)
             rc = generate_microbatch(&G[j], N, k, err);
         if (rc == 0)
@@ -1135,6 +1144,11 @@ static double ratio(double num_ss, double den_ss)
     return sqrt(num_ss) / sqrt(den_ss); /* den 0 with num > 0: inf */
 }
 
+/* The metrics and losses of stats st. A non-finite exact gradient (a replayed entry that
+ * is inf or NaN in an applied step: ||g_full|| or ||g_same|| is not finite) leaves every
+ * metric and loss measured against the exact values undefined: NaN (absent from
+ * report.json), never a finite value; nonfinite_count counts it and the non-finite loss
+ * is inf (docs/scenarios.md, Non-finite gradients). */
 static void derive(const gp_stats *st, double *metric, double *loss)
 {
     for (int i = 0; i < GP_NMETRICS; i++)
@@ -1156,6 +1170,8 @@ static void derive(const gp_stats *st, double *metric, double *loss)
     metric[GP_M_M_REL_ERR] = ratio(os->m_err, os->m_ref);
     metric[GP_M_V_REL_ERR] = ratio(os->v_err, os->v_ref);
     metric[GP_M_STATE_UNDERFLOW_FRAC] = oc->state_nonzero ? (double)oc->state_underflow / (double)oc->state_nonzero : 0;
+    if (oc->twin_checked) /* a twin was compared (else the metric stays absent) */
+        metric[GP_M_TWIN_MISMATCH_COUNT] = (double)oc->twin_mismatch;
     loss[GP_MECH_NORMALIZATION] = metric[GP_M_NORMALIZATION_REL_ERR];
     for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_SCALING; m++)
         loss[m] = ratio(st->ss_mech[m], st->ss_full);
@@ -1175,6 +1191,26 @@ static void derive(const gp_stats *st, double *metric, double *loss)
     loss[GP_MECH_STALE] = ratio(os->lost, os->w_ref);
     loss[GP_MECH_STATE] = ratio(os->state, os->w_ref);
     loss[GP_MECH_FORMULA] = ratio(os->formula, os->w_ref);
+    if (st->replay_nonfinite || !isfinite(st->ss_full) || !isfinite(st->ss_same)) { /* no exact reference */
+        static const gp_metric undefined[] = {GP_M_GRAD_REL_ERR_FULLBATCH, GP_M_GRAD_REL_ERR_ROUNDING,
+                                              GP_M_NORMALIZATION_REL_ERR, GP_M_MAX_ULP_ERR, GP_M_GRAD_NORM_RATIO,
+                                              GP_M_WEIGHT_REL_ERR, GP_M_M_REL_ERR, GP_M_V_REL_ERR,
+                                              GP_M_SCALING_REL_ERR};
+        for (size_t i = 0; i < sizeof undefined / sizeof *undefined; i++)
+            metric[undefined[i]] = NAN;
+        for (int m = 0; m < GP_NMECH; m++)
+            if (m != GP_MECH_NONFINITE)
+                loss[m] = NAN;
+    }
+}
+
+/* Every step skipped: each step's whole gradient was lost to scaling, so scaling_rel_err
+ * (and the scaling loss) is 1 where the sums left it undefined (the skipped steps' exact
+ * gradients non-finite: a replayed entry that overflowed under the loss scale). */
+static void all_skipped(double *metric, double *loss)
+{
+    if (metric[GP_M_SCALING_REL_ERR] != metric[GP_M_SCALING_REL_ERR])
+        metric[GP_M_SCALING_REL_ERR] = loss[GP_MECH_SCALING] = 1.0;
 }
 
 static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
@@ -1186,6 +1222,9 @@ static void optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
     a->skip_writes += b->skip_writes;
     a->mismatches += b->mismatches;
     a->formula += b->formula;
+    a->twin_checked += b->twin_checked;
+    a->twin_mismatch += b->twin_mismatch;
+    gp_formula_first_merge(&a->first_formula, &b->first_formula);
     a->models_checked |= b->models_checked;
     a->models_differ |= b->models_differ;
 }
@@ -1208,7 +1247,7 @@ static void stats_add_w(gp_stats *a, const gp_stats *b, double den, double num)
     for (int m = 0; m < GP_NMECH; m++)
         W(ss_mech[m]);
     WC(rounded_nonzero); WC(underflow); WC(adds_nonzero); WC(absorbed); WC(overflow); WC(stored_nonzero);
-    WC(subnormal); WC(nonfinite); WC(overflow_skipped); WC(mismatches);
+    WC(subnormal); WC(nonfinite); WC(replay_nonfinite); WC(overflow_skipped); WC(mismatches);
     WC(opt.nonzero); WC(opt.stale); WC(opt.state_nonzero); WC(opt.state_underflow); WC(opt.skip_writes);
     WC(opt.mismatches); WC(opt.formula);
     W(opt_ss.w_err); W(opt_ss.w_ref); W(opt_ss.m_err); W(opt_ss.m_ref); W(opt_ss.v_err); W(opt_ss.v_ref);
@@ -1247,6 +1286,7 @@ static void stats_add(gp_stats *a, const gp_stats *b)
     a->stored_nonzero += b->stored_nonzero;
     a->subnormal += b->subnormal;
     a->nonfinite += b->nonfinite;
+    a->replay_nonfinite += b->replay_nonfinite;
     a->mismatches += b->mismatches;
     for (int j = 0; j < 3; j++) {
         a->sr_sum[j] += b->sr_sum[j];
@@ -1351,7 +1391,9 @@ static void judge(const gp_scenario *sc, gp_result *r)
     /* A failed metric that counts one mechanism names it (the largest loss among those) */
     for (int i = 0; i < GP_NMETRICS; i++) {
         gp_mechanism m = metric_mechanism((gp_metric)i);
-        if (r->failed[i] && m != GP_NMECH && (r->dominant == GP_NMECH || r->loss[m] > best)) {
+        /* an undefined (NaN) metric fails closed but names no mechanism */
+        if (r->failed[i] && m != GP_NMECH && r->metric[i] == r->metric[i] &&
+            (r->dominant == GP_NMECH || r->loss[m] > best)) {
             best = r->loss[m];
             r->dominant = m;
         }
@@ -1430,6 +1472,7 @@ typedef struct {
     chunk c;      /* the pool */
     chunk *grp;   /* [GP_PLUGIN_MANY_MAX] the chunks of the window it runs */
     float *wbuf;  /* [CHUNK] */
+    float *sbuf;  /* [4 * CHUNK] runs with a carried state or a twin: its entries of one chunk, else NULL */
     gp_optim_state opt;
     void *acc, *comp; /* [CHUNK] uncoupled runs: the chunk's accumulator (and Kahan's) */
     double *gfull;    /* [CHUNK] uncoupled runs: the chunk's exact full-batch gradient */
@@ -1452,6 +1495,7 @@ typedef struct {
     double *traj_err, *traj_ref;           /* [K] trajectory sums */
     gp_dd ref_ss;                          /* sum of squares of the exact full-batch gradient */
     gp_mismatch first;                     /* the unit's first disagreement with cmp */
+    gp_mismatch twin;                      /* the unit's first departure from torch's twin */
     int found_inf;
     int rc;
     gp_error err;
@@ -1466,7 +1510,7 @@ typedef struct sim {
     int nlanes;
     unit *units;  /* [nunits] a wave of units */
     size_t nunits;
-    double N;
+    double N;          /* this iteration's tokens N_s (every rank's) */
     int coupled, persist;
     int sampled;  /* some tensor is sampled: per-element units for the intervals */
     int step_idx; /* 0-based iteration */
@@ -1479,6 +1523,9 @@ typedef struct sim {
                           when the step is not skipped (a skipped step's gradient was
                           discarded by design; its loss counts as scaling) */
     gp_replay **dump, **wdump; /* [ntensors] replayed gradients / weights, else NULL */
+    gp_replay **sdump, **tdump; /* [ntensors] a carried state / torch's twin, else NULL */
+    gp_optim_step *tstep; /* [ntensors] this iteration's per-tensor inputs: t, lr, weight_decay, ref */
+    int K;             /* this iteration's micro-batches K_s */
     uint64_t **idx;    /* [ntensors] a sampled tensor's chosen elements, else NULL */
     const double *w;   /* [ntensors] a sampled tensor's expansion weight M_h / n_h, else 1 */
     const uint64_t *pop; /* [ntensors] a sampled tensor's elements M_h, else 0 */
@@ -1490,56 +1537,120 @@ static size_t min_size(uint64_t a, size_t b)
     return a < b ? (size_t)a : b;
 }
 
+/* Elements i0 .. i0+n-1 of tensor t (the sampled ones when it is sampled) of entry KEY/what
+ * of dump r, as fp32, into out; the entry's dtype must be fmt (-1: any). Returns 0, or -3
+ * with err (a fault: the loader checked the entry, so the dump changed since, or was
+ * truncated or changed while read). */
+static int read_chunk(const sim *S, gp_replay *r, size_t t, const char *key, const char *what, int fmt, uint64_t i0,
+                      size_t n, float *out, gp_error *err)
+{
+    const gp_tensor_spec *spec = &S->sc->tensors[t];
+    char name[GP_NAME_MAX * 4];
+    gp_replay_entry e;
+    gp_error re = {""};
+    snprintf(name, sizeof name, "%s/%s", key, what);
+    if (gp_replay_entry_get(r, name, &e, &re) != 0) {
+        gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
+        return -3;
+    }
+    if ((fmt >= 0 && e.fmt != (gp_format)fmt) || (S->idx[t] ? n > 0 && S->idx[t][i0 + n - 1] >= e.n : i0 + n > e.n)) {
+        gp_replay_entry_release(&e);
+        gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", spec->name,
+                     gp_replay_path(r), name);
+        return -3;
+    }
+    int rd = S->idx[t] ? gp_replay_read_idx(&e, S->idx[t] + i0, n, out, &re) : gp_replay_read(&e, i0, n, out, &re);
+    gp_replay_entry_release(&e);
+    if (rd != 0) { /* truncated or changed while read */
+        gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
+        return -3;
+    }
+    return 0;
+}
+
+/* The initial state of a chunk (the first iteration): replayed or generated weights, and a
+ * carried state's m, v (and master) from tensors[t].state. */
+static int init_chunk(sim *S, lane *L, gp_optim_state *o, size_t t, uint64_t i0, size_t n, size_t off, gp_error *err)
+{
+    const gp_tensor_spec *spec = &S->sc->tensors[t];
+    gp_optim_values in = {NULL, NULL, NULL, NULL};
+    int rc = 0;
+    if (S->wdump[t]) { /* replayed initial weights */
+        rc = read_chunk(S, S->wdump[t], t, spec->weight.replay_key, "weight", -1, i0, n, L->wbuf, err);
+        in.param = L->wbuf;
+    } else if (S->idx[t]) { /* sampled: the chosen elements' generated weights */
+        gp_generate_at(&spec->weight, S->sc->seed, gp_stream_id(GP_STREAM_WEIGHT, t, 0, 0), S->idx[t] + i0, n,
+                       L->wbuf);
+        in.param = L->wbuf;
+    }
+    if (rc == 0 && S->sdump[t]) { /* the optimizer state when the capture began */
+        const char *key = spec->state.key;
+        int sf = (int)o->cfg.state;
+        if ((rc = read_chunk(S, S->sdump[t], t, key, "state/exp_avg", sf, i0, n, L->sbuf, err)) == 0 &&
+            (rc = read_chunk(S, S->sdump[t], t, key, "state/exp_avg_sq", sf, i0, n, L->sbuf + CHUNK, err)) == 0 &&
+            o->master)
+            rc = read_chunk(S, S->sdump[t], t, key, "state/master", GP_FP32, i0, n, L->sbuf + 2 * CHUNK, err);
+        in.m = L->sbuf;
+        in.v = L->sbuf + CHUNK;
+        in.master = o->master ? L->sbuf + 2 * CHUNK : NULL;
+    }
+    if (rc == 0)
+        gp_optim_init(o, S->sc, t, i0, n, off, &in);
+    return rc;
+}
+
+/* The twin check of a chunk after iteration it's step: torch's KEY/step<it-1>/param,
+ * exp_avg, exp_avg_sq (and master) against the state the backend left. */
+static int twin_chunk(sim *S, lane *L, const gp_optim_state *o, size_t t, uint64_t i0, size_t n, size_t off,
+                      gp_optim_counts *oc, gp_mismatch *twin, gp_error *err)
+{
+    const char *key = S->sc->tensors[t].twin.key;
+    const char *const what[4] = {"param", "exp_avg", "exp_avg_sq", "master"};
+    const int fmt[4] = {(int)o->cfg.param, (int)o->cfg.state, (int)o->cfg.state, GP_FP32};
+    char name[64];
+    int rc = 0;
+    for (int q = 0; q < (o->master ? 4 : 3) && rc == 0; q++) {
+        snprintf(name, sizeof name, "step%ld/%s", S->step.iter - 1, what[q]);
+        rc = read_chunk(S, S->tdump[t], t, key, name, fmt[q], i0, n, L->sbuf + (size_t)q * CHUNK, err);
+    }
+    if (rc == 0) {
+        gp_optim_values torch = {L->sbuf, L->sbuf + CHUNK, L->sbuf + 2 * CHUNK, o->master ? L->sbuf + 3 * CHUNK : NULL};
+        gp_optim_twin(o, off, n, &torch, S->step.iter, t, i0, S->idx[t] ? S->idx[t] + i0 : NULL, oc, twin);
+    }
+    return rc;
+}
+
 /* Optimizer phase of one chunk on lane L (acc_off: the chunk's place in the accumulator
  * arrays acc and gfull), its events to *oc, its final sums to *os when the state is per
- * chunk, a disagreement to *first. */
+ * chunk, a disagreement to *first, a departure from torch's twin to *twin. */
 static int optimize_chunk(sim *S, lane *L, size_t t, uint64_t i0, size_t n, const void *acc, const double *gfull,
-                          gp_optim_counts *oc, gp_optim_sums *os, gp_mismatch *first, gp_error *err)
+                          gp_optim_counts *oc, gp_optim_sums *os, gp_mismatch *first, gp_mismatch *twin,
+                          gp_error *err)
 {
     tensor_state *ts = &S->ts[t];
     size_t off = S->persist ? (size_t)i0 : 0;
     gp_optim_state view, *o = &L->opt;
+    int rc;
     if (S->persist) { /* the tensor's state, this lane's scratch */
         gp_optim_scratch_borrow(&view, &ts->opt, &L->opt);
         o = &view;
     }
-    if (S->step.iter == 1) {
-        const float *w0 = NULL;
-        if (S->wdump[t]) { /* replayed initial weights */
-            const gp_tensor_spec *spec = &S->sc->tensors[t];
-            char name[GP_NAME_MAX * 4];
-            gp_replay_entry e;
-            gp_error re = {""};
-            snprintf(name, sizeof name, "%s/weight", spec->weight.replay_key);
-            if (gp_replay_entry_get(S->wdump[t], name, &e, &re) != 0) {
-                gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
-                return -3; /* changed since the loader saw it */
-            }
-            if (!S->idx[t] && i0 + n > e.n) {
-                gp_replay_entry_release(&e);
-                gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", spec->name,
-                             gp_replay_path(S->wdump[t]), name);
-                return -3;
-            }
-            int rd = S->idx[t] ? gp_replay_read_idx(&e, S->idx[t] + i0, n, L->wbuf, &re)
-                               : gp_replay_read(&e, i0, n, L->wbuf, &re);
-            gp_replay_entry_release(&e);
-            if (rd != 0) {
-                gp_error_set(err, "tensor '%s': %s", spec->name, re.msg);
-                return -3;
-            }
-            w0 = L->wbuf;
-        } else if (S->idx[t]) { /* sampled: the chosen elements' generated weights */
-            gp_generate_at(&S->sc->tensors[t].weight, S->sc->seed, gp_stream_id(GP_STREAM_WEIGHT, t, 0, 0),
-                           S->idx[t] + i0, n, L->wbuf);
-            w0 = L->wbuf;
-        }
-        gp_optim_init(o, S->sc, t, i0, n, off, w0);
+    if (S->step.iter == 1) { /* the state the run starts from */
+        rc = init_chunk(S, L, o, t, i0, n, off, err);
+        if (rc != 0)
+            return rc;
     }
     gp_optim_step step = S->step;
+    const gp_optim_step *own = &S->tstep[t]; /* the tensor's step count, lr, decay, reference scalars */
+    step.t = own->t;
+    step.lr = own->lr;
+    step.weight_decay = own->weight_decay;
+    step.ref = own->ref;
     step.first = first;
-    int rc = gp_optim_chunk(S->sc, &step, S->b, S->cmp, o, t, i0, n, off, S->sc->precision.accumulator, acc, gfull,
-                            oc, err);
+    rc = gp_optim_chunk(S->sc, &step, S->b, S->cmp, o, t, i0, n, off, S->sc->precision.accumulator, acc, gfull, oc,
+                        err);
+    if (rc == 0 && S->tdump[t])
+        rc = twin_chunk(S, L, o, t, i0, n, off, oc, twin, err);
     if (rc == 0 && !S->persist)
         gp_optim_final(o, off, n, os);
     return rc;
@@ -1602,7 +1713,8 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->dump = S->dump[t];
     c->idx = S->idx[t];
     c->errw = 1.0;
-    c->tok = sc->batch.tokens;
+    c->tok = gp_scenario_step_tokens(sc, S->step_idx);
+    c->K = S->K;
     c->mb_base = 0;
     c->tm_mul = 1.0;
     c->tm_den = S->N;
@@ -1640,6 +1752,7 @@ static void unit_reset(const sim *S, unit *U)
     memset(U->traj_ref, 0, (size_t)S->res->nsteps * sizeof(double));
     U->ref_ss = (gp_dd){0.0, 0.0};
     memset(&U->first, 0, sizeof U->first);
+    memset(&U->twin, 0, sizeof U->twin);
     U->found_inf = 0;
     U->rc = 0;
     U->err.msg[0] = 0;
@@ -1672,7 +1785,8 @@ static void window_run(sim *S, lane *L, size_t u)
         if (smp)
             U->ref_ss = gp_dd_add(U->ref_ss, gp_dd_mul_d(ss, S->w[c->t]));
         if (!S->coupled)
-            rc = optimize_chunk(S, L, c->t, c->i0, c->n, c->acc, c->gfull, &U->oc[j], &U->os[j], &U->first, &U->err);
+            rc = optimize_chunk(S, L, c->t, c->i0, c->n, c->acc, c->gfull, &U->oc[j], &U->os[j], &U->first, &U->twin,
+                                &U->err);
     }
     U->rc = rc;
 }
@@ -1774,12 +1888,12 @@ static void optim_sums_add(gp_optim_sums *a, const gp_optim_sums *b)
         gp_ratio_merge(&a->est[e], &b->est[e]);
 }
 
-/* The work of one element in one step: its micro-batches (every rank's), and in a
+/* The work of one element in step `step` (0-based): its micro-batches (every rank's), and in a
  * distributed run each collective's W + 2 passes (W - 1 hops, the casts and divisions). */
-static uint64_t work_per_element(const gp_scenario *sc)
+static uint64_t work_per_element(const gp_scenario *sc, int step)
 {
     if (!gp_scenario_distributed(sc))
-        return (uint64_t)sc->batch.microbatches;
+        return (uint64_t)gp_scenario_step_mb(sc, step);
     uint64_t W = (uint64_t)sc->distributed.world_size, K = (uint64_t)sc->batch.microbatches;
     return K * W + (sc->distributed.no_sync ? 1 : K) * (W + 2);
 }
@@ -1810,8 +1924,10 @@ static int unit_merge(sim *S, unit *U, int *found_inf, gp_error *err)
     S->ref_ss = gp_dd_add(S->ref_ss, U->ref_ss);
     if (U->first.set && !S->res->first_mismatch.set)
         S->res->first_mismatch = U->first;
+    if (U->twin.set && !S->res->first_twin.set)
+        S->res->first_twin = U->twin;
     *found_inf |= U->found_inf;
-    progress_add(S, elems * work_per_element(sc));
+    progress_add(S, elems * work_per_element(sc, S->step_idx));
     if (U->rc != 0)
         gp_error_set(err, "%s", U->err.msg);
     return U->rc;
@@ -1946,7 +2062,7 @@ static void optimize_run(sim *S, lane *L, size_t u)
     tensor_state *ts = &S->ts[t];
     U->rc = optimize_chunk(S, L, t, U->i0[0], min_size(S->sc->tensors[t].size - U->i0[0], CHUNK),
                            (char *)ts->acc + (size_t)U->i0[0] * ab, ts->gfull + U->i0[0], &U->oc[0], &U->os[0],
-                           &U->first, &U->err);
+                           &U->first, &U->twin, &U->err);
 }
 
 /* After the accumulation of a coupled step: clip, count what scaling cost, run the
@@ -2023,6 +2139,8 @@ static int coupled_step(sim *S, int found_inf, float scale, gp_error *err)
             optim_sums_add(&st->opt_ss, &U->os[0]);
             if (U->first.set && !S->res->first_mismatch.set)
                 S->res->first_mismatch = U->first;
+            if (U->twin.set && !S->res->first_twin.set)
+                S->res->first_twin = U->twin;
             if (U->rc != 0) {
                 gp_error_set(err, "%s", U->err.msg);
                 return U->rc;
@@ -2104,9 +2222,13 @@ uint64_t gp_run_work(const gp_scenario *sc)
     uint64_t elems = 0;
     for (size_t t = 0; t < sc->ntensors; t++)
         elems += gp_run_tensor_elements(sc, t);
-    uint64_t per_step = elems * work_per_element(sc) + GP_RUN_STEP_OVERHEAD;
-    uint64_t steps = sc->steps > 0 ? (uint64_t)sc->steps : 1;
-    return per_step > UINT64_MAX / steps ? UINT64_MAX : per_step * steps;
+    uint64_t total = 0;
+    for (int st = 0; st < (sc->steps > 0 ? sc->steps : 1); st++) {
+        uint64_t w = work_per_element(sc, st), per_step = elems > (UINT64_MAX - GP_RUN_STEP_OVERHEAD) / w
+                                                            ? UINT64_MAX : elems * w + GP_RUN_STEP_OVERHEAD;
+        total = per_step > UINT64_MAX - total ? UINT64_MAX : total + per_step;
+    }
+    return total;
 }
 
 /* The optimizer state's scratch (gp_optim_state_alloc): a compared backend's copies with
@@ -2170,8 +2292,11 @@ static int alloc_lanes(sim *S, int counters, gp_error *err)
     const gp_scenario *sc = S->sc;
     int kahan = sc->precision.rounding == GP_ACC_KAHAN;
     size_t ab = width_bytes(sc->precision.accumulator), K = (size_t)S->res->nsteps, cap = 1;
-    for (size_t t = 0; t < sc->ntensors; t++)
+    int carried = 0; /* a state or a twin is read from a dump */
+    for (size_t t = 0; t < sc->ntensors; t++) {
         cap = sc->tensors[t].size > cap ? min_size(sc->tensors[t].size, CHUNK) : cap;
+        carried |= S->sdump[t] || S->tdump[t];
+    }
     S->lanes = calloc((size_t)S->nlanes, sizeof *S->lanes);
     S->nunits = (size_t)S->nlanes * (S->nlanes > 1 ? 2 : 1);
     S->units = calloc(S->nunits, sizeof *S->units);
@@ -2186,6 +2311,7 @@ static int alloc_lanes(sim *S, int counters, gp_error *err)
         L->c.af = sc->precision.accumulator;
         L->c.hist = L->hist;
         if (!(L->grp = calloc(GP_PLUGIN_MANY_MAX, sizeof *L->grp)) || !(L->wbuf = malloc(CHUNK * sizeof *L->wbuf)) ||
+            (carried && !(L->sbuf = malloc(4 * CHUNK * sizeof *L->sbuf))) ||
             alloc_chunk(&L->c, kahan, S->cmp != NULL, counters) != 0 ||
             (!S->coupled && (!(L->acc = malloc(CHUNK * ab)) || (kahan && !(L->comp = malloc(CHUNK * ab))) ||
                              !(L->gfull = malloc(CHUNK * sizeof(double))))))
@@ -2211,6 +2337,7 @@ static void free_lanes(sim *S)
         free_chunk(&L->c);
         free(L->grp);
         free(L->wbuf);
+        free(L->sbuf);
         free(L->acc);
         free(L->comp);
         free(L->gfull);
@@ -2354,6 +2481,49 @@ static void clip_interval(sim *S, int it)
     free(pop);
 }
 
+/* The LR of iteration it (1-based) for tensor t (t == SIZE_MAX: the scenario's): lr_steps
+ * when given (the tensor's, else the scenario's unless the tensor has its own lr), else
+ * its lr (the tensor's, else the scenario's) times the schedule. */
+static double lr_at(const gp_scenario *sc, size_t t, const gp_schedule_params *sched, int it)
+{
+    const gp_tensor_spec *ts = t == SIZE_MAX ? NULL : &sc->tensors[t];
+    if (ts && ts->optimizer.lr_steps)
+        return ts->optimizer.lr_steps[it - 1];
+    if (sc->optimizer.lr_steps && !(ts && ts->optimizer.set_lr))
+        return sc->optimizer.lr_steps[it - 1];
+    gp_schedule_params p = *sched;
+    if (ts && ts->optimizer.set_lr)
+        p.base_lr = ts->optimizer.lr;
+    return gp_schedule_lr(&p, (long)it);
+}
+
+/* The iteration's inputs: K_s and N_s (every rank's tokens: the all-reduced count), and
+ * each tensor's step (S->tstep): its lr, weight decay, step count T0 + S->step.t and the
+ * reference's scalars of step T0 + it (computed once for tensors that share all three). */
+static void step_inputs(sim *S, const gp_schedule_params *sched, int it)
+{
+    const gp_scenario *sc = S->sc;
+    S->K = gp_scenario_step_mb(sc, it - 1);
+    S->N = 0;
+    for (int r = 0; r < (gp_scenario_distributed(sc) ? sc->distributed.world_size : 1); r++)
+        for (int k = 0; k < S->K; k++)
+            S->N += (double)(sc->batch.step_tokens ? sc->batch.step_tokens[it - 1][k] : gp_scenario_tokens(sc, r, k));
+    for (size_t t = 0; t < sc->ntensors; t++) {
+        const gp_tensor_spec *ts = &sc->tensors[t];
+        gp_optim_step *o = &S->tstep[t];
+        o->lr = lr_at(sc, t, sched, it);
+        o->weight_decay = ts->optimizer.set_wd ? ts->optimizer.weight_decay : sc->optimizer.weight_decay;
+        o->t = ts->state.step + S->step.t;
+        size_t q = 0;
+        while (q < t && !(S->tstep[q].lr == o->lr && S->tstep[q].weight_decay == o->weight_decay &&
+                          sc->tensors[q].state.step == ts->state.step))
+            q++;
+        o->ref = q < t ? S->tstep[q].ref
+                       : gp_adamw_dd_scalars_make(o->lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
+                                                  o->weight_decay, ts->state.step + it);
+    }
+}
+
 /* All iterations: accumulate → unscale → clip → AdamW → scale update. */
 static int simulate(sim *S, gp_error *err)
 {
@@ -2361,6 +2531,7 @@ static int simulate(sim *S, gp_error *err)
     gp_result *res = S->res;
     gp_schedule_params sched = schedule_of(sc);
     gp_scaler scaler = gp_scaler_init(sc->loss_scale.init);
+    scaler.tracker = sc->loss_scale.tracker; /* a capture's GradScaler state at entry */
     int scaled = sc->loss_scale.mode != GP_LS_NONE;
     res->min_loss_scale = scaled ? (double)scaler.scale : 1.0;
     long t_backend = 0;
@@ -2384,12 +2555,12 @@ static int simulate(sim *S, gp_error *err)
         S->ref_ss = (gp_dd){0.0, 0.0};
         int found_inf = 0, rc = 0;
         S->step.iter = it;
-        S->step.lr = gp_schedule_lr(&sched, it);
-        S->step.ref = gp_adamw_dd_scalars_make(S->step.lr, sc->optimizer.beta1, sc->optimizer.beta2, sc->optimizer.eps,
-                                               sc->optimizer.weight_decay, it);
+        S->step.lr = lr_at(sc, SIZE_MAX, &sched, it);
+        S->step.weight_decay = sc->optimizer.weight_decay;
         S->step.found_inf = 0;
         S->step.first = &res->first_mismatch;
         S->step.t = t_backend + 1;
+        step_inputs(S, &sched, it);
         if (!S->coupled) { /* nothing can skip or clip: each chunk's step follows its accumulation */
             S->step.ref_coef = (gp_dd){1.0, 0.0};
             t_backend++;
@@ -2458,6 +2629,7 @@ static int simulate(sim *S, gp_error *err)
 typedef struct {
     gp_scenario view;
     gp_replay **dump, **wdump; /* [ntensors] */
+    gp_replay **sdump, **tdump; /* [ntensors] tensors[t].state's and .twin's dumps, else NULL */
     uint64_t **idx;            /* [ntensors] */
     double *w;                 /* [ntensors] expansion weight M_h / n_h (1: not sampled) */
     uint64_t *pop;             /* [ntensors] a sampled tensor's elements M (by `sample:` or
@@ -2472,11 +2644,17 @@ static void replay_end(replay_run *R, size_t nt)
             gp_replay_close(R->dump[t]);
         if (R->wdump)
             gp_replay_close(R->wdump[t]);
+        if (R->sdump)
+            gp_replay_close(R->sdump[t]);
+        if (R->tdump)
+            gp_replay_close(R->tdump[t]);
         if (R->idx)
             free(R->idx[t]);
     }
     free(R->dump);
     free(R->wdump);
+    free(R->sdump);
+    free(R->tdump);
     free(R->idx);
     free(R->w);
     free(R->pop);
@@ -2492,10 +2670,12 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
     R->view.tensors = malloc((nt ? nt : 1) * sizeof *R->view.tensors);
     R->dump = calloc(nt ? nt : 1, sizeof *R->dump);
     R->wdump = calloc(nt ? nt : 1, sizeof *R->wdump);
+    R->sdump = calloc(nt ? nt : 1, sizeof *R->sdump);
+    R->tdump = calloc(nt ? nt : 1, sizeof *R->tdump);
     R->idx = calloc(nt ? nt : 1, sizeof *R->idx);
     R->w = malloc((nt ? nt : 1) * sizeof *R->w);
     R->pop = calloc(nt ? nt : 1, sizeof *R->pop);
-    if (!R->view.tensors || !R->dump || !R->wdump || !R->idx || !R->w || !R->pop) {
+    if (!R->view.tensors || !R->dump || !R->wdump || !R->sdump || !R->tdump || !R->idx || !R->w || !R->pop) {
         replay_end(R, 0);
         return gp_error_set(err, "out of memory");
     }
@@ -2511,6 +2691,12 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
             return -3;
         }
         if (ts->weight.kind == GP_DIST_REPLAY && gp_replay_open(ts->weight.replay, &R->wdump[t], &e) != 0) {
+            replay_end(R, nt);
+            gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
+            return -3;
+        }
+        if ((ts->state.replay && gp_replay_open(ts->state.replay, &R->sdump[t], &e) != 0) ||
+            (ts->twin.replay && gp_replay_open(ts->twin.replay, &R->tdump[t], &e) != 0)) {
             replay_end(R, nt);
             gp_error_set(err, "tensor '%s': %s", ts->name, e.msg);
             return -3;
@@ -2538,6 +2724,10 @@ static int replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err)
             gp_replay_access(R->dump[t], how);
         if (R->wdump[t])
             gp_replay_access(R->wdump[t], how);
+        if (R->sdump[t])
+            gp_replay_access(R->sdump[t], how);
+        if (R->tdump[t])
+            gp_replay_access(R->tdump[t], how);
     }
     return 0;
 }
@@ -2686,18 +2876,18 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
     S.traj_ref = calloc((size_t)res->nsteps, sizeof(double));
     S.dump = R->dump;
     S.wdump = R->wdump;
+    S.sdump = R->sdump;
+    S.tdump = R->tdump;
+    S.tstep = calloc(sc->ntensors, sizeof *S.tstep);
     S.idx = R->idx;
     S.w = R->w;
     S.pop = R->pop;
     S.nlanes = ctl && ctl->threads > 1 ? (ctl->threads < GP_RUN_MAX_THREADS ? ctl->threads : GP_RUN_MAX_THREADS) : 1;
     S.done = ctl ? ctl->done : NULL;
     int dist = gp_scenario_distributed(sc);
-    for (int r = 0; r < (dist ? sc->distributed.world_size : 1); r++)
-        for (int k = 0; k < sc->batch.microbatches; k++)
-            S.N += (double)gp_scenario_tokens(sc, r, k); /* every rank's: the all-reduced count */
     int rc = 0;
     if (!res->tensors || !res->traj_err_ss || !res->traj_ref_ss || !res->stale_by_step || !res->loss_scale_by_step ||
-        !res->lr_by_step || !res->skipped_by_step || !S.ts || !S.step_st || !S.traj_err || !S.traj_ref)
+        !res->lr_by_step || !res->skipped_by_step || !S.ts || !S.step_st || !S.traj_err || !S.traj_ref || !S.tstep)
         rc = gp_error_set(err, "out of memory");
     if (rc == 0 && R->sampled && sc->clip.max_norm > 0 && !(res->clip_by_step = malloc(no * 6 * sizeof(double))))
         rc = gp_error_set(err, "out of memory");
@@ -2721,6 +2911,7 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
     free_lanes(&S);
     free_tensors(&S);
     free(S.step_st);
+    free(S.tstep);
     free(S.traj_err);
     free(S.traj_ref);
     if (rc != 0) {
@@ -2737,6 +2928,10 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         tr->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     }
     derive(&res->st, res->metric, res->loss);
+    for (size_t t = 0; t < res->ntensors && res->nopt > 0 && res->skipped_steps == res->nopt; t++)
+        all_skipped(res->tensors[t].metric, res->tensors[t].loss);
+    if (res->nopt > 0 && res->skipped_steps == res->nopt)
+        all_skipped(res->metric, res->loss);
     if (dist) { /* the collective's own loss: one process has none (the metric stays absent) */
         for (size_t t = 0; t < res->ntensors; t++)
             res->tensors[t].metric[GP_M_COLLECTIVE_REL_ERR] = ratio(res->tensors[t].st.coll.ss, res->tensors[t].st.ss_same);

@@ -15,7 +15,8 @@
  * iterations that were not skipped.
  *
  * Model of one accumulation. For tensor element i and micro-batch k with n_k tokens (N = sum n_k, A =
- * accumulation_steps), the generated per-token-mean gradient m_k (an fp32 value) is
+ * accumulation_steps; with per-step token counts, step s's own K_s micro-batches, n_k and N = N_s, A
+ * the same for every step), the generated per-token-mean gradient m_k (an fp32 value) is
  * exact; the token sum is S_k = n_k m_k (explicit values: S_k = sum of the values).
  * The backward's exact output under each reduction is x_k = S_k/N (token_mean),
  * S_k/(n_k A) (mean), S_k/n_k (mean_no_div), S_k (sum); it is scaled by the loss
@@ -49,6 +50,13 @@
  * floor(f 2^32) / 2^32 (README), a drift below 2^-32 per draw, added to (1)'s bound. The
  * metric is |S| / T: a value above 1 fails (a biased rounding, or bits shared by
  * neighbouring elements or reused across micro-batches).
+ *
+ * A capture replayed as torch's twin (docs/replay.md): a tensor's `state` sets its initial m, v
+ * (and master) and step count T0 (gp_optim.h, "Step counts"); after every optimizer step a
+ * tensor with `twin` has its stored m, v, master and param compared with torch's entries of
+ * that step bit for bit (gp_optim_twin): twin_mismatch_count, the first departure in
+ * gp_result.first_twin. Each tensor's lr (lr_steps, else lr x schedule) and weight decay
+ * may be its own (tensors[i].optimizer).
  *
  * Sampled runs (a `sample:`; docs/scenarios.md). Only the sampled elements run; the
  * global clipping norm, of the backend and of the reference, is estimated from them:
@@ -109,6 +117,9 @@ typedef struct {
     uint64_t adds_nonzero, absorbed;                /* additions of a non-zero addend; absorbed */
     uint64_t overflow, stored_nonzero, subnormal;   /* overflows; stored grads != 0; subnormal */
     uint64_t nonfinite;                             /* non-finite final gradients */
+    uint64_t replay_nonfinite;                      /* replayed entries (element x micro-batch)
+                                                       that are inf or NaN in applied steps:
+                                                       the exact reference is then undefined */
     uint64_t overflow_skipped;                      /* overflows in skipped steps (their other
                                                        statistics are dropped, not these) */
     uint64_t mismatches;                            /* elements where a compared backend differed */
@@ -183,6 +194,10 @@ typedef struct {
                                     RNE rounding per stored value implies (gp_format_floor) */
     double floor_weight;         /* ... of the final weights (the stored weight's format) */
     gp_mismatch first_mismatch;  /* --compare: the first output the backends disagreed on */
+    gp_mismatch first_twin;      /* tensors with `twin`: the first output of the backend that differs
+                                    from torch's after the same step (gp_optim_twin: step = the
+                                    1-based iteration, the dump's step<step-1>; value = the
+                                    replay's bits, compared = torch's) */
     gp_verdict verdict;
     gp_mechanism dominant;       /* the mechanism that lost most beyond its floor (see
                                     gp_runner.c, judge); GP_NMECH when nothing was lost */
@@ -196,6 +211,10 @@ typedef struct {
     int has_min[GP_NMETRICS];
     int expect_met;              /* the verdict (and mechanism) the scenario expects; without an
                                     expectation: any verdict but fail */
+    int refused;                 /* the backend refused the scenario's configuration
+                                    (GP_RUN_REFUSED, gp_run_all): nothing else is set; an
+                                    `expect:` is then not met */
+    char refusal[600];           /* ... the refusal's line, the backend's reason included */
 } gp_result;
 
 /* Unit roundoff u = 2^-p of format f (p significant bits): 2^-8 bf16, 2^-11 fp16, 2^-24 fp32. */
@@ -219,8 +238,9 @@ int gp_default_threshold(const gp_result *r, gp_metric m, double *max);
 
 /* Run scenario sc on backend b; when cmp is non-NULL, run it too on identical inputs
  * at every step and count elements whose results differ in any bit. Fills *res (free
- * with gp_result_free). Returns 0; -2 with err set when a backend does not support the
- * configuration (its call returned 1); -3 on a fault: the thread's time limit passed
+ * with gp_result_free). Returns 0; GP_RUN_REFUSED (gp_backend.h) with err set when a
+ * backend does not support the configuration (its call returned 1; err carries the
+ * backend's reason when it gave one); -3 on a fault: the thread's time limit passed
  * (gp_deadline_set), a plugin's worker crashed or hung, or a replayed dump changed or was
  * truncated after the scenario was loaded (err names the dump and the entry); -1 when a
  * backend call failed otherwise. */
@@ -272,8 +292,8 @@ uint64_t gp_run_bytes_per_element(const gp_scenario *sc);
  * N >= M). Tensors of explicit values are never sampled. */
 uint64_t gp_run_tensor_elements(const gp_scenario *sc, size_t t);
 
-/* The work of a run in element-accumulations (of the elements it simulates): steps x (elements x micro-batches +
- * GP_RUN_STEP_OVERHEAD, what a step costs beyond its elements), saturating. The loader
+/* The work of a run in element-accumulations (of the elements it simulates): the sum over steps of
+ * (elements x the step's micro-batches + GP_RUN_STEP_OVERHEAD, what a step costs beyond its elements), saturating. The loader
  * refuses scenarios above GP_MAX_WORK (docs/limits.md). */
 #define GP_RUN_STEP_OVERHEAD 4096
 uint64_t gp_run_work(const gp_scenario *sc);

@@ -139,11 +139,22 @@ void gp_scenario_free(gp_scenario *s)
 {
     if (s->tensors)
         for (size_t i = 0; i < s->ntensors; i++) {
-            dist_free(&s->tensors[i].grad);
-            dist_free(&s->tensors[i].weight);
+            gp_tensor_spec *t = &s->tensors[i];
+            dist_free(&t->grad);
+            dist_free(&t->weight);
+            free(t->state.replay);
+            free(t->state.key);
+            free(t->twin.replay);
+            free(t->twin.key);
+            free(t->optimizer.lr_steps);
         }
     free(s->tensors);
     free(s->batch.tokens);
+    for (size_t st = 0; s->batch.step_tokens && s->batch.step_tokens[st]; st++)
+        free(s->batch.step_tokens[st]);
+    free(s->batch.step_tokens);
+    free(s->batch.step_mb);
+    free(s->optimizer.lr_steps);
     free(s->distributed.tokens);
     free(s->loss_scale.replay_scales);
     gp_scenario_init(s);
@@ -176,7 +187,7 @@ static const char *const fused_names[] = {"none", "torch_cpu"};
 static const char *const opt_names[] = {"adamw"};
 static const char *const eval_names[] = {"torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4",
                                          "torch_cuda_foreach", "torch_cpu_intel_avx512",
-                                         "torch_cpu_host"}; /* gp_adamw_eval order */
+                                         "torch_cpu_host", "torch_cpu_foreach"}; /* gp_adamw_eval order */
 static const char *const sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 static const char *const coll_names[] = {"ring", "tree", "reduce_scatter"};
 static const char *const avg_names[] = {"pre", "post", "op"};
@@ -234,6 +245,24 @@ long gp_scenario_tokens(const gp_scenario *s, int r, int k)
                                  : s->batch.tokens[k];
 }
 
+int gp_scenario_step_mb(const gp_scenario *s, int step)
+{
+    return s->batch.step_mb ? s->batch.step_mb[step] : s->batch.microbatches;
+}
+
+const long *gp_scenario_step_tokens(const gp_scenario *s, int step)
+{
+    return s->batch.step_tokens ? s->batch.step_tokens[step] : s->batch.tokens;
+}
+
+int gp_scenario_has_twin(const gp_scenario *s)
+{
+    for (size_t i = 0; i < s->ntensors; i++)
+        if (s->tensors[i].twin.replay)
+            return 1;
+    return 0;
+}
+
 const char *gp_adamw_eval_name(int evaluation)
 {
     return name_at(eval_names, COUNT(eval_names), evaluation);
@@ -261,14 +290,17 @@ typedef struct {
     gp_error *err;
     uint64_t elements;                 /* running total of tensor elements */
     yaml_node_t *mb, *acc, *tok;       /* batch.microbatches / accumulation_steps / tokens */
-    enum { TOK_DEFAULT, TOK_INT, TOK_LIST, TOK_RANGE } tok_kind;
+    enum { TOK_DEFAULT, TOK_INT, TOK_LIST, TOK_RANGE, TOK_STEPS } tok_kind;
     long tok_int, tok_min, tok_max;    /* TOK_INT value; TOK_RANGE bounds */
     long tok_seq;                      /* TOK_RANGE: sequences a micro-batch (0 read as 1) */
-    size_t tok_len;                    /* TOK_LIST length (already in s->batch.tokens) */
+    size_t tok_len;                    /* TOK_LIST length (already in s->batch.tokens); TOK_STEPS: max K_s */
+    size_t tok_steps;                  /* TOK_STEPS: the lists given (one per optimizer step) */
     yaml_node_t **vnodes;              /* per tensor: its grad.values node, or NULL */
     yaml_node_t **name_nodes;          /* per tensor: its name node */
-    struct tensor_nodes { yaml_node_t *grad, *weight, *size, *sample, *population; } *tn; /* per tensor: the
-                                          replay nodes of grad and weight, size, sample */
+    struct tensor_nodes { yaml_node_t *grad, *weight, *size, *sample, *population, *state, *twin, *opt_lr,
+                                      *opt_lr_steps; } *tn; /* per tensor: the replay nodes of grad and
+                                          weight, size, sample, state, twin, optimizer.lr, .lr_steps */
+    yaml_node_t *lr_steps, *sched_name; /* optimizer.lr_steps, schedule.name */
     const char *dir;                   /* the scenario file's folder ("" for text: the current one) */
     int total_given;                   /* schedule.total was written */
     int sweep_ok;                      /* a top-level `sweep:` is being expanded */
@@ -627,6 +659,33 @@ static int parse_values(const loader *L, yaml_node_t *n, const char *path, gp_di
     return 0;
 }
 
+/* {replay: FILE, key: KEY}: FILE resolved against the scenario file's folder (absolute
+ * paths kept) into *file, KEY into *key (both malloc'ed); path names the mapping. */
+static int get_replay_ref(const loader *L, yaml_node_t *map, yaml_node_t *rn, yaml_node_t *kn, const char *path,
+                          char **file_out, char **key_out)
+{
+    char p[PATHLEN];
+    const char *file = NULL, *key = NULL;
+    if (!rn || !kn)
+        return fail(L, map, "%s: replay needs both 'replay' (the dump) and 'key' (the tensor's name in it)", path);
+    pathf(p, "%s.replay", path);
+    if (get_string(L, rn, p, &file))
+        return -1;
+    pathf(p, "%s.key", path);
+    if (get_string(L, kn, p, &key))
+        return -1;
+    if (!*file || !*key)
+        return fail(L, !*file ? rn : kn, "%s: empty %s", path, !*file ? "replay path" : "key");
+    size_t need = strlen(L->dir) + strlen(file) + 2;
+    if (!(*file_out = malloc(need)) || !(*key_out = strdup(key)))
+        return oom(L, map);
+    if (file[0] == '/' || !L->dir[0])
+        snprintf(*file_out, need, "%s", file);
+    else
+        snprintf(*file_out, need, "%s/%s", L->dir, file);
+    return 0;
+}
+
 /* A grad or weight distribution. Only grad may hold `values`, and then nothing else.
  * Weights may have scale 0 (zero-initialised, like a LoRA B matrix). */
 static int parse_dist(const loader *L, yaml_node_t *n, const char *path, int is_grad, gp_dist *d,
@@ -640,24 +699,8 @@ static int parse_dist(const loader *L, yaml_node_t *n, const char *path, int is_
         for (int i = 0; i < D_N; i++)
             if (v[i] && i != D_REPLAY && i != D_KEY)
                 return fail(L, k[i], "%s: '%s' cannot be combined with replay", path, dist_keys[i]);
-        if (!v[D_REPLAY] || !v[D_KEY])
-            return fail(L, n, "%s: replay needs both 'replay' (the dump) and 'key' (the tensor's name in it)", path);
-        const char *file = NULL, *key = NULL;
-        pathf(p, "%s.replay", path);
-        if (get_string(L, v[D_REPLAY], p, &file))
+        if (get_replay_ref(L, n, v[D_REPLAY], v[D_KEY], path, &d->replay, &d->replay_key))
             return -1;
-        pathf(p, "%s.key", path);
-        if (get_string(L, v[D_KEY], p, &key))
-            return -1;
-        if (!*file || !*key)
-            return fail(L, !*file ? v[D_REPLAY] : v[D_KEY], "%s: empty %s", path, !*file ? "replay path" : "key");
-        size_t need = strlen(L->dir) + strlen(file) + 2;
-        if (!(d->replay = malloc(need)) || !(d->replay_key = strdup(key)))
-            return oom(L, n);
-        if (file[0] == '/' || !L->dir[0])
-            snprintf(d->replay, need, "%s", file);
-        else
-            snprintf(d->replay, need, "%s/%s", L->dir, file);
         d->kind = GP_DIST_REPLAY;
         *replay_node = v[D_REPLAY];
         return 0;
@@ -712,8 +755,92 @@ static int parse_dist(const loader *L, yaml_node_t *n, const char *path, int is_
 
 /* ---- tensors ---- */
 
-enum { T_NAME, T_SIZE, T_GRAD, T_WEIGHT, T_SAMPLE, T_POPULATION, T_N };
-static const char *const tensor_keys[T_N] = {"name", "size", "grad", "weight", "sample", "population"};
+enum { T_NAME, T_SIZE, T_GRAD, T_WEIGHT, T_SAMPLE, T_POPULATION, T_STATE, T_TWIN, T_OPT, T_N };
+static const char *const tensor_keys[T_N] = {"name", "size", "grad", "weight", "sample", "population",
+                                             "state", "twin", "optimizer"};
+
+/* A list of `steps` learning rates >= 0 (optimizer.lr_steps, tensors[i].optimizer.lr_steps):
+ * the length is checked once steps is known (parse_scenario). */
+static int get_lr_steps(const loader *L, yaml_node_t *q, const char *path, double **out, int *n)
+{
+    size_t len = q->type == YAML_SEQUENCE_NODE ? seq_len(q) : 0;
+    if (len == 0)
+        return fail(L, q, "%s: expected a list of the LR of each optimizer step, got %s", path,
+                    q->type == YAML_SEQUENCE_NODE ? "an empty list" : kind(q));
+    if (len > (size_t)INT_MAX / 2)
+        return fail(L, q, "%s has too many entries", path);
+    if (!(*out = malloc(len * sizeof **out)))
+        return oom(L, q);
+    *n = (int)len;
+    for (size_t i = 0; i < len; i++) {
+        char p[PATHLEN];
+        pathf(p, "%s[%zu]", path, i);
+        if (get_double_in(L, seq_item(L, q, i), p, 0.0, 0, INFINITY, 0, &(*out)[i]))
+            return -1;
+    }
+    return 0;
+}
+
+enum { ST_REPLAY, ST_KEY, ST_STEP, ST_N };
+static const char *const state_keys[ST_N] = {"replay", "key", "step"};
+enum { TO_LR, TO_LR_STEPS, TO_WD, TO_N };
+static const char *const topt_keys[TO_N] = {"lr", "lr_steps", "weight_decay"};
+
+/* tensors[i].state {replay, key, step}, .twin {replay, key}, .optimizer {lr, lr_steps,
+ * weight_decay}: what a capture carries beyond the gradients (docs/replay.md). */
+static int parse_carried(loader *L, yaml_node_t *const *v, const char *path, size_t i, gp_tensor_spec *t)
+{
+    char p[PATHLEN];
+    yaml_node_t *sv[ST_N], *sk[ST_N];
+    if (v[T_STATE]) {
+        pathf(p, "%s.state", path);
+        if (fields(L, v[T_STATE], p, state_keys, ST_N, sv, sk) ||
+            get_replay_ref(L, v[T_STATE], sv[ST_REPLAY], sv[ST_KEY], p, &t->state.replay, &t->state.key))
+            return -1;
+        if (!sv[ST_STEP])
+            return fail(L, v[T_STATE], "%s: missing required key 'step' (torch's state['step'] when the capture "
+                        "began)", p);
+        long long step = 0;
+        pathf(p, "%s.state.step", path);
+        if (get_ll(L, sv[ST_STEP], p, 0, INT_MAX, &step))
+            return -1;
+        t->state.step = (long)step;
+        if (t->weight.kind != GP_DIST_REPLAY)
+            return fail(L, v[T_STATE], "%s.state: the optimizer state at entry needs the weights at entry: replay "
+                        "'weight' too", path);
+        L->tn[i].state = v[T_STATE];
+    }
+    if (v[T_TWIN]) {
+        pathf(p, "%s.twin", path);
+        if (fields(L, v[T_TWIN], p, state_keys, ST_STEP, sv, sk) ||
+            get_replay_ref(L, v[T_TWIN], sv[ST_REPLAY], sv[ST_KEY], p, &t->twin.replay, &t->twin.key))
+            return -1;
+        if (t->grad.kind != GP_DIST_REPLAY)
+            return fail(L, v[T_TWIN], "%s.twin: torch's state after each step is compared on a replayed run: "
+                        "replay 'grad' too", path);
+        L->tn[i].twin = v[T_TWIN];
+    }
+    if (v[T_OPT]) {
+        yaml_node_t *ov[TO_N], *ok[TO_N];
+        pathf(p, "%s.optimizer", path);
+        if (fields(L, v[T_OPT], p, topt_keys, TO_N, ov, ok))
+            return -1;
+        pathf(p, "%s.optimizer.lr", path);
+        if (ov[TO_LR] && get_double_in(L, ov[TO_LR], p, 0.0, 0, INFINITY, 0, &t->optimizer.lr))
+            return -1;
+        t->optimizer.set_lr = ov[TO_LR] != NULL;
+        pathf(p, "%s.optimizer.weight_decay", path);
+        if (ov[TO_WD] && get_double_in(L, ov[TO_WD], p, 0.0, 0, INFINITY, 0, &t->optimizer.weight_decay))
+            return -1;
+        t->optimizer.set_wd = ov[TO_WD] != NULL;
+        pathf(p, "%s.optimizer.lr_steps", path);
+        if (ov[TO_LR_STEPS] && get_lr_steps(L, ov[TO_LR_STEPS], p, &t->optimizer.lr_steps, &t->optimizer.nlr_steps))
+            return -1;
+        L->tn[i].opt_lr = ov[TO_LR];
+        L->tn[i].opt_lr_steps = ov[TO_LR_STEPS];
+    }
+    return 0;
+}
 
 static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
 {
@@ -736,6 +863,8 @@ static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
         return -1;
     if (t->weight.kind == GP_DIST_REPLAY && t->grad.kind != GP_DIST_REPLAY)
         return fail(L, v[T_WEIGHT], "%s.weight: replayed weights need a replayed grad", path);
+    if (parse_carried(L, v, path, i, t))
+        return -1;
     L->tn[i].size = v[T_SIZE];
     L->tn[i].sample = v[T_SAMPLE];
     pathf(p, "%s.sample", path);
@@ -863,6 +992,40 @@ static int parse_batch(loader *L, yaml_node_t *n, gp_scenario *s)
             return -1;
         L->tok_kind = TOK_INT;
         L->tok_int = (long)x;
+    } else if (t->type == YAML_SEQUENCE_NODE && seq_len(t) > 0 && seq_item(L, t, 0)->type == YAML_SEQUENCE_NODE) {
+        /* one list per optimizer step: step s has its own micro-batches */
+        size_t ns = seq_len(t);
+        if (ns > (size_t)INT_MAX / 2)
+            return fail(L, t, "batch.tokens has too many steps: %zu", ns);
+        if (!(s->batch.step_tokens = calloc(ns + 1, sizeof *s->batch.step_tokens)) ||
+            !(s->batch.step_mb = calloc(ns, sizeof *s->batch.step_mb)))
+            return oom(L, t);
+        for (size_t st = 0; st < ns; st++) {
+            char p[PATHLEN];
+            yaml_node_t *q = seq_item(L, t, st);
+            size_t len = q->type == YAML_SEQUENCE_NODE ? seq_len(q) : 0;
+            pathf(p, "batch.tokens[%zu]", st);
+            if (q->type != YAML_SEQUENCE_NODE)
+                return fail(L, q, "%s: expected the list of step %zu's token counts (one per micro-batch), got %s",
+                            p, st, kind(q));
+            if (len == 0)
+                return fail(L, q, "%s is an empty list: a step has at least one micro-batch", p);
+            if (len > GP_MAX_MICROBATCHES)
+                return fail(L, q, "%s has too many entries: %zu (at most %d)", p, len, GP_MAX_MICROBATCHES);
+            if (!(s->batch.step_tokens[st] = malloc(len * sizeof(long))))
+                return oom(L, q);
+            s->batch.step_mb[st] = (int)len;
+            if ((size_t)L->tok_len < len)
+                L->tok_len = len; /* max K_s */
+            for (size_t j = 0; j < len; j++) {
+                pathf(p, "batch.tokens[%zu][%zu]", st, j);
+                if (get_ll(L, seq_item(L, q, j), p, 1, GP_MAX_TOKENS, &x))
+                    return -1;
+                s->batch.step_tokens[st][j] = (long)x;
+            }
+        }
+        L->tok_kind = TOK_STEPS;
+        L->tok_steps = ns;
     } else if (t->type == YAML_SEQUENCE_NODE) { /* one count per micro-batch */
         size_t len = seq_len(t);
         if (len == 0)
@@ -908,6 +1071,47 @@ static int parse_batch(loader *L, yaml_node_t *n, gp_scenario *s)
     return 0;
 }
 
+/* Per-step token counts (batch.tokens a list of `steps` lists): K = max K_s (a written
+ * batch.microbatches must equal it), A = accumulation_steps >= K (default K); batch.tokens
+ * gets the counts of the first step with K micro-batches. Refused with explicit values
+ * (they fix one batch) and with `distributed:`. Each step's N_s must fit in 2^31-1. */
+static int resolve_step_tokens(loader *L, gp_scenario *s, size_t first_v)
+{
+    size_t K = L->tok_len;
+    if (first_v != SIZE_MAX)
+        return fail(L, L->tok, "batch.tokens: per-step token counts cannot go with explicit grad values "
+                    "(tensors[%zu].grad.values fixes one batch)", first_v);
+    if (L->dist)
+        return fail(L, L->tok, "batch.tokens: per-step token counts are not simulated with `distributed:` "
+                    "(give one list, or distributed.tokens)");
+    if (L->tok_steps != (size_t)s->steps)
+        return fail(L, L->tok, "batch.tokens has %zu step lists but steps is %d (one list per optimizer step)",
+                    L->tok_steps, s->steps);
+    if (L->mb && (size_t)s->batch.microbatches != K)
+        return fail(L, L->mb, "batch.microbatches is %d but the longest step of batch.tokens has %zu micro-batches "
+                    "(with per-step counts, microbatches is the largest K_s)", s->batch.microbatches, K);
+    s->batch.microbatches = (int)K;
+    if (!L->acc)
+        s->batch.accumulation_steps = (int)K;
+    else if ((size_t)s->batch.accumulation_steps < K)
+        return fail(L, L->acc, "batch.accumulation_steps (%d) must be at least the largest step of batch.tokens "
+                    "(%zu micro-batches)", s->batch.accumulation_steps, K);
+    for (int st = 0; st < s->steps; st++) {
+        uint64_t N = 0;
+        for (int k = 0; k < s->batch.step_mb[st]; k++)
+            N += (uint64_t)s->batch.step_tokens[st][k];
+        if (N > INT32_MAX)
+            return fail(L, seq_item(L, L->tok, (size_t)st), "batch.tokens[%d]: the total N = %llu tokens does not "
+                        "fit in 2^31-1", st, (unsigned long long)N);
+        if ((size_t)s->batch.step_mb[st] == K && !s->batch.tokens) {
+            if (!(s->batch.tokens = malloc(K * sizeof *s->batch.tokens)))
+                return oom(L, L->tok);
+            memcpy(s->batch.tokens, s->batch.step_tokens[st], K * sizeof *s->batch.tokens);
+        }
+    }
+    return 0;
+}
+
 /* Settle K, A and the token counts. K comes from batch.microbatches, else the length
  * of a tokens list, else the first tensor with explicit values, else 8; the tokens
  * from batch.tokens, else that first values tensor, else 512 each. Every source given
@@ -918,6 +1122,8 @@ static int resolve_batch(loader *L, yaml_node_t *root, gp_scenario *s)
     for (size_t i = 0; i < s->ntensors && first_v == SIZE_MAX; i++)
         if (s->tensors[i].grad.kind == GP_DIST_VALUES)
             first_v = i;
+    if (L->tok_kind == TOK_STEPS)
+        return resolve_step_tokens(L, s, first_v);
     char ksrc[PATHLEN];
     size_t K;
     if (L->mb) {
@@ -1024,9 +1230,9 @@ static int parse_precision(const loader *L, yaml_node_t *n, gp_scenario *s)
     return 0;
 }
 
-enum { L_MODE, L_INIT, L_GROWTH, L_BACKOFF, L_INTERVAL, L_UNSCALE, L_UPDATE, L_REPLAY, L_N };
-static const char *const ls_keys[L_N] = {"mode", "init", "growth", "backoff",
-                                         "interval", "unscale_before_clip", "update", "replay_scales"};
+enum { L_MODE, L_INIT, L_GROWTH, L_BACKOFF, L_INTERVAL, L_UNSCALE, L_UPDATE, L_REPLAY, L_TRACKER, L_N };
+static const char *const ls_keys[L_N] = {"mode", "init", "growth", "backoff", "interval", "unscale_before_clip",
+                                         "update", "replay_scales", "tracker"};
 
 /* A loss scale: a power of two in [2^-126, 2^127] (scaling by it is exact: the
  * accumulation model relies on it). */
@@ -1088,6 +1294,8 @@ static int parse_loss_scale(const loader *L, yaml_node_t *n, gp_scenario *s)
         return -1;
     if (v[L_UPDATE] && get_bool(L, v[L_UPDATE], "loss_scale.update", &s->loss_scale.update))
         return -1;
+    if (v[L_TRACKER] && get_int(L, v[L_TRACKER], "loss_scale.tracker", 0, &s->loss_scale.tracker))
+        return -1;
     return 0;
 }
 
@@ -1103,11 +1311,12 @@ static int parse_clip(const loader *L, yaml_node_t *n, gp_scenario *s)
     return 0;
 }
 
-enum { OP_NAME, OP_LR, OP_BETAS, OP_EPS, OP_WD, OP_PARAM, OP_MASTER, OP_STATE, OP_KAHAN, OP_SR, OP_FUSED, OP_EVAL, OP_N };
-static const char *const opt_keys[OP_N] = {"name", "lr", "betas", "eps", "weight_decay", "param",
-                                           "master", "state", "kahan", "stochastic", "fused", "evaluation"};
+enum { OP_NAME, OP_LR, OP_BETAS, OP_EPS, OP_WD, OP_PARAM, OP_MASTER, OP_STATE, OP_KAHAN, OP_SR, OP_FUSED, OP_EVAL,
+       OP_LR_STEPS, OP_N };
+static const char *const opt_keys[OP_N] = {"name", "lr", "betas", "eps", "weight_decay", "param", "master",
+                                           "state", "kahan", "stochastic", "fused", "evaluation", "lr_steps"};
 
-static int parse_optimizer(const loader *L, yaml_node_t *n, gp_scenario *s)
+static int parse_optimizer(loader *L, yaml_node_t *n, gp_scenario *s)
 {
     yaml_node_t *v[OP_N], *k[OP_N];
     int e = 0;
@@ -1117,6 +1326,10 @@ static int parse_optimizer(const loader *L, yaml_node_t *n, gp_scenario *s)
         return -1;
     if (v[OP_LR] && get_double_in(L, v[OP_LR], "optimizer.lr", 0.0, 0, INFINITY, 0, &s->optimizer.lr))
         return -1;
+    if (v[OP_LR_STEPS] &&
+        get_lr_steps(L, v[OP_LR_STEPS], "optimizer.lr_steps", &s->optimizer.lr_steps, &s->optimizer.nlr_steps))
+        return -1;
+    L->lr_steps = v[OP_LR_STEPS];
     if (v[OP_BETAS]) {
         yaml_node_t *b = v[OP_BETAS];
         if (b->type != YAML_SEQUENCE_NODE || seq_len(b) != 2)
@@ -1189,6 +1402,7 @@ static int parse_schedule(loader *L, yaml_node_t *n, gp_scenario *s)
             return -1;
         s->schedule.kind = (gp_schedule_kind)e;
     }
+    L->sched_name = v[S_NAME];
     if (v[S_WARMUP] && get_int(L, v[S_WARMUP], "schedule.warmup", 0, &s->schedule.warmup))
         return -1;
     if (v[S_TOTAL] && get_int(L, v[S_TOTAL], "schedule.total", 1, &s->schedule.total))
@@ -1457,7 +1671,7 @@ static int resolve_replay(loader *L, gp_scenario *s)
         int rc = 0;
         char name[GP_NAME_MAX * 4];
         for (int st = 0; st < s->steps && rc == 0; st++)
-            for (int k = 0; k < s->batch.microbatches && rc == 0; k++) {
+            for (int k = 0; k < gp_scenario_step_mb(s, st) && rc == 0; k++) {
                 gp_replay_entry en;
                 snprintf(name, sizeof name, "%s/step%d/mb%d", t->grad.replay_key, st, k);
                 if (gp_replay_entry_get(r, name, &en, &e) != 0) {
@@ -1510,11 +1724,98 @@ static int resolve_replay(loader *L, gp_scenario *s)
             if (rc)
                 return -1;
         }
-        if (s->reduction == GP_RED_MEAN)
-            for (int k = 0; k < s->batch.microbatches; k++)
-                if ((uint64_t)s->batch.tokens[k] * (uint64_t)s->batch.accumulation_steps > INT32_MAX)
+        for (int st = 0; s->reduction == GP_RED_MEAN && st < s->steps; st++)
+            for (int k = 0; k < gp_scenario_step_mb(s, st); k++)
+                if ((uint64_t)gp_scenario_step_tokens(s, st)[k] * (uint64_t)s->batch.accumulation_steps > INT32_MAX)
                     return fail(L, at, "tensors[%zu]: replaying a `mean` reduction needs batch.tokens[%d] x "
                                 "accumulation_steps below 2^31", i, k);
+    }
+    return 0;
+}
+
+/* One entry a carried state or twin needs: present, of format fmt and n elements. */
+static int check_carried_entry(const loader *L, yaml_node_t *at, size_t i, const gp_tensor_spec *t, gp_replay *r,
+                               const char *file, const char *name, gp_format fmt, const char *fmt_key)
+{
+    gp_replay_entry en;
+    gp_error e = {""};
+    int rc = 0;
+    if (gp_replay_entry_get(r, name, &en, &e) != 0)
+        return fail(L, at, "tensors[%zu] '%s': %s", i, t->name, e.msg);
+    if (en.fmt != fmt)
+        rc = fail(L, at, "tensors[%zu] '%s': %s: entry '%s' is %s but %s is %s", i, t->name, file, name,
+                  gp_format_name(en.fmt), fmt_key, gp_format_name(fmt));
+    else if (en.n != t->size)
+        rc = fail(L, at, "tensors[%zu] '%s': %s: entry '%s' has %llu elements, the gradients %zu", i, t->name, file,
+                  name, (unsigned long long)en.n, t->size);
+    gp_replay_entry_release(&en);
+    return rc;
+}
+
+/* What a capture carries beyond the gradients (tensors[i].state, .twin, .optimizer, the
+ * LR of each step): the state's entries KEY/state/exp_avg, exp_avg_sq (optimizer.state's
+ * dtype), master (fp32, with optimizer.master); the twin's KEY/step<S>/param (the param's
+ * dtype), exp_avg, exp_avg_sq, master for every step; each as many elements as the
+ * gradients. lr_steps: one LR per step, with a constant schedule; a tensor's own lr needs
+ * its own lr_steps when the scenario gives lr_steps. */
+static int resolve_carried(loader *L, gp_scenario *s)
+{
+    int any_lr_steps = s->optimizer.lr_steps != NULL;
+    if (s->optimizer.lr_steps && s->optimizer.nlr_steps != s->steps)
+        return fail(L, L->lr_steps, "optimizer.lr_steps has %d entries, steps is %d (one LR per optimizer step)",
+                    s->optimizer.nlr_steps, s->steps);
+    for (size_t i = 0; i < s->ntensors; i++) {
+        gp_tensor_spec *t = &s->tensors[i];
+        any_lr_steps |= t->optimizer.lr_steps != NULL;
+        if (t->optimizer.lr_steps && t->optimizer.nlr_steps != s->steps)
+            return fail(L, L->tn[i].opt_lr_steps, "tensors[%zu].optimizer.lr_steps has %d entries, steps is %d (one "
+                        "LR per optimizer step)", i, t->optimizer.nlr_steps, s->steps);
+        if (s->optimizer.lr_steps && t->optimizer.set_lr && !t->optimizer.lr_steps)
+            return fail(L, L->tn[i].opt_lr, "tensors[%zu].optimizer.lr: optimizer.lr_steps gives every step's LR; "
+                        "give this tensor's own lr_steps", i);
+    }
+    if (any_lr_steps && s->schedule.kind != GP_SCHED_CONSTANT)
+        return fail(L, L->sched_name, "schedule.name is %s but lr_steps gives the LR of every step (it replaces lr x "
+                    "schedule): drop one", gp_schedule_name(s->schedule.kind));
+    char name[GP_NAME_MAX * 4];
+    for (size_t i = 0; i < s->ntensors; i++) {
+        gp_tensor_spec *t = &s->tensors[i];
+        gp_replay *r = NULL;
+        gp_error e = {""};
+        int rc = 0;
+        if (t->state.replay) {
+            yaml_node_t *at = L->tn[i].state;
+            if (s->optimizer.kahan)
+                return fail(L, at, "tensors[%zu].state: optimizer.kahan keeps a compensation no entry of the dump "
+                            "holds (torch's AdamW has none)", i);
+            if (gp_replay_open(t->state.replay, &r, &e) != 0)
+                return fail(L, at, "tensors[%zu] '%s': state.replay: %s", i, t->name, e.msg);
+            const char *const nm[3] = {"exp_avg", "exp_avg_sq", "master"};
+            for (int q = 0; q < (s->optimizer.master ? 3 : 2) && rc == 0; q++) {
+                snprintf(name, sizeof name, "%s/state/%s", t->state.key, nm[q]);
+                rc = check_carried_entry(L, at, i, t, r, t->state.replay, name, q < 2 ? s->optimizer.state : GP_FP32,
+                                         q < 2 ? "optimizer.state" : "the fp32 master");
+            }
+            gp_replay_close(r);
+            if (rc)
+                return -1;
+        }
+        if (t->twin.replay) {
+            yaml_node_t *at = L->tn[i].twin;
+            if (gp_replay_open(t->twin.replay, &r, &e) != 0)
+                return fail(L, at, "tensors[%zu] '%s': twin.replay: %s", i, t->name, e.msg);
+            const char *const nm[4] = {"param", "exp_avg", "exp_avg_sq", "master"};
+            const gp_format f[4] = {s->optimizer.param, s->optimizer.state, s->optimizer.state, GP_FP32};
+            const char *const fk[4] = {"optimizer.param", "optimizer.state", "optimizer.state", "the fp32 master"};
+            for (int st = 0; st < s->steps && rc == 0; st++)
+                for (int q = 0; q < (s->optimizer.master ? 4 : 3) && rc == 0; q++) {
+                    snprintf(name, sizeof name, "%s/step%d/%s", t->twin.key, st, nm[q]);
+                    rc = check_carried_entry(L, at, i, t, r, t->twin.replay, name, f[q], fk[q]);
+                }
+            gp_replay_close(r);
+            if (rc)
+                return -1;
+        }
     }
     return 0;
 }
@@ -1608,6 +1909,11 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
         return -1;
     if (resolve_replay(L, s))
         return -1;
+    if (resolve_carried(L, s))
+        return -1;
+    if (s->thresholds.set[GP_M_TWIN_MISMATCH_COUNT] && !gp_scenario_has_twin(s))
+        return fail(L, v[K_THRESHOLDS], "thresholds.twin_mismatch_count: no tensor has a `twin` (torch's state after "
+                    "each step) to compare with");
     if (s->loss_scale.nreplay_scales) {
         int replayed = 0;
         for (size_t i = 0; i < s->ntensors; i++)
@@ -1915,10 +2221,14 @@ static void free_all(gp_scenario *arr, size_t n)
 static size_t scenario_bytes(const gp_scenario *s)
 {
     size_t b = sizeof *s + s->ntensors * sizeof *s->tensors + (size_t)s->batch.microbatches * sizeof(long);
-    for (size_t t = 0; t < s->ntensors; t++)
+    for (size_t t = 0; t < s->ntensors; t++) {
         for (size_t k = 0; k < s->tensors[t].grad.nmb; k++)
             b += s->tensors[t].grad.ntok[k] * sizeof(double) + sizeof(double *) + sizeof(size_t);
-    return b;
+        b += (size_t)s->tensors[t].optimizer.nlr_steps * sizeof(double);
+    }
+    for (int st = 0; s->batch.step_mb && st < s->steps; st++) /* per-step token counts */
+        b += (size_t)s->batch.step_mb[st] * sizeof(long) + sizeof(long *) + sizeof(int);
+    return b + (size_t)s->optimizer.nlr_steps * sizeof(double);
 }
 
 static int load_all(const char *text, size_t len, const char *origin, const char *dir, const char *default_name,
@@ -2172,6 +2482,49 @@ static const char *bool_name(int v)
     return v ? "true" : "false";
 }
 
+/* "[a, b, c]" of n doubles, each read back to the same bits. */
+static void put_list(gp_buf *b, const double *x, int n)
+{
+    gp_buf_printf(b, "[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            gp_buf_printf(b, ", ");
+        put_double(b, x[i]);
+    }
+    gp_buf_printf(b, "]");
+}
+
+/* A tensor's state, twin and optimizer overrides (what a capture carries). */
+static void put_carried(gp_buf *b, const gp_tensor_spec *t)
+{
+    if (t->state.replay) {
+        gp_buf_printf(b, "    state:\n      replay: ");
+        put_string(b, t->state.replay);
+        gp_buf_printf(b, "\n      key: ");
+        put_string(b, t->state.key);
+        gp_buf_printf(b, "\n      step: %ld\n", t->state.step);
+    }
+    if (t->twin.replay) {
+        gp_buf_printf(b, "    twin:\n      replay: ");
+        put_string(b, t->twin.replay);
+        gp_buf_printf(b, "\n      key: ");
+        put_string(b, t->twin.key);
+        gp_buf_printf(b, "\n");
+    }
+    if (t->optimizer.set_lr || t->optimizer.set_wd || t->optimizer.lr_steps) {
+        gp_buf_printf(b, "    optimizer:\n");
+        if (t->optimizer.set_lr)
+            put_key_double(b, "      ", "lr", t->optimizer.lr);
+        if (t->optimizer.lr_steps) {
+            gp_buf_printf(b, "      lr_steps: ");
+            put_list(b, t->optimizer.lr_steps, t->optimizer.nlr_steps);
+            gp_buf_printf(b, "\n");
+        }
+        if (t->optimizer.set_wd)
+            put_key_double(b, "      ", "weight_decay", t->optimizer.weight_decay);
+    }
+}
+
 char *gp_scenario_to_yaml(const gp_scenario *s)
 {
     gp_buf b = GP_BUF_INIT;
@@ -2193,11 +2546,20 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
                 gp_buf_printf(&b, "    population: %llu\n", (unsigned long long)t->population);
             put_dist(&b, "grad", &t->grad, 1);
             put_dist(&b, "weight", &t->weight, 0);
+            put_carried(&b, t);
         }
     }
     gp_buf_printf(&b, "batch:\n  accumulation_steps: %d\n  microbatches: %d\n", s->batch.accumulation_steps,
         s->batch.microbatches);
-    if (s->batch.tokens && !(s->distributed.tokens && gp_scenario_distributed(s))) {
+    if (s->batch.step_tokens) {
+        gp_buf_printf(&b, "  tokens:\n");
+        for (int st = 0; st < s->steps; st++) {
+            gp_buf_printf(&b, "    - [");
+            for (int k = 0; k < s->batch.step_mb[st]; k++)
+                gp_buf_printf(&b, "%s%ld", k ? ", " : "", s->batch.step_tokens[st][k]);
+            gp_buf_printf(&b, "]\n");
+        }
+    } else if (s->batch.tokens && !(s->distributed.tokens && gp_scenario_distributed(s))) {
         gp_buf_printf(&b, "  tokens: [");
         for (int k = 0; k < s->batch.microbatches; k++)
             gp_buf_printf(&b, "%s%ld", k ? ", " : "", s->batch.tokens[k]);
@@ -2221,6 +2583,7 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
             gp_buf_printf(&b, "%s%.17g", i ? ", " : "", s->loss_scale.replay_scales[i]);
         gp_buf_printf(&b, "]\n");
     }
+    gp_buf_printf(&b, "  tracker: %d\n", s->loss_scale.tracker);
     gp_buf_printf(&b, "clip:\n");
     put_key_double(&b, "  ", "max_norm", s->clip.max_norm);
     gp_buf_printf(&b, "optimizer:\n  name: adamw\n");
@@ -2236,8 +2599,12 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
         gp_format_name(s->optimizer.param), master_names[s->optimizer.master != 0],
         gp_format_name(s->optimizer.state), bool_name(s->optimizer.kahan),
         bool_name(s->optimizer.stochastic), fused_names[s->optimizer.fused != 0]);
-    if (s->optimizer.evaluation != 0)
-        gp_buf_printf(&b, "  evaluation: %s\n", gp_adamw_eval_name(s->optimizer.evaluation));
+    gp_buf_printf(&b, "  evaluation: %s\n", gp_adamw_eval_name(s->optimizer.evaluation)); /* the default too */
+    if (s->optimizer.lr_steps) {
+        gp_buf_printf(&b, "  lr_steps: ");
+        put_list(&b, s->optimizer.lr_steps, s->optimizer.nlr_steps);
+        gp_buf_printf(&b, "\n");
+    }
     gp_buf_printf(&b, "schedule:\n  name: %s\n  warmup: %d\n  total: %d\n",
         enum_name(sched_names, COUNT(sched_names), (int)s->schedule.kind), s->schedule.warmup,
         s->schedule.total);

@@ -75,6 +75,30 @@ typedef struct {
                        the dump holds the whole tensor */
     gp_dist grad;
     gp_dist weight; /* initial weights, default normal scale 0.02 */
+    /* `state: {replay, key, step}`: AdamW's state when the capture began (docs/replay.md,
+       "Replaying a capture as torch's twin"): entries KEY/state/exp_avg, KEY/state/exp_avg_sq
+       (optimizer.state's dtype) and KEY/state/master (fp32, with optimizer.master); the
+       backend's AdamW and the exact reference start from them and from step count `step`
+       (torch's state['step'], T0: the first replayed step is T0 + 1). replay NULL: none
+       (m = v = 0, step 0). replay (resolved as grad.replay) and key malloc'ed */
+    struct {
+        char *replay, *key;
+        long step;
+    } state;
+    /* `twin: {replay, key}`: torch's state after each step, entries KEY/step<S>/param,
+       exp_avg, exp_avg_sq (and master): compared bit for bit with the backend's after every
+       step (metric twin_mismatch_count). replay NULL: none. malloc'ed */
+    struct {
+        char *replay, *key;
+    } twin;
+    /* `optimizer: {lr, lr_steps, weight_decay}`: this tensor's overrides of the scenario's
+       (a torch param group of its own); set_* 0: the scenario's value */
+    struct {
+        int set_lr, set_wd;
+        double lr, weight_decay;
+        double *lr_steps; /* [steps] the LR of each optimizer step, NULL: none. malloc'ed */
+        int nlr_steps;
+    } optimizer;
 } gp_tensor_spec;
 
 typedef enum { GP_RED_TOKEN_MEAN = 0, GP_RED_MEAN, GP_RED_MEAN_NO_DIV, GP_RED_SUM } gp_reduction;
@@ -102,7 +126,15 @@ typedef struct {
         int microbatches;       /* K (< A makes a partial last window), default 8 */
         long *tokens;           /* K token counts; default 512 each. YAML: an integer
                                    (all equal), a list, or {min, max} drawn uniformly
-                                   with the scenario seed */
+                                   with the scenario seed. With per-step counts: those of
+                                   the first step with K micro-batches */
+        /* YAML a list of `steps` lists: step s has its own K_s = step_mb[s] micro-batches
+           (1 <= K_s <= max K_s = microbatches <= accumulation_steps) with token counts
+           step_tokens[s][0..K_s); NULL: every step has K and tokens (use
+           gp_scenario_step_mb / gp_scenario_step_tokens). malloc'ed; step_tokens has a
+           NULL after its `steps` lists */
+        int *step_mb;
+        long **step_tokens;
     } batch;
 
     gp_reduction reduction; /* default token_mean */
@@ -128,6 +160,8 @@ typedef struct {
                                     gradient); the replay divides it out (powers of two:
                                     exact). NULL = the entries are unscaled. malloc'ed */
         int nreplay_scales;
+        int tracker;             /* GradScaler's growth tracker when the run begins (a
+                                    capture's _growth_tracker), default 0 */
     } loss_scale;
 
     struct {
@@ -146,6 +180,10 @@ typedef struct {
         int fused;                /* 0 none (default); 1 torch_cpu: torch.optim.AdamW(fused=True)'s
                                      CPU kernel (GP_ADAMW_TORCH_FUSED_CPU), state = param */
         int evaluation;           /* operation order, a gp_adamw_eval: default torch_cuda */
+        double *lr_steps;         /* `lr_steps`: [steps] the LR of each optimizer step (what a
+                                     captured run's scheduler set); replaces lr x schedule
+                                     (which must be constant). NULL: none. malloc'ed */
+        int nlr_steps;
     } optimizer;
 
     struct {
@@ -221,8 +259,18 @@ gp_format gp_scenario_reduce_dtype(const gp_scenario *s);
 /* Token count of micro-batch k on rank r (batch.tokens when no per-rank counts are given). */
 long gp_scenario_tokens(const gp_scenario *s, int r, int k);
 
+/* Micro-batches K_s of optimizer step `step` (0-based): batch.step_mb[step] with per-step
+ * token counts, else batch.microbatches. */
+int gp_scenario_step_mb(const gp_scenario *s, int step);
+
+/* The token counts of step `step`'s K_s micro-batches (batch.tokens without per-step counts). */
+const long *gp_scenario_step_tokens(const gp_scenario *s, int step);
+
+/* 1 when some tensor has a `twin` (the run reports twin_mismatch_count). */
+int gp_scenario_has_twin(const gp_scenario *s);
+
 /* "torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach",
- * "torch_cpu_intel_avx512", "torch_cpu_host" */
+ * "torch_cpu_intel_avx512", "torch_cpu_host", "torch_cpu_foreach" */
 const char *gp_adamw_eval_name(int evaluation);
 
 /* Fill s with every default (one tensor named "grad" of 1024 elements, no tokens

@@ -129,7 +129,9 @@ GRADPREC_API int gradprec_torch_sqrtf(const char *evaluation, uint64_t n, const 
  * as gradprec_run checks one; table NULL: the backend is refused and `refusal` (one
  * line) is what gradprec prints. fault: faultlen bytes (may be NULL) that the table's
  * functions may fill with one line before returning a failure (neither 0 nor 1):
- * gradprec then reports that line (exit 3) instead of the code. Serves calls one at a
+ * gradprec then reports that line (exit 3) instead of the code; a line left there with
+ * 1 (the configuration refused) is the refusal's reason, which gradprec prints with the
+ * refused scenario. Serves calls one at a
  * time until gradprec closes the connection: returns GRADPREC_OK then, else
  * GRADPREC_BAD_INPUT (refused) or GRADPREC_INTERNAL (the connection broke). */
 GRADPREC_API int gradprec_serve(int fd, const struct gp_plugin *table, const char *refusal, char *fault,

@@ -120,8 +120,11 @@ enum { GP_PLUGIN_EVAL_TORCH_CUDA = 0, /* torch's CUDA kernels (gradprec's defaul
                                                  dividing by bias_correction2_sqrt */
        GP_PLUGIN_EVAL_TORCH_CPU_INTEL_AVX512 = 5, /* TORCH_CPU_ZEN4's on an Intel CPU with
                                                      AVX-512: CPU backend only */
-       GP_PLUGIN_EVAL_TORCH_CPU_HOST = 6 }; /* TORCH_CPU_ZEN4's as MKL computes it on the host
+       GP_PLUGIN_EVAL_TORCH_CPU_HOST = 6, /* TORCH_CPU_ZEN4's as MKL computes it on the host
                                               running gradprec: CPU backend on x86-64 only */
+       GP_PLUGIN_EVAL_TORCH_CPU_FOREACH = 7 }; /* torch's CPU foreach AdamW: TORCH_CPU with the
+                                                  decay factor and beta2 rounded to the param's
+                                                  and the state's dtype (_foreach_mul_) */
 
 /* Global-norm clipping, first half: the sum of the squares of n gradients (format
  * `format`, widened exactly to fp32, each square rounded to fp32) over gradprec's fixed

@@ -104,10 +104,17 @@ void gp_adamw_dd_state_free(gp_adamw_dd_state *st)
 
 void gp_adamw_dd_state_set(gp_adamw_dd_state *st, size_t i, double w0)
 {
+    gp_adamw_dd_state_set_mv(st, i, w0, 0.0, 0.0);
+}
+
+void gp_adamw_dd_state_set_mv(gp_adamw_dd_state *st, size_t i, double w0, double m0, double v0)
+{
     st->w_hi[i] = w0;
     st->w_lo[i] = 0.0;
-    st->m_hi[i] = st->m_lo[i] = 0.0;
-    st->v_hi[i] = st->v_lo[i] = 0.0;
+    st->m_hi[i] = m0;
+    st->m_lo[i] = 0.0;
+    st->v_hi[i] = v0;
+    st->v_lo[i] = 0.0;
 }
 
 void gp_adamw_dd_state_get(const gp_adamw_dd_state *st, size_t i, double *w, double *m, double *v)

@@ -331,6 +331,12 @@ void gp_adamw_dd_state_free(gp_adamw_dd_state *st);
 /* Element i starts at the binary64 weight w0, m = v = 0 (i < st->n). */
 void gp_adamw_dd_state_set(gp_adamw_dd_state *st, size_t i, double w0);
 
+/* Element i starts at w0, m0, v0 exactly (binary64 values: an optimizer state carried in,
+ * e.g. a capture's stored m and v; v0 >= 0). The trajectory then continues from step T0 + 1
+ * with the scalars of that step (gp_adamw_dd_scalars_make(..., T0 + 1)): the error bounds
+ * above hold with E_w = E_m = E_v = 0 at the start, as for a fresh state. */
+void gp_adamw_dd_state_set_mv(gp_adamw_dd_state *st, size_t i, double w0, double m0, double v0);
+
 /* Element i's w, m, v rounded to the nearest binary64 (the high words); NULLs skipped. */
 void gp_adamw_dd_state_get(const gp_adamw_dd_state *st, size_t i, double *w, double *m, double *v);
 

@@ -382,7 +382,16 @@ static void compare_metrics(ctx *c, const char *scenario, const char *tensor, co
             }
 }
 
-/* Structure checks beyond gp_report_load; builds the name -> position index. */
+/* A scenario whose configuration the backend refused (verdict "refused"): nothing was
+ * measured, so the gate takes it as absent from its report. */
+static int is_refused(const json_t *sc)
+{
+    const char *v = json_string_value(json_object_get(sc, "verdict"));
+    return v && strcmp(v, "refused") == 0;
+}
+
+/* Structure checks beyond gp_report_load; builds the name -> position index (refused
+ * scenarios left out). */
 static json_t *check_report(const json_t *root, const char *label, gp_error *err)
 {
     json_t *idx = json_object();
@@ -398,8 +407,8 @@ static json_t *check_report(const json_t *root, const char *label, gp_error *err
         json_t *m = json_object_get(sc, "metrics"), *ts = json_object_get(sc, "tensors");
         if (json_object_get(idx, name))
             why = "appears more than once";
-        else if (verdict_rank(json_string_value(json_object_get(sc, "verdict"))) < 0)
-            why = "has a verdict other than pass, warn, fail";
+        else if (verdict_rank(json_string_value(json_object_get(sc, "verdict"))) < 0 && !is_refused(sc))
+            why = "has a verdict other than pass, warn, fail, refused";
         else if (m && !json_is_object(m))
             why = "has a \"metrics\" that is not an object";
         else if (ts && !json_is_array(ts))
@@ -432,7 +441,8 @@ static json_t *check_report(const json_t *root, const char *label, gp_error *err
             json_decref(idx);
             return NULL;
         }
-        json_object_set_new(idx, name, json_integer((json_int_t)i));
+        if (!is_refused(sc))
+            json_object_set_new(idx, name, json_integer((json_int_t)i));
     }
     return idx;
 }
@@ -568,11 +578,13 @@ int gp_gate_compare(const json_t *base, const char *base_label, const json_t *cu
         json_array_foreach(bs, i, sc) {
             const char *name = json_string_value(json_object_get(sc, "name"));
             json_t *pos = json_object_get(cidx, name);
+            if (is_refused(sc))
+                continue; /* no baseline to gate against */
             compare_scenario(&c, name, sc, pos ? json_array_get(cs, (size_t)json_integer_value(pos)) : NULL);
         }
         json_array_foreach(cs, i, sc) {
             const char *name = json_string_value(json_object_get(sc, "name"));
-            if (!json_object_get(bidx, name)) {
+            if (!json_object_get(bidx, name) && !is_refused(sc)) {
                 size_t first = res->nitems;
                 gp_gate_item *it = add_item(&c, GP_GATE_NEW, name, NULL, NULL);
                 it->new_text = json_string_value(json_object_get(sc, "verdict"));

@@ -1236,6 +1236,12 @@ static void put_details(gp_buf *b, const json_t *sc, size_t i)
     put_badge(b, str_at(sc, "verdict", "?"));
     gp_buf_puts(b, " ");
     sb_esc(b, sc_name(sc));
+    if (strcmp(str_at(sc, "verdict", ""), "refused") == 0) { /* nothing was measured: why */
+        gp_buf_puts(b, "</summary>\n<p class=\"failed\">");
+        sb_esc(b, str_at(sc, "refusal", "refused by the backend"));
+        gp_buf_puts(b, "</p>\n</details>\n");
+        return;
+    }
     gp_buf_puts(b, " \xe2\x80\x94 ");
     sb_esc(b, str_at(sc, "dominant_mechanism", "?"));
     gp_buf_puts(b, "</summary>\n<p>");
@@ -1404,9 +1410,18 @@ char *gp_report_html(const json_t *report, gp_error *err)
     if (json_object_get(report, "advice"))
         put_advice(&b, json_object_get(report, "advice"));
 
+    /* the charts draw the scenarios that ran: a refused one has no data (its details say why) */
+    const json_t *all = scs;
+    json_t *ran = json_array();
+    json_array_foreach(all, i, sc) if (strcmp(str_at(sc, "verdict", ""), "refused") != 0)
+        json_array_append(ran, (json_t *)sc);
+    scs = ran;
+    nsc = json_array_size(ran);
     gp_buf_puts(&b, "<h2>Accumulation error</h2>\n");
     series *s = calloc(nsc ? nsc : 1, sizeof *s);
-    if (!s) {
+    if (!s || !ran) {
+        free(s);
+        json_decref(ran);
         free(b.s);
         gp_error_set(err, "out of memory");
         return NULL;
@@ -1440,8 +1455,9 @@ char *gp_report_html(const json_t *report, gp_error *err)
     const line_spec ls_spec = {"Loss-scale trajectory", "optimizer step", "loss scale", 1, 64, "accumulator"};
     optimizer_chart(&b, scs, "loss_scale_by_step", &ls_spec);
 
+    json_decref(ran);
     gp_buf_puts(&b, "<h2>Scenarios</h2>\n");
-    json_array_foreach(scs, i, sc) put_details(&b, sc, i);
+    json_array_foreach(all, i, sc) put_details(&b, sc, i);
     gp_buf_puts(&b, "</body>\n</html>\n");
     if (b.oom) {
         free(b.s);

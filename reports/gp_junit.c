@@ -164,9 +164,13 @@ static void failure_message(gp_buf *f, const json_t *sc, const char *dominant, i
         value_text(json_object_get(fm, "max"), b, sizeof b);
         gp_buf_puts(f, attr ? "; " : "\n");
         xml(f, metric ? metric : "?", attr);
-        gp_buf_printf(f, " = ");
-        xml(f, a, attr);
-        gp_buf_printf(f, " exceeds max ");
+        if (strcmp(a, "nan") == 0) { /* undefined: fails closed */
+            gp_buf_printf(f, " is undefined (nan), which fails max ");
+        } else {
+            gp_buf_printf(f, " = ");
+            xml(f, a, attr);
+            gp_buf_printf(f, " exceeds max ");
+        }
         xml(f, b, attr);
     }
     double mism = num_at(json_object_get(sc, "events"), "backend_mismatches");
@@ -181,16 +185,18 @@ char *gp_report_junit(const json_t *report, gp_error *err)
         gp_error_set(err, "JUnit: the report has no \"scenarios\" array");
         return NULL;
     }
-    size_t i, nfail = 0;
+    size_t i, nfail = 0, nskip = 0;
     const json_t *sc;
     json_array_foreach(scs, i, sc) {
         const char *name = json_string_value(json_object_get(sc, "name"));
         const char *v = json_string_value(json_object_get(sc, "verdict"));
-        if (!name || !v || (strcmp(v, "pass") != 0 && strcmp(v, "warn") != 0 && strcmp(v, "fail") != 0)) {
-            gp_error_set(err, "JUnit: scenario %zu has no name or no verdict pass/warn/fail", i);
+        if (!name || !v ||
+            (strcmp(v, "pass") != 0 && strcmp(v, "warn") != 0 && strcmp(v, "fail") != 0 && strcmp(v, "refused") != 0)) {
+            gp_error_set(err, "JUnit: scenario %zu has no name or no verdict pass/warn/fail/refused", i);
             return NULL;
         }
         nfail += strcmp(v, "fail") == 0;
+        nskip += strcmp(v, "refused") == 0;
     }
     const char *backend = json_string_value(json_object_get(report, "backend"));
     const char *cmp = json_string_value(json_object_get(report, "compare_backend"));
@@ -201,9 +207,10 @@ char *gp_report_junit(const json_t *report, gp_error *err)
     gp_buf b = GP_BUF_INIT, *f = &b;
     size_t n = json_array_size(scs);
     gp_buf_puts(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    gp_buf_printf(f, "<testsuites name=\"gradprec\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", n, nfail);
-    gp_buf_printf(f, "  <testsuite name=\"gradprec\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", n,
-            nfail);
+    gp_buf_printf(f, "<testsuites name=\"gradprec\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\">\n", n,
+                  nfail, nskip);
+    gp_buf_printf(f, "  <testsuite name=\"gradprec\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\">\n", n,
+                  nfail, nskip);
     gp_buf_puts(f, "    <properties>\n");
     if (schema) {
         gp_buf_puts(f, "      <property name=\"schema\" value=\"");
@@ -235,7 +242,12 @@ char *gp_report_junit(const json_t *report, gp_error *err)
             continue;
         }
         gp_buf_puts(f, ">\n");
-        if (strcmp(v, "fail") == 0) {
+        if (strcmp(v, "refused") == 0) { /* the backend refused the configuration: skipped, saying why */
+            const char *why = json_string_value(json_object_get(sc, "refusal"));
+            gp_buf_puts(f, "      <skipped message=\"");
+            xml(f, why ? why : "refused by the backend", 1);
+            gp_buf_puts(f, "\"/>\n");
+        } else if (strcmp(v, "fail") == 0) {
             int mismatch = json_array_size(json_object_get(sc, "failed")) == 0 &&
                            num_at(json_object_get(sc, "events"), "backend_mismatches") > 0;
             gp_buf_puts(f, "      <failure message=\"");

@@ -33,12 +33,31 @@ static json_t *number(double v)
 static void note(gp_notes *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(gp_notes *o, const char *fmt, ...)
 {
-    if (o->n >= GP_NOTES_MAX)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(o->text[o->n++], sizeof o->text[0], fmt, ap);
+    int len = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
+    char *t = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    char **grown = t ? realloc(o->text, ((size_t)o->n + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(t);
+        o->oom = 1;
+        return;
+    }
+    o->text = grown;
+    va_start(ap, fmt);
+    vsnprintf(t, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    o->text[o->n++] = t;
+}
+
+void gp_notes_free(gp_notes *o)
+{
+    for (int k = 0; k < o->n; k++)
+        free(o->text[k]);
+    free(o->text);
+    o->text = NULL;
+    o->n = 0;
 }
 
 /* The AdamW models a subject's steps equalled bit for bit (matched != 0) or not, as
@@ -54,9 +73,35 @@ static void model_list(const gp_scenario *sc, const gp_result *r, int matched, c
             k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", gp_optim_model_name(&cfg, m));
 }
 
+/* The twin check's note, first of all (tensors with `twin`: docs/replay.md): that the
+ * replay equals torch's run, or its first departure: where, which output, both values in
+ * decimal and hex. */
+static void twin_note(const gp_scenario *sc, const gp_result *r, gp_notes *o)
+{
+    const gp_mismatch *m = &r->first_twin;
+    if (r->st.opt.twin_checked && r->metric[GP_M_TWIN_MISMATCH_COUNT] == 0) {
+        note(o, "torch's twin: the replay's %s after each step (%d in all) equal torch's bit for bit (%.0f "
+             "element-outputs): the verdicts judge the user's run", sc->optimizer.master ? "param, master, m and v"
+             : "param, m and v", sc->steps, (double)r->st.opt.twin_checked);
+        return;
+    }
+    if (!m->set || m->tensor >= sc->ntensors)
+        return;
+    const char *out = m->output;
+    gp_format f = !strcmp(out, "param") ? sc->optimizer.param : !strcmp(out, "master") ? GP_FP32 : sc->optimizer.state;
+    const char *entry = !strcmp(out, "m") ? "exp_avg" : !strcmp(out, "v") ? "exp_avg_sq" : out;
+    note(o, "not torch's twin: %.0f element-outputs differ; first at step %ld, tensor %s element %lld, %s (%s/step%ld/"
+         "%s): torch %.9g (0x%0*x), replay %.9g (0x%0*x); the verdicts judge this replay, not the user's run",
+         r->metric[GP_M_TWIN_MISMATCH_COUNT], m->step - 1, sc->tensors[m->tensor].name, (long long)m->element, out,
+         sc->tensors[m->tensor].twin.key, m->step - 1, entry, gp_fmt_to_f64(f, m->compared), m->bits / 4,
+         (unsigned)m->compared, gp_fmt_to_f64(f, m->value), m->bits / 4, (unsigned)m->value);
+}
+
 void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
 {
-    o->n = 0;
+    o->n = o->oom = 0;
+    o->text = NULL;
+    twin_note(sc, r, o);
     if (r->st.opt.models_checked) {
         char names[200];
         model_list(sc, r, 1, names, sizeof names);
@@ -142,10 +187,21 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         note(o, "the backend wrote optimizer state during a skipped step");
     if (r->st.opt.mismatches)
         note(o, "the compared backends' optimizer steps differ");
-    if (r->st.opt.formula)
+    if (r->st.opt.formula) {
+        const gp_formula_first *f = &r->st.opt.first_formula;
+        char first[400] = "";
+        if (f->set && f->tensor < r->ntensors)
+            snprintf(first, sizeof first, "; the first: step %ld, tensor %s, element %llu: %s departs first, "
+                     "stored %.9g (%a) where AdamW gives %.9g (%a)", f->step, r->tensors[f->tensor].name,
+                     (unsigned long long)f->element, f->output, f->value, f->value, f->adamw, f->adamw);
         note(o, "%llu optimizer element steps are not AdamW's: no rounding of any AdamW model explains them (update "
-             "formula: a dropped bias correction, coupled weight decay, ...; docs/model.md, Update formula)",
-             (unsigned long long)r->st.opt.formula);
+             "formula: a dropped bias correction, coupled weight decay, ...; docs/model.md, Update formula)%s",
+             (unsigned long long)r->st.opt.formula, first);
+    }
+    if (r->st.replay_nonfinite)
+        note(o, "%llu replayed gradient entries of the applied steps are inf or NaN: every metric measured against "
+             "the exact gradient is undefined (absent from report.json, nan in the tables) and the verdict names "
+             "non-finite (docs/scenarios.md, Non-finite gradients)", (unsigned long long)r->st.replay_nonfinite);
     if (r->skipped_steps)
         note(o, "%d of %d steps were skipped on a non-finite gradient: their gradients count as lost to scaling",
              r->skipped_steps, r->nopt);
@@ -269,6 +325,16 @@ static json_t *config_json(const gp_scenario *sc)
     for (int k = 0; k < sc->batch.microbatches; k++)
         json_array_append_new(tok, json_integer(sc->batch.tokens[k]));
     json_object_set_new(b, "tokens", tok);
+    if (sc->batch.step_tokens) { /* per-step counts: step s's K_s (tokens: the first step with K) */
+        json_t *steps = json_array();
+        for (int st = 0; st < sc->steps; st++) {
+            json_t *row = json_array();
+            for (int k = 0; k < sc->batch.step_mb[st]; k++)
+                json_array_append_new(row, json_integer(sc->batch.step_tokens[st][k]));
+            json_array_append_new(steps, row);
+        }
+        json_object_set_new(b, "step_tokens", steps);
+    }
     json_object_set_new(o, "batch", b);
     json_t *ls = json_object();
     json_object_set_new(ls, "mode", json_string(gp_ls_mode_name(sc->loss_scale.mode)));
@@ -417,11 +483,19 @@ static json_t *mismatch_json(const gp_result *r)
     return o;
 }
 
+static json_t *expect_json(const gp_scenario *sc, const gp_result *r);
+
 static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t index)
 {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(sc->name));
     json_object_set_new(o, "index", json_integer((json_int_t)index));
+    if (r->refused) { /* the backend refused its configuration: nothing was measured */
+        json_object_set_new(o, "verdict", json_string("refused"));
+        json_object_set_new(o, "refusal", json_string(r->refusal));
+        json_object_set_new(o, "expect", expect_json(sc, r));
+        return o;
+    }
     json_object_set_new(o, "verdict", json_string(gp_verdict_name(r->verdict)));
     json_object_set_new(o, "dominant_mechanism", json_string(gp_mechanism_name(r->dominant)));
     json_t *failed = json_array();
@@ -568,6 +642,11 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
     for (int k = 0; k < nt.n; k++)
         json_array_append_new(notes, json_string(nt.text[k]));
     json_object_set_new(o, "notes", notes);
+    gp_notes_free(&nt);
+    if (nt.oom) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -577,12 +656,13 @@ json_t *gp_report_root(const char *backend, const char *compare_backend, json_t 
     json_object_set_new(root, "schema", json_string("gradprec-report/1"));
     json_object_set_new(root, "backend", json_string(backend));
     json_object_set_new(root, "compare_backend", compare_backend ? json_string(compare_backend) : json_null());
-    int count[3] = {0, 0, 0};
+    int count[3] = {0, 0, 0}, refused = 0;
     int worst = GP_PASS;
     size_t i;
     json_t *sc;
     json_array_foreach(scenarios, i, sc) {
         const char *v = json_string_value(json_object_get(sc, "verdict"));
+        refused += v && strcmp(v, "refused") == 0;
         for (int k = 0; k < 3; k++)
             if (v && strcmp(v, gp_verdict_name((gp_verdict)k)) == 0) {
                 count[k]++;
@@ -595,6 +675,8 @@ json_t *gp_report_root(const char *backend, const char *compare_backend, json_t 
     json_object_set_new(sum, "pass", json_integer(count[GP_PASS]));
     json_object_set_new(sum, "warn", json_integer(count[GP_WARN]));
     json_object_set_new(sum, "fail", json_integer(count[GP_FAIL]));
+    if (refused) /* scenarios whose configuration the backend refused (absent when none) */
+        json_object_set_new(sum, "refused", json_integer(refused));
     json_object_set_new(sum, "verdict", json_string(gp_verdict_name((gp_verdict)worst)));
     json_object_set_new(root, "summary", sum);
     json_object_set_new(root, "scenarios", scenarios);
@@ -625,8 +707,13 @@ char *gp_report_json(const gp_run_report *r)
 char *gp_report_json_shard(const gp_run_report *r, size_t shard_index, size_t shard_count, size_t total)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; i < r->n; i++)
-        json_array_append_new(arr, scenario_json(r->scenarios[i], &r->results[i], r->index ? r->index[i] : i));
+    for (size_t i = 0; i < r->n; i++) {
+        json_t *one = scenario_json(r->scenarios[i], &r->results[i], r->index ? r->index[i] : i);
+        if (!one || json_array_append_new(arr, one) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
     json_t *root = gp_report_root(r->backend, r->compare_backend, arr);
     if (shard_count > 1) { /* what `report merge` needs to know the shards cover the run */
         json_t *sh = json_object();
@@ -691,9 +778,15 @@ json_t *gp_report_parse(const char *text, size_t len, const char *name, gp_error
 
 /* ---- Markdown ---- */
 
+/* v, a NaN of either sign as the positive one (printed "nan", never "-nan"). */
+static double nan_plain(double v)
+{
+    return v == v ? v : NAN;
+}
+
 static const char *g(double v, char *buf)
 {
-    snprintf(buf, 32, "%.3g", v);
+    snprintf(buf, 32, "%.3g", nan_plain(v));
     return buf;
 }
 
@@ -768,8 +861,11 @@ static void markdown_sweeps(gp_buf *b, const gp_run_report *r)
                     other_axes(sq, c, sizeof c);
                     if (strcmp(sq->sweep.value[0], sa->sweep.value[0]) == 0 && strcmp(c, cols[k]) == 0) {
                         const gp_result *res = &r->results[mem[q]];
-                        snprintf(x1, sizeof x1, "%.3g%s", res->metric[GP_M_GRAD_REL_ERR_FULLBATCH],
-                                 res->verdict == GP_FAIL ? " (fail)" : "");
+                        if (res->refused)
+                            snprintf(x1, sizeof x1, "refused");
+                        else
+                            snprintf(x1, sizeof x1, "%.3g%s", res->metric[GP_M_GRAD_REL_ERR_FULLBATCH],
+                                     res->verdict == GP_FAIL ? " (fail)" : "");
                         cell = x1;
                         break;
                     }
@@ -787,16 +883,25 @@ char *gp_report_markdown(const gp_run_report *r)
 {
     gp_buf b = GP_BUF_INIT;
     char x1[32], x2[32], x3[32], x4[32], x5[32];
-    int count[3] = {0, 0, 0};
-    for (size_t i = 0; i < r->n; i++)
-        count[r->results[i].verdict]++;
-    gp_buf_printf(&b, "## gradprec: %d fail, %d warn, %d pass\n\n", count[GP_FAIL], count[GP_WARN], count[GP_PASS]);
+    int count[3] = {0, 0, 0}, refused = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        refused += r->results[i].refused;
+        count[r->results[i].verdict] += !r->results[i].refused;
+    }
+    gp_buf_printf(&b, "## gradprec: %d fail, %d warn, %d pass", count[GP_FAIL], count[GP_WARN], count[GP_PASS]);
+    if (refused)
+        gp_buf_printf(&b, ", %d refused by the backend", refused);
+    gp_buf_puts(&b, "\n\n");
     gp_buf_printf(&b, "Backend `%s`%s%s%s.\n\n", r->backend, r->compare_backend ? ", compared bit for bit with `" : "",
               r->compare_backend ? r->compare_backend : "", r->compare_backend ? "`" : "");
     gp_buf_printf(&b, "| verdict | scenario | dominant loss | grad_rel_err_fullbatch | normalization_rel_err | "
                   "absorbed_frac | underflow_frac | subnormal_frac |\n|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
+        if (res->refused) {
+            gp_buf_printf(&b, "| refused | %s | - | | | | | |\n", r->scenarios[i]->name);
+            continue;
+        }
         gp_buf_printf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", gp_verdict_name(res->verdict),
                   r->scenarios[i]->name, gp_mechanism_name(res->dominant),
                   g(res->metric[GP_M_GRAD_REL_ERR_FULLBATCH], x1), g(res->metric[GP_M_NORMALIZATION_REL_ERR], x2),
@@ -807,6 +912,12 @@ char *gp_report_markdown(const gp_run_report *r)
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
         const gp_scenario *sc = r->scenarios[i];
+        if (res->refused) {
+            gp_buf_printf(&b, "\n### %s: refused\n\n- %s\n", sc->name, res->refusal);
+            if (sc->expect.set)
+                gp_buf_printf(&b, "- expected: %s — **NOT MET**\n", gp_verdict_name(sc->expect.verdict));
+            continue;
+        }
         gp_buf_printf(&b, "\n### %s: %s\n\n", sc->name, gp_verdict_name(res->verdict));
         gp_buf_printf(&b, "%s gradients into a %s accumulator (%s), K = %d micro-batches, reduction `%s`.\n\n",
                   gp_format_name(sc->precision.grad), gp_format_name(sc->precision.accumulator),
@@ -820,6 +931,9 @@ char *gp_report_markdown(const gp_run_report *r)
             if (res->failed[m] && res->has_min[m] && !(res->metric[m] >= res->threshold_min[m]))
                 gp_buf_printf(&b, "- **%s = %s** is below %s\n", gp_metric_name((gp_metric)m), g(res->metric[m], x1),
                           g(res->threshold_min[m], x2));
+            else if (res->failed[m] && res->metric[m] != res->metric[m])
+                gp_buf_printf(&b, "- **%s** is undefined (nan), which fails its threshold %s\n",
+                              gp_metric_name((gp_metric)m), g(res->threshold[m], x2));
             else if (res->failed[m])
                 gp_buf_printf(&b, "- **%s = %s** exceeds %s\n", gp_metric_name((gp_metric)m), g(res->metric[m], x1),
                           g(res->threshold[m], x2));
@@ -848,8 +962,12 @@ char *gp_report_markdown(const gp_run_report *r)
         }
         gp_notes nt;
         gp_report_notes(sc, res, &nt);
-        for (int k = 0; k < nt.n; k++)
+        for (int k = 0; k < nt.n && k < GP_NOTES_SHOWN; k++)
             gp_buf_printf(&b, "- note: %s\n", nt.text[k]);
+        if (nt.n > GP_NOTES_SHOWN)
+            gp_buf_printf(&b, "- %d more notes in report.json\n", nt.n - GP_NOTES_SHOWN);
+        b.oom |= nt.oom;
+        gp_notes_free(&nt);
         gp_buf_printf(&b, "\n<details><summary>per tensor</summary>\n\n| tensor | size | grad_rel_err_fullbatch | "
                       "absorbed_frac | underflow_frac |\n|---|---|---|---|---|\n");
         for (size_t t = 0; t < res->ntensors; t++) {
@@ -875,16 +993,26 @@ void gp_report_table(FILE *out, const gp_run_report *r)
             "err_norm", "absorbed", "underflow", "stale", "w_err", "skipped");
     for (size_t i = 0; i < r->n; i++) {
         const gp_result *res = &r->results[i];
+        if (res->refused) {
+            fprintf(out, "%-4s  %-*s refused: %s\n", "-", w, r->scenarios[i]->name, res->refusal);
+            if (r->scenarios[i]->expect.set)
+                fprintf(out, "      NOT AS EXPECTED\n");
+            continue;
+        }
         fprintf(out, "%-4s  %-*s %-15s %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %7d\n", gp_verdict_name(res->verdict), w,
                 r->scenarios[i]->name, res->dominant == GP_NMECH ? "-" : gp_mechanism_name(res->dominant),
-                res->metric[GP_M_GRAD_REL_ERR_FULLBATCH], res->metric[GP_M_NORMALIZATION_REL_ERR],
-                res->metric[GP_M_ABSORBED_FRAC], res->metric[GP_M_UNDERFLOW_FRAC], res->metric[GP_M_STALE_UPDATE_FRAC],
-                res->metric[GP_M_WEIGHT_REL_ERR], res->skipped_steps);
+                nan_plain(res->metric[GP_M_GRAD_REL_ERR_FULLBATCH]), nan_plain(res->metric[GP_M_NORMALIZATION_REL_ERR]),
+                nan_plain(res->metric[GP_M_ABSORBED_FRAC]), nan_plain(res->metric[GP_M_UNDERFLOW_FRAC]),
+                nan_plain(res->metric[GP_M_STALE_UPDATE_FRAC]), nan_plain(res->metric[GP_M_WEIGHT_REL_ERR]),
+                res->skipped_steps);
         gp_notes nt;
         gp_report_notes(r->scenarios[i], res, &nt);
-        for (int k = 0; k < nt.n; k++)
+        for (int k = 0; k < nt.n && k < GP_NOTES_SHOWN; k++)
             fprintf(out, "%-4s  note: %s\n", "", nt.text[k]);
-        if (r->scenarios[i]->expect.set || !res->expect_met)
+        if (nt.n > GP_NOTES_SHOWN)
+            fprintf(out, "%-4s  %d more notes in report.json\n", "", nt.n - GP_NOTES_SHOWN);
+        gp_notes_free(&nt);
+        if (r->scenarios[i]->expect.set) /* only a stated `expect:` is met or not */
             fprintf(out, "      %s\n", res->expect_met ? "as expected" : "NOT AS EXPECTED");
         if (res->first_mismatch.set) {
             char first[512];

@@ -25,14 +25,18 @@ typedef struct {
 } gp_run_report;
 
 /* The notes that explain a verdict (a skipped step, the clip order, where overflows
- * were, a threshold raised to the format floor, ...), one sentence each; the same in
- * report.json ("notes"), report.md, the terminal table and JUnit. */
-#define GP_NOTES_MAX 12
+ * were, a threshold raised to the format floor, ...), one sentence each, however many:
+ * all of them in report.json ("notes") and JUnit; report.md and the terminal table show
+ * the first GP_NOTES_SHOWN and say how many more there are. gp_report_notes fills `out`
+ * (free it with gp_notes_free); oom is set when a note could not be kept (the writers
+ * then fail: out of memory). */
+#define GP_NOTES_SHOWN 12
 typedef struct {
-    int n;
-    char text[GP_NOTES_MAX][320];
+    int n, oom;
+    char **text; /* [n] malloc'ed sentences */
 } gp_notes;
 void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *out);
+void gp_notes_free(gp_notes *notes);
 
 
 /* The whole report as JSON text (malloc'ed, caller frees), or NULL on out of memory. */

@@ -107,13 +107,16 @@ WHY_POW2 = ("a loss scale whose reciprocal is not a binary64 normal power of two
 WHY_FORMULA = ("an update torch's state convention does not explain within its derived bounds (the 'update formula' "
                "check): a correct backend's always is; tests/python's optimizers reach it (torch-optimi's debiased "
                "convention, NoBiasCorrection's unexplained step)")
-WHY_REPLAY = "replayed or sampled tensors only: no preset replays a dump (test_replay, tests/python cover it)"
+WHY_REPLAY = "replayed or sampled tensors only: no preset replays a dump (test_replay, test_twin, tests/python cover it)"
 WHY_SAMPLED = ("sampled runs over several steps only (per-element totals over the steps): the one sampled preset "
                "(fp16-embed-underflow-sampled) takes one step; test_sample's test_coverage_steps (5 steps with the "
                "optimizer, `sample: 600`) runs these lines")
 WHY_SAMPLED_LS = ("sampled runs under a loss scaler only (a step's per-element terms held in el_step until the "
                   "step is kept): the one sampled preset has no scaler; test_sample's test_coverage_loss_scale (a skipped first step, "
                   "then four kept ones, `sample: 600`) runs these lines")
+WHY_FOREACH = ("OPEN: torch's CPU foreach AdamW (optimizer.evaluation: torch_cpu_foreach, the decay factor and "
+               "beta2 rounded to a bf16/fp16 tensor's dtype): no preset selects it; test_adamw's "
+               "test_torch_cpu_foreach checks it by hand, a bf16 foreach capture replays as its twin")
 EXCLUSIONS = [
     # --- failures, faults, limits
     (R, None, r"backend_failure|if \(rc != 0\)|if \(arc != 0\)|&& rc == 0|rc == 0 &&|rc == 0\)|"
@@ -132,8 +135,8 @@ EXCLUSIONS = [
     (R, None, r"gp_deadline_passed\(\)", None,
      "the --max-seconds limit: the suite sets none (hostile_plugin_faults reaches it)"),
     # --- replayed and sampled gradients
-    (R, None, r"c->dump|S->wdump\[t\]|S->idx\[t\]|e\.n\)|if \(c->cnt\[0\]\)|CNT_EL|p->cnt\[0\]|^if \(counting\)", None,
-     WHY_REPLAY),
+    (R, None, r"c->dump|S->wdump\[t\]|S->idx\[t\]|e\.n\)|if \(c->cnt\[0\]\)|CNT_EL|p->cnt\[0\]|^if \(counting\)|"
+     r"U->twin\.set", None, WHY_REPLAY),
     # --- the other backend of --compare disagrees
     (R, None, r"diverged\(|gp_fmt_agree\(|found_inf != 0\) != |if \(bad_scale|s2\.tracker != scaler->tracker", None,
      WHY_MISMATCH),
@@ -223,6 +226,8 @@ EXCLUSIONS = [
     (A + "gp_adamw.h", "gp_adamw_step", r"unsigned \*pe = ev|unsigned \*pes = ev_state|^if \(ev\)$|^if \(ev_state\)$",
      None, WHY_EV),
     (A + "gp_adamw.h", "gp_adamw_fused_step", r"", None, WHY_FUSED),
+    (A + "gp_adamw.h", "gp_adamw_eval_cpu", r"ev == GP_ADAMW_TORCH_CPU_FOREACH", None, WHY_FOREACH),
+    (A + "gp_adamw.h", "gp_adamw_step", r"foreach_cpu \?", None, WHY_FOREACH),
     (A + "gp_adamw.h", "gp_adamw_fused_ok", r"", None, WHY_FUSED),
     (C, "cpu_adamw", r"a->struct_size >= offsetof\(gp_plugin_adamw_args, evaluation\)|"
      r"a->evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a->evaluation <= GP_PLUGIN_EVAL_\w+\)", None,

@@ -202,6 +202,45 @@ static void test_bf16_stale_without_master(void **state)
     }
 }
 
+/* torch_cpu_foreach: torch._foreach_mul_ rounds its Python scalar to the tensor's dtype
+ * (measured on torch 2.15 CPU, docs/model.md), Tensor.mul_ keeps it in fp32. With g = 0
+ * and m = 0 the step leaves the update -0 (m' = 0), so param' = d and v' = v * beta2 alone:
+ *  - beta2 = 0.95: bf16(0.95) = 0.94921875 (0.95 lies 0.2 of a step 2^-8 above it);
+ *    v = 1.3125: foreach 1.3125 * 0.94921875 = 1.245849609375
+ *    = 159.47 x 2^-7 -> 159 x 2^-7 = 1.2421875; single-tensor 1.3125 * 0.95f = 1.2468749...
+ *    = 159.6 x 2^-7 -> 160 x 2^-7 = 1.25;
+ *  - lr 0.25, weight decay 3/256: decay 1 - 3/1024 = 0.9970703125, bf16 -> 0.99609375
+ *    (1 - 2^-8, 0.25 ulp away); w = 1 + 2^-7: foreach 1.0078125 * 0.99609375 = 1.00387573...
+ *    = 128.496 x 2^-7 -> 1.0; single-tensor 1.0078125 * 0.9970703125 = 1.00485992... =
+ *    128.62 x 2^-7 -> 129 x 2^-7 = 1.0078125.
+ * fp32 tensors: the same bits as torch_cpu (the scalar was already fp32). */
+static void test_torch_cpu_foreach(void **state)
+{
+    (void)state;
+    const struct { gp_adamw_eval ev; uint32_t p, v; } want[] = {{GP_ADAMW_TORCH_CPU_FOREACH, 0x3f80u, 0x3f9fu},
+                                                               {GP_ADAMW_TORCH_CPU, 0x3f81u, 0x3fa0u}};
+    for (int k = 0; k < 2; k++) {
+        elem x = elem_init(GP_BF16, 1.0078125);
+        x.v = gp_fmt_from_f64(GP_BF16, 1.3125, GP_RNE, 0, 0, NULL);
+        elem_step(config(GP_BF16, GP_BF16, GP_ADAMW_PLAIN, GP_RNE, want[k].ev), &x, 0.0f, 0.25, 0.9, 0.95, 1e-8,
+                  3.0 / 256, 1, 0, NULL, NULL);
+        gp_assert_bits(x.p, want[k].p, "param, evaluation %d", (int)want[k].ev);
+        gp_assert_bits(x.v, want[k].v, "v, evaluation %d", (int)want[k].ev);
+        gp_assert_bits(x.m, 0, "m");
+    }
+    for (int k = 0; k < 64; k++) { /* fp32: torch_cpu's bits */
+        elem a = elem_init(GP_FP32, 1.0 + k / 64.0), b = a;
+        a.v = b.v = gp_fmt_from_f64(GP_FP32, 0.01 * (k + 1), GP_RNE, 0, 0, NULL);
+        float g = (float)(k - 32) / 16.0f;
+        elem_step(config(GP_FP32, GP_FP32, GP_ADAMW_PLAIN, GP_RNE, GP_ADAMW_TORCH_CPU_FOREACH), &a, g, 1e-3, 0.9, 0.95,
+                  1e-8, 0.1, 3, 0, NULL, NULL);
+        elem_step(config(GP_FP32, GP_FP32, GP_ADAMW_PLAIN, GP_RNE, GP_ADAMW_TORCH_CPU), &b, g, 1e-3, 0.9, 0.95, 1e-8,
+                  0.1, 3, 0, NULL, NULL);
+        gp_assert_bits(a.p, b.p, "fp32 param %d", k);
+        gp_assert_bits(a.v, b.v, "fp32 v %d", k);
+    }
+}
+
 /* The bf16 param with an fp32 master: the master moves every step (never STALE) and the
  * param follows it: it leaves 1.0 once the master passes the rounding boundary 1 + 2^-8
  * (step 4: 1.004 > 1.00390625), and at the end it is the master rounded, so
@@ -1070,6 +1109,7 @@ int main(void)
         cmocka_unit_test(test_torch_sqrt_zen4),
         cmocka_unit_test(test_torch_sqrt_intel_avx512),
         cmocka_unit_test(test_torch_sqrt_host),
+        cmocka_unit_test(test_torch_cpu_foreach),
         cmocka_unit_test(test_bf16_stale_without_master),
         cmocka_unit_test(test_bf16_master),
         cmocka_unit_test(test_bf16_kahan),

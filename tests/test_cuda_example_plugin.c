@@ -4,7 +4,7 @@
  * every preset of the default suite, and two-tensor scenarios (one accumulate_many call
  * per micro-batch) with rounding toward zero and Kahan accumulation over fp32, bf16 and
  * fp16, must show no mismatching element and no write in a skipped step; stochastic
- * rounding, which the plugin does not implement, must be refused as unsupported (-2).
+ * rounding, which the plugin does not implement, must be refused as unsupported (GP_RUN_REFUSED).
  * A preset that needs what the plugin documents as not implemented (FTZ, stochastic
  * rounding of the accumulator or of the stored weights, an fp8 gradient or accumulator)
  * must be refused the same way; every other preset must run.
@@ -176,9 +176,9 @@ int main(int argc, char **argv)
     for (const gp_preset *p = gp_presets(); p->name; p++) {
         int refuse = needs_unimplemented(p->name, p->yaml);
         int rc = run(p->name, p->yaml, &b, &cpu, &n);
-        if (refuse < 0 || rc != (refuse ? -2 : 0)) {
+        if (refuse < 0 || rc != (refuse ? GP_RUN_REFUSED : 0)) {
             fprintf(stderr, "%s: expected %s, got code %d\n", p->name,
-                    refuse ? "a refusal as not supported (-2)" : "a run", rc);
+                    refuse ? "a refusal as not supported (GP_RUN_REFUSED)" : "a run", rc);
             failed = 1;
         }
         bad += n;
@@ -193,7 +193,8 @@ int main(int argc, char **argv)
                 failed |= run(name, two_tensors(fmt[g], fmt[a], rounding[r]), &b, &cpu, &n) != 0;
                 bad += n;
             }
-    if (run("stochastic-bf16 (unsupported)", two_tensors("fp32", "bf16", "stochastic"), &b, &cpu, &n) != -2) {
+    if (run("stochastic-bf16 (unsupported)", two_tensors("fp32", "bf16", "stochastic"), &b, &cpu, &n) !=
+        GP_RUN_REFUSED) {
         fprintf(stderr, "stochastic rounding should be refused as not supported\n");
         failed = 1;
     }

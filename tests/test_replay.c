@@ -18,6 +18,7 @@
 #include <gsl/gsl_cdf.h>
 
 #include "gp_test.h"
+#include "gp_test_dump.h"
 #include "../harness/gp_backend.h"
 #include "../harness/gp_replay.h"
 #include "../harness/gp_run_all.h"
@@ -28,37 +29,6 @@
 static const char *scratch, *gp_bin, *truncate_plugin;
 
 /* ---- writing dumps ---- */
-
-typedef struct {
-    const char *name, *dtype; /* dtype as written in the header */
-    uint64_t n;               /* elements (shape [n]) */
-    const void *data;
-    size_t bytes;             /* bytes of data */
-} st_entry;
-
-/* A safetensors file of the entries, laid out in order, header padded with spaces. */
-static void write_safetensors(const char *path, const st_entry *e, size_t ne)
-{
-    char hdr[8192];
-    size_t off = 0, h = 0;
-    h += (size_t)snprintf(hdr + h, sizeof hdr - h, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (size_t i = 0; i < ne; i++) {
-        h += (size_t)snprintf(hdr + h, sizeof hdr - h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu],\"data_offsets\":[%zu,%zu]}",
-                              e[i].name, e[i].dtype, (unsigned long long)e[i].n, off, off + e[i].bytes);
-        off += e[i].bytes;
-    }
-    h += (size_t)snprintf(hdr + h, sizeof hdr - h, "}");
-    while (h % 8)
-        hdr[h++] = ' ';
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    uint64_t hl = h;
-    fwrite(&hl, 8, 1, f);
-    fwrite(hdr, 1, h, f);
-    for (size_t i = 0; i < ne; i++)
-        fwrite(e[i].data, 1, e[i].bytes, f);
-    fclose(f);
-}
 
 /* A safetensors file with a header given verbatim and `data` bytes of zeros after it. */
 static void write_raw_safetensors(const char *path, uint64_t hlen_field, const char *hdr, size_t data)

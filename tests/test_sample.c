@@ -272,6 +272,7 @@ static void run_sampled(const char *extra, gp_result *r)
     for (int i = 0; i < notes.n; i++)
         found |= strstr(notes.text[i], "the sample cannot decide") != NULL;
     assert_int_equal(found, r->undecided[GP_M_GRAD_REL_ERR_FULLBATCH]);
+    gp_notes_free(&notes);
     gp_backend_close(&b);
     gp_scenario_free(&sc);
 }

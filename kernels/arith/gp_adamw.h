@@ -116,16 +116,22 @@ typedef enum {
     GP_ADAMW_TORCH_CPU_INTEL_AVX512 = 5, /* GP_ADAMW_TORCH_CPU_ZEN4 with the wheel's sqrt on an
                                             Intel CPU with AVX-512 (gp_torch_sqrtf_intel_avx512:
                                             MKL's vrsqrt14ps + Newton kernel); host code only */
-    GP_ADAMW_TORCH_CPU_HOST = 6 /* GP_ADAMW_TORCH_CPU_ZEN4 with the wheel's sqrt on the host
+    GP_ADAMW_TORCH_CPU_HOST = 6, /* GP_ADAMW_TORCH_CPU_ZEN4 with the wheel's sqrt on the host
                                    running gradprec (gp_torch_sqrtf_host): depends on the
                                    CPU; x86-64 host builds only (GP_TORCH_SQRT_HOST) */
+    GP_ADAMW_TORCH_CPU_FOREACH = 7 /* GP_ADAMW_TORCH_CPU as torch.optim.AdamW(foreach=True)
+                                      computes it on the CPU: torch._foreach_mul_ rounds its
+                                      Python scalar to the tensor's dtype before multiplying,
+                                      so the decay factor (a PLAIN param's dtype) and beta2
+                                      (the state's) are rounded there first; equal to
+                                      GP_ADAMW_TORCH_CPU for fp32 tensors (IEEE sqrt) */
 } gp_adamw_eval;
 
 /* Is ev one of torch's CPU orders (GP_ADAMW_TORCH_CPU with one sqrt or another)? */
 GP_ARITH int gp_adamw_eval_cpu(gp_adamw_eval ev)
 {
     return ev == GP_ADAMW_TORCH_CPU || ev == GP_ADAMW_TORCH_CPU_ZEN4 || ev == GP_ADAMW_TORCH_CPU_INTEL_AVX512 ||
-           ev == GP_ADAMW_TORCH_CPU_HOST;
+           ev == GP_ADAMW_TORCH_CPU_HOST || ev == GP_ADAMW_TORCH_CPU_FOREACH;
 }
 
 /* The sqrt of an fp32 state in order ev: torch's on the CPU it models, else IEEE. */
@@ -488,8 +494,11 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
 
     /* exp_avg.lerp_(grad, 1 - beta1) */
     uint32_t mb = gp_adamw_lerp_store(sf, gp_adamw_load(sf, *m), g, s->lerp_w, fused, cpu, pes);
-    /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2) */
-    float vb = gp_adamw_load(sf, gp_adamw_mul_store(sf, gp_adamw_load(sf, *v), s->beta2, pes));
+    /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2); CPU foreach:
+     * _foreach_mul_ rounds beta2 to the state's dtype first (as the decay below) */
+    int foreach_cpu = cfg.eval == GP_ADAMW_TORCH_CPU_FOREACH;
+    float beta2 = foreach_cpu ? gp_adamw_load(sf, gp_adamw_store(sf, s->beta2, (unsigned *)0)) : s->beta2;
+    float vb = gp_adamw_load(sf, gp_adamw_mul_store(sf, gp_adamw_load(sf, *v), beta2, pes));
     uint32_t vnb;
     if (cpu) {
         float cg = s->addcmul_v * g;
@@ -559,8 +568,9 @@ GP_ARITH uint32_t gp_adamw_step(gp_adamw_config cfg, const gp_adamw_scalars *s, 
         *comp = nc;
         break;
     }
-    case GP_ADAMW_PLAIN: {
-        float d = gp_adamw_load(pf, gp_adamw_mul_store(pf, w, s->decay, pe));
+    case GP_ADAMW_PLAIN: { /* CPU foreach: the decay factor rounded to the param's dtype first */
+        float decay = foreach_cpu ? gp_adamw_load(pf, gp_adamw_store(pf, s->decay, (unsigned *)0)) : s->decay;
+        float d = gp_adamw_load(pf, gp_adamw_mul_store(pf, w, decay, pe));
         out = gp_adamw_madd_store(pf, d, ua, ub, fused_upd, cfg.rounding, rbits, pe);
         stale = nonzero && out == param;
         break;

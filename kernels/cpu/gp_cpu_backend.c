@@ -130,7 +130,7 @@ static int cpu_adamw(const gp_plugin_adamw_args *a)
     uint64_t tail = gp_adamw_fused_tail(cfg.param, a->n); /* this call is torch's tensor */
     /* the operation order, in callers that know the field (older ones: torch's CUDA order) */
     if (a->struct_size >= offsetof(gp_plugin_adamw_args, evaluation) + sizeof a->evaluation &&
-        a->evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a->evaluation <= GP_PLUGIN_EVAL_TORCH_CPU_HOST)
+        a->evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a->evaluation <= GP_PLUGIN_EVAL_TORCH_CPU_FOREACH)
         cfg.eval = (gp_adamw_eval)a->evaluation;
     if (cfg.eval == GP_ADAMW_TORCH_CPU_HOST && gp_torch_sqrt_host_kernel() == GP_MKL_SQRT_NONE)
         return 1; /* torch_cpu_host: not modelled on this build or CPU (gp_torch_sqrt.h) */

@@ -195,7 +195,8 @@ template <int PF, int SF, int GF> __global__ void gp_adamw_kernel(gp_plugin_adam
     gp_adamw_config cfg = {(gp_format)PF, (gp_format)SF, (gp_adamw_variant)a.variant,
                            a.rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE,
                            (a.evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a.evaluation <= GP_PLUGIN_EVAL_UNFUSED) ||
-                                   a.evaluation == GP_PLUGIN_EVAL_TORCH_CUDA_FOREACH
+                                   a.evaluation == GP_PLUGIN_EVAL_TORCH_CUDA_FOREACH ||
+                                   a.evaluation == GP_PLUGIN_EVAL_TORCH_CPU_FOREACH
                                ? (gp_adamw_eval)a.evaluation : GP_ADAMW_TORCH_CUDA, 0};
     if (*a.found_inf)
         return;

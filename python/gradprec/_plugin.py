@@ -20,7 +20,7 @@ FORMATS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")  # GP_PLUGIN_FP32 ...
 ROUNDINGS = ("rne", "rtz", "stochastic", "kahan")
 VARIANTS = ("plain", "one_store", "master", "kahan", "torch_fused_cpu")
 EVALUATIONS = ("torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach",
-               "torch_cpu_intel_avx512", "torch_cpu_host")
+               "torch_cpu_intel_avx512", "torch_cpu_host", "torch_cpu_foreach")
 _WIDTH = (4, 2, 2, 1, 1)
 
 _u32, _i32, _u64, _i64, _vp = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_int64, ctypes.c_void_p
@@ -220,9 +220,12 @@ class PythonBackend:
                     out(p.contents, args, ret)
                 return 0
             except NotImplementedError as e:
+                why = "%s: %s" % (entry, " ".join(str(e).split())) if str(e) else None
                 with self._lock:
-                    if self.refusal is None and str(e):
-                        self.refusal = "%s: %s" % (entry, " ".join(str(e).split()))
+                    if self.refusal is None and why:
+                        self.refusal = why
+                if why:  # through a worker (`gradprec run --backend python:...`): the reason travels
+                    self.fault.value = why.encode("utf-8", "replace")[:500]
                 return 1
             except BaseException as e:  # the subject's failure: report it, never unwind into C
                 line = "backend %s: %s raised %s: %s" % (self.label, entry, type(e).__name__, e)

@@ -276,3 +276,15 @@ class StateInParamDtype(MyAdamW):
             dt = a.param.dtype
             a.m.copy_(a.m.to(dt))
             a.v.copy_(a.v.to(dt))
+
+
+class OnlyFp32Params(MyAdamW):
+    """Correct AdamW that implements fp32 parameters only: refuses the others, saying so."""
+
+    name = "MyAdamW, fp32 params only"
+
+    def adamw(self, a):
+        if a.param.dtype != torch.float32:
+            raise NotImplementedError("only fp32 parameters, not %s" % str(a.param.dtype).replace("torch.", ""))
+        super().adamw(a)
+

@@ -305,7 +305,6 @@ def test_cli_errors_one_line_nothing_written(tmp_path):
     cases = [("python:no_such_module:X", 2, "cannot import module no_such_module"),
              ("python:subjects:NoSuchName", 2, "module subjects has no attribute NoSuchName"),
              ("python:subjects", 2, "expected python:MODULE:NAME"),
-             ("python:subjects:Refuses", 2, "not supported by the backend"),
              ("python:subjects:Raises", 3, "adamw raised ValueError: step 1: shapes do not match (second line)")]
     for spec, rc, what in cases:
         p, rep = cli_run(tmp_path, text, "--backend", spec)
@@ -314,6 +313,37 @@ def test_cli_errors_one_line_nothing_written(tmp_path):
         assert len(lines) == 1 and what in lines[0] and spec in lines[0], (spec, p.stderr)
         assert rep is None
     assert not any(d.name.startswith("out-") for d in tmp_path.iterdir())
+    # a subject that refuses every scenario: exit 2, one line with its own reason; the
+    # reports say which scenario it refused (test_refusal.py)
+    p, rep = cli_run(tmp_path, text, "--backend", "python:subjects:Refuses")
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2, p.stderr
+    assert len(lines) == 1 and "not supported by the backend (adamw: no AdamW here)" in lines[0], p.stderr
+    assert rep["scenarios"][0]["verdict"] == "refused"
+
+
+def test_cli_backend_refused_before_running(tmp_path):
+    # docs/python.md: an object that is no backend, an interpreter that cannot be started,
+    # one that cannot import gradprec: refused with exit 2, nothing written; gradprec's line
+    # last (Python's own line first when the interpreter itself complained)
+    text = preset("adamw-large-decay")
+    cases = [("python:subjects:__name__", cli_env(), "a backend needs the methods accumulate, unscale and adamw"),
+             ("python:subjects:MyAdamW", dict(cli_env(), GP_PYTHON=str(tmp_path / "no-python")),
+              "cannot run the Python interpreter")]
+    # the interpreter the venv was made from has no gradprec (the venv's own may have it installed)
+    base = getattr(sys, "_base_executable", None)
+    if base and subprocess.run([base, "-c", "import gradprec"], capture_output=True,
+                               env={"PATH": "/usr/bin:/bin"}).returncode:
+        cases.append(("python:subjects:MyAdamW", {"PATH": "/usr/bin:/bin", "GP_PYTHON": base, "PYTHONPATH": HERE},
+                      "can $GP_PYTHON (else python3) import gradprec?"))
+    for spec, env, what in cases:
+        (tmp_path / "s.yaml").write_text(text)
+        out = tmp_path / "out"
+        p = subprocess.run([CLI, "run", str(tmp_path / "s.yaml"), "--out", str(out), "--quiet", "--backend", spec],
+                           capture_output=True, text=True, env=env)
+        assert p.returncode == 2, (spec, p.stderr)
+        assert what in p.stderr.strip().splitlines()[-1], (spec, p.stderr)
+        assert not out.exists(), spec
 
 
 def test_in_process_errors():
@@ -391,6 +421,13 @@ def test_decay_on_bf16_param_fails_stale():
     assert sc.verdict == "fail" and sc.dominant == "stale update"
     assert sc.metrics["stale_update_frac"] == 1.0
     assert sc.report["adamw_models"]["matched"] == []
+    # where gradients move the master too (adamw-large-decay on bf16 params with an fp32
+    # master, lr*wd = 0.1 a step), the master steps without its decay: a step no AdamW
+    # takes, so the report names update formula (docs/python.md, Broken optimizers)
+    sc = gradprec.run(preset("adamw-large-decay", param="bf16", master="fp32"),
+                      backend=subjects.DecayOnLowPrecisionParam())[0]
+    assert sc.verdict == "fail" and sc.dominant == "update formula"
+    assert sc.report["events"]["update_formula_steps"] > 0
 
 
 def test_state_in_param_dtype_fails_state_precision():
@@ -451,7 +488,8 @@ def run_suite(make):
         exp = sc.report["expect"]
         if not (exp["met"] if exp else sc.verdict != "fail"):
             missed[name] = sc.dominant
-        if make in (subjects.MyAdamW, gt.AdamW, gt.AdamWForeach, gt.AdamWFused, gt.OptimiAdamW, gt.TorchaoAdamW):
+        if make in (subjects.MyAdamW, gt.AdamW, gt.AdamWForeach, gt.AdamWFused, gt.OptimiAdamW, gt.TorchaoAdamW) or \
+                make.__name__ == "MyAdamW":  # the README's class too
             assert sc.report["events"]["update_formula_steps"] == 0, name  # no false alarm
     return ran, missed
 
@@ -551,6 +589,56 @@ def test_optimi_and_torchao_as_subjects(capsys):
                                              sc.verdict))
     for label, sc in rows:
         assert sc.metrics["weight_rel_err"] == sc.metrics["weight_rel_err"], label  # not NaN
+
+
+def readme_optimizer_class(tmp_path):
+    """The README's "Test an optimizer" code block, as printed, run in tmp_path (where the
+    scenario file it names is written): its namespace."""
+    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    sec = text[text.index("## Test an optimizer"):]
+    sec = sec[:sec.index("\n## ", 1)]
+    block = re.findall(r"```python\n(.*?)```", sec, re.S)[0]
+    (tmp_path / "adamw.yaml").write_text(subprocess.run([CLI, "show", "adamw-large-decay"], capture_output=True,
+                                                        text=True, check=True).stdout)
+    ns = {}
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(block, "README.md", "exec"), ns)
+    finally:
+        os.chdir(cwd)
+    return ns["MyAdamW"]
+
+
+def readme_refuses(yaml_text):
+    """Whether the README says its class (or gradprec.torch.Backend under it) refuses the
+    scenario, from the scenario's own keys (`gradprec show`): Kahan or stochastic weights,
+    torch's fused kernel, m/v or .grad (precision.accumulator: what the step reads) in another
+    dtype than the weights it steps;
+    accumulator rounding other than RNE, FTZ, fp8 gradients or accumulator."""
+    def key(section, name):
+        m = re.search(r"^%s:\n(?:  .*\n)*?  %s: (\S+)$" % (section, name), yaml_text, re.M)
+        return m.group(1) if m else None
+    param, state, master = key("optimizer", "param"), key("optimizer", "state"), key("optimizer", "master")
+    grad, acc = key("precision", "grad"), key("precision", "accumulator")
+    weights = "fp32" if master == "fp32" else param
+    return (key("optimizer", "kahan") == "true" or key("optimizer", "stochastic") == "true"
+            or key("optimizer", "fused") != "none" or state != weights
+            or (master != "fp32" and acc != param)  # .grad: the accumulated gradient
+            or key("precision", "rounding") != "rne" or key("precision", "ftz") == "true"
+            or grad.startswith("fp8") or acc.startswith("fp8"))
+
+
+def test_readme_optimizer_class_on_default_suite(tmp_path):
+    # The README's class, as printed, on the whole default suite: it refuses exactly the
+    # presets the README says it stops at (read from each preset's keys, not from the
+    # class), and every other preset meets its expectation with no update-formula step.
+    cls = readme_optimizer_class(tmp_path)
+    ran, missed = run_suite(cls)
+    assert missed == {}, missed
+    refused = {name for name, text in suite_presets() if readme_refuses(text)}
+    assert set(ran) == {name for name, _ in suite_presets()} - refused
+    assert {"bf16-master-decay-frozen-rows", "adam-state-fp32-fp16-master-tiny-grads"} <= set(ran)  # masters
 
 
 def test_readme_optimizer_example(tmp_path):

@@ -90,11 +90,10 @@ def test_misuse_refused(tmp_path):
     with pytest.raises(RuntimeError, match="outside"):
         with gpt.capture(model, tmp_path / "a", reduction="sum"):
             token_losses(model, seq).sum().backward()
-    with pytest.raises(ValueError, match="token counts"):
-        with gpt.capture(model, tmp_path / "b", reduction="sum", accumulation_steps=1) as cap:
-            for L in (9, 7):
-                with cap.microbatch(tokens=L - 1):
-                    token_losses(model, sequences([L], 0)[0]).sum().backward()
+    with pytest.raises(ValueError, match="tokens must be an integer in 1 .. 1000000000"):
+        with gpt.capture(model, tmp_path / "b", reduction="sum") as cap:
+            with cap.microbatch(tokens=10 ** 9 + 1):
+                pass
     assert not (tmp_path / "b").exists()
     with pytest.raises(ValueError, match="tokens"):
         with gpt.capture(model, tmp_path / "c", reduction="sum") as cap:
@@ -107,6 +106,45 @@ def test_misuse_refused(tmp_path):
                 token_losses(model, seq).sum().backward()
     with pytest.raises(ValueError, match="match no"):
         gpt.capture(model, tmp_path, reduction="sum", params=["nothing.*"])
+    mixed = make_model(0)
+    mixed.head.to(torch.bfloat16)
+    with pytest.raises(TypeError, match="several dtypes"):  # refused before the block runs
+        gpt.capture(mixed, tmp_path / "e", reduction="sum")
+    assert not (tmp_path / "e").exists()
+
+
+def test_steps_with_different_token_counts(tmp_path):
+    # Each optimizer step keeps its own token counts and number of micro-batches (a
+    # partial last window): batch.tokens is one list per step, microbatches the largest.
+    model = make_model(0)
+    layout = [[9, 7], [5, 21], [13]]
+    with gpt.capture(model, tmp_path, reduction="mean", accumulation_steps=2) as cap:
+        for s, lengths in enumerate(layout):
+            for seq in sequences(lengths, s):
+                with cap.microbatch(tokens=seq.shape[1] - 1):
+                    (token_losses(model, seq).mean() / 2).backward()
+            cap.step()
+            model.zero_grad()
+    doc = cap.scenario()
+    assert doc["batch"] == {"accumulation_steps": 2, "microbatches": 2,
+                            "tokens": [[L - 1 for L in lengths] for lengths in layout]}
+    assert doc["steps"] == 3
+    d = load_file(str(tmp_path / "grads.safetensors"))
+    assert "head.bias/step2/mb0" in d and "head.bias/step2/mb1" not in d
+    man = json.loads((tmp_path / "capture.json").read_text())
+    assert man["microbatches_by_step"] == [2, 2, 1] and man["tokens"] == doc["batch"]["tokens"]
+    y = (tmp_path / "scenario.yaml").read_text()
+    assert "  tokens:\n    - [8, 6]\n    - [4, 20]\n    - [12]\n" in y
+    # with distributed: a scenario has one list for every step: refused when a step differs
+    with pytest.raises(ValueError, match=r"step 1 has token counts \[4, 20\], step 0 has \[8, 6\]; with distrib"):
+        with gpt.capture(model, tmp_path / "ddp", reduction="mean", accumulation_steps=2,
+                         scenario={"distributed": {"world_size": 2}}) as cap:
+            for s, lengths in enumerate(layout):
+                for seq in sequences(lengths, s):
+                    with cap.microbatch(tokens=seq.shape[1] - 1):
+                        (token_losses(model, seq).mean() / 2).backward()
+                model.zero_grad()
+    assert not (tmp_path / "ddp").exists()
 
 
 def test_dump_replays(tmp_path, replay):

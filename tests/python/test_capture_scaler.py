@@ -64,7 +64,7 @@ def test_scaled_capture_replays_as_the_unscaled_run(tmp_path, replay):
             s = scales[int(key.split("/step")[1].split("/")[0])]
             assert torch.equal(ds[key], dp[key] * s), key
     doc = scaled.scenario()
-    assert doc["loss_scale"] == {"mode": "dynamic", "init": 2.0 ** 10, "growth": 2.0, "backoff": 0.5,
+    assert doc["loss_scale"] == {"mode": "dynamic", "init": 2.0 ** 10, "tracker": 0, "growth": 2.0, "backoff": 0.5,
                                  "interval": 1, "replay_scales": scales}
     assert "loss_scale" not in plain.scenario()
     a = gradprec.run(tmp_path / "plain" / "scenario.yaml")[0]
