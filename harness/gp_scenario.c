@@ -164,11 +164,14 @@ size_t gp_scenario_inputs(const gp_scenario *s, const char **paths, size_t cap)
 {
     size_t n = 0;
     for (size_t i = 0; s->tensors && i < s->ntensors; i++) {
-        const gp_dist *d[2] = {&s->tensors[i].grad, &s->tensors[i].weight};
-        for (int j = 0; j < 2; j++)
-            if (d[j]->kind == GP_DIST_REPLAY && d[j]->replay) {
+        const gp_tensor_spec *t = &s->tensors[i];
+        const char *f[4] = {t->grad.kind == GP_DIST_REPLAY ? t->grad.replay : NULL,
+                            t->weight.kind == GP_DIST_REPLAY ? t->weight.replay : NULL, t->state.replay,
+                            t->twin.replay};
+        for (int j = 0; j < 4; j++)
+            if (f[j]) {
                 if (n < cap)
-                    paths[n] = d[j]->replay;
+                    paths[n] = f[j];
                 n++;
             }
     }

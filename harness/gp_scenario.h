@@ -280,8 +280,8 @@ void gp_scenario_init(gp_scenario *s);
 /* Free what s owns and leave it re-initialised. */
 void gp_scenario_free(gp_scenario *s);
 
-/* The files s reads when it runs (every replayed dump: each tensor's grad and weight
- * `replay`; a new key that reads a file adds it here), so that an output never replaces
+/* The files s reads when it runs (every replayed dump: each tensor's grad, weight, state
+ * and twin `replay`; a new key that reads a file adds it here), so that an output never replaces
  * one: stores up to cap of them in paths (pointers into s) and returns how many there
  * are. */
 size_t gp_scenario_inputs(const gp_scenario *s, const char **paths, size_t cap);

@@ -55,10 +55,25 @@ ln -s /dev/null nulllink
 # a replayed dump stored under a report's name inside the folder --out names (issue 27)
 mkdir rp
 python3 - <<'PY'
-import json, struct
+import json, os, struct
 h = json.dumps({"g/step0/mb0": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
 open('rp/report.json', 'wb').write(struct.pack('<Q', len(h)) + h + struct.pack('<4f', 1, 2, 3, 4))
 open('rp.yaml', 'w').write('name: rp\ntensors: [{name: g, grad: {replay: rp/report.json, key: g}}]\n'
+                           'batch: {microbatches: 1}\nsteps: 1\n')
+# the same for a twin dump (torch's state after each step), the gradient read elsewhere
+def st(path, ents):
+    hdr, data = {}, b''
+    for k, v in ents.items():
+        b = struct.pack('<%df' % len(v), *v)
+        hdr[k] = {"dtype": "F32", "shape": [len(v)], "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    h = json.dumps(hdr).encode()
+    open(path, 'wb').write(struct.pack('<Q', len(h)) + h + data)
+os.mkdir('tw')
+st('g.safetensors', {"g/step0/mb0": [1, 2, 3, 4], "g/weight": [0.5] * 4})
+st('tw/report.json', {"g/step0/param": [0.5] * 4, "g/step0/exp_avg": [0] * 4, "g/step0/exp_avg_sq": [0] * 4})
+open('tw.yaml', 'w').write('name: tw\ntensors: [{name: g, grad: {replay: g.safetensors, key: g}, weight: {replay: '
+                           'g.safetensors, key: g}, twin: {replay: tw/report.json, key: g}}]\n'
                            'batch: {microbatches: 1}\nsteps: 1\n')
 PY
 cp "$SRC/fuzz/corpus/decode/ascending_256" fuzzin
@@ -122,6 +137,7 @@ c 2 "holds 'notes.txt', which gradprec did not write" run --preset lora-fp32-acc
 c 2 "holds the input ins/report.json" run ins/report.json --out ins
 c 2 "--out rp: holds the input rp/report.json" run rp.yaml --out rp
 c 2 "--out rp: holds the input rp/report.json" advise rp.yaml --out rp
+c 2 "--out tw: holds the input tw/report.json" run tw.yaml --out tw
 # run: scenario files
 c 2 "fifo: is a FIFO (named pipe), not a regular file" run fifo
 c 2 "/dev/zero: is a character device, not a regular file" run /dev/zero
