@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     GP_FUZZ_CHECK(gp_decode_scenario(data, size, &s, &e) == 0, "%s", e.msg);
     gp_result r;
     int rc = gp_run_scenario(&s, under, cpu, &r, &e);
-    if (rc == -2) { /* not implemented by the backend under test */
+    if (rc == GP_RUN_REFUSED) { /* not implemented by the backend under test */
         gp_scenario_free(&s);
         return 0;
     }
