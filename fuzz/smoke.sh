@@ -47,25 +47,39 @@ for t in $TARGETS; do
 done
 
 [ $CFL -eq 1 ] || exit 0
-# ClusterFuzzLite: build.sh as its builder runs it (address sanitizer, libFuzzer), outside
+# ClusterFuzzLite: build.sh as its builder runs it with libFuzzer, once per sanitizer of
+# .clusterfuzzlite/project.yaml (the flags are OSS-Fuzz's base-clang SANITIZER_FLAGS_*;
+# the runner's UBSAN_OPTIONS silence unsigned overflow, which Philox relies on), outside
 # Docker: $SRC/gradprec is this checkout, OUT and WORK are scratch folders.
-mkdir -p "$TMP/src" "$TMP/out" "$TMP/work"
-ln -s "$ROOT" "$TMP/src/gradprec"
-CFLAGS_CFL="-O1 -fno-omit-frame-pointer -gline-tables-only -fsanitize=address -fsanitize-address-use-after-scope -fsanitize=fuzzer-no-link"
-if ! env CC=clang CXX=clang++ CFLAGS="$CFLAGS_CFL" CXXFLAGS="$CFLAGS_CFL" LIB_FUZZING_ENGINE=-fsanitize=fuzzer \
-        SANITIZER=address FUZZING_ENGINE=libfuzzer ARCHITECTURE=x86_64 \
-        SRC="$TMP/src" OUT="$TMP/out" WORK="$TMP/work" bash "$ROOT/.clusterfuzzlite/build.sh" >"$TMP/cfl-build.log" 2>&1; then
-    echo "fuzz-smoke: .clusterfuzzlite/build.sh failed:"
-    tail -25 "$TMP/cfl-build.log"
-    exit 3
-fi
-for t in $TARGETS; do
-    [ -x "$TMP/out/fuzz_$t" ] || { echo "fuzz-smoke: .clusterfuzzlite/build.sh wrote no fuzz_$t"; exit 1; }
-done
-for bin in "$TMP/out"/fuzz_*; do
-    [ -x "$bin" ] && [ -f "$bin" ] || continue
-    name=$(basename "$bin")
-    mkdir -p "$TMP/seed-$name"
-    [ -f "$bin"_seed_corpus.zip ] && unzip -q -o "$bin"_seed_corpus.zip -d "$TMP/seed-$name"
-    SECONDS_EACH=0 run_one "$bin" "$TMP/seed-$name" "cfl-$name"
+UB="array-bounds,bool,builtin,enum,float-divide-by-zero,function,integer-divide-by-zero,null,object-size,return"
+UB="$UB,returns-nonnull-attribute,shift,signed-integer-overflow,unreachable,vla-bound,vptr"
+COMMON="-O1 -fno-omit-frame-pointer -gline-tables-only -fsanitize=fuzzer-no-link"
+export UBSAN_OPTIONS="print_stacktrace=1:print_summary=1:silence_unsigned_overflow=1:halt_on_error=1"
+for san in address undefined; do
+    case $san in
+    address) SFLAGS="-fsanitize=address -fsanitize-address-use-after-scope" ;;
+    undefined) SFLAGS="-fsanitize=$UB,unsigned-integer-overflow -fno-sanitize-recover=$UB" ;;
+    esac
+    rm -rf "$TMP/src" "$TMP/out" "$TMP/work"
+    mkdir -p "$TMP/src" "$TMP/out" "$TMP/work"
+    ln -s "$ROOT" "$TMP/src/gradprec"
+    if ! env CC=clang CXX=clang++ CFLAGS="$COMMON $SFLAGS" CXXFLAGS="$COMMON $SFLAGS" \
+            LIB_FUZZING_ENGINE=-fsanitize=fuzzer SANITIZER=$san FUZZING_ENGINE=libfuzzer ARCHITECTURE=x86_64 \
+            SRC="$TMP/src" OUT="$TMP/out" WORK="$TMP/work" bash "$ROOT/.clusterfuzzlite/build.sh" \
+            >"$TMP/cfl-build-$san.log" 2>&1; then
+        echo "fuzz-smoke: .clusterfuzzlite/build.sh (SANITIZER=$san) failed:"
+        tail -25 "$TMP/cfl-build-$san.log"
+        exit 3
+    fi
+    for t in $TARGETS; do
+        [ -x "$TMP/out/fuzz_$t" ] || { echo "fuzz-smoke: .clusterfuzzlite/build.sh ($san) wrote no fuzz_$t"; exit 1; }
+    done
+    for bin in "$TMP/out"/fuzz_*; do
+        [ -x "$bin" ] && [ -f "$bin" ] || continue
+        name=$(basename "$bin")
+        rm -rf "$TMP/seed-$name" "$TMP/new-cfl-$san-$name"
+        mkdir -p "$TMP/seed-$name"
+        [ -f "$bin"_seed_corpus.zip ] && unzip -q -o "$bin"_seed_corpus.zip -d "$TMP/seed-$name"
+        SECONDS_EACH=0 run_one "$bin" "$TMP/seed-$name" "cfl-$san-$name"
+    done
 done
