@@ -231,6 +231,10 @@ typedef struct {
         char key[GP_SWEEP_MAX_KEYS][GP_SWEEP_TEXT];   /* "batch.accumulation_steps" */
         char value[GP_SWEEP_MAX_KEYS][GP_SWEEP_TEXT]; /* this point's value, as written */
     } sweep;
+    unsigned char exact_metrics[GP_NMETRICS]; /* `exact_metrics: [NAME, ...]`: metrics this
+                                                  scenario determines exactly; report.json lists
+                                                  them and `gradprec gate` compares them for
+                                                  equality (CHANGED, docs/gate.md) */
     struct {
         int set;                /* 0: none given; the scenario then only must not fail */
         gp_verdict verdict;     /* the verdict it must get (YAML expect: {verdict: fail, ...}) */

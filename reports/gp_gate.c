@@ -295,9 +295,20 @@ static void badness_range(direction d, double lo, double hi, double *blo, double
  * side regresses only when the current interval lies entirely worse than the baseline's,
  * apart by more than the limit (improves likewise): an estimate's sampling error never
  * makes a regression by itself (docs/gate.md, "Estimates"). */
+/* 1 when a report scenario lists metric in its "exact_metrics" (its `exact_metrics:`). */
+static int listed_exact(const json_t *sc, const char *metric)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach(sc ? json_object_get(sc, "exact_metrics") : NULL, i, x)
+        if (json_is_string(x) && strcmp(json_string_value(x), metric) == 0)
+            return 1;
+    return 0;
+}
+
 static void compare_metric(ctx *c, const char *scenario, const char *tensor, const char *metric,
                            const json_t *bj, const json_t *cj, double sb, int nb, double sc, int nc,
-                           const json_t *biv, const json_t *civ)
+                           const json_t *biv, const json_t *civ, int marked_exact)
 {
     value o = decode(bj);
     if (!cj) {
@@ -328,7 +339,8 @@ static void compare_metric(ctx *c, const char *scenario, const char *tensor, con
     if (bo == bn)
         return;
     double xlo, xhi;
-    if (gp_gate_exact_metric(metric) && t.rel == 0 && t.abs == 0 && !(sb > 0) && !(sc > 0) &&
+    int exact = marked_exact || (gp_gate_exact_metric(metric) && t.rel == 0 && t.abs == 0);
+    if (exact && !(sb > 0) && !(sc > 0) &&
         !interval_of(biv, metric, &xlo, &xhi) && !interval_of(civ, metric, &xlo, &xhi)) {
         /* determined exactly: a difference is a change of behaviour, in either direction */
         gp_gate_item *it = add_item(c, GP_GATE_CHANGED, scenario, tensor, metric);
@@ -419,7 +431,7 @@ static int seeds_of(const json_t *sc)
 /* bo, co: the objects holding "metrics" and "metrics_sd" (a scenario or a tensor); nb, nc
  * their scenarios' seeds. */
 static void compare_metrics(ctx *c, const char *scenario, const char *tensor, const json_t *bo,
-                            const json_t *co, int nb, int nc, int report_new)
+                            const json_t *co, int nb, int nc, int report_new, const json_t *bsc, const json_t *csc)
 {
     const json_t *bm = json_object_get(bo, "metrics"), *cm = co ? json_object_get(co, "metrics") : NULL;
     const json_t *bsd = json_object_get(bo, "metrics_sd"), *csd = co ? json_object_get(co, "metrics_sd") : NULL;
@@ -429,7 +441,7 @@ static void compare_metrics(ctx *c, const char *scenario, const char *tensor, co
     json_t *v;
     json_object_foreach((json_t *)bm, key, v)
         compare_metric(c, scenario, tensor, key, v, cm ? json_object_get(cm, key) : NULL, sd_of(bsd, key), nb,
-                       sd_of(csd, key), nc, biv, civ);
+                       sd_of(csd, key), nc, biv, civ, listed_exact(bsc, key) || listed_exact(csc, key));
     if (report_new && cm)
         json_object_foreach((json_t *)cm, key, v)
             if (!json_object_get(bm, key)) {
@@ -566,7 +578,7 @@ static void compare_scenario(ctx *c, const char *name, const json_t *b, const js
         it->got_mechanism = mech(cur);
     }
     if (json_object_get(b, "metrics"))
-        compare_metrics(c, name, NULL, b, cur, nb, nc, 1);
+        compare_metrics(c, name, NULL, b, cur, nb, nc, 1, b, cur);
     if (nb == 1 && nc == 1)
         compare_steps(c, name, b, cur);
     /* tensors, by name */
@@ -587,7 +599,7 @@ static void compare_scenario(ctx *c, const char *name, const json_t *b, const js
             continue;
         }
         if (json_object_get(t, "metrics"))
-            compare_metrics(c, name, tn, t, ct, nb, nc, 0);
+            compare_metrics(c, name, tn, t, ct, nb, nc, 0, b, cur);
         json_object_del(cidx, tn);
     }
     /* what is left is only in the current run, in its order */

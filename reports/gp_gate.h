@@ -50,7 +50,9 @@ typedef struct {
  * scenario, the per-step loss_scale_by_step and skipped_by_step, compared step by step).
  * With the built-in tolerance (0) and no spread over seeds or sampling interval on either
  * side, any difference is CHANGED with both values, never improved; a tolerances file
- * that gives one a tolerance makes it an ordinary directional metric again. */
+ * that gives one a tolerance makes it an ordinary directional metric again. A scenario
+ * also marks metrics exact with `exact_metrics:` (report.json "exact_metrics", read from
+ * either side): those are compared for equality whatever the tolerance. */
 int gp_gate_exact_metric(const char *metric);
 
 /* The built-in tolerance of a metric name (also for names gradprec does not know):

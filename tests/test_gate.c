@@ -486,6 +486,29 @@ static void test_exact_steps_changed(void **state)
     assert_contains(r.out, "CHANGED       fp16-underflow-fail: skipped_by_step at step 3: 0 -> 1 (1 step differ)");
     assert_contains(r.out, "CHANGED       fp16-underflow-fail: loss_scale_by_step: 4 -> 5 steps");
     gate_free(&r);
+    /* a metric the scenario marks exact (`exact_metrics:`, report.json "exact_metrics") is
+     * compared for equality too: grad_rel_err_fullbatch 5% lower is within the 10% tolerance
+     * (unchanged) unless marked, then CHANGED, from either side's list */
+    json_t *base2 = load_baseline(), *fp = scenario(base2, "fp32-pass");
+    double g0 = metric(fp, "grad_rel_err_fullbatch");
+    save(base2, tmp("exact-base.json"));
+    set_metric(fp, "grad_rel_err_fullbatch", g0 * 0.95);
+    save(base2, tmp("exact-cur.json"));
+    r = GATE("--baseline", tmp("exact-base.json"), "--current", tmp("exact-cur.json"));
+    assert_int_equal(r.rc, 0);
+    gate_free(&r);
+    json_t *list = json_array();
+    json_array_append_new(list, json_string("grad_rel_err_fullbatch"));
+    json_object_set_new(fp, "exact_metrics", list);
+    save(base2, tmp("exact-cur.json"));
+    r = GATE("--baseline", tmp("exact-base.json"), "--current", tmp("exact-cur.json"));
+    assert_int_equal(r.rc, 1);
+    char want[256];
+    snprintf(want, sizeof want, "CHANGED       fp32-pass: grad_rel_err_fullbatch %s -> %s (determined exactly", fmt6(g0),
+             fmt6(g0 * 0.95));
+    assert_contains(r.out, want);
+    gate_free(&r);
+    json_decref(base2);
     /* gone from the current run: fails closed */
     json_object_del(s, "skipped_by_step");
     save(base, tmp("steps-cur3.json"));
@@ -1001,6 +1024,18 @@ static void test_binary_end_to_end(void **state)
     assert_contains(xml, "<failure message=\"dominant mechanism normalization; grad_rel_err_fullbatch = 0.375");
     free(xml);
     json_decref(root);
+    /* `exact_metrics:` reaches report.json, in metric order */
+    FILE *f = fopen(tmp("exact.yaml"), "w");
+    assert_non_null(f);
+    fputs("name: exact\ntensors: [{name: a, size: 64}]\nexact_metrics: [max_ulp_err, grad_rel_err_fullbatch]\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' run --quiet '%s' --out '%s/exact' > /dev/null", g_gradprec, tmp("exact.yaml"), g_tmp);
+    rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+    txt = slurp_file(tmp("exact/report.json"));
+    assert_non_null(txt);
+    assert_contains(txt, "\"exact_metrics\": [\n        \"grad_rel_err_fullbatch\",\n        \"max_ulp_err\"\n      ]");
+    free(txt);
 }
 
 /* Issue 18 item 6: a preset that reproduces an incident expects to fail (partial-window-mean:
