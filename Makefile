@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 COV_BUILD ?= build-cov
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build build-asan build-cov build-clang-release run test test-python test-coverage test-asan fuzz bench clean
+.PHONY: all deps build build-asan build-cov build-clang-release run test test-python test-coverage test-asan fuzz fuzz-smoke bench clean
 
 all: build
 
@@ -63,9 +63,18 @@ test-python: build
 	GRADPREC_LIB=$(CURDIR)/$(BUILD)/libgradprec.so GP_BUILD=$(CURDIR)/$(BUILD) \
 	  .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 
+# The libFuzzer binaries (build-fuzz/fuzz/fuzz_*), clang and clang++ (the fuzzer flags
+# reach the C++ sources too), ASan+UBSan.
 fuzz: deps
-	cmake -S . -B build-fuzz -DGP_WERROR=ON -DCMAKE_C_COMPILER=clang -DGP_FUZZ=ON -DGP_CUDA=OFF
-	cmake --build build-fuzz -j $(JOBS)
+	cmake -S . -B build-fuzz -DGP_WERROR=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGP_FUZZ=ON -DGP_CUDA=OFF
+	cmake --build build-fuzz -j $(JOBS) --target gp_fuzz_targets
+
+# CI after `make test` (.ci/run): every fuzz target over its committed corpus, then
+# FUZZ_SECONDS of fuzzing each, then .clusterfuzzlite/build.sh as ClusterFuzzLite runs it
+# and each target it builds over its seed corpus (fuzz/smoke.sh).
+FUZZ_SECONDS ?= 5
+fuzz-smoke: fuzz
+	fuzz/smoke.sh build-fuzz $(FUZZ_SECONDS)
 
 bench: build
 	./$(BUILD)/bench/gp_bench

@@ -1,5 +1,5 @@
 #!/bin/bash -eu
-# ClusterFuzzLite / OSS-Fuzz build: every target of fuzz/CMakeLists.txt (GP_FUZZ_TARGETS)
+# ClusterFuzzLite / OSS-Fuzz build (tested outside Docker by fuzz/smoke.sh, make fuzz-smoke): every target of fuzz/CMakeLists.txt (GP_FUZZ_TARGETS)
 # compiled with $CC $CFLAGS and linked the libFuzzer way with $LIB_FUZZING_ENGINE, into
 # $OUT/fuzz_NAME with its seed corpus $OUT/fuzz_NAME_seed_corpus.zip. No CMake: the core
 # library is compiled here from the same source folders as CMakeLists.txt's
@@ -7,7 +7,10 @@
 # fast-math). MPFR, GMP, GSL, libyaml and Jansson are linked statically: the runner
 # image does not have them.
 cd "$SRC/gradprec"
-FLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -fno-fast-math -I$SRC/gradprec"
+# -fno-sanitize=float-divide-by-zero: the undefined-behaviour build's flags may include it,
+# but a float division by zero is IEEE 754's inf or NaN, which gradprec computes on purpose
+# (a ratio of norms with a zero denominator); integer division stays checked.
+FLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -fno-fast-math -fno-sanitize=float-divide-by-zero -I$SRC/gradprec"
 WORK="$WORK/gradprec"
 mkdir -p "$WORK"
 
@@ -20,9 +23,13 @@ done
 ar rcs "$WORK/libgradprec_core.a" "${objs[@]}"
 LIBS="-Wl,-Bstatic $(pkg-config --static --libs mpfr gmp gsl yaml-0.1 jansson | sed 's/-lm\b//g') -Wl,-Bdynamic -lm -lpthread -ldl"
 
-# fuzz_backend compares the CPU emulation with a plugin: ship the example plugin beside it
+# fuzz_backend compares the CPU emulation with a plugin: ship the example plugin beside it,
+# without the fuzzer's coverage instrumentation (it runs in a forked worker, whose counters
+# never reach libFuzzer, and under SANITIZER=undefined nothing would define the
+# __sancov_* symbols it references: the plugin would not load)
 if grep -q '^set(GP_FUZZ_TARGETS.*\bbackend\b' fuzz/CMakeLists.txt; then
-    $CC $CFLAGS $FLAGS -Ikernels -fPIC -shared examples/plugins/gp_example_plugin.c -o "$OUT/libgp_example_plugin.so" -lm
+    $CC ${CFLAGS//-fsanitize=fuzzer-no-link/} $FLAGS -Ikernels -fPIC -shared examples/plugins/gp_example_plugin.c \
+        -o "$OUT/libgp_example_plugin.so" -lm
 fi
 
 for t in $(sed -n 's/^set(GP_FUZZ_TARGETS \(.*\))$/\1/p' fuzz/CMakeLists.txt); do

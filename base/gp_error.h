@@ -11,8 +11,9 @@ typedef struct {
 extern "C" {
 #endif
 
-/* Set err->msg printf-style (truncated to fit). err may be NULL. Returns -1 so
- * callers can `return gp_error_set(err, ...)`. */
+/* Set err->msg printf-style (truncated to fit), always one line: a control byte the
+ * arguments bring (a newline in a path or an origin) is written as \xNN. err may be
+ * NULL. Returns -1 so callers can `return gp_error_set(err, ...)`. */
 int gp_error_set(gp_error *err, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -2,7 +2,8 @@
  * target, created with O_EXCL (files) or mkdir (folders), retried on a clash, so
  * nothing planted in advance (a symlink at a predictable name) can redirect a write.
  * A temporary folder whose process has died (killed mid-write) is swept by the next
- * gp_out_set_begin on the same folder. */
+ * gp_out_set_begin on the same folder (a real folder owned by this user: a symlink planted
+ * under such a name is never followed). */
 #define _GNU_SOURCE /* renameat2's RENAME_EXCHANGE through syscall() */
 #include "gp_out.h"
 
@@ -110,6 +111,26 @@ static int write_all(int fd, const char *data, size_t len)
 
 /* ---- single files ---- */
 
+/* A symbolic link at path whose target exists and is not a regular file (a FIFO, a
+ * device, a socket, a folder), or that points into /proc (/dev/stdout, /dev/stderr): one
+ * line naming it in err, -1; else 0.
+ * Replacing such a link would put a regular file where the user named a stream. */
+static int link_to_special(const char *what, const char *path, gp_error *err)
+{
+    struct stat ls, ts;
+    if (lstat(path, &ls) != 0 || !S_ISLNK(ls.st_mode))
+        return 0;
+    char t[16];
+    ssize_t k = readlink(path, t, sizeof t - 1);
+    if (k >= 6 && strncmp(t, "/proc/", 6) == 0) /* /dev/stdout: whatever the descriptor is now */
+        return gp_error_set(err, "%s %s: is a symbolic link to a file descriptor (/proc/...), not a regular file",
+                            what, path);
+    if (stat(path, &ts) != 0 || S_ISREG(ts.st_mode))
+        return 0;
+    return gp_error_set(err, "%s %s: is a symbolic link to %s, not a regular file (gradprec replaces the file it "
+                        "writes; write to a file and copy it)", what, path, gp_file_kind((unsigned)ts.st_mode));
+}
+
 int gp_out_check_file(const char *what, const char *path, const char *const *inputs, size_t n,
                       gp_error *err)
 {
@@ -123,6 +144,8 @@ int gp_out_check_file(const char *what, const char *path, const char *const *inp
     if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
         return gp_error_set(err, "%s %s: is %s, not a regular file", what, path,
                             gp_file_kind((unsigned)st.st_mode));
+    if (link_to_special(what, path, err) != 0)
+        return -1;
     if (stat(path, &st) == 0) {
         long i = find_input(&st, inputs, n);
         if (i >= 0)
@@ -137,6 +160,8 @@ int gp_out_write_file(const char *path, const char *data, size_t len, gp_error *
     char dir[GP_OUT_PATH_MAX], base[GP_OUT_PATH_MAX], tmp[GP_OUT_PATH_MAX];
     if (!path || split(path, dir, base) != 0)
         return gp_error_set(err, "%s: empty or too long a path", path ? path : "(null)");
+    if (link_to_special("output", path, err) != 0)
+        return -1;
     int fd = -1;
     for (int tries = 0; tries < 100 && fd < 0; tries++) {
         if (temp_name(tmp, dir, base) != 0)
@@ -170,14 +195,18 @@ static int in_set(const gp_out_set *s, const char *name)
     return 0;
 }
 
-/* Delete the set's files in folder path, then the folder (it stays if anything else is there). */
+/* Delete the set's files in folder path, then the folder (it stays if anything else is
+ * there). path must be a folder itself: a symbolic link (planted where a temporary folder
+ * is expected) is not followed, and the names are removed relative to the opened folder,
+ * so nothing outside it is deleted. */
 static void remove_set_folder(const gp_out_set *s, const char *path)
 {
-    char f[GP_OUT_PATH_MAX + 256];
-    for (size_t i = 0; i < s->nnames; i++) {
-        if (snprintf(f, sizeof f, "%s/%s", path, s->names[i]) < (int)sizeof f)
-            unlink(f);
-    }
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    for (size_t i = 0; i < s->nnames; i++)
+        unlinkat(fd, s->names[i], 0);
+    close(fd);
     rmdir(path);
 }
 
@@ -196,8 +225,10 @@ static void sweep_stale(const gp_out_set *s, const char *parent, const char *bas
         long pid = strtol(e->d_name + np, NULL, 10);
         if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
-        if (snprintf(p, sizeof p, "%s/%s", parent, e->d_name) < (int)sizeof p)
-            remove_set_folder(s, p);
+        struct stat ls;
+        if (snprintf(p, sizeof p, "%s/%s", parent, e->d_name) < (int)sizeof p && lstat(p, &ls) == 0 &&
+            S_ISDIR(ls.st_mode) && ls.st_uid == geteuid())
+            remove_set_folder(s, p); /* only a real folder of ours: never through a link */
     }
     closedir(d);
 }

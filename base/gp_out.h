@@ -16,7 +16,8 @@ extern "C" {
 #endif
 
 /* Check that path may be written as an output file: not empty, not an existing
- * directory, device, FIFO or socket, and not the same file as any of the n inputs
+ * directory, device, FIFO or socket, nor a symbolic link to one (/dev/stdout: a regular
+ * file would replace the link), and not the same file as any of the n inputs
  * (compared by device and inode after following links). `what` names the option in
  * messages ("--out", "--markdown"). Returns 0 or -1 with err. */
 int gp_out_check_file(const char *what, const char *path, const char *const *inputs, size_t n,
@@ -24,7 +25,9 @@ int gp_out_check_file(const char *what, const char *path, const char *const *inp
 
 /* Write len bytes of data to path atomically (see above); the temporary is created
  * with O_EXCL | O_NOFOLLOW, flushed to disk before the rename, and removed on any
- * error. Does not run gp_out_check_file's input comparison. Returns 0 or -1 with err. */
+ * error. A symbolic link to a FIFO, device, socket or folder is refused, as
+ * gp_out_check_file does. Does not run gp_out_check_file's input comparison. Returns 0
+ * or -1 with err. */
 int gp_out_write_file(const char *path, const char *data, size_t len, gp_error *err);
 
 #define GP_OUT_SET_MAX 16

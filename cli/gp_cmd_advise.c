@@ -168,10 +168,17 @@ int gp_cmd_advise(int argc, char **argv, FILE *out, FILE *err)
         ajson = gp_report_dump(advice);
         gp_out_set set;
         const char *text[NSET] = {ajson, amd, rjson, md, html};
-        int bad = !json || !md || !amd || !rjson || !ajson || !html;
+        /* the inputs --out may not hold: the scenario file and the dumps it replays */
+        size_t nin = 1 + gp_scenario_inputs(&sc[0], NULL, 0);
+        const char **inputs = malloc(nin * sizeof *inputs);
+        int bad = !json || !md || !amd || !rjson || !ajson || !html || !inputs;
+        if (inputs) {
+            inputs[0] = what;
+            gp_scenario_inputs(&sc[0], inputs + 1, nin - 1);
+        }
         if (bad)
             fprintf(err, "gradprec advise: out of memory\n");
-        else if (gp_out_set_begin(&set, "--out", outdir, set_names, NSET, &what, 1, &e) != 0) {
+        else if (gp_out_set_begin(&set, "--out", outdir, set_names, NSET, inputs, nin, &e) != 0) {
             fprintf(err, "gradprec advise: %s\n", e.msg);
             bad = 1;
             rc = GP_EXIT_USAGE;
@@ -186,6 +193,7 @@ int gp_cmd_advise(int argc, char **argv, FILE *out, FILE *err)
                 fprintf(err, "gradprec advise: %s\n", e.msg);
             }
         }
+        free(inputs);
         free(json);
         free(md);
         free(amd);

@@ -1,8 +1,8 @@
 /* gp_cmd_gate.c — `gradprec gate`: the CI regression gate. Compares a current
  * report.json with a baseline (reports/gp_gate.h), prints a line per finding and a
  * summary, optionally writes a pull-request comment (--markdown) and replaces the
- * baseline (--update-baseline). Exit: 0 nothing regressed, 1 something regressed or
- * failed closed, 2 bad usage or bad input (one line on stderr, nothing on stdout,
+ * baseline (--update-baseline). Exit: 0 nothing regressed, 1 something regressed,
+ * an exact quantity changed or something failed closed, 2 bad usage or bad input (one line on stderr, nothing on stdout,
  * nothing written), 3 a file could not be written. With --update-baseline the
  * comparison is printed but not enforced: exit 0 unless an input is bad. */
 #include <stdlib.h>
@@ -24,7 +24,11 @@ static const char gate_usage[] =
     "grad_norm_ratio (|v - 1| is compared) and min_loss_scale (smaller is worse). A\n"
     "verdict that got worse (pass -> warn, pass/warn -> fail) regresses too.\n"
     "Default tolerances: error metrics rel 0.1, abs 1e-12; *_frac rel 0, abs 1e-4;\n"
-    "*_count, skipped_steps, min_loss_scale rel 0, abs 0.\n"
+    "*_count, skipped_steps, min_loss_scale rel 0, abs 0: determined exactly, so any\n"
+    "difference, in either direction, is CHANGED (fails), never improved; so is any\n"
+    "difference in loss_scale_by_step or skipped_by_step (a tolerance given to one in\n"
+    "TOL.json makes it directional again), and any metric a scenario lists in its\n"
+    "exact_metrics.\n"
     "Fails closed: a scenario, tensor or metric of the baseline missing from CUR, or a\n"
     "metric that is no longer a number (\"nan\"), fails the gate. Scenarios only in CUR\n"
     "are reported as new.\n"
@@ -35,8 +39,9 @@ static const char gate_usage[] =
     "  --update-baseline      after comparing, copy CUR.json over BASE.json (atomically);\n"
     "                         the comparison is then not enforced: exit 0\n"
     "\n"
-    "exit: 0 nothing regressed, 1 regressed or failed closed, 2 bad usage or input,\n"
-    "3 a file could not be written\n";
+    "exit: 0 nothing regressed, 1 regressed, changed (an exact quantity: counts,\n"
+    "skipped_steps, min_loss_scale, the loss scale and skips per step) or failed closed,\n"
+    "2 bad usage or input, 3 a file could not be written\n";
 
 /* The whole file as a NUL-terminated string, or NULL. */
 static char *read_all(const char *path, gp_error *e)

@@ -35,6 +35,7 @@ static const char run_usage[] =
     "  -j N          threads: scenarios run in parallel, and a scenario's windows are\n"
     "                split over the threads left (results do not depend on N)\n"
     "  --max-seconds S  stop (exit 3) a scenario that runs longer than S seconds, naming it\n"
+    "                (a plugin or python: worker gets S seconds to start too, else 60)\n"
     "  --quiet       no progress line on the terminal (shown after 2 s when stderr is\n"
     "                one; GRADPREC_PROGRESS=always: on any stderr from the start, =never;\n"
     "                GRADPREC_PROGRESS_AFTER=S: after S seconds)\n"
@@ -91,6 +92,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     gp_result *res = NULL;
     size_t *index = NULL;
     const char **origin = NULL;   /* per scenario: the file or preset it came from */
+    const char **inputs = NULL;   /* what --out may not hold: scenario files and dumps */
     unsigned char *ispre = NULL;
     size_t nsc = 0;
     gp_backend b, cmpb;
@@ -256,6 +258,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         gp_scenario_free(&sc[p]);
     nsc = kept;
     gp_error e = {""};
+    gp_deadline_set((double)max_seconds); /* a worker's start counts against --max-seconds */
     int orc = gp_backend_open(backend, &b, &e);
     if (orc != 0) {
         fprintf(err, "gradprec run: %s\n", e.msg);
@@ -271,8 +274,22 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
         }
         have_cmp = 1;
     }
-    /* The output folder is checked and its new sibling made before anything runs. */
-    if (gp_report_files_begin(&set, "--out", outdir, files, nfiles, &e) != 0) {
+    gp_deadline_set(0); /* each scenario gets its own (gp_run_all) */
+    /* The output folder is checked and its new sibling made before anything runs; the
+     * inputs it may not hold: the scenario files and every dump a scenario replays. */
+    size_t nin = nfiles;
+    for (size_t i = 0; i < nsc; i++)
+        nin += gp_scenario_inputs(&sc[i], NULL, 0);
+    inputs = malloc((nin ? nin : 1) * sizeof *inputs);
+    if (!inputs) {
+        fprintf(err, "gradprec run: out of memory\n");
+        rc = GP_EXIT_INTERNAL;
+        goto done;
+    }
+    memcpy(inputs, files, nfiles * sizeof *inputs);
+    for (size_t i = 0, k = nfiles; i < nsc; i++)
+        k += gp_scenario_inputs(&sc[i], inputs + k, nin - k);
+    if (gp_report_files_begin(&set, "--out", outdir, inputs, nin, &e) != 0) {
         fprintf(err, "gradprec run: %s\n", e.msg);
         goto done;
     }
@@ -331,6 +348,7 @@ int gp_cmd_run(int argc, char **argv, FILE *out, FILE *err)
     }
     gp_report_files_free(&rf);
 done:
+    gp_deadline_set(0);
     free(ptrs);
     if (have_set)
         gp_out_set_abort(&set);
@@ -347,6 +365,7 @@ done:
     free(res);
     free(index);
     free(origin);
+    free(inputs);
     free(ispre);
     free(files);
     free(pre);

@@ -51,7 +51,7 @@ DECODER_TARGETS=" decode backend accumulate metamorphic " # `gradprec repro --ta
 
 # ---- build ----
 echo "campaign: building $TARGETS in $BUILD"
-if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DGP_FUZZ=ON -DGP_CUDA=OFF >"$OUT/build.log" 2>&1 &&
+if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGP_FUZZ=ON -DGP_CUDA=OFF >"$OUT/build.log" 2>&1 &&
        cmake --build "$BUILD" -j "$JOBS" --target gradprec $(for t in $TARGETS; do printf 'fuzz_%s ' "$t"; done) \
              >>"$OUT/build.log" 2>&1; }; then
     tail -20 "$OUT/build.log" >&2

@@ -45,9 +45,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(html);
     gp_gate_result g;
     if (gp_gate_compare(r, "base", r, "cur", NULL, &g, &e) == 0) {
-        GP_FUZZ_CHECK(g.regressed == 0 && g.improved == 0 && g.added == 0,
-                      "a report gated against itself: %zu regressed, %zu improved, %zu new", g.regressed,
-                      g.improved, g.added);
+        GP_FUZZ_CHECK(g.regressed == 0 && g.changed == 0 && g.improved == 0 && g.added == 0,
+                      "a report gated against itself: %zu regressed, %zu changed, %zu improved, %zu new", g.regressed,
+                      g.changed, g.improved, g.added);
         gp_gate_free(&g);
     }
     json_decref(r);

@@ -32,7 +32,7 @@
 enum { FN_ACC, FN_MANY, FN_UNSCALE, FN_ADAMW, FN_SUMSQ, FN_SCALE, FN_SCALER, FN_N };
 static const char *const fn_names[FN_N] = {"accumulate", "accumulate_many", "unscale", "adamw",
                                            "grad_sumsq", "grad_scale", "scaler_update"};
-#define LOAD_TIMEOUT_S 60.0 /* a plugin's gp_plugin_entry gets this long without a limit */
+#define LOAD_TIMEOUT_S 60.0 /* a worker gets this long to start serving without --max-seconds */
 #define MAX_ARRAYS (3 * GP_PLUGIN_MANY_MAX)
 
 /* ---- what each call reads and writes ---- */
@@ -442,16 +442,19 @@ static int set_fault(gp_worker *w, const char *fn, int timed_out)
     pid_t r = reap(w->pid, timed_out ? 0.0 : 2.0, &st);
     w->pid = 0;
     char how[200];
-    if (timed_out)
+    if (timed_out && gp_deadline_limit() > 0)
         snprintf(how, sizeof how, "did not return within the time limit of %g s (--max-seconds); the worker was killed",
-                 gp_deadline_limit() > 0 ? gp_deadline_limit() : LOAD_TIMEOUT_S);
+                 gp_deadline_limit());
+    else if (timed_out)
+        snprintf(how, sizeof how, "did not return within %g s (the limit on starting a worker when no --max-seconds "
+                 "is given); the worker was killed", LOAD_TIMEOUT_S);
     else if (r > 0 && WIFSIGNALED(st))
         snprintf(how, sizeof how, "crashed (signal %d, %s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
     else if (r > 0 && WIFEXITED(st))
         snprintf(how, sizeof how, "ended the process (exit status %d) instead of returning", WEXITSTATUS(st));
     else
         snprintf(how, sizeof how, "lost its worker process");
-    snprintf(w->fault, sizeof w->fault, "%s %.200s: %.40s: %.200s", kind_of(w->path), w->path, fn, how);
+    snprintf(w->fault, sizeof w->fault, "%s %.200s: %.100s: %.200s", kind_of(w->path), w->path, fn, how);
     return !timed_out && r > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -604,6 +607,9 @@ int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char
         const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP};
         for (size_t k = 0; k < sizeof fatal / sizeof fatal[0]; k++)
             signal(fatal[k], SIG_DFL);
+        /* The worker's stdout is gradprec's stderr: what a plugin or a Python module
+         * prints (an import banner) never mixes into gradprec's own output. */
+        dup2(STDERR_FILENO, STDOUT_FILENO);
         if (strncmp(path, "python:", 7) == 0)
             exec_python(sv[1], path + 7);
         _exit(worker_main(sv[1], path, 1, have_exec ? exec_argv : NULL));
@@ -618,11 +624,21 @@ int gp_worker_open(const char *path, gp_worker **wp, const gp_plugin **ops, char
         return -3;
     }
     w->pid = pid;
+    /* Starting to serve (a plugin's gp_plugin_entry; for python: the interpreter's start,
+     * MODULE's import and NAME's call) gets the caller's time limit (--max-seconds), else
+     * LOAD_TIMEOUT_S; a fault names that step. */
     hello h;
     double left = gp_deadline_left();
-    int e = io(w->fd, &h, sizeof h, 0, mono() + (left < LOAD_TIMEOUT_S ? (left > 0 ? left : 0) : LOAD_TIMEOUT_S));
+    int e = io(w->fd, &h, sizeof h, 0, mono() + (left > 1e20 ? LOAD_TIMEOUT_S : left > 0 ? left : 0));
     if (e != 0) {
-        int exited = set_fault(w, GP_PLUGIN_ENTRY_SYMBOL, e == -2);
+        char step[128];
+        const char *mod = path + 7, *colon = strrchr(path, ':');
+        if (strncmp(path, "python:", 7) == 0 && colon > mod)
+            snprintf(step, sizeof step, "starting (the interpreter, import %.*s, %.40s)", (int)(colon - mod < 60 ? colon - mod : 60),
+                     mod, colon + 1);
+        else
+            snprintf(step, sizeof step, "%s", GP_PLUGIN_ENTRY_SYMBOL);
+        int exited = set_fault(w, step, e == -2);
         if (exited >= 0 && strncmp(path, "python:", 7) == 0) { /* the interpreter could not start serving */
             gp_error_set(err, "backend %s: the Python interpreter ended (exit status %d) before serving it: can "
                          "$GP_PYTHON (else python3) import gradprec? (PYTHONPATH=python, or pip install ./python)",

@@ -926,6 +926,61 @@ static const gp_preset presets[] = {
      "loss_scale: {mode: dynamic, init: 65536}\n"
      "steps: 10\n"
      "thresholds: {skipped_steps: {min: 1, max: 1}, scaling_rel_err: 0.5, weight_rel_err: 1.0}\n"},
+    /* A partial window whose micro-batches hold different token counts: token_mean divides
+     * each S_k by N = 512 + 17 + 300 + 64 + 480 = 1373, the tokens seen, so g_same = g_full
+     * exactly (normalization_rel_err 0) and grad_norm_ratio is 1 within the fp32 roundings
+     * (the band of the equal-token partial-window presets). A window that takes another
+     * micro-batch's count (the next slot's, the equal-count default's) weighs S_k by the
+     * wrong n and leaves the band. */
+    {"partial-window-uneven-token-mean",
+     "5 micro-batches of 512, 17, 300, 64 and 480 tokens in a window of 8 with token_mean: equals the full batch "
+     "of the 1373 tokens seen",
+     "name: partial-window-uneven-token-mean\n"
+     "seed: 5\n"
+     "tensors:\n"
+     "  - name: attn.qkv\n"
+     "    size: 4096\n"
+     "    grad: {dist: normal, scale: 1.0e-3}\n"
+     "batch: {accumulation_steps: 8, microbatches: 5, tokens: [512, 17, 300, 64, 480]}\n"
+     "reduction: token_mean\n"
+     "fullbatch: mean\n"
+     "precision: {grad: fp32, accumulator: fp32}\n" NORM_RATIO_ONE},
+    /* Estimates at scale (`sample:`, docs/scenarios.md): 4.3e9 parameters judged from 90112
+     * sampled elements, fp16 gradients without loss scaling. The embedding table (2^30,
+     * its own sample of 65536: weight M/n = 16384) has gradients N(0, 1e-9^2), |g| < 6e-9
+     * below half fp16's min subnormal (2^-25 = 3e-8): each element's one rounding of a
+     * non-zero value (its fp16 store) goes to 0, an underflow, and adding the stored 0
+     * rounds nothing. The layers (2^31 + 2^30, lognormal 1e-2, sigma 0.5: below fp16's min
+     * normal only beyond 10 sigma; the scenario's 24576 spread as 16384 + 8192: weight
+     * 131072 each) have two roundings each (the store and the fp32 accumulator's add), none
+     * an underflow. underflow_frac = 2^30 / (2^30 + 2 (2^31 + 2^30)) = 1/7 exactly, and
+     * the estimate is exact too: every element of a stratum counts alike, so
+     * sum_h w_h sum y / sum_h w_h sum x is the population's ratio and its interval has
+     * width 0. A stratum weight of 1 instead of M_h/n_h gives 65536 / (65536 + 2 * 24576)
+     * = 4/7. The embedding's lost gradients (1e-9 beside 1e-2) do not move the norm:
+     * warn, not fail. */
+    {"fp16-embed-underflow-sampled",
+     "4.3e9 parameters sampled (90112 elements), fp16 gradients without loss scaling: the embedding table's 1e-9 "
+     "gradients all flush to 0: underflow_frac = 1/7 exactly, estimated exactly from the sample",
+     "name: fp16-embed-underflow-sampled\n"
+     "seed: 61\n"
+     "sample: 24576\n"
+     "tensors:\n"
+     "  - name: embed\n"
+     "    size: 1073741824\n"
+     "    sample: 65536\n"
+     "    grad: {dist: normal, scale: 1.0e-9}\n"
+     "  - name: layers.attn\n"
+     "    size: 2147483648\n"
+     "    grad: {dist: lognormal, scale: 1.0e-2, sigma: 0.5, sign: 0.5}\n"
+     "  - name: layers.mlp\n"
+     "    size: 1073741824\n"
+     "    grad: {dist: lognormal, scale: 1.0e-2, sigma: 0.5, sign: 0.5}\n"
+     "batch: {microbatches: 1, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp16, accumulator: fp32}\n"
+     "thresholds: {underflow_frac: {min: 0.142857142857, max: 0.142857142858}}\n"},
     {NULL, NULL, NULL},
 };
 

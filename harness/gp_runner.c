@@ -329,7 +329,7 @@ static void accumulate_args(const chunk *c, void *acc, void *comp, int k, gp_plu
     a->stream = gp_stream_id(GP_STREAM_ACCUM_SR, c->t, (uint64_t)c->step, (uint64_t)(c->mb_base + k));
     a->first_index = c->i0;
     a->n = c->n;
-    a->microbatch = (uint32_t)(c->mb_base + k);
+    a->microbatch = (uint32_t)k; /* the index in this rank's window (the ABI's), not the global one */
     a->grad = c->grad;
     a->acc = acc;
     a->comp = comp;

@@ -160,6 +160,24 @@ void gp_scenario_free(gp_scenario *s)
     gp_scenario_init(s);
 }
 
+size_t gp_scenario_inputs(const gp_scenario *s, const char **paths, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; s->tensors && i < s->ntensors; i++) {
+        const gp_tensor_spec *t = &s->tensors[i];
+        const char *f[4] = {t->grad.kind == GP_DIST_REPLAY ? t->grad.replay : NULL,
+                            t->weight.kind == GP_DIST_REPLAY ? t->weight.replay : NULL, t->state.replay,
+                            t->twin.replay};
+        for (int j = 0; j < 4; j++)
+            if (f[j]) {
+                if (n < cap)
+                    paths[n] = f[j];
+                n++;
+            }
+    }
+    return n;
+}
+
 /* ---- names of the enumerations, in enum order ---- */
 
 static const char *const dist_names[] = {"normal", "lognormal", "laplace", "pareto", "constant"};
@@ -1454,6 +1472,31 @@ static int parse_thresholds(const loader *L, yaml_node_t *n, gp_scenario *s)
     return 0;
 }
 
+/* exact_metrics: [NAME, ...] — metrics the scenario determines exactly (the gate compares
+ * them for equality); each a metric name, once. */
+static int parse_exact_metrics(const loader *L, yaml_node_t *n, gp_scenario *s)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail(L, n, "exact_metrics: expected a list of metric names, got %s", kind(n));
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *v = node(L, *it);
+        gp_metric m;
+        if (v->type != YAML_SCALAR_NODE || gp_metric_parse(sval(v), &m) != 0) {
+            const char *names[GP_NMETRICS];
+            for (int i = 0; i < GP_NMETRICS; i++)
+                names[i] = gp_metric_name((gp_metric)i);
+            char list[400];
+            join(list, sizeof list, names, GP_NMETRICS);
+            return fail(L, v, "exact_metrics: '%.60s' is not a metric (allowed: %s)",
+                        v->type == YAML_SCALAR_NODE ? sval(v) : kind(v), list);
+        }
+        if (s->exact_metrics[m])
+            return fail(L, v, "exact_metrics: '%s' is listed twice", sval(v));
+        s->exact_metrics[m] = 1;
+    }
+    return 0;
+}
+
 /* expect: {verdict: pass|warn|fail, mechanism: NAME} — the outcome the scenario must
  * have (an incident it reproduces: verdict fail, naming the mechanism, which is then
  * required). */
@@ -1628,11 +1671,12 @@ static int resolve_distributed(loader *L, gp_scenario *s)
 /* ---- the whole document ---- */
 
 enum { K_NAME, K_SEED, K_TENSORS, K_BATCH, K_REDUCTION, K_FULLBATCH, K_PRECISION, K_LOSS_SCALE,
-       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_SWEEP, K_EXPECT, K_SAMPLE, K_DIST, K_N };
+       K_CLIP, K_OPTIMIZER, K_SCHEDULE, K_STEPS, K_THRESHOLDS, K_SWEEP, K_EXPECT, K_SAMPLE, K_DIST,
+       K_EXACT, K_N };
 static const char *const top_keys[K_N] = {"name", "seed", "tensors", "batch", "reduction",
                                           "fullbatch", "precision", "loss_scale", "clip",
                                           "optimizer", "schedule", "steps", "thresholds", "sweep", "expect",
-                                          "sample", "distributed"};
+                                          "sample", "distributed", "exact_metrics"};
 
 /* Replayed tensors: open each dump and check every entry the run will read
  * (KEY/step<S>/mb<K> for every optimizer step and micro-batch, KEY/weight when the
@@ -1883,6 +1927,8 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
     if (!L->total_given)
         s->schedule.total = s->steps;
     if (v[K_THRESHOLDS] && parse_thresholds(L, v[K_THRESHOLDS], s))
+        return -1;
+    if (v[K_EXACT] && parse_exact_metrics(L, v[K_EXACT], s))
         return -1;
     if (v[K_EXPECT] && parse_expect(L, v[K_EXPECT], s))
         return -1;
@@ -2631,6 +2677,13 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
             }
         }
     }
+    for (int m = 0, first = 1; m < GP_NMETRICS; m++)
+        if (s->exact_metrics[m]) {
+            gp_buf_printf(&b, "%s%s", first ? "exact_metrics: [" : ", ", gp_metric_name((gp_metric)m));
+            first = 0;
+            if (m == GP_NMETRICS - 1 || !memchr(s->exact_metrics + m + 1, 1, (size_t)(GP_NMETRICS - m - 1)))
+                gp_buf_printf(&b, "]\n");
+        }
     if (s->expect.set) {
         gp_buf_printf(&b, "expect:\n  verdict: %s\n", gp_verdict_name(s->expect.verdict));
         if (s->expect.has_mechanism) {

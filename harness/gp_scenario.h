@@ -231,6 +231,10 @@ typedef struct {
         char key[GP_SWEEP_MAX_KEYS][GP_SWEEP_TEXT];   /* "batch.accumulation_steps" */
         char value[GP_SWEEP_MAX_KEYS][GP_SWEEP_TEXT]; /* this point's value, as written */
     } sweep;
+    unsigned char exact_metrics[GP_NMETRICS]; /* `exact_metrics: [NAME, ...]`: metrics this
+                                                  scenario determines exactly; report.json lists
+                                                  them and `gradprec gate` compares them for
+                                                  equality (CHANGED, docs/gate.md) */
     struct {
         int set;                /* 0: none given; the scenario then only must not fail */
         gp_verdict verdict;     /* the verdict it must get (YAML expect: {verdict: fail, ...}) */
@@ -279,6 +283,12 @@ void gp_scenario_init(gp_scenario *s);
 
 /* Free what s owns and leave it re-initialised. */
 void gp_scenario_free(gp_scenario *s);
+
+/* The files s reads when it runs (every replayed dump: each tensor's grad, weight, state
+ * and twin `replay`; a new key that reads a file adds it here), so that an output never replaces
+ * one: stores up to cap of them in paths (pointers into s) and returns how many there
+ * are. */
+size_t gp_scenario_inputs(const gp_scenario *s, const char **paths, size_t cap);
 
 /* Load a scenario from YAML text. `origin` names the text in messages (a path, or
  * "preset:NAME"). On error returns -1, err->msg is "origin:line:column: what is

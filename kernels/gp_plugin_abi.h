@@ -41,7 +41,9 @@ typedef struct {
     uint64_t stream;      /*   gp_rand_u32(seed, stream, first_index + i) */
     uint64_t first_index; /* index of element 0 within the whole tensor */
     uint64_t n;           /* number of elements */
-    uint32_t microbatch;  /* index of this micro-batch in the accumulation window, from 0 */
+    uint32_t microbatch;  /* index of this micro-batch in the accumulation window, from 0
+                             (in a distributed scenario: in the rank's own window, 0..K-1);
+                             a collective's addition (docs/distributed.md) passes its hop */
     const void *grad;     /* n gradients (read only) */
     void *acc;            /* n accumulator elements, updated in place */
     void *comp;           /* n Kahan compensation terms (KAHAN only), updated; else NULL */

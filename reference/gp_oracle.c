@@ -113,7 +113,11 @@ static int oracle_core(gp_format f, const source *src, gp_rmode mode, uint32_t r
     uint32_t sign = mpfr_signbit(xz) ? sbit : 0;
 
     if (mpfr_nan_p(xz)) {
-        out->bits = sign | fi.qnan;
+        /* MPFR leaves the sign of a NaN it parses or copies unspecified: a NaN keeps the
+         * source's sign bit, and text "-nan" is the negation of nan (C's strtod; IEEE
+         * 754's negate acts on a NaN's sign), docs/formats.md */
+        int neg = src->x ? mpfr_signbit(src->x) : src->s[0] == '-';
+        out->bits = (neg ? sbit : 0) | fi.qnan;
     } else if (mpfr_inf_p(xz)) {
         out->bits = sign | (fi.inf ? fi.inf : fi.qnan);
         if (!fi.inf)

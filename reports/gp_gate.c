@@ -30,6 +30,12 @@ static direction metric_direction(const char *metric)
     return DIR_LARGER_WORSE;
 }
 
+int gp_gate_exact_metric(const char *metric)
+{
+    return ends_with(metric, "_count") || strcmp(metric, "skipped_steps") == 0 ||
+           strcmp(metric, "min_loss_scale") == 0;
+}
+
 gp_gate_tol gp_gate_builtin_tolerance(const char *metric)
 {
     gp_gate_tol t = {0.10, 1e-12};
@@ -198,7 +204,7 @@ typedef struct {
     size_t cap;          /* of res->items */
     gp_gate_item dummy;  /* written to instead once out of memory */
     /* what the scenario being compared has seen */
-    int seen_regressed, seen_improved, seen_problem;
+    int seen_regressed, seen_changed, seen_improved, seen_problem;
 } ctx;
 
 static gp_gate_item *add_item(ctx *c, gp_gate_status st, const char *scenario, const char *tensor,
@@ -225,8 +231,11 @@ static gp_gate_item *add_item(ctx *c, gp_gate_status st, const char *scenario, c
     it->metric = metric;
     it->old_value = it->new_value = NAN;
     it->limit = NAN;
+    it->step = -1;
     if (st == GP_GATE_REGRESSED)
         c->seen_regressed = 1;
+    else if (st == GP_GATE_CHANGED)
+        c->seen_changed = 1;
     else if (st == GP_GATE_IMPROVED)
         c->seen_improved = 1;
     else if (st == GP_GATE_MISSING || st == GP_GATE_NOT_NUMBER)
@@ -286,9 +295,20 @@ static void badness_range(direction d, double lo, double hi, double *blo, double
  * side regresses only when the current interval lies entirely worse than the baseline's,
  * apart by more than the limit (improves likewise): an estimate's sampling error never
  * makes a regression by itself (docs/gate.md, "Estimates"). */
+/* 1 when a report scenario lists metric in its "exact_metrics" (its `exact_metrics:`). */
+static int listed_exact(const json_t *sc, const char *metric)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach(sc ? json_object_get(sc, "exact_metrics") : NULL, i, x)
+        if (json_is_string(x) && strcmp(json_string_value(x), metric) == 0)
+            return 1;
+    return 0;
+}
+
 static void compare_metric(ctx *c, const char *scenario, const char *tensor, const char *metric,
                            const json_t *bj, const json_t *cj, double sb, int nb, double sc, int nc,
-                           const json_t *biv, const json_t *civ)
+                           const json_t *biv, const json_t *civ, int marked_exact)
 {
     value o = decode(bj);
     if (!cj) {
@@ -318,6 +338,17 @@ static void compare_metric(ctx *c, const char *scenario, const char *tensor, con
     double bo = badness(d, o.v), bn = badness(d, n.v);
     if (bo == bn)
         return;
+    double xlo, xhi;
+    int exact = marked_exact || (gp_gate_exact_metric(metric) && t.rel == 0 && t.abs == 0);
+    if (exact && !(sb > 0) && !(sc > 0) &&
+        !interval_of(biv, metric, &xlo, &xhi) && !interval_of(civ, metric, &xlo, &xhi)) {
+        /* determined exactly: a difference is a change of behaviour, in either direction */
+        gp_gate_item *it = add_item(c, GP_GATE_CHANGED, scenario, tensor, metric);
+        it->old_value = o.v;
+        it->new_value = n.v;
+        it->tol = t;
+        return;
+    }
     double limit = INFINITY, noise = 0;
     gp_gate_status st;
     if (isinf(bo) || isinf(bn)) {
@@ -351,6 +382,45 @@ static void compare_metric(ctx *c, const char *scenario, const char *tensor, con
     it->noise = noise;
 }
 
+/* A scenario's per-step quantities that are determined exactly (report.json writes them
+ * for multi-step scenarios): compared step by step, any difference CHANGED. A baseline
+ * array the current scenario lacks fails closed. Skipped with seeds (the arrays are the
+ * first seed's). */
+static void compare_steps(ctx *c, const char *scenario, const json_t *b, const json_t *cur)
+{
+    static const char *const keys[] = {"loss_scale_by_step", "skipped_by_step"};
+    for (int k = 0; k < 2; k++) {
+        const json_t *ba = json_object_get(b, keys[k]), *ca = json_object_get(cur, keys[k]);
+        if (!json_is_array(ba))
+            continue;
+        if (!json_is_array(ca)) {
+            add_item(c, GP_GATE_MISSING, scenario, NULL, keys[k])->old_text = "an array of steps";
+            continue;
+        }
+        size_t nb = json_array_size(ba), nc = json_array_size(ca), ndiff = 0, first = 0;
+        double ov = NAN, nv = NAN;
+        for (size_t i = 0; i < nb && i < nc; i++) {
+            const json_t *x = json_array_get(ba, i), *y = json_array_get(ca, i);
+            double vx = json_is_boolean(x) ? json_is_true(x) : decode(x).v;
+            double vy = json_is_boolean(y) ? json_is_true(y) : decode(y).v;
+            if (vx == vy || (vx != vx && vy != vy))
+                continue;
+            if (ndiff++ == 0) {
+                first = i;
+                ov = vx;
+                nv = vy;
+            }
+        }
+        if (nb == nc && ndiff == 0)
+            continue;
+        gp_gate_item *it = add_item(c, GP_GATE_CHANGED, scenario, NULL, keys[k]);
+        it->step = nb != nc ? 0 : (int)first + 1;
+        it->old_value = nb != nc ? (double)nb : ov;
+        it->new_value = nb != nc ? (double)nc : nv;
+        it->nsteps_differ = (int)ndiff;
+    }
+}
+
 /* Seeds a report scenario's metrics are the mean over (1 without "seeds"). */
 static int seeds_of(const json_t *sc)
 {
@@ -361,7 +431,7 @@ static int seeds_of(const json_t *sc)
 /* bo, co: the objects holding "metrics" and "metrics_sd" (a scenario or a tensor); nb, nc
  * their scenarios' seeds. */
 static void compare_metrics(ctx *c, const char *scenario, const char *tensor, const json_t *bo,
-                            const json_t *co, int nb, int nc, int report_new)
+                            const json_t *co, int nb, int nc, int report_new, const json_t *bsc, const json_t *csc)
 {
     const json_t *bm = json_object_get(bo, "metrics"), *cm = co ? json_object_get(co, "metrics") : NULL;
     const json_t *bsd = json_object_get(bo, "metrics_sd"), *csd = co ? json_object_get(co, "metrics_sd") : NULL;
@@ -371,7 +441,7 @@ static void compare_metrics(ctx *c, const char *scenario, const char *tensor, co
     json_t *v;
     json_object_foreach((json_t *)bm, key, v)
         compare_metric(c, scenario, tensor, key, v, cm ? json_object_get(cm, key) : NULL, sd_of(bsd, key), nb,
-                       sd_of(csd, key), nc, biv, civ);
+                       sd_of(csd, key), nc, biv, civ, listed_exact(bsc, key) || listed_exact(csc, key));
     if (report_new && cm)
         json_object_foreach((json_t *)cm, key, v)
             if (!json_object_get(bm, key)) {
@@ -462,6 +532,7 @@ static void add_scenario(ctx *c, size_t first, const char *name, const json_t *b
     s->status = st;
     switch (st) {
     case GP_GATE_REGRESSED: r->regressed++; break;
+    case GP_GATE_CHANGED: r->changed++; break;
     case GP_GATE_IMPROVED: r->improved++; break;
     case GP_GATE_NEW: r->added++; break;
     case GP_GATE_FAILED_CLOSED: r->failed_closed++; break;
@@ -473,7 +544,7 @@ static const char *mech(const json_t *sc);
 
 static void compare_scenario(ctx *c, const char *name, const json_t *b, const json_t *cur)
 {
-    c->seen_regressed = c->seen_improved = c->seen_problem = 0;
+    c->seen_regressed = c->seen_changed = c->seen_improved = c->seen_problem = 0;
     size_t first = c->res->nitems;
     if (!cur) {
         add_item(c, GP_GATE_MISSING, name, NULL, NULL);
@@ -507,7 +578,9 @@ static void compare_scenario(ctx *c, const char *name, const json_t *b, const js
         it->got_mechanism = mech(cur);
     }
     if (json_object_get(b, "metrics"))
-        compare_metrics(c, name, NULL, b, cur, nb, nc, 1);
+        compare_metrics(c, name, NULL, b, cur, nb, nc, 1, b, cur);
+    if (nb == 1 && nc == 1)
+        compare_steps(c, name, b, cur);
     /* tensors, by name */
     json_t *cidx = json_object();
     if (!cidx) {
@@ -526,7 +599,7 @@ static void compare_scenario(ctx *c, const char *name, const json_t *b, const js
             continue;
         }
         if (json_object_get(t, "metrics"))
-            compare_metrics(c, name, tn, t, ct, nb, nc, 0);
+            compare_metrics(c, name, tn, t, ct, nb, nc, 0, b, cur);
         json_object_del(cidx, tn);
     }
     /* what is left is only in the current run, in its order */
@@ -539,6 +612,7 @@ static void compare_scenario(ctx *c, const char *name, const json_t *b, const js
     add_scenario(c, first, name, b, cur,
                  c->seen_problem ? GP_GATE_FAILED_CLOSED
                  : c->seen_regressed ? GP_GATE_REGRESSED
+                 : c->seen_changed ? GP_GATE_CHANGED
                  : c->seen_improved ? GP_GATE_IMPROVED : GP_GATE_UNCHANGED);
 }
 
@@ -603,7 +677,7 @@ int gp_gate_compare(const json_t *base, const char *base_label, const json_t *cu
 
 int gp_gate_passed(const gp_gate_result *res)
 {
-    return res->regressed == 0 && res->failed_closed == 0;
+    return res->regressed == 0 && res->changed == 0 && res->failed_closed == 0;
 }
 
 /* ---- text ---- */
@@ -668,10 +742,26 @@ static void item_line(gp_buf *f, const gp_gate_item *it)
             gp_buf_putc(f, (char)('\n'));
         }
         break;
+    case GP_GATE_CHANGED:
+        gp_buf_puts(f, "CHANGED       ");
+        put_where(f, it);
+        if (it->step == 0)
+            gp_buf_printf(f, ": %s: %s -> %s steps", it->metric, num(it->old_value, a), num(it->new_value, b));
+        else if (it->step > 0)
+            gp_buf_printf(f, ": %s at step %d: %s -> %s (%d step%s differ)", it->metric, it->step,
+                          num(it->old_value, a), num(it->new_value, b), it->nsteps_differ,
+                          it->nsteps_differ == 1 ? "" : "s");
+        else
+            gp_buf_printf(f, ": %s %s -> %s", it->metric, num(it->old_value, a), num(it->new_value, b));
+        gp_buf_puts(f, " (determined exactly: any change is a change of behaviour to review, in either "
+                       "direction)\n");
+        break;
     case GP_GATE_MISSING:
         gp_buf_puts(f, "MISSING       ");
         put_where(f, it);
-        if (it->metric)
+        if (it->metric && it->old_text && strcmp(it->old_text, "an array of steps") == 0)
+            gp_buf_printf(f, ": %s (per step) is not in the current run\n", it->metric);
+        else if (it->metric)
             gp_buf_printf(f, ": metric %s (baseline %s) is not in the current run (report.json leaves out NaN metrics)\n",
                     it->metric, it->old_text ? it->old_text : num(it->old_value, a));
         else
@@ -713,8 +803,8 @@ char *gp_gate_lines(const gp_gate_result *res)
 
 void gp_gate_summary(const gp_gate_result *res, char *buf, size_t n)
 {
-    snprintf(buf, n, "gate: %zu regressed, %zu improved, %zu unchanged, %zu new, %zu failed closed: %s",
-             res->regressed, res->improved, res->unchanged, res->added, res->failed_closed,
+    snprintf(buf, n, "gate: %zu regressed, %zu changed, %zu improved, %zu unchanged, %zu new, %zu failed closed: %s",
+             res->regressed, res->changed, res->improved, res->unchanged, res->added, res->failed_closed,
              gp_gate_passed(res) ? "PASS" : "FAIL");
 }
 
@@ -764,6 +854,7 @@ static const char *status_cell(gp_gate_status st)
 {
     switch (st) {
     case GP_GATE_REGRESSED: return "▲ regressed";
+    case GP_GATE_CHANGED: return "≠ changed";
     case GP_GATE_IMPROVED: return "▼ improved";
     case GP_GATE_NEW: return "new (not gated)";
     case GP_GATE_FAILED_CLOSED: return "❌ failed closed";
@@ -783,7 +874,8 @@ static const char *verdict(const json_t *sc)
 
 static int is_metric_change(const gp_gate_item *it)
 {
-    return (it->status == GP_GATE_REGRESSED || it->status == GP_GATE_IMPROVED) && !it->is_verdict;
+    return (it->status == GP_GATE_REGRESSED || it->status == GP_GATE_IMPROVED || it->status == GP_GATE_CHANGED) &&
+           !it->is_verdict;
 }
 
 /* One row: | [tensor |] metric | baseline | current | delta | arrow | */
@@ -800,6 +892,10 @@ static void change_row(gp_buf *f, const gp_gate_item *it, int with_tensor, int w
         gp_buf_puts(f, " | ");
     }
     md(f, it->metric);
+    if (it->step > 0)
+        gp_buf_printf(f, " (step %d; %d differ)", it->step, it->nsteps_differ);
+    else if (it->step == 0)
+        gp_buf_puts(f, " (number of steps)");
     if (it->old_text) {
         gp_buf_printf(f, " | ");
         md(f, it->old_text);
@@ -812,7 +908,7 @@ static void change_row(gp_buf *f, const gp_gate_item *it, int with_tensor, int w
     else
         snprintf(d, sizeof d, "%+.3g", delta);
     gp_buf_printf(f, " | %s | %s | %s | %s |\n", num(it->old_value, a), num(it->new_value, b), d,
-            it->status == GP_GATE_REGRESSED ? "▲ worse" : "▼ better");
+            it->status == GP_GATE_CHANGED ? "≠ changed (exact)" : it->status == GP_GATE_REGRESSED ? "▲ worse" : "▼ better");
 }
 
 static void problem_line(gp_buf *f, const gp_gate_item *it)
@@ -856,8 +952,8 @@ char *gp_gate_markdown(const gp_gate_result *res)
     gp_buf b = GP_BUF_INIT, *f = &b;
     int pass = gp_gate_passed(res);
     gp_buf_printf(f, "## gradprec gate: %s\n\n", pass ? "✅ pass" : "❌ fail");
-    gp_buf_printf(f, "%zu regressed, %zu improved, %zu unchanged, %zu new, %zu failed closed (scenarios",
-            res->regressed, res->improved, res->unchanged, res->added, res->failed_closed);
+    gp_buf_printf(f, "%zu regressed, %zu changed, %zu improved, %zu unchanged, %zu new, %zu failed closed (scenarios",
+            res->regressed, res->changed, res->improved, res->unchanged, res->added, res->failed_closed);
     if (res->base_backend && res->cur_backend) {
         gp_buf_puts(f, "; baseline backend `");
         md(f, res->base_backend);

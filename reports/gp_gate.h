@@ -1,7 +1,8 @@
 /* gp_gate.h — the regression gate behind `gradprec gate`: compare a current
  * report.json with a baseline, scenario by scenario (matched by name) and metric by
  * metric (the scenario's "metrics" and each tensor's, matched by tensor name), and
- * classify every change as unchanged (within tolerance), improved or regressed.
+ * classify every change as unchanged (within tolerance), improved or regressed, or, for a
+ * quantity determined exactly (gp_gate_exact_metric), as changed in either direction.
  *
  * Direction: larger is worse for every metric except grad_norm_ratio (worse = farther
  * from 1: |v - 1| is compared) and min_loss_scale (smaller is worse). A change is a
@@ -44,6 +45,16 @@ typedef struct {
     gp_gate_override metric[GP_NMETRICS];
 } gp_gate_tolerances;
 
+/* 1 for a quantity the configuration determines exactly (no sampling error, no
+ * tolerance makes sense): counts (*_count), skipped_steps and min_loss_scale (and, per
+ * scenario, the per-step loss_scale_by_step and skipped_by_step, compared step by step).
+ * With the built-in tolerance (0) and no spread over seeds or sampling interval on either
+ * side, any difference is CHANGED with both values, never improved; a tolerances file
+ * that gives one a tolerance makes it an ordinary directional metric again. A scenario
+ * also marks metrics exact with `exact_metrics:` (report.json "exact_metrics", read from
+ * either side): those are compared for equality whatever the tolerance. */
+int gp_gate_exact_metric(const char *metric);
+
 /* The built-in tolerance of a metric name (also for names gradprec does not know):
  * counts (*_count, skipped_steps) and min_loss_scale rel 0 abs 0; fractions (*_frac)
  * rel 0 abs 1e-4; everything else (the error metrics) rel 0.10 abs 1e-12. */
@@ -69,7 +80,9 @@ typedef enum {
     GP_GATE_MISSING,       /* in the baseline, not in the current run: fails closed */
     GP_GATE_NOT_NUMBER,    /* a number in the baseline, not a number now: fails closed */
     GP_GATE_NEW,           /* only in the current run: reported, not gated */
-    GP_GATE_FAILED_CLOSED  /* scenario status only: it has a MISSING / NOT_NUMBER item */
+    GP_GATE_FAILED_CLOSED, /* scenario status only: it has a MISSING / NOT_NUMBER item */
+    GP_GATE_CHANGED        /* an exactly determined quantity differs (either direction):
+                              fails the gate, never an improvement (gp_gate_exact_metric) */
 } gp_gate_status;
 
 /* One finding (unchanged values are counted, not listed). */
@@ -95,6 +108,11 @@ typedef struct {
                                intervals were compared, [old_lo, old_hi] and [new_lo, new_hi]
                                (a side without one: [v, v]) */
     double old_lo, old_hi, new_lo, new_hi;
+    int step;               /* CHANGED per-step quantity (loss_scale_by_step, skipped_by_step):
+                               the first step (from 1) whose values differ, old_value and
+                               new_value its values; 0: the run's number of steps differs
+                               (old_value, new_value: the counts); -1 otherwise */
+    int nsteps_differ;      /* CHANGED per-step quantity: how many steps differ */
 } gp_gate_item;
 
 /* The seed-noise allowance for a metric whose baseline is the mean of nb seeds with
@@ -109,7 +127,7 @@ double gp_gate_noise(double sb, int nb, double sc, int nc);
 typedef struct {
     const char *name;
     const json_t *base, *cur; /* the scenario objects; either may be NULL */
-    gp_gate_status status;    /* UNCHANGED, IMPROVED, REGRESSED, FAILED_CLOSED or NEW */
+    gp_gate_status status;    /* UNCHANGED, IMPROVED, REGRESSED, CHANGED, FAILED_CLOSED or NEW */
     size_t first_item, nitems; /* its findings: items[first_item .. first_item + nitems) */
 } gp_gate_scenario;
 
@@ -119,7 +137,7 @@ typedef struct {
     gp_gate_scenario *scenarios; /* baseline order, then the new ones in current order */
     size_t nscenarios;
     /* scenario counts by status */
-    size_t regressed, improved, unchanged, added, failed_closed;
+    size_t regressed, changed, improved, unchanged, added, failed_closed;
     const char *base_backend, *cur_backend; /* NULL when absent */
 } gp_gate_result;
 
@@ -131,15 +149,15 @@ typedef struct {
 int gp_gate_compare(const json_t *base, const char *base_label, const json_t *cur, const char *cur_label,
                     const gp_gate_tolerances *tol, gp_gate_result *res, gp_error *err);
 
-/* 1 when nothing regressed and nothing failed closed. */
+/* 1 when nothing regressed, nothing exact changed and nothing failed closed. */
 int gp_gate_passed(const gp_gate_result *res);
 
 /* The findings, one line each (malloc'ed; "" when there are none), or NULL on out
  * of memory. */
 char *gp_gate_lines(const gp_gate_result *res);
 
-/* The summary line "gate: N regressed, M improved, K unchanged, J new, P failed
- * closed: PASS|FAIL" (counts are scenarios; no newline). */
+/* The summary line "gate: N regressed, C changed, M improved, K unchanged, J new, P
+ * failed closed: PASS|FAIL" (counts are scenarios; no newline). */
 void gp_gate_summary(const gp_gate_result *res, char *buf, size_t n);
 
 /* The pull-request comment in Markdown (malloc'ed), or NULL on out of memory.

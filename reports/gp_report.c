@@ -537,6 +537,14 @@ static json_t *scenario_json(const gp_scenario *sc, const gp_result *r, size_t i
     else
         json_decref(thmin);
     json_object_set_new(o, "expect", expect_json(sc, r));
+    json_t *exact = json_array(); /* exact_metrics: the gate compares them for equality */
+    for (int m = 0; m < GP_NMETRICS; m++)
+        if (sc->exact_metrics[m])
+            json_array_append_new(exact, json_string(gp_metric_name((gp_metric)m)));
+    if (json_array_size(exact))
+        json_object_set_new(o, "exact_metrics", exact);
+    else
+        json_decref(exact);
     json_object_set_new(o, "config", config_json(sc));
     json_object_set_new(o, "metrics", metrics_json(r->metric));
     if (r->nseeds > 1) { /* the metrics are means over the seeds; the gate reads the spread */

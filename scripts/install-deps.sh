@@ -13,6 +13,7 @@ pkgs=(
   libyaml-dev                             # scenario files
   libjansson-dev                          # report.json and --json output
   clang libclang-rt-14-dev                # libFuzzer targets and sanitizer runtimes
+  zip unzip                               # ClusterFuzzLite seed corpora (make fuzz-smoke)
   libxml2-utils                           # xmllint: the JUnit schema check in the tests
   chromium                                # headless rendering check of the HTML report
   python3-venv                            # the Python package's venv (scripts/install-python.sh)

@@ -108,10 +108,11 @@ WHY_FORMULA = ("an update torch's state convention does not explain within its d
                "check): a correct backend's always is; tests/python's optimizers reach it (torch-optimi's debiased "
                "convention, NoBiasCorrection's unexplained step)")
 WHY_REPLAY = "replayed or sampled tensors only: no preset replays a dump (test_replay, test_twin, tests/python cover it)"
-WHY_SAMPLED = ("sampled runs only (scenario-level `sample:`, per-element totals over the steps): no preset samples; "
-               "test_sample's test_coverage_steps (5 steps with the optimizer, `sample: 600`) runs these lines")
+WHY_SAMPLED = ("sampled runs over several steps only (per-element totals over the steps): the one sampled preset "
+               "(fp16-embed-underflow-sampled) takes one step; test_sample's test_coverage_steps (5 steps with the "
+               "optimizer, `sample: 600`) runs these lines")
 WHY_SAMPLED_LS = ("sampled runs under a loss scaler only (a step's per-element terms held in el_step until the "
-                  "step is kept): no preset samples; test_sample's test_coverage_loss_scale (a skipped first step, "
+                  "step is kept): the one sampled preset has no scaler; test_sample's test_coverage_loss_scale (a skipped first step, "
                   "then four kept ones, `sample: 600`) runs these lines")
 WHY_FOREACH = ("OPEN: torch's CPU foreach AdamW (optimizer.evaluation: torch_cpu_foreach, the decay factor and "
                "beta2 rounded to a bf16/fp16 tensor's dtype): no preset selects it; test_adamw's "
@@ -184,7 +185,6 @@ EXCLUSIONS = [
     (O, "formula_explained", r"^if \(fa != 0\) \{$|fa = fabs\(fx\) < fabs\(fa\)|^: 0;$|^if \(deb_ok && fd == 0\)$|"
      r"o->formula_err\[e\] \+= adam_ok", None, WHY_FORMULA),
     (O, "gp_optim_chunk", r"!formula_explained\(", (2,), WHY_FORMULA),
-    (O, None, r"^if \(o->el_cnt\[0\]\) \{ /\* runs with sampling", None, WHY_SAMPLED),
     (O, "gp_optim_chunk", r"^o->el_cnt\[GP_OPTIM_EL_STALE\]\[e\] \+= |"
      r"^\(uint32_t\)\(mx != 0 && m1 == 0\) \+ \(uint32_t\)\(vx != 0 && v1 == 0\);$", None,
      WHY_SAMPLED + " (the element's copies of the counts below them, whose same conditions the suite reaches)"),

@@ -40,6 +40,18 @@ static void test_load_errors(void **state)
     err[0] = '\0';
     assert_null(gradprec_load_file("/no/such/scenario.yaml", err, sizeof err));
     assert_non_null(strstr(err, "/no/such/scenario.yaml"));
+    /* an origin (or a path) holding a newline or another control byte still gives one
+     * line: the byte is written as \xNN (issue 27) */
+    err[0] = '\0';
+    assert_null(gradprec_load_yaml(bad, strlen(bad), "evil\nsteps: 9\r\t.yaml", err, sizeof err));
+    assert_null(strchr(err, '\n'));
+    assert_null(strchr(err, '\r'));
+    assert_null(strchr(err, '\t'));
+    assert_non_null(strstr(err, "evil\\x0asteps: 9\\x0d\\x09.yaml:2:"));
+    err[0] = '\0';
+    assert_null(gradprec_load_file("/no/such\ndir/x.yaml", err, sizeof err));
+    assert_null(strchr(err, '\n'));
+    assert_non_null(strstr(err, "/no/such\\x0adir/x.yaml"));
     /* a sweep expands into one scenario per point */
     const char *sw = "name: s\nsweep: {batch.microbatches: [2, 4, 8]}\n";
     gradprec_set *s = gradprec_load_yaml(sw, strlen(sw), NULL, err, sizeof err);

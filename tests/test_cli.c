@@ -88,6 +88,33 @@ static void test_round_human_and_modes(void **state)
     assert_int_equal(count_lines(r.out), 2);
 }
 
+/* A NaN keeps its sign (docs/formats.md): "-nan" is the negated quiet NaN, the sign bit
+ * over each format's quiet pattern (fp32 0x7fc00000, bf16 0x7fc0, fp16 0x7e00, e4m3's
+ * only NaN S.1111.111, e5m2 S.11111.10), as C's strtod reads it; "+nan" and "nan" are
+ * positive. */
+static void test_round_nan_sign(void **state)
+{
+    (void)state;
+    static const char *const fmt[] = {"fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"};
+    static const char *const neg[] = {"0xffc00000", "0xffc0", "0xfe00", "0xff", "0xfe"};
+    static const char *const pos[] = {"0x7fc00000", "0x7fc0", "0x7e00", "0x7f", "0x7e"};
+    for (int k = 0; k < 5; k++) {
+        run_result r = RUN("gradprec", "round", "--format", fmt[k], "--json", "--", "-nan", "nan", "+NaN");
+        assert_int_equal(r.rc, 0);
+        char want[64];
+        snprintf(want, sizeof want, "{\"input\":\"-nan\",\"format\":\"%s\",\"mode\":\"rne\",\"bits\":\"%s\"",
+                 fmt[k], neg[k]);
+        assert_non_null(strstr(r.out, want));
+        snprintf(want, sizeof want, "\"input\":\"nan\",\"format\":\"%s\",\"mode\":\"rne\",\"bits\":\"%s\"", fmt[k],
+                 pos[k]);
+        assert_non_null(strstr(r.out, want));
+        snprintf(want, sizeof want, "\"input\":\"+NaN\",\"format\":\"%s\",\"mode\":\"rne\",\"bits\":\"%s\"", fmt[k],
+                 pos[k]);
+        assert_non_null(strstr(r.out, want));
+        assert_non_null(strstr(r.out, "\"hex\":\"-nan\""));
+    }
+}
+
 static void test_round_errors(void **state)
 {
     (void)state;
@@ -153,6 +180,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_bf16_ties),
         cmocka_unit_test(test_round_fp16_exact_decimal),
+        cmocka_unit_test(test_round_nan_sign),
         cmocka_unit_test(test_round_human_and_modes),
         cmocka_unit_test(test_round_errors),
         cmocka_unit_test(test_explain),

@@ -199,6 +199,52 @@ static void plugin_add_is_judged(void **state)
     gp_backend_close(&tb);
 }
 
+/* The ABI's `microbatch` is the index of the micro-batch in the accumulation window, from
+ * 0 (kernels/gp_plugin_abi.h): on every rank too, not the global index r K + k. 4 ranks
+ * of K = 3 micro-batches, 2 steps, one chunk: the local additions (grad fp32 into a bf16
+ * accumulator; the collective's hops add bf16 to bf16 and are not counted here) are
+ * 4 x 2 = 8 windows, each passing 0, 1, 2 once. */
+static gp_backend cpu_for_mb;
+static long mb_seen[64];
+static int mb_recording_accumulate(const gp_plugin_accumulate_args *a)
+{
+    if (a->grad_format == GP_PLUGIN_FP32 && a->acc_format == GP_PLUGIN_BF16)
+        mb_seen[a->microbatch < 63 ? a->microbatch : 63]++;
+    return cpu_for_mb.ops->accumulate(a);
+}
+static int mb_unscale(gp_plugin_unscale_args *a)
+{
+    return cpu_for_mb.ops->unscale(a);
+}
+static int mb_adamw(const gp_plugin_adamw_args *a)
+{
+    return cpu_for_mb.ops->adamw(a);
+}
+
+static void microbatch_is_window_index(void **state)
+{
+    (void)state;
+    static gp_plugin table = {GP_PLUGIN_ABI_VERSION, "mb-recording", GP_PLUGIN_HOST, mb_recording_accumulate,
+                              mb_unscale, mb_adamw, NULL, NULL, NULL, NULL};
+    gp_error e = {""};
+    gp_backend tb;
+    cpu_for_mb = cpu;
+    memset(mb_seen, 0, sizeof mb_seen);
+    assert_int_equal(gp_backend_from_table(&table, &tb, &e), 0);
+    const char *text = "name: mb\ntensors: [{name: g, size: 16}]\nsteps: 2\nbatch: {microbatches: 3, tokens: 5}\n"
+                       "precision: {grad: fp32, accumulator: bf16}\n"
+                       "distributed: {world_size: 4, reduce_dtype: bf16}\n";
+    gp_scenario s;
+    gp_result r;
+    load(text, &s);
+    assert_int_equal(gp_run_scenario(&s, &tb, NULL, &r, &e), 0);
+    for (int k = 0; k < 64; k++)
+        assert_int_equal(mb_seen[k], k < 3 ? 8 : 0);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+    gp_backend_close(&tb);
+}
+
 /* fp16 all-reduce of 8 ranks' gradients of 60000 (one token each; token_mean: x = W S / N
  * = 8 * 60000 / 8). Without pre-division (average: post) the ring's first hop makes 120000
  * > 65504: inf, one overflow per element (the later hops add to inf and are counted where
@@ -446,7 +492,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(world_one_is_one_process), cmocka_unit_test(ring8_bf16_hand),
-        cmocka_unit_test(plugin_add_is_judged),
+        cmocka_unit_test(plugin_add_is_judged), cmocka_unit_test(microbatch_is_window_index),
         cmocka_unit_test(fp16_overflow_without_predivide), cmocka_unit_test(missing_no_sync_hand),
         cmocka_unit_test(rank_vs_global_normalization), cmocka_unit_test(fp32_exact_partial_sums),
         cmocka_unit_test(ring_order_documented),

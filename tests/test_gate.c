@@ -220,7 +220,7 @@ static void test_self_passes(void **state)
     (void)state;
     gate_run r = GATE("--baseline", data("baseline.json"), "--current", data("baseline.json"));
     assert_int_equal(r.rc, 0);
-    assert_string_equal(r.out, "gate: 0 regressed, 0 improved, 4 unchanged, 0 new, 0 failed closed: PASS\n");
+    assert_string_equal(r.out, "gate: 0 regressed, 0 changed, 0 improved, 4 unchanged, 0 new, 0 failed closed: PASS\n");
     assert_string_equal(r.err, "");
     gate_free(&r);
 }
@@ -240,7 +240,7 @@ static void test_worse_beyond_tolerance_regresses(void **state)
     snprintf(line, sizeof line, "REGRESSED     fp32-pass: grad_rel_err_fullbatch %s -> %s (worse by %s, tolerance %s",
              fmt6(old), fmt6(old * 1.5), fmt6(old * 1.5 - old), fmt6(0.1 * old));
     assert_contains(r.out, line);
-    assert_contains(r.out, "gate: 1 regressed, 0 improved, 3 unchanged, 0 new, 0 failed closed: FAIL\n");
+    assert_contains(r.out, "gate: 1 regressed, 0 changed, 0 improved, 3 unchanged, 0 new, 0 failed closed: FAIL\n");
     assert_int_equal(count_lines(r.out), 2);
     gate_free(&r);
 
@@ -264,7 +264,7 @@ static void test_within_tolerance_passes(void **state)
     save(cur, tmp("within.json"));
     gate_run r = GATE("--baseline", data("baseline.json"), "--current", tmp("within.json"));
     assert_int_equal(r.rc, 0);
-    assert_string_equal(r.out, "gate: 0 regressed, 0 improved, 4 unchanged, 0 new, 0 failed closed: PASS\n");
+    assert_string_equal(r.out, "gate: 0 regressed, 0 changed, 0 improved, 4 unchanged, 0 new, 0 failed closed: PASS\n");
     gate_free(&r);
     json_decref(cur);
 }
@@ -284,7 +284,7 @@ static void test_improvement_reported(void **state)
     snprintf(line, sizeof line, "improved      fp16-underflow-fail: underflow_frac %s -> 0 (better by", fmt6(old));
     assert_contains(r.out, line);
     assert_contains(r.out, "improved      fp16-underflow-fail: verdict fail -> pass\n");
-    assert_contains(r.out, "gate: 0 regressed, 1 improved, 3 unchanged, 0 new, 0 failed closed: PASS\n");
+    assert_contains(r.out, "gate: 0 regressed, 0 changed, 1 improved, 3 unchanged, 0 new, 0 failed closed: PASS\n");
     gate_free(&r);
     json_decref(cur);
 }
@@ -330,7 +330,7 @@ static void test_estimates_by_interval(void **state)
     save(ctl, tmp("est_plain.json"));
     gate_run r = GATE("--baseline", tmp("est_base.json"), "--current", tmp("est_overlap.json"));
     assert_int_equal(r.rc, 0);
-    assert_contains(r.out, "gate: 0 regressed, 0 improved, 4 unchanged");
+    assert_contains(r.out, "gate: 0 regressed, 0 changed, 0 improved, 4 unchanged");
     gate_free(&r);
     r = GATE("--baseline", tmp("est_base_plain.json"), "--current", tmp("est_plain.json"));
     assert_int_equal(r.rc, 1); /* the control: the same points without intervals regress */
@@ -374,7 +374,7 @@ static void test_estimates_optimizer_metric(void **state)
     save(cur, tmp("est_opt_overlap.json"));
     gate_run r = GATE("--baseline", tmp("est_opt_base.json"), "--current", tmp("est_opt_overlap.json"));
     assert_int_equal(r.rc, 0);
-    assert_contains(r.out, "gate: 0 regressed, 0 improved, 4 unchanged");
+    assert_contains(r.out, "gate: 0 regressed, 0 changed, 0 improved, 4 unchanged");
     gate_free(&r);
     set_metric(scenario(cur, "fp32-pass"), m, 0.08);
     set_iv(scenario(cur, "fp32-pass"), m, 0.07, 0.09);
@@ -401,10 +401,10 @@ static void test_directions_and_verdicts(void **state)
     json_t *t = tensor(c, "blocks.0.lora_A");
     double old = metric(t, "max_ulp_err");
     set_metric(t, "max_ulp_err", old * 2);
-    set_metric(c, "overflow_count", 1); /* counts: any increase */
+    set_metric(c, "overflow_count", 1); /* a count: exact, any change */
     set_metric(c, "grad_norm_ratio", 0.9); /* farther from 1 */
     json_t *d = scenario(cur, "fp16-underflow-fail");
-    set_metric(d, "min_loss_scale", 512); /* smaller is worse */
+    set_metric(d, "min_loss_scale", 512); /* exact: any change */
     set_metric(d, "grad_norm_ratio", 1.0); /* closer to 1: better */
     save(cur, tmp("dirs.json"));
     gate_run r = GATE("--baseline", data("baseline.json"), "--current", tmp("dirs.json"));
@@ -415,21 +415,108 @@ static void test_directions_and_verdicts(void **state)
     snprintf(line, sizeof line, "REGRESSED     lora-two-tensors-bf16 [tensor blocks.0.lora_A]: max_ulp_err %s -> %s",
              fmt6(old), fmt6(old * 2));
     assert_contains(r.out, line);
-    assert_contains(r.out, "REGRESSED     lora-two-tensors-bf16: overflow_count 0 -> 1 (worse by 1, tolerance 0");
+    assert_contains(r.out, "CHANGED       lora-two-tensors-bf16: overflow_count 0 -> 1 (determined exactly: any change is "
+                           "a change of behaviour to review, in either direction)\n");
     assert_contains(r.out, "REGRESSED     lora-two-tensors-bf16: grad_norm_ratio 1.00003 -> 0.9 (|v-1| worse by");
-    assert_contains(r.out, "REGRESSED     fp16-underflow-fail: min_loss_scale 1024 -> 512 (worse by 512");
+    assert_contains(r.out, "CHANGED       fp16-underflow-fail: min_loss_scale 1024 -> 512 (determined exactly");
     assert_contains(r.out, "improved      fp16-underflow-fail: grad_norm_ratio 1.00027 -> 1 (|v-1| better by");
-    assert_contains(r.out, "gate: 4 regressed, 0 improved, 0 unchanged, 0 new, 0 failed closed: FAIL\n");
+    /* lora-two-tensors-bf16 regressed too (max_ulp_err, grad_norm_ratio): its status is the worse */
+    assert_contains(r.out, "gate: 3 regressed, 1 changed, 0 improved, 0 unchanged, 0 new, 0 failed closed: FAIL\n");
     gate_free(&r);
 
-    /* the other way round: a larger loss scale, ratio towards 1, fewer ulps */
+    /* the other way round: a larger loss scale, fewer overflows, ratio towards 1, fewer
+     * ulps: the exact quantities are CHANGED again, never improved */
     r = GATE("--baseline", tmp("dirs.json"), "--current", data("baseline.json"));
-    assert_int_equal(r.rc, 1); /* fp16-underflow-fail's ratio moved away from 1 */
-    assert_contains(r.out, "improved      fp16-underflow-fail: min_loss_scale 512 -> 1024");
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.out, "CHANGED       fp16-underflow-fail: min_loss_scale 512 -> 1024 (determined exactly");
+    assert_contains(r.out, "CHANGED       lora-two-tensors-bf16: overflow_count 1 -> 0 (determined exactly");
+    assert_not_contains(r.out, "improved      fp16-underflow-fail: min_loss_scale");
+    assert_not_contains(r.out, "improved      lora-two-tensors-bf16: overflow_count");
     assert_contains(r.out, "improved      fp32-pass: verdict warn -> pass\n");
     assert_contains(r.out, "REGRESSED     fp16-underflow-fail: grad_norm_ratio 1 -> 1.00027");
     gate_free(&r);
+
+    /* a tolerances file that gives a count a tolerance makes it directional again */
+    FILE *tf = fopen(tmp("count-tol.json"), "w");
+    assert_non_null(tf);
+    fputs("{\"metrics\": {\"overflow_count\": {\"abs\": 0.5}, \"min_loss_scale\": {\"abs\": 1}}}", tf);
+    fclose(tf);
+    r = GATE("--baseline", data("baseline.json"), "--current", tmp("dirs.json"), "--tolerances", tmp("count-tol.json"));
+    assert_contains(r.out, "REGRESSED     lora-two-tensors-bf16: overflow_count 0 -> 1 (worse by 1, tolerance 0.5");
+    assert_contains(r.out, "REGRESSED     fp16-underflow-fail: min_loss_scale 1024 -> 512 (worse by 512");
+    gate_free(&r);
     json_decref(cur);
+}
+
+/* The per-step quantities a multi-step scenario reports (loss_scale_by_step,
+ * skipped_by_step) are determined exactly: a loss scaler whose growth interval is off by
+ * one changes the trajectory, and that is CHANGED naming the first step and both values,
+ * never an improvement; a number of steps that differs is CHANGED too. */
+static void test_exact_steps_changed(void **state)
+{
+    (void)state;
+    json_t *base = load_baseline();
+    json_t *s = scenario(base, "fp16-underflow-fail");
+    json_t *sc = json_array(), *sk = json_array();
+    for (int k = 0; k < 4; k++) {
+        json_array_append_new(sc, json_real(k < 2 ? 1024.0 : 2048.0));
+        json_array_append_new(sk, json_boolean(k == 0));
+    }
+    json_object_set_new(s, "loss_scale_by_step", sc);
+    json_object_set_new(s, "skipped_by_step", sk);
+    save(base, tmp("steps-base.json"));
+    /* the growth one step early: 1024, 2048, 2048, 2048 */
+    json_real_set(json_array_get(sc, 1), 2048.0);
+    save(base, tmp("steps-cur.json"));
+    gate_run r = GATE("--baseline", tmp("steps-base.json"), "--current", tmp("steps-cur.json"));
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.out, "CHANGED       fp16-underflow-fail: loss_scale_by_step at step 2: 1024 -> 2048 (1 step differ)");
+    assert_contains(r.out, "gate: 0 regressed, 1 changed, 0 improved, 3 unchanged, 0 new, 0 failed closed: FAIL\n");
+    gate_free(&r);
+    r = GATE("--baseline", tmp("steps-cur.json"), "--current", tmp("steps-base.json"));
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.out, "CHANGED       fp16-underflow-fail: loss_scale_by_step at step 2: 2048 -> 1024 (1 step differ)");
+    gate_free(&r);
+    /* a step skipped that was taken, and one more step */
+    json_array_set_new(sk, 2, json_true());
+    json_array_append_new(sc, json_real(2048.0));
+    save(base, tmp("steps-cur2.json"));
+    r = GATE("--baseline", tmp("steps-base.json"), "--current", tmp("steps-cur2.json"));
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.out, "CHANGED       fp16-underflow-fail: skipped_by_step at step 3: 0 -> 1 (1 step differ)");
+    assert_contains(r.out, "CHANGED       fp16-underflow-fail: loss_scale_by_step: 4 -> 5 steps");
+    gate_free(&r);
+    /* a metric the scenario marks exact (`exact_metrics:`, report.json "exact_metrics") is
+     * compared for equality too: grad_rel_err_fullbatch 5% lower is within the 10% tolerance
+     * (unchanged) unless marked, then CHANGED, from either side's list */
+    json_t *base2 = load_baseline(), *fp = scenario(base2, "fp32-pass");
+    double g0 = metric(fp, "grad_rel_err_fullbatch");
+    save(base2, tmp("exact-base.json"));
+    set_metric(fp, "grad_rel_err_fullbatch", g0 * 0.95);
+    save(base2, tmp("exact-cur.json"));
+    r = GATE("--baseline", tmp("exact-base.json"), "--current", tmp("exact-cur.json"));
+    assert_int_equal(r.rc, 0);
+    gate_free(&r);
+    json_t *list = json_array();
+    json_array_append_new(list, json_string("grad_rel_err_fullbatch"));
+    json_object_set_new(fp, "exact_metrics", list);
+    save(base2, tmp("exact-cur.json"));
+    r = GATE("--baseline", tmp("exact-base.json"), "--current", tmp("exact-cur.json"));
+    assert_int_equal(r.rc, 1);
+    char want[256];
+    snprintf(want, sizeof want, "CHANGED       fp32-pass: grad_rel_err_fullbatch %s -> %s (determined exactly", fmt6(g0),
+             fmt6(g0 * 0.95));
+    assert_contains(r.out, want);
+    gate_free(&r);
+    json_decref(base2);
+    /* gone from the current run: fails closed */
+    json_object_del(s, "skipped_by_step");
+    save(base, tmp("steps-cur3.json"));
+    r = GATE("--baseline", tmp("steps-base.json"), "--current", tmp("steps-cur3.json"));
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.out, "MISSING       fp16-underflow-fail: skipped_by_step (per step) is not in the current run");
+    gate_free(&r);
+    json_decref(base);
 }
 
 static void test_missing_scenario_fails_closed(void **state)
@@ -442,7 +529,7 @@ static void test_missing_scenario_fails_closed(void **state)
     gate_run r = GATE("--baseline", data("baseline.json"), "--current", tmp("missing.json"));
     assert_int_equal(r.rc, 1);
     assert_contains(r.out, "MISSING       absorption-warn: scenario is in the baseline but not in the current run\n");
-    assert_contains(r.out, "gate: 0 regressed, 0 improved, 3 unchanged, 0 new, 1 failed closed: FAIL\n");
+    assert_contains(r.out, "gate: 0 regressed, 0 changed, 0 improved, 3 unchanged, 0 new, 1 failed closed: FAIL\n");
     gate_free(&r);
     json_decref(cur);
 }
@@ -462,7 +549,7 @@ static void test_missing_metric_and_tensor_all_listed(void **state)
     assert_contains(r.out, "MISSING       lora-two-tensors-bf16: metric subnormal_frac (baseline 0) is not in the current run (report.json leaves out NaN metrics)\n");
     assert_contains(r.out, "MISSING       lora-two-tensors-bf16 [tensor blocks.0.lora_B]: tensor is in the baseline");
     assert_contains(r.out, "MISSING       fp32-pass: metric max_ulp_err (baseline 96) is not in the current run (report.json leaves out NaN metrics)\n");
-    assert_contains(r.out, "gate: 0 regressed, 0 improved, 2 unchanged, 0 new, 2 failed closed: FAIL\n");
+    assert_contains(r.out, "gate: 0 regressed, 0 changed, 0 improved, 2 unchanged, 0 new, 2 failed closed: FAIL\n");
     assert_int_equal(count_lines(r.out), 4);
     gate_free(&r);
     json_decref(cur);
@@ -505,7 +592,7 @@ static void test_nan_fails_closed(void **state)
     assert_int_equal(r.rc, 1);
     assert_contains(r.out, "REGRESSED     absorption-warn: grad_rel_err_fullbatch");
     assert_contains(r.out, "-> inf (worse by inf, beyond any tolerance)\n");
-    assert_contains(r.out, "gate: 1 regressed, 0 improved, 3 unchanged, 0 new, 0 failed closed: FAIL\n");
+    assert_contains(r.out, "gate: 1 regressed, 0 changed, 0 improved, 3 unchanged, 0 new, 0 failed closed: FAIL\n");
     gate_free(&r);
     json_decref(cur);
 }
@@ -523,7 +610,7 @@ static void test_new_scenario_not_gated(void **state)
     gate_run r = GATE("--baseline", data("baseline.json"), "--current", tmp("new.json"));
     assert_int_equal(r.rc, 0);
     assert_contains(r.out, "new           brand-new: scenario only in the current run, verdict fail (not gated)\n");
-    assert_contains(r.out, "gate: 0 regressed, 0 improved, 4 unchanged, 1 new, 0 failed closed: PASS\n");
+    assert_contains(r.out, "gate: 0 regressed, 0 changed, 0 improved, 4 unchanged, 1 new, 0 failed closed: PASS\n");
     gate_free(&r);
     json_decref(cur);
 }
@@ -737,7 +824,7 @@ static void test_markdown(void **state)
     md = slurp_file(tmp("pass.md"));
     assert_non_null(md);
     assert_contains(md, "## gradprec gate: ✅ pass\n");
-    assert_contains(md, "0 regressed, 0 improved, 4 unchanged, 0 new, 0 failed closed");
+    assert_contains(md, "0 regressed, 0 changed, 0 improved, 4 unchanged, 0 new, 0 failed closed");
     assert_not_contains(md, "▲ regressed");
     free(md);
 
@@ -785,7 +872,7 @@ static void test_markdown_bounded(void **state)
                       tmp("big.md"));
     assert_int_equal(r.rc, 1);
     assert_int_equal(count_substr(r.out, "REGRESSED"), 600);
-    assert_contains(r.out, "gate: 300 regressed, 0 improved, 0 unchanged, 0 new, 0 failed closed: FAIL\n");
+    assert_contains(r.out, "gate: 300 regressed, 0 changed, 0 improved, 0 unchanged, 0 new, 0 failed closed: FAIL\n");
     gate_free(&r);
     char *md = slurp_file(tmp("big.md"));
     assert_non_null(md);
@@ -912,7 +999,7 @@ static void test_binary_end_to_end(void **state)
     assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
     char *txt = slurp_file(tmp("e2e.txt"));
     assert_non_null(txt);
-    assert_string_equal(txt, "gate: 0 regressed, 0 improved, 2 unchanged, 0 new, 0 failed closed: PASS\n");
+    assert_string_equal(txt, "gate: 0 regressed, 0 changed, 0 improved, 2 unchanged, 0 new, 0 failed closed: PASS\n");
     free(txt);
     /* against the checked-in baseline: nothing in common, all missing -> exit 1 */
     snprintf(cmd, sizeof cmd, "'%s' gate --baseline '%s' --current '%s/e2e/report.json' > /dev/null", g_gradprec,
@@ -937,6 +1024,18 @@ static void test_binary_end_to_end(void **state)
     assert_contains(xml, "<failure message=\"dominant mechanism normalization; grad_rel_err_fullbatch = 0.375");
     free(xml);
     json_decref(root);
+    /* `exact_metrics:` reaches report.json, in metric order */
+    FILE *f = fopen(tmp("exact.yaml"), "w");
+    assert_non_null(f);
+    fputs("name: exact\ntensors: [{name: a, size: 64}]\nexact_metrics: [max_ulp_err, grad_rel_err_fullbatch]\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' run --quiet '%s' --out '%s/exact' > /dev/null", g_gradprec, tmp("exact.yaml"), g_tmp);
+    rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+    txt = slurp_file(tmp("exact/report.json"));
+    assert_non_null(txt);
+    assert_contains(txt, "\"exact_metrics\": [\n        \"grad_rel_err_fullbatch\",\n        \"max_ulp_err\"\n      ]");
+    free(txt);
 }
 
 /* Issue 18 item 6: a preset that reproduces an incident expects to fail (partial-window-mean:
@@ -1000,6 +1099,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_estimates_by_interval),
         cmocka_unit_test(test_estimates_optimizer_metric),
         cmocka_unit_test(test_directions_and_verdicts),
+        cmocka_unit_test(test_exact_steps_changed),
         cmocka_unit_test(test_missing_scenario_fails_closed),
         cmocka_unit_test(test_missing_metric_and_tensor_all_listed),
         cmocka_unit_test(test_nan_fails_closed),

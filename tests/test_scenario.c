@@ -140,6 +140,7 @@ static void assert_scenario_equal(const gp_scenario *a, const gp_scenario *b)
     gp_assert_bits(gp_f64_bits(a->schedule.gamma), gp_f64_bits(b->schedule.gamma), "gamma");
     assert_int_equal(a->steps, b->steps);
     for (int m = 0; m < GP_NMETRICS; m++) {
+        assert_int_equal(a->exact_metrics[m], b->exact_metrics[m]);
         assert_int_equal(a->thresholds.set[m], b->thresholds.set[m]);
         if (a->thresholds.set[m])
             gp_assert_bits(gp_f64_bits(a->thresholds.max[m]), gp_f64_bits(b->thresholds.max[m]),
@@ -463,7 +464,8 @@ static void test_round_trip(void **state)
         "            param: fp16, master: fp32, state: bf16, kahan: false, stochastic: true}\n"
         "schedule: {name: step, warmup: 3, total: 9, min_lr: 1e-6, step_size: 2, gamma: 0.5}\n"
         "steps: 12\n"
-        "thresholds: {nonfinite_count: 0, max_ulp_err: 4, min_loss_scale: -1, weight_rel_err: 1e-300}\n";
+        "thresholds: {nonfinite_count: 0, max_ulp_err: 4, min_loss_scale: -1, weight_rel_err: 1e-300}\n"
+        "exact_metrics: [weight_rel_err, grad_norm_ratio]\n";
     gp_scenario s;
     gp_error err = {{0}};
     if (load_str(text, &s, &err) != 0) {
@@ -480,8 +482,11 @@ static void test_round_trip(void **state)
     assert_int_equal(s.loss_scale.update, 0);
     assert_int_equal(s.schedule.kind, GP_SCHED_STEP);
     assert_true(s.thresholds.max[GP_M_MIN_LOSS_SCALE] == -1.0);
+    for (int m = 0; m < GP_NMETRICS; m++)
+        assert_int_equal(s.exact_metrics[m], m == GP_M_WEIGHT_REL_ERR || m == GP_M_GRAD_NORM_RATIO);
     assert_round_trip(&s);
     char *y = gp_scenario_to_yaml(&s);
+    assert_non_null(strstr(y, "exact_metrics: [grad_norm_ratio, weight_rel_err]\n")); /* metric order */
     assert_non_null(strstr(y, "tokens: [7, 1, 999999999]")); /* integers as integers */
     assert_non_null(strstr(y, "betas: [0, 0.95]"));
     free(y);
@@ -558,6 +563,9 @@ static void test_bad_inline(void **state)
     expect_str_error("optimizer: {betas: [0.9, 1.0]}", "1:26", "[0, 1)");
     expect_str_error("optimizer: {betas: [0.9]}", "1:20", "two numbers");
     expect_str_error("optimizer: {eps: 0}", "1:18", "> 0");
+    expect_str_error("exact_metrics: weight_rel_err", "1:16", "exact_metrics: expected a list of metric names");
+    expect_str_error("exact_metrics: [weight_rel_err, nope]", "1:33", "exact_metrics: 'nope' is not a metric");
+    expect_str_error("exact_metrics: [overflow_count, overflow_count]", "1:33", "'overflow_count' is listed twice");
     expect_str_error("optimizer: {name: sgd}", "1:19", "adamw");
     expect_str_error("optimizer: {master: bf16}", "1:21", "none, fp32");
     expect_str_error("optimizer: {param: fp8_e4m3}", "1:20", "fp32, bf16 or fp16");

@@ -50,6 +50,32 @@ open('objbomb.json', 'w').write('{"schema": "gradprec-report/1", "scenarios": []
 open('bigtol.json', 'w').write('{"default": {"rel": 0.1, "abs": 0}, "pad": "' + 'x' * (2 << 20) + '"}')
 PY
 ln -s good.json link.json
+ln -s fifo fifolink
+ln -s /dev/null nulllink
+# a replayed dump stored under a report's name inside the folder --out names (issue 27)
+mkdir rp
+python3 - <<'PY'
+import json, os, struct
+h = json.dumps({"g/step0/mb0": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+open('rp/report.json', 'wb').write(struct.pack('<Q', len(h)) + h + struct.pack('<4f', 1, 2, 3, 4))
+open('rp.yaml', 'w').write('name: rp\ntensors: [{name: g, grad: {replay: rp/report.json, key: g}}]\n'
+                           'batch: {microbatches: 1}\nsteps: 1\n')
+# the same for a twin dump (torch's state after each step), the gradient read elsewhere
+def st(path, ents):
+    hdr, data = {}, b''
+    for k, v in ents.items():
+        b = struct.pack('<%df' % len(v), *v)
+        hdr[k] = {"dtype": "F32", "shape": [len(v)], "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    h = json.dumps(hdr).encode()
+    open(path, 'wb').write(struct.pack('<Q', len(h)) + h + data)
+os.mkdir('tw')
+st('g.safetensors', {"g/step0/mb0": [1, 2, 3, 4], "g/weight": [0.5] * 4})
+st('tw/report.json', {"g/step0/param": [0.5] * 4, "g/step0/exp_avg": [0] * 4, "g/step0/exp_avg_sq": [0] * 4})
+open('tw.yaml', 'w').write('name: tw\ntensors: [{name: g, grad: {replay: g.safetensors, key: g}, weight: {replay: '
+                           'g.safetensors, key: g}, twin: {replay: tw/report.json, key: g}}]\n'
+                           'batch: {microbatches: 1}\nsteps: 1\n')
+PY
 cp "$SRC/fuzz/corpus/decode/ascending_256" fuzzin
 
 # every path, its type and size, and the contents of every regular file
@@ -109,6 +135,9 @@ c 2 "is a regular file, not a folder" run --preset lora-fp32-accum --out file.tx
 c 2 "is a FIFO (named pipe), not a folder" run --preset lora-fp32-accum --out fifo
 c 2 "holds 'notes.txt', which gradprec did not write" run --preset lora-fp32-accum --out foreign
 c 2 "holds the input ins/report.json" run ins/report.json --out ins
+c 2 "--out rp: holds the input rp/report.json" run rp.yaml --out rp
+c 2 "--out rp: holds the input rp/report.json" advise rp.yaml --out rp
+c 2 "--out tw: holds the input tw/report.json" run tw.yaml --out tw
 # run: scenario files
 c 2 "fifo: is a FIFO (named pipe), not a regular file" run fifo
 c 2 "/dev/zero: is a character device, not a regular file" run /dev/zero
@@ -150,6 +179,7 @@ c 2 "--markdown good.json: is the input good.json" gate --baseline good.json --c
 c 2 "--markdown link.json: is the input" gate --baseline good.json --current good.json --markdown link.json
 c 2 "--markdown /dev/null: is a character device" gate --baseline good.json --current good.json --markdown /dev/null
 c 2 "--markdown dir: is a directory" gate --baseline good.json --current good.json --markdown dir
+c 2 "--markdown fifolink: is a symbolic link to a FIFO" gate --baseline good.json --current good.json --markdown fifolink
 c 2 "fifo: is a FIFO" gate --baseline good.json --current good.json --tolerances fifo
 c 2 "larger than the limit" gate --baseline good.json --current good.json --tolerances bigtol.json
 c 2 "deep.json:1:" gate --baseline deep.json --current good.json
@@ -171,6 +201,10 @@ c 2 "/dev/zero: is a character device" report html /dev/zero
 c 2 "dir: is a directory" report html dir
 c 2 "--out good.json: is the input" report html good.json --out good.json
 c 2 "--out /dev/null: is a character device" report html good.json --out /dev/null
+c 2 "--out nulllink: is a symbolic link to a character device" report html good.json --out nulllink
+c 2 "--out /dev/stdout: is a symbolic link to a file descriptor" report html good.json --out /dev/stdout
+c 2 "--out /dev/stderr: is a symbolic link to a file descriptor" report merge --out /dev/stderr s0.json s1.json s2.json
+c 2 "--out fifolink: is a symbolic link to a FIFO" repro --out fifolink fuzzin
 # repro
 c 2 "no FUZZ_INPUT" repro
 c 2 "fifo: is a FIFO" repro fifo
@@ -197,6 +231,24 @@ else
   fail=$((fail + 1)); echo "FAIL repro: a path's newline reached the YAML: $(head -2 "$O/r.yaml")"
 fi
 n=$((n + 1))
+
+# /dev/stdout a pipe: refused (exit 2, one line), and the link stays a link (as root a
+# rename would have replaced the system's /dev/stdout with a regular file).
+n=$((n + 1))
+rc=$( { "$GP" report html good.json --out /dev/stdout 2>"$O/err"; echo $? >"$O/rc"; } | cat >"$O/out"; cat "$O/rc")
+if [ "$rc" -eq 2 ] && [ "$(wc -l < "$O/err")" -eq 1 ] && [ ! -s "$O/out" ] && [ -L /dev/stdout ] &&
+   grep -q "is a symbolic link to a file descriptor" "$O/err"; then pass=$((pass + 1))
+else fail=$((fail + 1)); echo "FAIL --out /dev/stdout on a pipe (rc $rc): $(cat "$O/err")"; fi
+
+# The sweep of stale temporary folders never follows a symlink planted under a temporary
+# folder's name (a dead process's pid): the folder it points to keeps its files.
+n=$((n + 1))
+mkdir "$O/victim" && echo keep > "$O/victim/report.json" && echo keep > "$O/victim/report.md"
+ln -s "$O/victim" "$O/.sweep.gp-99999999-0badc0de"
+if "$GP" run --quiet --preset lora-fp32-accum --out "$O/sweep" >/dev/null 2>"$O/err" &&
+   [ "$(cat "$O/victim/report.json")" = keep ] && [ "$(cat "$O/victim/report.md")" = keep ] &&
+   [ -L "$O/.sweep.gp-99999999-0badc0de" ]; then pass=$((pass + 1))
+else fail=$((fail + 1)); echo "FAIL the stale sweep followed a planted symlink: $(ls "$O/victim") $(cat "$O/err")"; fi
 
 echo "$pass of $n hostile cases passed"
 [ $fail -eq 0 ] && [ $n -ge 60 ]
