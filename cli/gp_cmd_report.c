@@ -191,21 +191,33 @@ static int cmd_merge(int argc, char **argv, FILE *err)
     return rc;
 }
 
-static int cmd_html(int argc, char **argv, FILE *err)
+/* The arguments of `report html` and `report monitor`: an optional --out and one input.
+ * Returns 0, or GP_EXIT_USAGE after printing one line (`gradprec report WHAT: ...`). */
+static int out_and_input(int argc, char **argv, const char *what, const char **out, const char **in, FILE *err)
 {
-    const char *outpath = NULL, *in = NULL, *val;
+    const char *val;
+    char ctx[32];
+    snprintf(ctx, sizeof ctx, "report %s", what);
     int r;
     for (int i = 1; i < argc; i++) {
-        if ((r = gp_cli_opt(argc, argv, &i, "--out", &val, err, "report html")) != 0) {
+        if ((r = gp_cli_opt(argc, argv, &i, "--out", &val, err, ctx)) != 0) {
             if (r < 0)
                 return GP_EXIT_USAGE;
-            outpath = val;
-        } else if (argv[i][0] == '-' || in) {
-            fprintf(err, "gradprec report html: unexpected argument '%s'\n", argv[i]);
+            *out = val;
+        } else if (argv[i][0] == '-' || *in) {
+            fprintf(err, "gradprec report %s: unexpected argument '%s'\n", what, argv[i]);
             return GP_EXIT_USAGE;
         } else
-            in = argv[i];
+            *in = argv[i];
     }
+    return 0;
+}
+
+static int cmd_html(int argc, char **argv, FILE *err)
+{
+    const char *outpath = NULL, *in = NULL;
+    if (out_and_input(argc, argv, "html", &outpath, &in, err) != 0)
+        return GP_EXIT_USAGE;
     if (!in) {
         fprintf(err, "gradprec report html: needs REPORT.json\n");
         return GP_EXIT_USAGE;
@@ -246,19 +258,9 @@ static int cmd_html(int argc, char **argv, FILE *err)
 
 static int cmd_monitor(int argc, char **argv, FILE *err)
 {
-    const char *outdir = NULL, *in = NULL, *val;
-    int r;
-    for (int i = 1; i < argc; i++) {
-        if ((r = gp_cli_opt(argc, argv, &i, "--out", &val, err, "report monitor")) != 0) {
-            if (r < 0)
-                return GP_EXIT_USAGE;
-            outdir = val;
-        } else if (argv[i][0] == '-' || in) {
-            fprintf(err, "gradprec report monitor: unexpected argument '%s'\n", argv[i]);
-            return GP_EXIT_USAGE;
-        } else
-            in = argv[i];
-    }
+    const char *outdir = NULL, *in = NULL;
+    if (out_and_input(argc, argv, "monitor", &outdir, &in, err) != 0)
+        return GP_EXIT_USAGE;
     if (!in || !outdir) {
         fprintf(err, "gradprec report monitor: needs --out DIR and LOG.jsonl\n");
         return GP_EXIT_USAGE;
