@@ -486,3 +486,50 @@ def test_misuse_is_refused_where_it_happens(tmp_path):
     assert all("twin" not in t for t in cap.scenario()["tensors"])
     man = json.loads((tmp_path / "d" / "capture.json").read_text())
     assert "had not run optimizer.step()" in man["optimizer"]["twin"]
+
+
+def test_hundreds_of_bf16_tensors_mid_training_are_a_twin(tmp_path, twin):
+    # The shape of a small LLM capture: 320 bf16 parameter tensors (160 layers of
+    # Linear(24, 24) with bias, each layer a residual tanh step), AdamW with its state
+    # from 4 earlier steps, then 3 captured steps whose micro-batch counts and sequence
+    # lengths change every step, sampled to 64 elements per tensor. The replay must be
+    # torch's run on every sampled element after every step, and the dump's after-step
+    # entries must be torch's (checked on the first and last tensor here).
+    torch.manual_seed(3)
+    layers = torch.nn.ModuleList(torch.nn.Linear(24, 24) for _ in range(160)).bfloat16()
+    head = layers[-1]
+    opt = torch.optim.AdamW(layers.parameters(), lr=1e-3, weight_decay=0.05, betas=BETAS, eps=EPS)
+
+    def microbatch(n, mb):
+        x = torch.randn(n, 24).bfloat16()
+        for lin in layers:
+            x = x + torch.tanh(lin(x))
+        with mb():
+            (x.float().pow(2).mean() / 4).backward()
+
+    def step(lengths, cap=None):
+        for n in lengths:
+            microbatch(n, (lambda n=n: cap.microbatch(tokens=n)) if cap else torch.enable_grad)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for lengths in ([5, 9, 3, 7], [11, 2, 6, 4], [3, 3, 8, 5], [9, 1, 4, 2]):
+        step(lengths)
+    names = [n for n, _ in layers.named_parameters()]
+    assert len(names) == 320 and all(p.dtype == torch.bfloat16 for p in layers.parameters())
+    after = []
+    with gpt.capture(layers, tmp_path, reduction="mean", accumulation_steps=4, optimizer=opt, sample=64) as cap:
+        for lengths in ([7, 2, 13, 4], [3, 17], [5, 8, 1]):
+            step(lengths, cap)
+            after.append(head.weight.detach().clone())
+    doc = json.loads(json.dumps(cap.scenario()))
+    assert doc["batch"]["tokens"] == [[7, 2, 13, 4], [3, 17], [5, 8, 1]]
+    assert doc["optimizer"]["param"] == "bf16" and doc["tensors"][0]["state"]["step"] == 4
+    dump = load_file(str(tmp_path / "grads.safetensors"))
+    idx = torch.frombuffer(gradprec.sample_indices(0, names.index("159.weight"), head.weight.numel(), 64),
+                           dtype=torch.int64)
+    for s, w in enumerate(after):
+        assert _bits_equal(dump["159.weight/step%d/param" % s], w.reshape(-1)[idx])
+    sc = gradprec.run(tmp_path / "scenario.yaml", backend="cpu")[0]
+    assert sc.metrics["twin_mismatch_count"] == 0, sc.report["notes"][:1]
+    assert "torch's twin" in sc.report["notes"][0]
