@@ -80,6 +80,7 @@ test-coverage: build-cov
 	cd $(COV_BUILD) && ctest --output-on-failure -L coverage
 
 test-python: build
+	cmake --build $(BUILD) -j $(JOBS) --target gp_abi_layout
 	@scripts/install-python.sh
 	GRADPREC_LIB=$(CURDIR)/$(BUILD)/libgradprec.so GP_BUILD=$(CURDIR)/$(BUILD) \
 	  .venv/bin/python -m pytest -q -p no:cacheprovider tests/python

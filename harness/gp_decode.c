@@ -10,6 +10,7 @@
 
 #include "../harness/gp_generate.h"
 #include "../kernels/arith/gp_philox.h"
+#include "../kernels/gp_vocab.h" /* the rounding policies the decoder picks among */
 
 /* ---- the byte reader ---- */
 
@@ -243,7 +244,7 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
 
     s->precision.grad = decode_format(d);
     s->precision.accumulator = decode_format(d);
-    s->precision.rounding = (gp_acc_rounding)gp_decoder_pick(d, 4);
+    s->precision.rounding = (gp_acc_rounding)gp_decoder_pick(d, gp_vocab_count(GP_VOCAB_ACC_ROUNDING));
     s->precision.ftz = gp_decoder_bool(d);
     s->reduction = (gp_reduction)gp_decoder_pick(d, 4);
     s->fullbatch = (gp_fullbatch)gp_decoder_pick(d, 2);
@@ -363,7 +364,7 @@ void gp_decode_accum(const uint8_t *data, size_t size, gp_accum_case *c)
     memset(c, 0, sizeof *c);
     c->grad = decode_format(d);
     c->acc = decode_format(d);
-    c->rounding = (gp_acc_rounding)gp_decoder_pick(d, 4);
+    c->rounding = (gp_acc_rounding)gp_decoder_pick(d, gp_vocab_count(GP_VOCAB_ACC_ROUNDING));
     c->ftz = gp_decoder_bool(d);
     c->seed = gp_decoder_range(d, 0, UINT32_MAX);
     size_t describable = 1 + d->size / 3; /* an addend takes >= 3 bytes: region + payload */
