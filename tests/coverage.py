@@ -9,10 +9,10 @@ per source file, the branches the two runs reached in the measured code:
   kernels/arith/*.h           every function the program instantiates (union over the
                               translation units that include the header);
   kernels/cpu/gp_cpu_backend.c  the CPU backend, whole;
-  harness/gp_runner.c         the runner's per-step functions (RUNNER_STEP below);
-  harness/gp_optim.c          the optimizer step the runner calls (OPTIM_STEP below);
-  harness/gp_attrib.h         the attribution of one element (every function, as gp_runner.c
-                              instantiates it). Not measured: harness/gp_attrib.c, the vectorised
+  harness/run/gp_runner.c         the runner's per-step functions (RUNNER_STEP below);
+  harness/run/gp_optim.c          the optimizer step the runner calls (OPTIM_STEP below);
+  harness/run/gp_attrib.h         the attribution of one element (every function, as gp_runner.c
+                              instantiates it). Not measured: harness/run/gp_attrib.c, the vectorised
                               store and attribution blocks (built -O3 with per-ISA clones;
                               test_accum checks them against the scalar definitions).
 
@@ -64,9 +64,9 @@ OPTIM_STEP = {"gp_optim_chunk", "compare_plugin", "on_old_state", "formula_expla
 
 MEASURED = {  # source file (relative) -> function filter (None: every function)
     "kernels/cpu/gp_cpu_backend.c": None,
-    "harness/gp_runner.c": RUNNER_STEP,
-    "harness/gp_optim.c": OPTIM_STEP,
-    "harness/gp_attrib.h": None,  # the attribution of one element (gp_classify_v, gp_attrib_one), as gp_runner.c uses it
+    "harness/run/gp_runner.c": RUNNER_STEP,
+    "harness/run/gp_optim.c": OPTIM_STEP,
+    "harness/run/gp_attrib.h": None,  # the attribution of one element (gp_classify_v, gp_attrib_one), as gp_runner.c uses it
 }
 ARITH_DIR = "kernels/arith/"
 
@@ -79,9 +79,9 @@ ARITH_DIR = "kernels/arith/"
 # does yet (docs/testing.md lists them); the others cannot be reached from a scenario
 # with correct backends.
 A = ARITH_DIR
-R = "harness/gp_runner.c"
-O = "harness/gp_optim.c"
-H = "harness/gp_attrib.h"
+R = "harness/run/gp_runner.c"
+O = "harness/run/gp_optim.c"
+H = "harness/run/gp_attrib.h"
 C = "kernels/cpu/gp_cpu_backend.c"
 WHY_FAIL = ("a backend call failed or refused the configuration, or a failure propagates: correct backends do "
             "not fail (hostile_plugin_faults and test_accumulate's broken plugins reach these)")
@@ -288,7 +288,7 @@ EXCLUSIONS = [
 # The level recorded when the last preset was added: branches reached per file (the check
 # also fails when a file reaches fewer, e.g. after an exclusion was widened).
 RECORDED = {
-    "harness/gp_attrib.h": 34, "harness/gp_optim.c": 99, "harness/gp_runner.c": 386, "kernels/arith/gp_accum.h": 49,
+    "harness/run/gp_attrib.h": 34, "harness/run/gp_optim.c": 99, "harness/run/gp_runner.c": 386, "kernels/arith/gp_accum.h": 49,
     "kernels/arith/gp_adamw.h": 127, "kernels/arith/gp_arith.h": 7, "kernels/arith/gp_clip.h": 15,
     "kernels/arith/gp_format.h": 112, "kernels/arith/gp_philox.h": 4, "kernels/arith/gp_scaler.h": 6,
     "kernels/arith/gp_schedule.h": 20, "kernels/arith/gp_torch_sqrt.h": 35, "kernels/cpu/gp_cpu_backend.c": 82,

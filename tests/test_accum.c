@@ -12,7 +12,7 @@
 #include "kernels/arith/gp_philox.h"
 #include "kernels/cpu/gp_cpu_adamw.h"
 #include "kernels/cpu/gp_cpu_backend.h"
-#include "harness/gp_attrib.h"
+#include "harness/run/gp_attrib.h"
 
 /* The bit trick equals the generic RNE conversion: every bf16 boundary neighbourhood
  * (each high half with low halves 0, 1, tie-1, tie, tie+1, all ones) and a stride

@@ -5,14 +5,14 @@
  * scratch scenario is handed over only on success. On any error it is freed and the
  * caller's scenario is left initialised, owning nothing. */
 #include "gp_scenario.h"
-#include "gp_replay.h"
+#include "../sources/gp_replay.h"
 
-#include "../base/gp_buf.h"
-#include "../base/gp_file.h"
-#include "../base/gp_num.h"
-#include "gp_runner.h"
+#include "../../base/gp_buf.h"
+#include "../../base/gp_file.h"
+#include "../../base/gp_num.h"
+#include "../run/gp_runner.h"
 #include "gp_yaml_bound.h"
-#include "../kernels/arith/gp_torch_sqrt.h"
+#include "../../kernels/arith/gp_torch_sqrt.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -24,8 +24,8 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "../kernels/arith/gp_philox.h"
-#include "../kernels/gp_names.h"
+#include "../../kernels/arith/gp_philox.h"
+#include "../../kernels/gp_names.h"
 
 #if defined(__GNUC__)
 #define GP_PRINTF(a, b) __attribute__((format(printf, a, b)))

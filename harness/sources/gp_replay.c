@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../base/gp_file.h"
+#include "../../base/gp_file.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gp_replay reads little-endian dumps as they are: a big-endian host needs byte swapping here"

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_generate.h"
-#include "../kernels/arith/gp_philox.h"
+#include "../sources/gp_generate.h"
+#include "../../kernels/arith/gp_philox.h"
 
 /* ---- the byte reader ---- */
 

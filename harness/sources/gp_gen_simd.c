@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../kernels/arith/gp_philox.h"
+#include "../../kernels/arith/gp_philox.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

@@ -9,8 +9,8 @@
 
 #include <stddef.h>
 
-#include "../base/gp_error.h"
-#include "../kernels/gp_plugin_abi.h"
+#include "../../base/gp_error.h"
+#include "../../kernels/gp_plugin_abi.h"
 
 /* What a proxy call returns when the worker failed (crashed, exited, hung, or the
  * connection broke); gp_worker_fault says how. No plugin returns it (its codes are

@@ -1,14 +1,14 @@
 /* gp_optim.c — see gp_optim.h. */
 #include "gp_optim.h"
 
-#include "../kernels/cpu/gp_cpu_backend.h"
+#include "../../kernels/cpu/gp_cpu_backend.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/arith/gp_accum.h"
-#include "gp_generate.h"
+#include "../../kernels/arith/gp_accum.h"
+#include "../sources/gp_generate.h"
 
 /* 0 (the coverage build): the attribution of a step element by element, its definition;
  * else the same arithmetic a block at a time (attribute_step) */

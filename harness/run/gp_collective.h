@@ -8,8 +8,8 @@
 
 #include <stdint.h>
 
-#include "../kernels/arith/gp_format.h"
-#include "gp_scenario.h"
+#include "../../kernels/arith/gp_format.h"
+#include "../scenario/gp_scenario.h"
 
 /* The ring chunk of element j of a bucket of blen elements over W ranks: the bucket is cut
  * into W contiguous chunks of ceil(blen / W) elements (the last ones shorter or empty);

@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "../kernels/gp_plugin_abi.h"
-#include "../base/gp_error.h"
+#include "../../kernels/gp_plugin_abi.h"
+#include "../../base/gp_error.h"
 
 struct gp_worker;
 

@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/gp_error.h"
-#include "../harness/gp_scenario.h"
-#include "../kernels/arith/gp_accum.h"
+#include "../../base/gp_error.h"
+#include "gp_scenario.h"
+#include "../../kernels/arith/gp_accum.h"
 
 /* ---- the byte reader ---- */
 

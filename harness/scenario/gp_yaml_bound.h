@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/gp_error.h"
+#include "../../base/gp_error.h"
 
 #define GP_YAML_MAX_DEPTH 32
 #define GP_YAML_MAX_ANCHORS 256

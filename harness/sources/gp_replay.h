@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/gp_error.h"
-#include "../kernels/arith/gp_format.h"
+#include "../../base/gp_error.h"
+#include "../../kernels/arith/gp_format.h"
 
 /* The largest safetensors JSON header accepted (the format's own reference limit). */
 #define GP_REPLAY_MAX_HEADER ((uint64_t)100 << 20)

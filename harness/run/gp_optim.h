@@ -57,12 +57,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../kernels/arith/gp_adamw.h"
-#include "../reference/gp_adamw_dd.h"
-#include "gp_backend.h"
-#include "../base/gp_error.h"
-#include "gp_sample.h"
-#include "gp_scenario.h"
+#include "../../kernels/arith/gp_adamw.h"
+#include "../../reference/gp_adamw_dd.h"
+#include "../sources/gp_backend.h"
+#include "../../base/gp_error.h"
+#include "../sources/gp_sample.h"
+#include "../scenario/gp_scenario.h"
 
 /* Elements the runner processes together (gp_optim_chunk's n never exceeds it); results
  * do not depend on it. */

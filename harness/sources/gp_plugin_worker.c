@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../kernels/arith/gp_format.h"
-#include "../kernels/cuda/gp_cuda.h"
+#include "../../kernels/arith/gp_format.h"
+#include "../../kernels/cuda/gp_cuda.h"
 #include "gp_backend.h"
 
 enum { FN_ACC, FN_MANY, FN_UNSCALE, FN_ADAMW, FN_SUMSQ, FN_SCALE, FN_SCALER, FN_N };

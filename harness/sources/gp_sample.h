@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/gp_error.h"
+#include "../../base/gp_error.h"
 
 /* The two-sided coverage of the intervals, and its normal quantile z = Phi^-1(0.975). */
 #define GP_SAMPLE_COVERAGE 0.95

@@ -9,16 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/arith/gp_accum.h"
-#include "../kernels/arith/gp_clip.h"
-#include "../kernels/arith/gp_scaler.h"
-#include "../kernels/arith/gp_schedule.h"
-#include "../kernels/cpu/gp_cpu_backend.h"
-#include "../reference/gp_exact.h"
+#include "../../kernels/arith/gp_accum.h"
+#include "../../kernels/arith/gp_clip.h"
+#include "../../kernels/arith/gp_scaler.h"
+#include "../../kernels/arith/gp_schedule.h"
+#include "../../kernels/cpu/gp_cpu_backend.h"
+#include "../../reference/gp_exact.h"
 #include "gp_attrib.h"
 #include "gp_collective.h"
-#include "gp_generate.h"
-#include "gp_replay.h"
+#include "../sources/gp_generate.h"
+#include "../sources/gp_replay.h"
 
 #define CHUNK GP_OPTIM_CHUNK /* elements processed together; results do not depend on it */
 
@@ -840,7 +840,7 @@ static int run_generated(chunk *G, size_t ng, double N, int *found_inf, gp_error
     return rc;
 }
 
-/* ---- the simulated collective (docs/distributed.md, harness/gp_collective.h) ---- */
+/* ---- the simulated collective (docs/distributed.md, harness/run/gp_collective.h) ---- */
 
 static char *dist_rank(char *base, size_t width, int r, size_t off)
 {

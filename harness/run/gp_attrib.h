@@ -9,8 +9,8 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "../kernels/arith/gp_format.h"
-#include "gp_metrics.h"
+#include "../../kernels/arith/gp_format.h"
+#include "../scenario/gp_metrics.h"
 
 /* x / s for the loss scale s: x * inv when inv != 0 (inv = 1/s, a power of two whose
  * product is the one correct rounding of the same real as the division), else x / s. */

@@ -1,7 +1,7 @@
 /* gp_run_all.c — see gp_run_all.h. */
 #include "gp_run_all.h"
 
-#include "gp_backend.h"
+#include "../sources/gp_backend.h"
 
 #include <pthread.h>
 #include <stdio.h>

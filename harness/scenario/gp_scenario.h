@@ -8,9 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../kernels/arith/gp_accum.h"
-#include "../kernels/arith/gp_format.h"
-#include "../base/gp_error.h"
+#include "../../kernels/arith/gp_accum.h"
+#include "../../kernels/arith/gp_format.h"
+#include "../../base/gp_error.h"
 #include "gp_metrics.h"
 
 #define GP_NAME_MAX 128
@@ -33,11 +33,11 @@ typedef enum {
     GP_DIST_PARETO,     /* scale * Pareto(alpha) (>= scale, heavy tail), random sign */
     GP_DIST_CONSTANT,   /* every element = scale, random sign */
     GP_DIST_VALUES,     /* explicit per-token values per micro-batch (size must be 1) */
-    GP_DIST_REPLAY      /* real tensors from a dump (harness/gp_replay.h, docs/replay.md) */
+    GP_DIST_REPLAY      /* real tensors from a dump (harness/sources/gp_replay.h, docs/replay.md) */
 } gp_dist_kind;
 
 /* A per-element distribution. Generated values are the per-token-mean gradient of
- * each micro-batch, made fp32 (see harness/gp_generate.h). */
+ * each micro-batch, made fp32 (see harness/sources/gp_generate.h). */
 typedef struct {
     gp_dist_kind kind;    /* default normal */
     double scale;         /* default 1.0 */
@@ -52,7 +52,7 @@ typedef struct {
     double token_snr;     /* grad only: 0 (default) = every micro-batch drawn independently;
                              > 0 = a shared signal drawn once per step plus per-token noise
                              of std scale/token_snr averaged over the micro-batch's n_k
-                             tokens (harness/gp_generate.h, docs/scenarios.md) */
+                             tokens (harness/sources/gp_generate.h, docs/scenarios.md) */
     /* GP_DIST_VALUES: values[k][0..ntok[k]-1] are the per-token values of micro-batch k */
     size_t nmb;
     size_t *ntok;
@@ -68,7 +68,7 @@ typedef struct {
     size_t size;    /* elements, default 1024 (1 for explicit values; a replayed
                        gradient's size comes from its dump) */
     size_t sample;  /* `sample: N`: metrics estimated on N elements chosen from the seed
-                       (harness/gp_sample.h); 0 = every element (or the scenario's sample) */
+                       (harness/sources/gp_sample.h); 0 = every element (or the scenario's sample) */
     uint64_t population; /* `population: M`: the dump's entries are already a sample of
                        `size` elements chosen from the tensor's M (gradprec.torch.capture
                        with sample=): metrics are estimates over them; 0 (or M = size):

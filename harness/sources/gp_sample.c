@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/arith/gp_philox.h"
+#include "../../kernels/arith/gp_philox.h"
 
 /* A uniform integer in [0, bound] from 64 Philox bits (multiply-shift; bias below
  * bound / 2^64, far under anything a sample of <= 2^31 elements can show). */

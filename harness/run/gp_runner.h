@@ -1,6 +1,6 @@
 /* gp_runner.h — runs one scenario on a backend beside the exact references and
  * measures what was lost, by mechanism (DESIGN.md §1, §5): `steps` iterations of
- * accumulate -> unscale -> clip -> AdamW (harness/gp_optim.h) -> loss-scale update.
+ * accumulate -> unscale -> clip -> AdamW (harness/run/gp_optim.h) -> loss-scale update.
  *
  * Iterations. Gradients are drawn afresh each iteration (streams keyed by it; magnitudes
  * times shrink^(t-1)). Accumulation runs in windows: consecutive chunks (at most 2^14
@@ -67,17 +67,17 @@
 
 #include <stdint.h>
 
-#include "gp_backend.h"
-#include "gp_metrics.h"
+#include "../sources/gp_backend.h"
+#include "../scenario/gp_metrics.h"
 #include "gp_optim.h"
-#include "gp_scenario.h"
-#include "gp_sample.h"
+#include "../scenario/gp_scenario.h"
+#include "../sources/gp_sample.h"
 
 /* Mechanisms measured on the accumulated gradient (the rest: on the optimizer step). */
 #define GP_MECH_GRAD_END GP_MECH_SCALING
 
 
-/* The ratios a sampled run estimates with an interval (harness/gp_sample.h): units are
+/* The ratios a sampled run estimates with an interval (harness/sources/gp_sample.h): units are
  * elements; y / x per element. */
 enum {
     GP_EST_FULL = 0, /* grad_rel_err_fullbatch^2: (g_acc - g_full)^2 / g_full^2 */

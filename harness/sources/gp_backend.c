@@ -6,9 +6,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../base/gp_file.h"
-#include "../kernels/cpu/gp_cpu_backend.h"
-#include "../kernels/cuda/gp_cuda.h"
+#include "../../base/gp_file.h"
+#include "../../kernels/cpu/gp_cpu_backend.h"
+#include "../../kernels/cuda/gp_cuda.h"
 #include "gp_plugin_worker.h"
 
 /* ---- per-thread time limits ---- */
