@@ -93,11 +93,11 @@ MUTANTS = [
     ('kernels/arith/gp_philox.h',
      '    return gp_philox4x32_10(c, k).v[index & 3];',
      '    return gp_philox4x32_10(c, k).v[index & 1];', 'random words reused'),
-    # harness/run/gp_runner.c
-    ('harness/run/gp_runner.c',
+    # harness/run/gp_run_grads.c
+    ('harness/run/gp_run_grads.c',
      '    case GP_RED_MEAN: return (double)nk * sc->batch.accumulation_steps;',
      '    case GP_RED_MEAN: return (double)nk * sc->batch.microbatches;', 'mean: divides by K seen, not A'),
-    ('harness/run/gp_runner.c',
+    ('harness/run/gp_run_grads.c',
      '    case GP_RED_MEAN_NO_DIV: return (double)nk;',
      '    case GP_RED_MEAN_NO_DIV: return N;', 'mean_no_div as token_mean'),
     # harness/run/gp_attrib.h
@@ -107,14 +107,14 @@ MUTANTS = [
     ('harness/run/gp_attrib.h',
      '    if (g != 0 && nb == ob && isfinite(a)) {\n        f |= GP_AT_ABSORBED;',
      '    if (g != 0 && nb == ob && isfinite(a) && 0) {\n        f |= GP_AT_ABSORBED;', 'absorption never counted'),
-    # harness/run/gp_runner.c
-    ('harness/run/gp_runner.c',
+    # harness/run/gp_run_accum.c, gp_run_step.c, gp_run_grads.c
+    ('harness/run/gp_run_accum.c',
      '    if (u.found_inf)\n        *found_inf = 1;',
      '    if (u.found_inf && 0)\n        *found_inf = 1;', 'found_inf dropped'),
-    ('harness/run/gp_runner.c',
+    ('harness/run/gp_run_step.c',
      '    *coef = sc->loss_scale.unscale_before_clip ? *right : gp_clip_coef(af, scaled, sc->clip.max_norm, 0);',
      '    *coef = 1 ? *right : gp_clip_coef(af, scaled, sc->clip.max_norm, 0);', 'clip order ignored'),
-    ('harness/run/gp_runner.c',
+    ('harness/run/gp_run_grads.c',
      '    if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */',
      '    if (c->shrink != 1.0 && 0) /* the shrunk value, made fp32, is the exact input */', 'shrink ignored'),
     # harness/run/gp_optim.c

@@ -100,7 +100,7 @@ int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc
  * gp_attrib_unscaled with inv), *nonzero += the non-zero xs (each stored non-zero). Returns
  * 1; returns 0 and changes nothing when some xs[i] is outside that range, or for another
  * format. Vectorised like gp_attrib_block; equal to the one-element definition in
- * gp_runner.c (store_range) bit for bit (tests/test_accum.c). */
+ * gp_run_accum.c (store_range) bit for bit (tests/test_accum.c). */
 int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw, void *grad,
                    double *partial, double *err_round, uint64_t *nonzero);
 

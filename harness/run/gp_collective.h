@@ -1,7 +1,7 @@
 /* gp_collective.h — the orders in which a simulated collective adds the ranks' values
  * (docs/distributed.md): pure functions of (world size, rank, chunk, hop), so the same
  * scenario gives the same bits and a reader can replay any element's sum by hand. The
- * runner (gp_runner.c) performs each addition through the backend's accumulate entry
+ * runner (harness/run/gp_run_collective.c) performs each addition through the backend's accumulate entry
  * in the reduce dtype and attributes what it lost. */
 #ifndef GP_COLLECTIVE_H
 #define GP_COLLECTIVE_H

@@ -21,31 +21,6 @@ static size_t fmt_bytes(gp_format f)
     return (size_t)gp_fmt_get(f).width / 8;
 }
 
-gp_adamw_config gp_optim_config(const gp_scenario *sc)
-{
-    gp_adamw_config c;
-    c.param = sc->optimizer.param;
-    c.state = sc->optimizer.state;
-    c.variant = sc->optimizer.fused    ? GP_ADAMW_TORCH_FUSED_CPU
-                : sc->optimizer.master ? GP_ADAMW_MASTER
-                : sc->optimizer.kahan  ? GP_ADAMW_KAHAN
-                                       : GP_ADAMW_PLAIN;
-    c.rounding = sc->optimizer.stochastic ? GP_STOCHASTIC : GP_RNE;
-    c.eval = (gp_adamw_eval)sc->optimizer.evaluation;
-    c.tail = 0; /* set per element by the backend */
-    return c;
-}
-
-size_t gp_optim_bytes_per_element(const gp_scenario *sc)
-{
-    gp_adamw_config c = gp_optim_config(sc);
-    size_t pb = fmt_bytes(c.param), sb = fmt_bytes(c.state);
-    /* param, m, v, comp (Kahan), master (fp32), lost, state_err, formula_err (doubles), and the
-     * double-double reference's six doubles: what gp_optim_state_alloc holds per element */
-    return pb + 2 * sb + (c.variant == GP_ADAMW_KAHAN ? pb : 0) + (c.variant == GP_ADAMW_MASTER ? 4 : 0) +
-           3 * sizeof(double) + 6 * sizeof(double);
-}
-
 int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with, gp_error *err)
 {
     memset(o, 0, sizeof *o);

@@ -62,6 +62,7 @@
 #include "../sources/gp_backend.h"
 #include "../../base/gp_error.h"
 #include "../sources/gp_sample.h"
+#include "../scenario/gp_budget.h"
 #include "../scenario/gp_scenario.h"
 
 /* Elements the runner processes together (gp_optim_chunk's n never exceeds it); results
@@ -180,9 +181,6 @@ enum { GP_OPTIM_EL_NONZERO, GP_OPTIM_EL_STALE, GP_OPTIM_EL_STATE_NONZERO, GP_OPT
  * view shares o's arrays: never free it. */
 void gp_optim_scratch_borrow(gp_optim_state *view, const gp_optim_state *o, const gp_optim_state *scratch);
 
-/* The AdamW configuration of scenario sc (variant, formats, rounding). */
-gp_adamw_config gp_optim_config(const gp_scenario *sc);
-
 /* gp_optim_state_alloc's scratch flags. */
 enum { GP_OPTIM_WITH_CMP = 1,    /* a compared backend (--compare) */
        GP_OPTIM_WITH_MODELS = 2, /* the backend is a subject, not gradprec's own (cpu,
@@ -208,9 +206,6 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
 int gp_optim_model_count(const gp_adamw_config *cfg);
 const char *gp_optim_model_name(const gp_adamw_config *cfg, int k);
 
-/* Bytes gp_optim_state_alloc holds per element of capacity for scenario sc (beyond its
- * one-chunk scratch): what a multi-step run keeps for every element. */
-size_t gp_optim_bytes_per_element(const gp_scenario *sc);
 void gp_optim_state_free(gp_optim_state *o);
 
 /* n values of each output of the optimizer state as fp32 (exact widenings of stored

@@ -70,28 +70,13 @@
 #include "../sources/gp_backend.h"
 #include "../scenario/gp_metrics.h"
 #include "gp_optim.h"
+#include "../scenario/gp_budget.h"
 #include "../scenario/gp_scenario.h"
 #include "../sources/gp_sample.h"
 
 /* Mechanisms measured on the accumulated gradient (the rest: on the optimizer step). */
 #define GP_MECH_GRAD_END GP_MECH_SCALING
 
-
-/* The ratios a sampled run estimates with an interval (harness/sources/gp_sample.h): units are
- * elements; y / x per element. */
-enum {
-    GP_EST_FULL = 0, /* grad_rel_err_fullbatch^2: (g_acc - g_full)^2 / g_full^2 */
-    GP_EST_ROUND,    /* grad_rel_err_rounding^2: (g_acc - g_same)^2 / g_same^2 */
-    GP_EST_NORM,     /* normalization_rel_err^2: (g_same - g_full)^2 / g_full^2 */
-    GP_EST_RATIO,    /* grad_norm_ratio^2: g_acc^2 / g_full^2 */
-    GP_EST_ABSORBED, /* absorbed_frac: absorbed additions / additions of a non-zero addend */
-    GP_EST_UNDERFLOW,/* underflow_frac: underflows / roundings of a non-zero exact value */
-    GP_EST_SUBNORMAL,/* subnormal_frac: subnormal stored gradients / non-zero ones */
-    GP_EST_OVERFLOW, /* overflow_count / X (x = 1 per element and step: the estimate of a
-                        total is X^ R^, X^ = the element-steps of the population) */
-    GP_EST_NONFINITE,/* nonfinite_count / X, likewise */
-    GP_NEST
-};
 
 /* What the simulated collectives did (docs/distributed.md); zero in one process. */
 typedef struct {
@@ -200,7 +185,7 @@ typedef struct {
                                     replay's bits, compared = torch's) */
     gp_verdict verdict;
     gp_mechanism dominant;       /* the mechanism that lost most beyond its floor (see
-                                    gp_runner.c, judge); GP_NMECH when nothing was lost */
+                                    gp_verdict.c, gp_verdict_judge); GP_NMECH when nothing was lost */
     int failed[GP_NMETRICS];     /* 1 where the metric exceeded its threshold (an estimate with an
                                     interval: where the whole interval is beyond it) */
     uint8_t undecided[GP_NMETRICS]; /* 1 where the threshold lies inside the metric's interval:
@@ -277,25 +262,5 @@ int gp_run_scenario_seeds(const gp_scenario *sc, int nseeds, const gp_run_ctl *c
                           const gp_backend *cmp, gp_result *res, gp_error *err);
 
 void gp_result_free(gp_result *res);
-
-/* Bytes gp_run_scenario keeps per tensor element for the whole run (beyond fixed-size
- * chunk buffers): the whole step's accumulators and exact gradients when clipping or a
- * loss scaler couples the tensors, the optimizer state when steps > 1 (and a sampled
- * run's per-element totals over the steps, for its intervals). 0 when every
- * buffer is chunk-sized. */
-uint64_t gp_run_bytes_per_element(const gp_scenario *sc);
-
-/* The elements of tensor t a run of sc simulates: all of them, or its sample: the
- * tensor's own `sample` (at most its size), else its share of the scenario's `sample: N`
- * spread over the tensors without their own sample in proportion to their sizes,
- * n_h = max(min(M_h, 2), ceil(N M_h / M)) (M: their elements in all; every M_h when
- * N >= M). Tensors of explicit values are never sampled. */
-uint64_t gp_run_tensor_elements(const gp_scenario *sc, size_t t);
-
-/* The work of a run in element-accumulations (of the elements it simulates): the sum over steps of
- * (elements x the step's micro-batches + GP_RUN_STEP_OVERHEAD, what a step costs beyond its elements), saturating. The loader
- * refuses scenarios above GP_MAX_WORK (docs/limits.md). */
-#define GP_RUN_STEP_OVERHEAD 4096
-uint64_t gp_run_work(const gp_scenario *sc);
 
 #endif

@@ -41,6 +41,22 @@ typedef enum {
     GP_NMETRICS
 } gp_metric;
 
+/* The ratios a sampled run estimates with an interval (harness/sources/gp_sample.h): units are
+ * elements; y / x per element. */
+enum {
+    GP_EST_FULL = 0, /* grad_rel_err_fullbatch^2: (g_acc - g_full)^2 / g_full^2 */
+    GP_EST_ROUND,    /* grad_rel_err_rounding^2: (g_acc - g_same)^2 / g_same^2 */
+    GP_EST_NORM,     /* normalization_rel_err^2: (g_same - g_full)^2 / g_full^2 */
+    GP_EST_RATIO,    /* grad_norm_ratio^2: g_acc^2 / g_full^2 */
+    GP_EST_ABSORBED, /* absorbed_frac: absorbed additions / additions of a non-zero addend */
+    GP_EST_UNDERFLOW,/* underflow_frac: underflows / roundings of a non-zero exact value */
+    GP_EST_SUBNORMAL,/* subnormal_frac: subnormal stored gradients / non-zero ones */
+    GP_EST_OVERFLOW, /* overflow_count / X (x = 1 per element and step: the estimate of a
+                        total is X^ R^, X^ = the element-steps of the population) */
+    GP_EST_NONFINITE,/* nonfinite_count / X, likewise */
+    GP_NEST
+};
+
 /* The loss mechanisms of DESIGN.md §1, each loss is attributed to one. */
 typedef enum {
     GP_MECH_NORMALIZATION = 0,

@@ -11,6 +11,7 @@
 #include "../../kernels/arith/gp_accum.h"
 #include "../../kernels/arith/gp_format.h"
 #include "../../base/gp_error.h"
+#include "../sources/gp_dist.h"
 #include "gp_metrics.h"
 
 #define GP_NAME_MAX 128
@@ -25,43 +26,6 @@
 #define GP_SWEEP_MAX_VALUES 256              /* values of one swept key */
 #define GP_SWEEP_MAX_POINTS 4096             /* scenarios one sweep may expand to */
 #define GP_SWEEP_TEXT 64                     /* bytes of a swept key or value's text */
-
-typedef enum {
-    GP_DIST_NORMAL = 0, /* N(0, scale^2) */
-    GP_DIST_LOGNORMAL,  /* scale * exp(sigma * N(0,1)), random sign (see `sign`) */
-    GP_DIST_LAPLACE,    /* Laplace(0, scale) */
-    GP_DIST_PARETO,     /* scale * Pareto(alpha) (>= scale, heavy tail), random sign */
-    GP_DIST_CONSTANT,   /* every element = scale, random sign */
-    GP_DIST_VALUES,     /* explicit per-token values per micro-batch (size must be 1) */
-    GP_DIST_REPLAY      /* real tensors from a dump (harness/sources/gp_replay.h, docs/replay.md) */
-} gp_dist_kind;
-
-/* A per-element distribution. Generated values are the per-token-mean gradient of
- * each micro-batch, made fp32 (see harness/sources/gp_generate.h). */
-typedef struct {
-    gp_dist_kind kind;    /* default normal */
-    double scale;         /* default 1.0 */
-    double sigma;         /* lognormal sigma, default 1.0 */
-    double alpha;         /* pareto shape, default 3.0 */
-    double neg_frac;      /* `sign`: probability of a negative value for lognormal,
-                             pareto and constant, default 0.5 (0 = all positive) */
-    double sparsity;      /* fraction of exact zeros, default 0 */
-    double outlier_frac;  /* fraction of elements multiplied by outlier_scale, default 0 */
-    double outlier_scale; /* default 1000 */
-    double shrink;        /* per optimizer step factor on the magnitude, default 1.0 */
-    double token_snr;     /* grad only: 0 (default) = every micro-batch drawn independently;
-                             > 0 = a shared signal drawn once per step plus per-token noise
-                             of std scale/token_snr averaged over the micro-batch's n_k
-                             tokens (harness/sources/gp_generate.h, docs/scenarios.md) */
-    /* GP_DIST_VALUES: values[k][0..ntok[k]-1] are the per-token values of micro-batch k */
-    size_t nmb;
-    size_t *ntok;
-    double **values;
-    /* GP_DIST_REPLAY: the dump (the path as resolved against the scenario file's folder:
-       absolute) and the tensor's key in it; both malloc'ed */
-    char *replay;
-    char *replay_key;
-} gp_dist;
 
 typedef struct {
     char name[GP_NAME_MAX];
