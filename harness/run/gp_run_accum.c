@@ -194,7 +194,8 @@ static int accumulate_on(const gp_backend *b, int cmp, chunk *G, size_t ng, int 
     else
         for (size_t j = 0; j < ng && rc == 0; j++)
             rc = b->ops->accumulate(&a[j]);
-    return rc ? gp_run_backend_failure(b, ng > 1 && b->ops->accumulate_many ? "accumulate_many" : "accumulate", rc, err) : 0;
+    return rc ? gp_run_backend_failure(b, ng > 1 && b->ops->accumulate_many ? "accumulate_many" : "accumulate", rc,
+                                       err) : 0;
 }
 
 /* Before a backend accumulates chunk c: keep the old accumulator (and give the

@@ -271,8 +271,9 @@ static void window_run(sim *S, lane *L, size_t u)
         if (smp)
             U->ref_ss = gp_dd_add(U->ref_ss, gp_dd_mul_d(ss, S->w[c->t]));
         if (!S->coupled)
-            rc = gp_run_optimize_chunk(S, L, c->t, c->i0, c->n, c->acc, c->gfull, &U->oc[j], &U->os[j], &U->first, &U->twin,
-                                &U->err);
+            rc = gp_run_optimize_chunk(S, L, c->t, c->i0, c->n, c->acc, c->gfull, &U->oc[j], &U->os[j], &U->first,
+                                       &U->twin,
+                                       &U->err);
     }
     U->rc = rc;
 }

@@ -95,7 +95,8 @@ static int alloc_lanes(sim *S, int counters, gp_error *err)
     }
     for (size_t u = 0; u < S->nunits; u++) {
         unit *U = &S->units[u];
-        if (!(U->gst = malloc(GP_PLUGIN_MANY_MAX * sizeof *U->gst)) || !(U->traj_err = calloc(K ? K : 1, sizeof(double))) ||
+        if (!(U->gst = malloc(GP_PLUGIN_MANY_MAX * sizeof *U->gst)) || !(U->traj_err = calloc(K ? K : 1,
+                                                                                              sizeof(double))) ||
             !(U->traj_ref = calloc(K ? K : 1, sizeof(double))))
             return gp_error_set(err, "out of memory");
     }
@@ -325,7 +326,7 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         gp_verdict_derive(&tr->st, tr->metric, tr->loss);
         /* a sampled tensor stands for all its elements: its sums count M/n times */
         gp_stats_add_w(&res->st, &tr->st, R->pop[t] ? (double)R->view.tensors[t].size : 1.0,
-                    R->pop[t] ? (double)R->pop[t] : 1.0);
+                       R->pop[t] ? (double)R->pop[t] : 1.0);
         tr->metric[GP_M_SKIPPED_STEPS] = res->skipped_steps;
         tr->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     }
@@ -336,7 +337,8 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         gp_verdict_all_skipped(res->metric, res->loss);
     if (dist) { /* the collective's own loss: one process has none (the metric stays absent) */
         for (size_t t = 0; t < res->ntensors; t++)
-            res->tensors[t].metric[GP_M_COLLECTIVE_REL_ERR] = gp_verdict_ratio(res->tensors[t].st.coll.ss, res->tensors[t].st.ss_same);
+            res->tensors[t].metric[GP_M_COLLECTIVE_REL_ERR] = gp_verdict_ratio(res->tensors[t].st.coll.ss,
+                                                                               res->tensors[t].st.ss_same);
         res->metric[GP_M_COLLECTIVE_REL_ERR] = gp_verdict_ratio(res->st.coll.ss, res->st.ss_same);
         for (int m = 0; m < GP_NMECH; m++)
             res->coll_loss[m] = gp_verdict_ratio(res->st.coll.ss_mech[m], res->st.ss_full);
