@@ -28,7 +28,7 @@ int gp_metric_parse(const char *name, gp_metric *m)
 }
 
 static const char *const mech_names[GP_NMECH] = {
-    "normalization", "underflow", "absorption", "overflow", "rounding", "non-finite", "scaling", "stale update",
+    "normalization", "underflow", "absorption", "overflow", "saturation", "rounding", "non-finite", "scaling", "stale update",
     "state precision", "update formula"};
 
 const char *gp_mechanism_name(gp_mechanism m)

@@ -47,6 +47,9 @@ typedef enum {
     GP_MECH_UNDERFLOW,
     GP_MECH_ABSORPTION,
     GP_MECH_OVERFLOW,
+    GP_MECH_SATURATION, /* an overflowing sum stored as the format's max finite (+-), where
+                           round-to-nearest overflows to inf (NaN in e4m3): a saturating
+                           conversion; IEEE's round toward zero stores it so (docs/model.md) */
     GP_MECH_ROUNDING, /* ordinary inexact roundings, no mechanism of the taxonomy */
     GP_MECH_NONFINITE,
     GP_MECH_SCALING,  /* gradients lost to skipped steps, or clipped in the wrong units */
