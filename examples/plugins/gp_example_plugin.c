@@ -261,9 +261,11 @@ static int accumulate(const gp_plugin_accumulate_args *a)
         }
         float sum = rtz && af == GP_PLUGIN_FP32 ? f32_add_rtz(acc, g) : acc + g;
 #ifdef GP_WRONG_BF16_PAIR_ADD
-        if (af == GP_PLUGIN_BF16 && a->grad_format == GP_PLUGIN_BF16 && !sr && !rtz)
-            sum = bits_to_f32(f32_to_bits(sum) & 0xffff0000u); /* the bug: bf16 + bf16 truncated (an
-                                                                 all-reduce's additions in bf16) */
+        if (af == GP_PLUGIN_BF16 && a->grad_format == GP_PLUGIN_BF16 && !sr && !rtz) {
+            /* the bug: bf16 + bf16 truncated (an all-reduce's additions in a bf16 reduce dtype) */
+            ((uint16_t *)a->acc)[i] = (uint16_t)(f32_to_bits(sum) >> 16);
+            continue;
+        }
 #endif
 #ifdef GP_EXAMPLE_BF16_AS_FP32
         if (af == GP_PLUGIN_FP32)
