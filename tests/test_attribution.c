@@ -10,9 +10,9 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_attrib.h"
-#include "harness/gp_backend.h"
-#include "harness/gp_runner.h"
+#include "harness/run/gp_attrib.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/run/gp_runner.h"
 
 static void run_text(const char *yaml, gp_result *res)
 {

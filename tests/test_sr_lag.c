@@ -1,4 +1,4 @@
-/* test_sr_lag.c — the all-lags test of stochastic rounding's random bits (harness/gp_sr_lag.h):
+/* test_sr_lag.c — the all-lags test of stochastic rounding's random bits (harness/run/gp_sr_lag.h):
  * its FFT sums against the direct sums, a correct rounding from fresh bits below the
  * threshold, bits of period 2^16 caught at lag 2^16. */
 #include <math.h>
@@ -6,7 +6,7 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_sr_lag.h"
+#include "harness/run/gp_sr_lag.h"
 #include "kernels/arith/gp_philox.h"
 
 /* S_L and V_L by their definitions (O(n^2)), against the FFT's, for n = 2, 3 and 1000
