@@ -144,10 +144,10 @@ MUTANTS = [
     ('harness/sources/gp_sample.c',
      '        double w = pop[h] / s[h].n;',
      '        double w = 1.0 / s[h].n;', 'sampled strata weighted without their population'),
-    ('harness/scenario/gp_scenario.c',
-     '                                 : s->batch.tokens[k];',
-     '                                 : s->batch.tokens[(k + 1) % s->batch.microbatches];',
-     "each micro-batch given the next one's token count"),
+    ('harness/run/gp_run_grads.c',
+     '    fill_xs(c->xs, c->m, c->n, mul, (double)nk, den, c->s);',
+     '    fill_xs(c->xs, c->m, c->n, mul, (double)c->tok[k ? k - 1 : k], den, c->s);',
+     "backward outputs weighted by the previous micro-batch's token count"),
 ]
 
 
