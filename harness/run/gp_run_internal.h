@@ -127,6 +127,7 @@ struct dist_pool {
     char *racc;               /* [W][CHUNK] each rank's local accumulator (accumulator format) */
     char *val;                /* [W][CHUNK] each rank's value in the reduce dtype */
     char *part, *add, *pold;  /* [CHUNK] the travelling partial sum, the addend, its old value */
+    char *part2;              /* [CHUNK] the compared backend's result of a hop (--compare) */
     double *cerr[GP_MECH_GRAD_END]; /* [CHUNK] the collective's local errors, final units */
     double *sh, *sl;          /* [CHUNK] normalize: rank: g_same as a double-double sum */
 };

@@ -176,6 +176,7 @@ static void dist_free(struct dist_pool *D)
     free(D->part);
     free(D->add);
     free(D->pold);
+    free(D->part2);
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         free(D->cerr[m]);
     free(D->sh);
@@ -195,7 +196,7 @@ static struct dist_pool *dist_alloc(const gp_scenario *sc)
     size_t W = (size_t)D->W;
     int ok = (D->racc = malloc(W * CHUNK * D->ab)) && (D->val = malloc(W * CHUNK * D->rb)) &&
              (D->part = malloc(CHUNK * D->rb)) && (D->add = malloc(CHUNK * D->rb)) &&
-             (D->pold = malloc(CHUNK * D->rb)) && (D->sh = malloc(CHUNK * sizeof(double))) &&
+             (D->pold = malloc(CHUNK * D->rb)) && (D->part2 = malloc(CHUNK * D->rb)) && (D->sh = malloc(CHUNK * sizeof(double))) &&
              (D->sl = malloc(CHUNK * sizeof(double)));
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         ok = ok && (D->cerr[m] = calloc(CHUNK, sizeof(double)));
