@@ -111,6 +111,9 @@ typedef struct {
     double sr_sum[3], sr_var[3];                    /* stochastic rounding: S and V of the bias,
                                                        element and step statistics */
     uint64_t sr_draws;                              /* stochastic roundings observed */
+    double sr_lag;                                  /* the all-lags score (gp_sr_lag.h), the
+                                                       largest of the tensors tested; merged by max */
+    uint64_t sr_lag_lags;                           /* lags it tested (0: none, the metric absent) */
     gp_optim_counts opt;                            /* optimizer-phase events */
     gp_optim_sums opt_ss;                           /* optimizer-phase sums of squares */
     gp_ratio_sums est[GP_NEST];                     /* per-element ratio sums (sampled runs) */

@@ -34,6 +34,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The runner records at most this many elements of a tensor (its first ones: lags up to
+ * 2^21 - 1; the FFT then needs 2 arrays of 2^22 complex values, 128 MiB, for a moment). */
+#define GP_SR_LAG_MAX ((size_t)1 << 21)
+
 /* The lag statistics of one sequence: S[L] and V[L] for L = 1 .. n - 1 as above (S[0],
  * V[0] untouched; arrays of n). n >= 2. Returns 0, or -1 when out of memory (nothing
  * written). */

@@ -38,6 +38,10 @@ typedef enum {
                                         master) of the backend that differ in any bit from torch's
                                         after the same step, summed over steps; absent (NaN) without
                                         a twin */
+    GP_M_SR_LAG_CORR_SCORE,          /* stochastic rounding of the accumulator: the largest
+                                        |sum u_(j-L) u_j| / its bound over every lag L of one
+                                        micro-batch (harness/run/gp_sr_lag.h); absent (NaN) without
+                                        a stochastic accumulator */
     GP_NMETRICS
 } gp_metric;
 
