@@ -188,6 +188,14 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->partial = p->partial + off;
     c->sr_prev = p->sr_prev + off;
     memset(c->sr_prev, 0, c->n * sizeof(double));
+    c->lag_u = c->lag_w = NULL; /* recorded: the first iteration (its last micro-batch) */
+    c->lag_lim = 0;
+    c->lag_rec = 0;
+    if (ts->lag_u && S->step_idx == 0 && i0 < ts->lag_n) {
+        c->lag_u = ts->lag_u + i0;
+        c->lag_w = ts->lag_w + i0;
+        c->lag_lim = min_size(ts->lag_n - i0, c->n);
+    }
     c->m = p->m + off;
     c->noise = p->noise + off;
     c->sum_m = p->sum_m + off;
