@@ -61,6 +61,7 @@
 #include "../reference/gp_adamw_dd.h"
 #include "gp_backend.h"
 #include "../base/gp_error.h"
+#include "gp_optim_lowbit.h"
 #include "gp_sample.h"
 #include "gp_scenario.h"
 
@@ -167,6 +168,8 @@ typedef struct {
     void *param3, *comp3, *m3, *v3; /* a model's step (GP_OPTIM_WITH_MODELS) */
     uint32_t *master3;
     uint8_t *written, *mv_written; /* per element of the chunk: weight state / m, v changed */
+    gp_optim_lowbit *lb; /* a low-bit state (cfg.lowbit; gp_optim_lowbit.h): m, v above are its
+                            dequantized values; NULL: m, v are the state */
     /* GP_OPTIM_PER_ELEMENT: per element, its counts over the steps so far (steps with a
      * non-zero exact update, stale ones, non-zero m_x and v_x, those stored as 0); else NULL */
     uint32_t *el_cnt[4];

@@ -6,7 +6,14 @@
 #include <string.h>
 
 #include "../arith/gp_accum.h"
+#include "../gp_plugin_abi.h"
 #include "gp_lowbit_maps.h"
+
+_Static_assert((int)GP_LOWBIT_BNB8 == (int)GP_PLUGIN_STATE_BNB8_BLOCKWISE &&
+                   (int)GP_LOWBIT_TORCHAO8 == (int)GP_PLUGIN_STATE_TORCHAO_8BIT &&
+                   (int)GP_LOWBIT_TORCHAO4 == (int)GP_PLUGIN_STATE_TORCHAO_4BIT &&
+                   (int)GP_LOWBIT_TORCHAO_FP8 == (int)GP_PLUGIN_STATE_TORCHAO_FP8,
+               "gp_lowbit and the plugin ABI's state codes agree");
 
 static const char *const g_names[GP_LOWBIT_COUNT] = {NULL, "bnb8_blockwise", "torchao_8bit", "torchao_4bit",
                                                      "torchao_fp8"};
