@@ -148,9 +148,10 @@ def _bytes_at(address, n, dtype):
 
 def _adamw_args(a):
     """The adamw call. With a low-bit optimizer state (state_quant != 0), state_format is
-    the state's name ("bnb8_blockwise", ...), m_codes / v_codes (uint8, n) and m_scales /
-    v_scales (fp32, n / block) the library's quantized m and v, updated in place; m and v
-    the fp32 values they stood for before the step (read only)."""
+    the state's name ("bnb8_blockwise", ...), m and v (also named m_codes, v_codes) are the
+    library's codes (uint8, n: one per element) and m_scales / v_scales (fp32, n / block)
+    its block scales, all updated in place: an AdamW that expects m and v in a float dtype
+    sees uint8 and refuses, as it should."""
     n = a.n
     full = a.struct_size >= ctypes.sizeof(AdamwArgs)
     ev = a.evaluation if full else 0
@@ -172,7 +173,8 @@ def _adamw_args(a):
                  evaluation=EVALUATIONS[ev] if 0 <= ev < len(EVALUATIONS) else ev,
                  grad=tensor_at(a.grad, a.grad_format, n), param=tensor_at(a.param, a.param_format, n),
                  master=tensor_at(a.master, 0, n), comp=tensor_at(a.comp, a.param_format, n),
-                 m=tensor_at(a.m, a.state_format, n), v=tensor_at(a.v, a.state_format, n))
+                 m=extra["m_codes"] if quant else tensor_at(a.m, a.state_format, n),
+                 v=extra["v_codes"] if quant else tensor_at(a.v, a.state_format, n))
 
 
 def _sumsq_args(a):
