@@ -32,15 +32,15 @@ static int lowbit_alloc(gp_optim_state *o, const gp_scenario *sc, size_t c, size
         if (sc->tensors[t].size % B != 0)
             return gp_error_set(err, "optimizer.state %s: tensor %s has %zu elements, not a multiple of the state's "
                                 "block (%zu)", name, sc->tensors[t].name, sc->tensors[t].size, B);
-    if (with & GP_OPTIM_WITH_CMP)
-        return gp_error_set(err, "optimizer.state %s: --compare is not supported with a low-bit state", name);
     if (with & GP_OPTIM_PER_ELEMENT)
         return gp_error_set(err, "optimizer.state %s: sampling is not supported with a low-bit state (a block's "
                             "scale depends on all of its elements)", name);
     if (o->cfg.variant != GP_ADAMW_PLAIN || o->cfg.rounding != GP_RNE)
         return gp_error_set(err, "optimizer.state %s: the library's AdamW has no master, Kahan, fused or "
                             "stochastic-rounding variant", name);
-    return gp_optim_lowbit_alloc(&o->lb, f, c, ch, (with & GP_OPTIM_WITH_MODELS) != 0, err);
+    o->lb = &o->lbx;
+    return gp_optim_lowbit_alloc(o->lb, f, c, ch, (with & GP_OPTIM_WITH_CMP) != 0, (with & GP_OPTIM_WITH_MODELS) != 0,
+                                 err);
 }
 
 int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with, gp_error *err)
@@ -87,6 +87,10 @@ void gp_optim_scratch_borrow(gp_optim_state *view, const gp_optim_state *o, cons
     view->master2 = scratch->master2;
     view->written = scratch->written;
     view->mv_written = scratch->mv_written;
+    if (o->lb) {
+        gp_optim_lowbit_borrow(&view->lbx, o->lb, scratch->lb);
+        view->lb = &view->lbx;
+    }
 }
 
 void gp_optim_state_free(gp_optim_state *o)
@@ -98,7 +102,8 @@ void gp_optim_state_free(gp_optim_state *o)
         free(p[i]);
     for (int k = 0; k < 4; k++)
         free(o->el_cnt[k]);
-    gp_optim_lowbit_free(o->lb);
+    if (o->lb)
+        gp_optim_lowbit_free(o->lb);
     gp_adamw_dd_state_free(&o->ref);
     memset(o, 0, sizeof *o);
 }
@@ -341,7 +346,7 @@ static int check_models(gp_optim_state *o, const gp_plugin_adamw_args *a, size_t
         a3.variant = g_models[k].variant >= 0 ? g_models[k].variant : a->variant;
         a3.evaluation = g_models[k].eval;
         if (o->lb)
-            gp_optim_lowbit_on_old(o->lb, &a3, n);
+            gp_optim_lowbit_on_old(o->lb, &a3, n, GP_LOWBIT_MODEL);
         int rc = gp_cpu_backend()->adamw(&a3);
         if (rc == 1) { /* a configuration this model does not cover: it did not match */
             cnt->models_checked |= 1u << k;
@@ -350,7 +355,7 @@ static int check_models(gp_optim_state *o, const gp_plugin_adamw_args *a, size_t
         }
         if (rc != 0)
             return -1;
-        int d = o->lb ? gp_optim_lowbit_differs(o->lb, off, n)
+        int d = o->lb ? gp_optim_lowbit_differs(o->lb, off, n, GP_LOWBIT_MODEL)
                       : differs(sf, o->m, off, o->m3, n) || differs(sf, o->v, off, o->v3, n);
         d = d || differs(pf, o->param, off, o->param3, n) ||
                 (o->master && differs(GP_FP32, o->master, off, o->master3, n)) ||
@@ -727,9 +732,13 @@ static int compare_plugin(const gp_optim_step *s, const gp_backend *cmp, gp_opti
 {
     memset(diff, 0, n);
     gp_plugin_adamw_args a2 = on_old_state(o, a, n, o->param2, o->m2, o->v2, o->master2, o->comp2);
+    if (o->lb)
+        gp_optim_lowbit_on_old(o->lb, &a2, n, GP_LOWBIT_CMP);
     int rc = cmp->ops->adamw(&a2);
     if (rc != 0)
         return fail(cmp, rc, err);
+    if (o->lb) /* m, v compared as the values its codes and scales stand for */
+        gp_optim_lowbit_slot_values(o->lb, GP_LOWBIT_CMP, (float *)o->m2, (float *)o->v2, n);
     /* in the order the step computes them: a wrong m also moves the param */
     compare_outputs(s, "m", sf, o->m, off, o->m2, n, t, i0, diff);
     compare_outputs(s, "v", sf, o->v, off, o->v2, n, t, i0, diff);

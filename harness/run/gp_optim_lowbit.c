@@ -19,14 +19,11 @@ static float widest_gap(gp_lowbit f, int sgn)
     return g;
 }
 
-int gp_optim_lowbit_alloc(gp_optim_lowbit **out, gp_lowbit f, size_t cap, size_t chunk, int models, gp_error *err)
+int gp_optim_lowbit_alloc(gp_optim_lowbit *lb, gp_lowbit f, size_t cap, size_t chunk, int cmp, int models,
+                          gp_error *err)
 {
-    *out = NULL;
     size_t B = gp_lowbit_block(f);
-    gp_optim_lowbit *lb = calloc(1, sizeof *lb);
-    if (!lb)
-        return gp_error_set(err, "out of memory (low-bit optimizer state)");
-    *out = lb;
+    memset(lb, 0, sizeof *lb);
     lb->f = f;
     lb->block = B;
     lb->gap_m = widest_gap(f, 1);
@@ -35,9 +32,10 @@ int gp_optim_lowbit_alloc(gp_optim_lowbit **out, gp_lowbit f, size_t cap, size_t
     int oom = !(lb->mq = calloc(c, 1)) || !(lb->vq = calloc(c, 1)) || !(lb->ms = calloc(nb, 4)) ||
               !(lb->vs = calloc(nb, 4)) || !(lb->old_mq = malloc(ch)) || !(lb->old_vq = malloc(ch)) ||
               !(lb->old_ms = malloc(chb * 4)) || !(lb->old_vs = malloc(chb * 4));
-    if (!oom && models)
-        oom = !(lb->mq3 = malloc(ch)) || !(lb->vq3 = malloc(ch)) || !(lb->ms3 = malloc(chb * 4)) ||
-              !(lb->vs3 = malloc(chb * 4));
+    for (int k = 0; k < 2 && !oom; k++)
+        if (k == GP_LOWBIT_CMP ? cmp : models)
+            oom = !(lb->sq_m[k] = malloc(ch)) || !(lb->sq_v[k] = malloc(ch)) || !(lb->ss_m[k] = malloc(chb * 4)) ||
+                  !(lb->ss_v[k] = malloc(chb * 4));
     return oom ? gp_error_set(err, "out of memory (low-bit optimizer state of %zu elements)", cap) : 0;
 }
 
@@ -45,11 +43,31 @@ void gp_optim_lowbit_free(gp_optim_lowbit *lb)
 {
     if (!lb)
         return;
-    void *p[] = {lb->mq, lb->vq, lb->ms, lb->vs, lb->old_mq, lb->old_vq, lb->old_ms, lb->old_vs,
-                 lb->mq3, lb->vq3, lb->ms3, lb->vs3};
+    void *p[] = {lb->mq, lb->vq, lb->ms, lb->vs, lb->old_mq, lb->old_vq, lb->old_ms, lb->old_vs};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
-    free(lb);
+    for (int k = 0; k < 2; k++) {
+        free(lb->sq_m[k]);
+        free(lb->sq_v[k]);
+        free(lb->ss_m[k]);
+        free(lb->ss_v[k]);
+    }
+    memset(lb, 0, sizeof *lb);
+}
+
+void gp_optim_lowbit_borrow(gp_optim_lowbit *view, const gp_optim_lowbit *lb, const gp_optim_lowbit *scratch)
+{
+    *view = *lb;
+    view->old_mq = scratch->old_mq;
+    view->old_vq = scratch->old_vq;
+    view->old_ms = scratch->old_ms;
+    view->old_vs = scratch->old_vs;
+    for (int k = 0; k < 2; k++) {
+        view->sq_m[k] = scratch->sq_m[k];
+        view->sq_v[k] = scratch->sq_v[k];
+        view->ss_m[k] = scratch->ss_m[k];
+        view->ss_v[k] = scratch->ss_v[k];
+    }
 }
 
 void gp_optim_lowbit_init(gp_optim_lowbit *lb, float *m, float *v, size_t off, size_t n)
@@ -82,17 +100,23 @@ void gp_optim_lowbit_after(const gp_optim_lowbit *lb, float *m, float *v, size_t
     gp_lowbit_dequantize(lb->f, 0, lb->vq + off, lb->vs + b0, n, v + off);
 }
 
-void gp_optim_lowbit_on_old(gp_optim_lowbit *lb, gp_plugin_adamw_args *a3, size_t n)
+void gp_optim_lowbit_on_old(gp_optim_lowbit *lb, gp_plugin_adamw_args *a2, size_t n, int slot)
 {
     size_t nb = n / lb->block;
-    memcpy(lb->mq3, lb->old_mq, n);
-    memcpy(lb->vq3, lb->old_vq, n);
-    memcpy(lb->ms3, lb->old_ms, nb * 4);
-    memcpy(lb->vs3, lb->old_vs, nb * 4);
-    a3->m_codes = lb->mq3;
-    a3->v_codes = lb->vq3;
-    a3->m_scales = lb->ms3;
-    a3->v_scales = lb->vs3;
+    memcpy(lb->sq_m[slot], lb->old_mq, n);
+    memcpy(lb->sq_v[slot], lb->old_vq, n);
+    memcpy(lb->ss_m[slot], lb->old_ms, nb * 4);
+    memcpy(lb->ss_v[slot], lb->old_vs, nb * 4);
+    a2->m_codes = lb->sq_m[slot];
+    a2->v_codes = lb->sq_v[slot];
+    a2->m_scales = lb->ss_m[slot];
+    a2->v_scales = lb->ss_v[slot];
+}
+
+void gp_optim_lowbit_slot_values(const gp_optim_lowbit *lb, int slot, float *m, float *v, size_t n)
+{
+    gp_lowbit_dequantize(lb->f, 1, lb->sq_m[slot], lb->ss_m[slot], n, m);
+    gp_lowbit_dequantize(lb->f, 0, lb->sq_v[slot], lb->ss_v[slot], n, v);
 }
 
 /* Do n floats differ in some bit (NaN-ness for NaNs)? */
@@ -104,11 +128,11 @@ static int floats_differ(const float *a, const float *b, size_t n)
     return 0;
 }
 
-int gp_optim_lowbit_differs(const gp_optim_lowbit *lb, size_t off, size_t n)
+int gp_optim_lowbit_differs(const gp_optim_lowbit *lb, size_t off, size_t n, int slot)
 {
     size_t b0 = off / lb->block, nb = n / lb->block;
-    return memcmp(lb->mq + off, lb->mq3, n) != 0 || memcmp(lb->vq + off, lb->vq3, n) != 0 ||
-           floats_differ(lb->ms + b0, lb->ms3, nb) || floats_differ(lb->vs + b0, lb->vs3, nb);
+    return memcmp(lb->mq + off, lb->sq_m[slot], n) != 0 || memcmp(lb->vq + off, lb->sq_v[slot], n) != 0 ||
+           floats_differ(lb->ms + b0, lb->ss_m[slot], nb) || floats_differ(lb->vs + b0, lb->ss_v[slot], nb);
 }
 
 int gp_optim_lowbit_state_near(const gp_optim_lowbit *lb, size_t e, double m1, double v1, double mx, double vx,

@@ -12,7 +12,7 @@
  * A low-bit state needs every tensor's element count a multiple of the state's block
  * (256; 128 for torchao_4bit): the chunks of GP_OPTIM_CHUNK elements then hold whole
  * blocks. It runs with the plain variant only (no master, Kahan or fused), not with
- * sampling (a block's scale depends on all of its elements) and not with --compare. */
+ * sampling (a block's scale depends on all of its elements). */
 #ifndef GP_OPTIM_LOWBIT_H
 #define GP_OPTIM_LOWBIT_H
 
@@ -30,17 +30,25 @@ typedef struct {
     float *ms, *vs;              /* cap / block scales each */
     uint8_t *old_mq, *old_vq;    /* one chunk's state before the step */
     float *old_ms, *old_vs;
-    uint8_t *mq3, *vq3;          /* a model's step (GP_OPTIM_WITH_MODELS) */
-    float *ms3, *vs3;
+    /* scratch for another step on the old state: [0] a compared backend's (--compare),
+     * [1] a model's (GP_OPTIM_WITH_MODELS) */
+    uint8_t *sq_m[2], *sq_v[2];
+    float *ss_m[2], *ss_v[2];
     float gap_m, gap_v;          /* the widest step between neighbouring codes of m's and
                                     v's maps, in units of the scale */
 } gp_optim_lowbit;
 
-/* *out = the low-bit state f for cap elements (one-chunk scratch of `chunk` elements,
- * model scratch when models), or an error (out of memory). The caller has checked that
- * every tensor's size is a multiple of the block. Free with gp_optim_lowbit_free either way. */
-int gp_optim_lowbit_alloc(gp_optim_lowbit **out, gp_lowbit f, size_t cap, size_t chunk, int models, gp_error *err);
+/* *lb = the low-bit state f for cap elements (one-chunk scratch of `chunk` elements; the
+ * compared backend's when cmp, the models' when models), or an error (out of memory). The
+ * caller has checked that every tensor's size is a multiple of the block. Free with
+ * gp_optim_lowbit_free either way. */
+int gp_optim_lowbit_alloc(gp_optim_lowbit *lb, gp_lowbit f, size_t cap, size_t chunk, int cmp, int models,
+                          gp_error *err);
 void gp_optim_lowbit_free(gp_optim_lowbit *lb);
+
+/* *view = lb with the one-chunk scratch (old codes and scales, the slots) of `scratch`:
+ * threads stepping disjoint chunks of one state each borrow their own (gp_optim_scratch_borrow). */
+void gp_optim_lowbit_borrow(gp_optim_lowbit *view, const gp_optim_lowbit *lb, const gp_optim_lowbit *scratch);
 
 /* Elements [off, off + n) (whole blocks) start from the fp32 values m[off..], v[off..]:
  * quantized into the state, and m, v rewritten as the values the state stands for. */
@@ -53,12 +61,18 @@ void gp_optim_lowbit_args(gp_optim_lowbit *lb, gp_plugin_adamw_args *a, size_t o
 /* After it: m[off..], v[off..] = the values the written state stands for. */
 void gp_optim_lowbit_after(const gp_optim_lowbit *lb, float *m, float *v, size_t off, size_t n);
 
-/* a3 (a model's call on the old state, gp_optim.c's on_old_state) with its low-bit fields
- * on the model scratch, which gets the chunk's old codes and scales (n elements). */
-void gp_optim_lowbit_on_old(gp_optim_lowbit *lb, gp_plugin_adamw_args *a3, size_t n);
+/* Scratch slots: the compared backend's, a model's. */
+enum { GP_LOWBIT_CMP = 0, GP_LOWBIT_MODEL = 1 };
 
-/* Does the model's state (scratch) differ from what the subject wrote at [off, off + n)? */
-int gp_optim_lowbit_differs(const gp_optim_lowbit *lb, size_t off, size_t n);
+/* a2 (another call on the old state, gp_optim.c's on_old_state) with its low-bit fields on
+ * scratch `slot`, which gets the chunk's old codes and scales (n elements). */
+void gp_optim_lowbit_on_old(gp_optim_lowbit *lb, gp_plugin_adamw_args *a2, size_t n, int slot);
+
+/* m[0..n), v[0..n) = the values scratch `slot`'s state stands for. */
+void gp_optim_lowbit_slot_values(const gp_optim_lowbit *lb, int slot, float *m, float *v, size_t n);
+
+/* Does scratch `slot`'s state differ from what the subject wrote at [off, off + n)? */
+int gp_optim_lowbit_differs(const gp_optim_lowbit *lb, size_t off, size_t n, int slot);
 
 /* Are the stored m1, v1 of element e one quantization of AdamW's moments mx, vx (the
  * update-formula check of gp_optim.h for a low-bit state)? Within one step of the map
