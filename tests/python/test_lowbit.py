@@ -299,3 +299,86 @@ def test_bad_input_is_refused():
                                         256, x.data_ptr(), x.data_ptr(), c.data_ptr(), s.data_ptr(), c.data_ptr(),
                                         s.data_ptr(), err, 256) != 0
     assert b"param format 'fp8_e4m3'" in err.value
+
+
+# ---- the libraries as subjects, from the command line ----
+
+def _cli_run(cli, tmp_path, *args):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    env = dict(os.environ, GP_PYTHON=sys.executable)
+    p = subprocess.run([cli, "run", *args, "--out", str(out), "--quiet"], capture_output=True, text=True, env=env)
+    rep = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
+    return p, rep
+
+
+@pytest.mark.parametrize("subject,state,model", [
+    ("BnbAdamW8bit", "bnb8_blockwise", "bnb8_blockwise/torch_cpu_host"),
+    ("TorchaoAdamW8bit", "torchao_8bit", "torchao_8bit"),
+])
+def test_cli_subject_names_the_model_it_matched(cli, tmp_path, subject, state, model):
+    # `gradprec run --backend python:gradprec.torch:SUBJECT` on preset
+    # adam-state-8bit-tiny-grads with the subject's state (gradprec show, the state
+    # replaced): the library's own optimizer steps gradprec's arrays; the report names
+    # the model it equalled bit for bit (report.json adamw_models.matched and the note),
+    # no step is an update formula, and the expectation (fail, state precision) is met
+    # for torchao (exit 0). bitsandbytes' CPU quantizer maps values below 1.5e-5 of the
+    # block's absmax to a code of about that size rather than to 0 (its 65536-bin
+    # table): nothing underflows, so its verdict is the subject's own, printed.
+    _need("bitsandbytes" if subject.startswith("Bnb") else "torchao.optim")
+    if model.endswith("_host") and not _host_sqrt_ok():
+        pytest.skip("torch_cpu_host's sqrt is not modelled on this host")
+    import subprocess
+
+    text = subprocess.run([cli, "show", "adam-state-8bit-tiny-grads"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "  state: torchao_8bit\n" in text  # the key round-trips through show
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(text.replace("state: torchao_8bit", "state: " + state))
+    p, rep = _cli_run(cli, tmp_path, str(scenario), "--backend", "python:gradprec.torch:" + subject)
+    assert rep is not None, p.stderr
+    sc = rep["scenarios"][0]
+    assert model in sc["adamw_models"]["matched"], sc["adamw_models"]
+    assert any("equal gradprec's model(s) " + model in n for n in sc["notes"]), sc["notes"]
+    assert sc["events"]["update_formula_steps"] == 0
+    if state == "torchao_8bit":
+        assert p.returncode == 0 and sc["expect"]["met"], (p.returncode, sc["expect"])
+        assert sc["metrics"]["state_underflow_frac"] > 0.4
+    else:
+        assert sc["metrics"]["state_underflow_frac"] == 0
+    print("%s: matched %s, verdict %s (%s), state_underflow_frac %.3g" % (
+        subject, sc["adamw_models"]["matched"], sc["verdict"], sc["dominant_mechanism"],
+        sc["metrics"]["state_underflow_frac"]))
+
+
+def test_cli_refusals(cli, tmp_path):
+    # bad input: one line naming the place, exit 2, nothing written
+    cases = [
+        ("optimizer: {state: torchao_8bit}\ntensors:\n  - {name: w, size: 1000}\n",
+         "not a multiple of optimizer.state torchao_8bit's block (256)"),
+        ("optimizer: {state: bnb8_blockwise, master: fp32}\n", "no master, kahan, stochastic or fused"),
+        ("sample: 256\noptimizer: {state: torchao_4bit}\ntensors:\n  - {name: w, size: 4096}\n", "drop sample"),
+        ("optimizer: {state: bnb4}\n", "unknown optimizer.state format 'bnb4'"),
+    ]
+    for i, (text, why) in enumerate(cases):
+        f = tmp_path / ("bad%d.yaml" % i)
+        f.write_text(text)
+        p, rep = _cli_run(cli, tmp_path / str(i), str(f))
+        assert p.returncode == 2 and rep is None, (text, p.returncode, p.stderr)
+        assert why in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    # a torch AdamW subject refuses a low-bit state (its m, v are uint8 codes): refused, status 2
+    p, rep = _cli_run(cli, tmp_path / "t", "--preset", "adam-state-8bit-fp32-tiny-grads", "--preset",
+                      "adam-state-8bit-tiny-grads", "--backend", "python:gradprec.torch:AdamW")
+    sc = {s["name"]: s for s in rep["scenarios"]}
+    assert sc["adam-state-8bit-tiny-grads"]["verdict"] == "refused", sc["adam-state-8bit-tiny-grads"]["verdict"]
+    assert "optimizer.state: fp32" in json_text(sc["adam-state-8bit-tiny-grads"])
+
+
+def json_text(x):
+    import json
+
+    return json.dumps(x)
