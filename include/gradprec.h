@@ -123,6 +123,27 @@ GRADPREC_API int gradprec_adamw_step(const char *variant, const char *param_form
 GRADPREC_API int gradprec_torch_sqrtf(const char *evaluation, uint64_t n, const float *x, float *y, char *err,
                                       size_t errlen);
 
+/* Low-bit optimizer state (optimizer.state: bnb8_blockwise, torchao_8bit, torchao_4bit,
+ * torchao_fp8; kernels/cpu/gp_lowbit.h gives each rule and its source), to check
+ * gradprec's models against the libraries they model. quantize: n finite floats x (n a
+ * multiple of the state's block, 256 or 128) to n codes (one byte each, also for 4-bit
+ * codes) and n / block fp32 scales, by the rule of m (is_signed 1) or v (0); dequantize:
+ * the reverse, into x. adamw_step: one step of the library's AdamW over n elements, in
+ * place: params (param_format fp32, bf16 or fp16, RNE), the quantized m and v; grad n
+ * floats; evaluation names the fp32 sqrt the step takes where it takes torch's
+ * ("torch_cpu": IEEE, "torch_cpu_host": this host's MKL, as gradprec_torch_sqrtf).
+ * Return GRADPREC_OK, or GRADPREC_BAD_INPUT with one line in err (unknown name, n not
+ * a multiple of the block, a NULL array, step < 1). */
+GRADPREC_API int gradprec_lowbit_quantize(const char *state, int is_signed, uint64_t n, const float *x,
+                                          uint8_t *codes, float *scales, char *err, size_t errlen);
+GRADPREC_API int gradprec_lowbit_dequantize(const char *state, int is_signed, uint64_t n, const uint8_t *codes,
+                                            const float *scales, float *x, char *err, size_t errlen);
+GRADPREC_API int gradprec_lowbit_adamw_step(const char *state, const char *param_format, const char *evaluation,
+                                            double lr, double beta1, double beta2, double eps, double weight_decay,
+                                            int64_t step, uint64_t n, const float *grad, void *param,
+                                            uint8_t *m_codes, float *m_scales, uint8_t *v_codes, float *v_scales,
+                                            char *err, size_t errlen);
+
 /* Serve `table` to a gradprec process over the connected socket fd: the worker side of
  * a `python:MODULE:NAME` backend (gradprec's run forks a worker that execs
  * `$GP_PYTHON -m gradprec._serve MODULE:NAME FD`, docs/python.md). The table is checked

@@ -8,6 +8,8 @@
  * caller's scenario is left initialised, owning nothing. */
 #include "gp_scenario_internal.h"
 
+#include "../../kernels/cpu/gp_lowbit.h"
+
 #include "../sources/gp_replay.h"
 #include "gp_budget.h"
 #include "gp_yaml_bound.h"
@@ -206,6 +208,33 @@ static int resolve_carried(loader *L, gp_scenario *s)
 }
 
 /* The run's memory (the configuration's real bytes per element) and total work fit. */
+/* A low-bit optimizer state (optimizer.state: bnb8_blockwise, ...; harness/run/gp_optim_lowbit.h)
+ * keeps one scale per block of a tensor: every tensor's size a multiple of the block, all
+ * elements simulated (no sample), no carried state (a capture's m, v are torch's). */
+static int check_lowbit(const loader *L, yaml_node_t *opt, yaml_node_t *sample, const gp_scenario *s)
+{
+    gp_lowbit f = (gp_lowbit)s->optimizer.lowbit;
+    size_t B = gp_lowbit_block(f);
+    const char *name = gp_lowbit_name(f);
+    if (s->sample)
+        return gp_load_fail(L, sample, "sample: optimizer.state %s keeps a scale per block of %zu elements, which "
+                            "needs every element: drop sample", name, B);
+    for (size_t i = 0; i < s->ntensors; i++) {
+        const gp_tensor_spec *t = &s->tensors[i];
+        yaml_node_t *at = L->tn[i].size ? L->tn[i].size : opt;
+        if (t->size % B != 0)
+            return gp_load_fail(L, at, "tensors[%zu] '%s': %zu elements, not a multiple of optimizer.state %s's block "
+                                "(%zu)", i, t->name, t->size, name, B);
+        if (t->sample || t->population)
+            return gp_load_fail(L, L->tn[i].sample ? L->tn[i].sample : at, "tensors[%zu] '%s': optimizer.state %s "
+                                "needs every element (a scale per block): no sample or population", i, t->name, name);
+        if (t->state.replay)
+            return gp_load_fail(L, L->tn[i].state, "tensors[%zu] '%s': a carried state is torch's m and v, not "
+                                "optimizer.state %s's codes", i, t->name, name);
+    }
+    return 0;
+}
+
 static int check_size(const loader *L, yaml_node_t *root, yaml_node_t *tensors, yaml_node_t *steps,
                       const gp_scenario *s)
 {
@@ -297,6 +326,8 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
     if (resolve_replay(L, s))
         return -1;
     if (resolve_carried(L, s))
+        return -1;
+    if (s->optimizer.lowbit && check_lowbit(L, v[K_OPTIMIZER], v[K_SAMPLE], s))
         return -1;
     if (s->thresholds.set[GP_M_TWIN_MISMATCH_COUNT] && !gp_scenario_has_twin(s))
         return gp_load_fail(L, v[K_THRESHOLDS],

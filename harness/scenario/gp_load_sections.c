@@ -4,6 +4,7 @@
 #include "gp_scenario_internal.h"
 
 #include "../../kernels/arith/gp_torch_sqrt.h"
+#include "../../kernels/cpu/gp_lowbit.h"
 
 /* ---- the remaining sections ---- */
 
@@ -152,7 +153,12 @@ int gp_load_parse_optimizer(loader *L, yaml_node_t *n, gp_scenario *s)
         gp_load_get_enum(L, v[OP_MASTER], "optimizer.master", gp_master_names, COUNT(gp_master_names),
                          &s->optimizer.master))
         return -1;
-    if (v[OP_STATE] && gp_load_get_format(L, v[OP_STATE], "optimizer.state", &s->optimizer.state))
+    const char *state_name = NULL;
+    if (v[OP_STATE] && gp_load_get_string(L, v[OP_STATE], "optimizer.state", &state_name))
+        return -1;
+    if (state_name && (s->optimizer.lowbit = (int)gp_lowbit_parse(state_name)) != 0)
+        s->optimizer.state = GP_FP32; /* m[], v[]: the dequantized values */
+    else if (v[OP_STATE] && gp_load_get_format(L, v[OP_STATE], "optimizer.state", &s->optimizer.state))
         return -1;
     if (v[OP_KAHAN] && gp_load_get_bool(L, v[OP_KAHAN], "optimizer.kahan", &s->optimizer.kahan))
         return -1;
@@ -173,7 +179,12 @@ int gp_load_parse_optimizer(loader *L, yaml_node_t *n, gp_scenario *s)
     if (v[OP_PARAM] && s->optimizer.param != GP_FP32 && s->optimizer.param != GP_BF16 && s->optimizer.param != GP_FP16)
         return gp_load_fail(L, v[OP_PARAM], "optimizer.param: expected fp32, bf16 or fp16");
     if (v[OP_STATE] && s->optimizer.state != GP_FP32 && s->optimizer.state != GP_BF16 && s->optimizer.state != GP_FP16)
-        return gp_load_fail(L, v[OP_STATE], "optimizer.state: expected fp32, bf16 or fp16");
+        return gp_load_fail(L, v[OP_STATE], "optimizer.state: expected fp32, bf16, fp16 or a low-bit state "
+                            "(bnb8_blockwise, torchao_8bit, torchao_4bit, torchao_fp8)");
+    if (s->optimizer.lowbit && (s->optimizer.master || s->optimizer.kahan || s->optimizer.stochastic ||
+                                s->optimizer.fused))
+        return gp_load_fail(L, v[OP_STATE], "optimizer.state: %s is a library's AdamW on the param itself, rounding "
+                            "to nearest (no master, kahan, stochastic or fused); drop one", state_name);
     if (s->optimizer.kahan && s->optimizer.master)
         return gp_load_fail(L, v[OP_KAHAN], "optimizer.kahan: Kahan compensation replaces the master copy; drop one");
     if (s->optimizer.kahan && s->optimizer.stochastic)

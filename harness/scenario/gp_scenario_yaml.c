@@ -3,6 +3,7 @@
 #include "gp_scenario_internal.h"
 
 #include "../../base/gp_buf.h"
+#include "../../kernels/cpu/gp_lowbit.h"
 
 /* ---- writing YAML back ---- */
 
@@ -202,7 +203,8 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
     put_key_double(&b, "  ", "weight_decay", s->optimizer.weight_decay);
     gp_buf_printf(&b, "  param: %s\n  master: %s\n  state: %s\n  kahan: %s\n  stochastic: %s\n  fused: %s\n",
         gp_format_name(s->optimizer.param), gp_master_names[s->optimizer.master != 0],
-        gp_format_name(s->optimizer.state), bool_name(s->optimizer.kahan),
+        s->optimizer.lowbit ? gp_lowbit_name((gp_lowbit)s->optimizer.lowbit) : gp_format_name(s->optimizer.state),
+        bool_name(s->optimizer.kahan),
         bool_name(s->optimizer.stochastic), gp_fused_names[s->optimizer.fused != 0]);
     gp_buf_printf(&b, "  evaluation: %s\n", gp_adamw_eval_name(s->optimizer.evaluation)); /* the default too */
     if (s->optimizer.lr_steps) {

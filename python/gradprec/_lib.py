@@ -67,6 +67,13 @@ def _declare(lib):
              c.c_uint64, vp, vp, vp, vp, cp, sz],
         ),
         "gradprec_torch_sqrtf": (c.c_int, [cp, c.c_uint64, vp, vp, cp, sz]),
+        "gradprec_lowbit_quantize": (c.c_int, [cp, c.c_int, c.c_uint64, vp, vp, vp, cp, sz]),
+        "gradprec_lowbit_dequantize": (c.c_int, [cp, c.c_int, c.c_uint64, vp, vp, vp, cp, sz]),
+        "gradprec_lowbit_adamw_step": (
+            c.c_int,
+            [cp, cp, cp, c.c_double, c.c_double, c.c_double, c.c_double, c.c_double, c.c_int64, c.c_uint64,
+             vp, vp, vp, vp, vp, vp, cp, sz],
+        ),
         "gradprec_serve": (c.c_int, [c.c_int, vp, cp, cp, sz]),
         "gradprec_serve_plugin": (c.c_int, [c.c_int, cp]),
         "gradprec_set_worker_program": (c.c_int, [c.POINTER(cp)]),

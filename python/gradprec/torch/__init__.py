@@ -44,13 +44,18 @@ from .backends import (  # noqa: E402  (backends under test: docs/python.md)
     AdamWFused,
     AdamWFusedCUDA,
     Backend,
+    BnbAdamW8bit,
     OptimiAdamW,
     TorchaoAdamW,
+    TorchaoAdamW4bit,
+    TorchaoAdamW8bit,
+    TorchaoAdamWFp8,
 )
 from .host import sqrt_evaluation  # noqa: E402  (which optimizer.evaluation this host's torch needs)
 
 __all__ = ["capture", "Capture", "monitor", "Monitor", "MonitorAlert", "MonitorWarning", "Alert", "Backend", "AdamW", "AdamWForeach", "AdamWFused", "AdamWCUDA", "AdamWForeachCUDA",
-           "AdamWFusedCUDA", "OptimiAdamW", "TorchaoAdamW", "sqrt_evaluation"]
+           "AdamWFusedCUDA", "OptimiAdamW", "TorchaoAdamW", "BnbAdamW8bit", "TorchaoAdamW8bit", "TorchaoAdamW4bit",
+           "TorchaoAdamWFp8", "sqrt_evaluation"]
 
 REDUCTIONS = ("token_mean", "mean", "mean_no_div", "sum")
 _FORMATS = {_torch.float32: "fp32", _torch.bfloat16: "bf16", _torch.float16: "fp16"}
