@@ -261,7 +261,8 @@ class Monitor:
         cap = Capture(self.model, self.out, self.reduction, self.accumulation_steps, sample=self.sample,
                       params=self.params, optimizer=self.optimizer, scaler=self.scaler, master=self.master,
                       seed=self.seed)
-        self._stream = Stream(self._skeleton(cap))
+        # the runner's threads (results do not depend on them): torch's, idle while it runs
+        self._stream = Stream(self._skeleton(cap), jobs=max(1, _torch.get_num_threads()))
         self._sel = []  # per tensor: the elements the library chose (on the parameter's device), or None
         for t, (_, p) in enumerate(cap.params):
             buf = self._stream.indices_buffer(t)
