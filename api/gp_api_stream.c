@@ -1,5 +1,5 @@
 /* gp_api_stream.c — the streaming calls of include/gradprec.h (gradprec_stream_*) over
- * harness/gp_session.h: a closed step's scenario (YAML naming the step's memory dump) is
+ * harness/run/gp_session.h: a closed step's scenario (YAML naming the step's memory dump) is
  * loaded and run by gradprec_load_yaml and gradprec_run, the calls `gradprec run` goes
  * through, so its results are read with the gradprec_result_* accessors. */
 #include "../include/gradprec.h"
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_session.h"
+#include "../harness/run/gp_session.h"
 #include "../kernels/gp_names.h"
 
 struct gradprec_stream {
@@ -160,6 +160,12 @@ int gradprec_stream_close(gradprec_stream *st, const char *overrides, size_t len
     else
         free(text);
     return rc;
+}
+
+void gradprec_stream_discard(gradprec_stream *st)
+{
+    if (st)
+        gp_session_discard(st->s);
 }
 
 void gradprec_stream_text_free(char *text)

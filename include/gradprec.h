@@ -244,6 +244,10 @@ GRADPREC_API int gradprec_stream_optimizer(gradprec_stream *st, size_t t, int af
 GRADPREC_API int gradprec_stream_close(gradprec_stream *st, const char *overrides, size_t len,
                                        gradprec_result **out, char **scenario, char *err, size_t errlen);
 
+/* Drop the step being fed (its data freed; the next feed begins the step again), as a
+ * training loop does when its step failed. Steps closed so far are kept. NULL is fine. */
+GRADPREC_API void gradprec_stream_discard(gradprec_stream *st);
+
 /* Free a text gradprec_stream_close returned. NULL is fine. */
 GRADPREC_API void gradprec_stream_text_free(char *text);
 
