@@ -104,4 +104,23 @@ int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc
 int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw, void *grad,
                    double *partial, double *err_round, uint64_t *nonzero);
 
+/* The backward outputs xs[i] = x * s, i < n, with x = (nk * (m[i] * mul)) / den exact as
+ * a nudged binary64 (gp_f64_nudge of the rounded quotient by the sign of the remainder,
+ * the runner's quotient), when den is a power of two whose reciprocal is a normal
+ * binary64 (the division is then the multiplication by it: the same rounding); returns
+ * 1, or 0 and writes nothing for another den. m[i] * mul and the product by s are
+ * binary64 operations. Vectorised like gp_attrib_block; checked bit for bit against the
+ * exact quotient (MPFR) and gp_f64_nudge (tests/test_accum.c). */
+int gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s);
+
+/* The terms of the outputs' statistics: for x = xs[i] / s (as gp_attrib_unscaled with
+ * inv), i < n, sq[i] = (x * errw)^2 when x is finite, else +0 (which leaves a sum of
+ * squares unchanged: such a sum is never -0), and bin[i] = the histogram bin of a finite
+ * non-zero x: e - 1 - min_exp clamped to [0, bins) with |x| in [2^(e-1), 2^e), else -1.
+ * For a subnormal x the bin is not that (its exponent field is 0): the function returns
+ * whether some x is subnormal, and the caller bins those itself. Vectorised like
+ * gp_attrib_block (tests/test_accum.c). */
+int gp_output_terms(const double *xs, size_t n, double scale, double inv, double errw, int min_exp, int bins,
+                    double *sq, int32_t *bin);
+
 #endif
