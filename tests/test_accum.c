@@ -621,6 +621,81 @@ static void test_output_terms_equal_definition(void **state)
     print_message("gp_output_terms: %llu elements compared\n", (unsigned long long)compared);
 }
 
+/* gp_unscale_block against the runner's per-element unscale attribution: exact =
+ * widen(old) * inv, gp_classify_v(af, exact, stored, v, no events), the error (v - exact)
+ * * errw added to that mechanism's sum, the non-zero and underflow counts; random blocks
+ * of the three formats with stored values the RNE product, arbitrary, or equal to old,
+ * subnormals among them (underflow); a non-finite value or another format declined. */
+static void test_unscale_block_equals_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(31);
+    enum { N = 700 };
+    static uint32_t old[N], acc[N];
+    static double e0[GP_MECH_NONFINITE + 1][N], e1[GP_MECH_NONFINITE + 1][N];
+    const gp_format fmts[] = {GP_BF16, GP_FP16, GP_FP32};
+    const double invs[] = {1.0, 1.0 / 65536, 0x1p-24, 4.0};
+    uint64_t compared = 0, underflows = 0;
+    for (int f = 0; f < 3; f++) {
+        gp_format af = fmts[f];
+        for (int rep = 0; rep < 40; rep++) {
+            size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
+            double inv = invs[rep % 4], errw = rep / 4 % 2 ? 1.0 / 3 : 1.0;
+            for (size_t i = 0; i < n; i++) {
+                uint32_t ob = attrib_value(af, &s), nb;
+                unsigned how = (unsigned)(gp_test_next(&s) % 3);
+                if (how == 0)
+                    nb = gp_fmt_from_f64(af, gp_fmt_to_f64(af, ob) * inv, GP_RNE, 0, 0, NULL);
+                else
+                    nb = how == 1 ? attrib_value(af, &s) : ob;
+                if (!isfinite(gp_fmt_to_f64(af, nb)))
+                    nb = ob;
+                gp_pack_set(af, old, i, ob);
+                gp_pack_set(af, acc, i, nb);
+                for (int m = 0; m < GP_MECH_NONFINITE + 1; m++) {
+                    uint64_t r = gp_test_next(&s);
+                    e0[m][i] = e1[m][i] = r % 4 == 0 ? 0.0 : ldexp((double)(int64_t)(r >> 8), -80);
+                }
+            }
+            double *err[GP_MECH_NONFINITE + 1];
+            for (int m = 0; m < GP_MECH_NONFINITE + 1; m++)
+                err[m] = e1[m];
+            uint64_t rnz = 0, und = 0, wrnz = 0, wund = 0;
+            assert_int_equal(gp_unscale_block(af, old, acc, n, inv, errw, err, &rnz, &und), 1);
+            for (size_t i = 0; i < n; i++) {
+                uint32_t nb = gp_pack_get(af, acc, i);
+                double exact = gp_fmt_to_f64(af, gp_pack_get(af, old, i)) * inv, v = gp_fmt_to_f64(af, nb);
+                wrnz += exact != 0;
+                gp_mechanism m = gp_classify_v(af, exact, nb, v, 0);
+                wund += m == GP_MECH_UNDERFLOW;
+                e0[m][i] += (v - exact) * errw;
+                for (int k = 0; k < GP_MECH_NONFINITE + 1; k++)
+                    gp_assert_bits(gp_f64_bits(e1[k][i]), gp_f64_bits(e0[k][i]), "fmt %d element %zu mechanism %d", af,
+                                   i, k);
+                compared++;
+            }
+            assert_int_equal(rnz, wrnz);
+            assert_int_equal(und, wund);
+            underflows += wund;
+        }
+        uint32_t bad = gp_fmt_get(af).inf; /* +inf: declined, nothing written */
+        gp_pack_set(af, acc, 3, bad);
+        uint64_t rnz = 0, und = 0;
+        double *err[GP_MECH_NONFINITE + 1];
+        for (int m = 0; m < GP_MECH_NONFINITE + 1; m++)
+            err[m] = e1[m];
+        double keep = e1[GP_MECH_ROUNDING][0];
+        assert_int_equal(gp_unscale_block(af, old, acc, 10, 1.0, 1.0, err, &rnz, &und), 0);
+        assert_true(rnz == 0 && und == 0 && gp_f64_bits(e1[GP_MECH_ROUNDING][0]) == gp_f64_bits(keep));
+    }
+    uint64_t rnz = 0, und = 0;
+    double *err[GP_MECH_NONFINITE + 1] = {0};
+    assert_int_equal(gp_unscale_block(GP_FP8_E4M3, old, acc, 4, 1.0, 1.0, err, &rnz, &und), 0);
+    assert_true(underflows > 0);
+    print_message("gp_unscale_block: %llu elements compared (%llu underflows)\n", (unsigned long long)compared,
+                  (unsigned long long)underflows);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -632,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_store_block_equals_definition),
         cmocka_unit_test(test_fill_outputs_equals_exact),
         cmocka_unit_test(test_output_terms_equal_definition),
+        cmocka_unit_test(test_unscale_block_equals_definition),
         cmocka_unit_test(test_absorption_and_kahan),
         cmocka_unit_test(test_fp32_directed_equals_ieee),
         cmocka_unit_test(test_unscale),

@@ -288,3 +288,47 @@ int gp_output_terms(const double *xs, size_t n, double scale, double inv, double
 {
     return gp_output_terms_clones(xs, n, scale, inv, errw, min_exp, bins, sq, bin);
 }
+
+/* The unscale's attribution (see gp_attrib.h) for a format af of finite values. */
+GP_AT_INLINE void unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
+                                double *restrict eu, double *restrict er, uint64_t *rounded_nonzero,
+                                uint64_t *underflow)
+{
+    gp_fmt_info fi = gp_fmt_get(af);
+    const uint32_t magmask = (1u << (fi.width - 1)) - 1u, uthr = 1u << ((fi.p - 1) / 2);
+    uint64_t rnz = 0, und = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ob = load(af, old, i), nb = load(af, acc, i);
+        double exact = fin_widen(af, ob) * inv, v = fin_widen(af, nb);
+        int nz = exact != 0, un = nz & (v != exact) & ((nb & magmask) < uthr);
+        double dw = (v - exact) * errw, xu = eu[i], xr = er[i];
+        eu[i] = un ? xu + dw : xu;
+        er[i] = un ? xr : xr + dw;
+        rnz += (uint64_t)nz;
+        und += (uint64_t)un;
+    }
+    *rounded_nonzero += rnz;
+    *underflow += und;
+}
+
+GP_ATTRIB_CLONES static int gp_unscale_block_clones(gp_format af, const void *old, const void *acc, size_t n, double inv,
+                                                    double errw, double *const *err, uint64_t *rounded_nonzero,
+                                                    uint64_t *underflow)
+{
+    if ((af != GP_BF16 && af != GP_FP16 && af != GP_FP32) || !all_finite(af, old, n) || !all_finite(af, acc, n))
+        return 0;
+    double *eu = err[GP_MECH_UNDERFLOW], *er = err[GP_MECH_ROUNDING];
+    switch (af) {
+    case GP_BF16: unscale_block(GP_BF16, old, acc, n, inv, errw, eu, er, rounded_nonzero, underflow); break;
+    case GP_FP16: unscale_block(GP_FP16, old, acc, n, inv, errw, eu, er, rounded_nonzero, underflow); break;
+    default: unscale_block(GP_FP32, old, acc, n, inv, errw, eu, er, rounded_nonzero, underflow); break;
+    }
+    return 1;
+}
+
+/* See gp_attrib.h; the clones are static as for gp_attrib_block. */
+int gp_unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
+                     double *const *err, uint64_t *rounded_nonzero, uint64_t *underflow)
+{
+    return gp_unscale_block_clones(af, old, acc, n, inv, errw, err, rounded_nonzero, underflow);
+}

@@ -123,4 +123,16 @@ int gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk,
 int gp_output_terms(const double *xs, size_t n, double scale, double inv, double errw, int min_exp, int bins,
                     double *sq, int32_t *bin);
 
+/* The attribution of an unscale of the packed accumulator values old[0..n) (format af:
+ * bf16, fp16, fp32) to acc[0..n) by the multiplier inv (an fp32 value, so each product
+ * exact = widen(old[i]) * inv is exact in binary64), when every old and acc value is
+ * finite: per element, as the runner's per-element loop (gp_classify_v of exact against
+ * the stored value v with no events: underflow when gp_fmt_underflow_loss, else
+ * rounding), err[m][i] += (v - exact) * errw for its mechanism m, *rounded_nonzero += the
+ * non-zero exact values, *underflow += the underflows. Returns 1; returns 0 and changes
+ * nothing for another format or a non-finite value. Vectorised like gp_attrib_block
+ * (tests/test_accum.c). */
+int gp_unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
+                     double *const *err, uint64_t *rounded_nonzero, uint64_t *underflow);
+
 #endif

@@ -92,17 +92,29 @@ GP_HOT double store_range(chunk *c, size_t i0, size_t i1, gp_format gf, double s
 }
 
 #if GP_VECTOR_BLOCKS
-/* note_output of the outputs xs[0..n) unscaled (gp_attrib_unscaled) and weighted by errw,
- * in order; returns ss_x. Not inlined: its sum stays in a register. */
+/* note_output of the outputs xs[0..n) (n <= GP_ATTRIB_BLOCK) unscaled (gp_attrib_unscaled)
+ * and weighted by errw, in order; returns ss_x. The squares and bins come from the
+ * vectorised gp_output_terms (the same values; a subnormal output's bin from exp_of
+ * here); what is left is the ordered sum and the counts. Not inlined: its sum stays in
+ * a register. */
 __attribute__((noinline)) static double note_outputs(const double *xs, size_t n, double scale, double inv,
                                                      double errw, double ss_x, uint64_t *hist)
 {
-    if (inv != 0)
-        for (size_t i = 0; i < n; i++)
-            ss_x = note_output(xs[i] * inv, xs[i] * inv * errw, ss_x, hist);
-    else
-        for (size_t i = 0; i < n; i++)
-            ss_x = note_output(xs[i] / scale, xs[i] / scale * errw, ss_x, hist);
+    double sq[GP_ATTRIB_BLOCK];
+    int32_t bin[GP_ATTRIB_BLOCK];
+    if (gp_output_terms(xs, n, scale, inv, errw, GP_HIST_MIN_EXP, GP_HIST_BINS, sq, bin))
+        for (size_t i = 0; i < n; i++) {
+            double x = gp_attrib_unscaled(xs[i], scale, inv);
+            if (x != 0 && fabs(x) < 0x1p-1022) {
+                int b = exp_of(x) - 1 - GP_HIST_MIN_EXP;
+                bin[i] = b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b;
+            }
+        }
+    for (size_t i = 0; i < n; i++) {
+        ss_x += sq[i];
+        if (bin[i] >= 0)
+            hist[bin[i]]++;
+    }
     return ss_x;
 }
 #endif
@@ -431,6 +443,12 @@ int gp_run_unscale(chunk *c, int *found_inf, gp_error *err)
     }
     if (u.found_inf)
         *found_inf = 1;
+#if GP_VECTOR_BLOCKS
+    if (c->cnt[0] == NULL && /* finite values, no per-element counters: the same, vectorised */
+        gp_unscale_block(c->af, c->old, c->acc, c->n, (double)inv, c->errw, c->err, &c->st->rounded_nonzero,
+                         &c->st->underflow))
+        return 0;
+#endif
     for (size_t i = 0; i < c->n; i++) {
         double exact = widen(c->af, gp_pack_get(c->af, c->old, i)) * (double)inv; /* exact */
         uint32_t nb = gp_pack_get(c->af, c->acc, i);

@@ -82,6 +82,7 @@ static int alloc_lanes(sim *S, int counters, gp_error *err)
         L->c.gf = sc->precision.grad;
         L->c.af = sc->precision.accumulator;
         L->c.hist = L->hist;
+        L->c.sp_used = &L->sp_used;
         if (!(L->grp = calloc(GP_PLUGIN_MANY_MAX, sizeof *L->grp)) || !(L->wbuf = malloc(CHUNK * sizeof *L->wbuf)) ||
             (carried && !(L->sbuf = malloc(4 * CHUNK * sizeof *L->sbuf))) ||
             alloc_chunk(&L->c, kahan, S->cmp != NULL, counters) != 0 ||
@@ -137,8 +138,8 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
              (!with_cmp || (c->acc2 = malloc(CHUNK * ab))) && (!(with_cmp && kahan) || (c->comp2 = malloc(CHUNK * ab))) &&
              (c->m = malloc(CHUNK * sizeof *c->m)) && (c->noise = malloc(CHUNK * sizeof *c->noise)) && (c->sum_m = malloc(CHUNK * sizeof *c->sum_m)) &&
              (c->sum_nm = malloc(CHUNK * sizeof *c->sum_nm)) && (c->gacc = malloc(CHUNK * sizeof *c->gacc)) &&
-             (c->gsame = malloc(CHUNK * sizeof *c->gsame)) && (c->sp_m = malloc(CHUNK * sizeof *c->sp_m)) &&
-             (c->sp_nm = malloc(CHUNK * sizeof *c->sp_nm));
+             (c->gsame = malloc(CHUNK * sizeof *c->gsame)) && (c->sp_m = calloc(CHUNK, sizeof *c->sp_m)) &&
+             (c->sp_nm = calloc(CHUNK, sizeof *c->sp_nm)); /* zero: window_run clears them after a spill */
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         ok = ok && (c->err[m] = malloc(CHUNK * sizeof(double)));
     return ok ? 0 : -1;
