@@ -42,6 +42,8 @@ typedef struct {
     size_t n;           /* elements in this chunk */
     uint64_t i0;        /* first element */
     double *xs;         /* [n] exact scaled backward output, nudged (see gp_f64_nudge) */
+    double *sqx;        /* [n] this micro-batch's terms of ss_x, written with the stored
+                           gradients, added to ss_x by the attribution in element order */
     void *grad, *acc, *old, *comp, *acc2, *comp2;
     double *err[GP_MECH_GRAD_END]; /* [n] signed local errors per mechanism, unscaled units */
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */

@@ -177,6 +177,7 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
         c->gfull = L->gfull + off;
     }
     c->xs = p->xs + off;
+    c->sqx = p->sqx + off;
     c->grad = (char *)p->grad + off * gb;
     c->old = (char *)p->old + off * ab;
     c->acc2 = p->acc2 ? (char *)p->acc2 + off * ab : NULL;

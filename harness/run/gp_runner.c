@@ -132,7 +132,7 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
         if (!(c->cnt[k] = malloc(CHUNK * sizeof(uint32_t))))
             return -1;
     size_t ab = width_bytes(c->af), gb = width_bytes(c->gf);
-    int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
+    int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->sqx = malloc(CHUNK * sizeof *c->sqx)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
              (c->sr_prev = malloc(CHUNK * sizeof *c->sr_prev)) &&
              (c->grad = malloc(CHUNK * gb)) && (c->old = malloc(CHUNK * ab)) &&
              (!with_cmp || (c->acc2 = malloc(CHUNK * ab))) && (!(with_cmp && kahan) || (c->comp2 = malloc(CHUNK * ab))) &&
@@ -152,6 +152,7 @@ static void free_chunk(chunk *c)
     free(c->xs);
     free(c->partial);
     free(c->sr_prev);
+    free(c->sqx);
     free(c->grad);
     free(c->old);
     free(c->acc2);
