@@ -182,10 +182,12 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
         return -3;
     }
     double f = c->s / c->rs; /* exact: s and rs are powers of two */
+    uint64_t nonfinite = 0; /* a local count: st's would be reloaded after every store to xs */
     for (size_t i = 0; i < c->n; i++) {
         c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
-        c->st->replay_nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
+        nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
     }
+    c->st->replay_nonfinite += nonfinite;
     if (gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n) +
         gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n))
         *c->sp_used = 1;
