@@ -53,30 +53,9 @@ import time
 
 import torch
 
+from capture_scale import host_line
+
 BF16, F16, F32, F64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
-
-
-def host_line():
-    model = family = "?"
-    flags = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                k, v = k.strip(), v.strip()
-                if k == "model name" and model == "?":
-                    model = v
-                elif k == "cpu family" and family == "?":
-                    family = v
-                elif k == "flags" and not flags:
-                    flags = set(v.split())
-    except OSError:
-        pass
-    simd = [f for f in ("avx512f", "avx512bw", "avx512vl", "avx2", "fma", "f16c") if f in flags]
-    with open("/proc/loadavg") as f:
-        load = " ".join(f.read().split()[:3])
-    return "host: %s, family %s, %d cores, flags %s, load average %s" % (
-        model, family, os.cpu_count() or 0, " ".join(simd) or "-", load)
 
 
 # ---- the scenarios gradprec runs (the YAML texts of gp_bench's (i) and (j)) ----
@@ -252,7 +231,7 @@ def main():
     ap.add_argument("--only", default="i,j,replay")
     ap.add_argument("--threads", action="store_true", help="also -j 2 on (i) beside the control")
     a = ap.parse_args()
-    print(host_line(), flush=True)
+    print(host_line(flags=True), flush=True)
     build = os.environ.get("GP_BUILD", os.path.join(os.getcwd(), "build"))
     gp = os.path.join(build, "gradprec")
     if not os.access(gp, os.X_OK):
@@ -316,7 +295,7 @@ def main():
                      min(per), max(per), med["gradprec"] / med["native"]), flush=True)
         if a.threads:
             threads(gp, native, tmp, n, K, a.rounds)
-        print(host_line().replace("host:", "host at the end:"))
+        print(host_line(flags=True).replace("host:", "host at the end:"))
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
