@@ -26,18 +26,19 @@
  *       in use; (m) binary64 -> bf16 RNE with events, the fast path vs the general routine.
  * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only | --throughput | --big-optimizer | --distributed]
  * (--adamw-only: (d) alone; --throughput: (i)-(n) alone).
- * Each timing is the best of 5 runs. */
+ * Each timing is the best of 5 runs. The first line names the host (CPU model, family,
+ * cores, SIMD flags, load average; on stderr with --json). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
-#include "harness/gp_backend.h"
-#include "harness/gp_gen_simd.h"
-#include "harness/gp_generate.h"
-#include "harness/gp_presets.h"
-#include "harness/gp_runner.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/sources/gp_gen_simd.h"
+#include "harness/sources/gp_generate.h"
+#include "harness/scenario/gp_presets.h"
+#include "harness/run/gp_runner.h"
 #include "kernels/arith/gp_adamw.h"
 #include "reference/gp_adamw_dd.h"
 #include "reference/gp_adamw_ref.h"
@@ -185,7 +186,7 @@ static void bench_adamw(adamw_times *at)
     gp_generate(&dist, 3, 1, 0, NA, w0);
     for (size_t i = 0; i < NA; i++)
         g[i] = (double)gf[i];
-    gp_adamw_config cfg = {GP_FP32, GP_FP32, GP_ADAMW_ONE_STORE, GP_RNE, GP_ADAMW_TORCH_CUDA, 0};
+    gp_adamw_config cfg = {GP_FP32, GP_FP32, GP_ADAMW_ONE_STORE, GP_RNE, GP_ADAMW_TORCH_CUDA, 0, 0};
     at->dd = at->fp32_ev = at->fp32 = at->mpfr = 1e30;
     for (int rep = 0; rep < 5; rep++) {
         for (size_t i = 0; i < NA; i++)
@@ -633,6 +634,7 @@ int main(int argc, char **argv)
                 sa |= strcmp(argv[j], "--sampled") == 0;
                 json |= strcmp(argv[j], "--json") == 0;
             }
+            gp_bench_host_line(json ? stderr : stdout);
             return gp_bench_scale(json, th, sa);
         }
         if (strcmp(argv[i], "--json") == 0) json = 1;
@@ -654,6 +656,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    gp_bench_host_line(json ? stderr : stdout); /* first: figures name their host (--json: on stderr) */
     if (replay)
         return gp_bench_replay(json, replay_gib, replay_dense, replay_sample, replay_big_only);
     if (dist)

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_presets.h"
-#include "../harness/gp_scenario.h"
-#include "gp_cli.h"
+#include "../harness/scenario/gp_presets.h"
+#include "../harness/scenario/gp_scenario.h"
+#include "gp_cmd.h"
 
 static const char show_usage[] =
     "usage: gradprec show PRESET | FILE.yaml\n"

@@ -1,6 +1,6 @@
 /* fuzz_backend.c — libFuzzer target: whole scenarios on two backends, bit for bit.
  *
- * Bug oracle: the input decodes to a scenario (harness/gp_decode.h: dtypes, rounding,
+ * Bug oracle: the input decodes to a scenario (harness/scenario/gp_decode.h: dtypes, rounding,
  * FTZ, reductions, token counts, loss scaler, clipping and its order, LR schedule,
  * AdamW variant and hyper-parameters, 1-8 steps), which runs on the CPU emulation with
  * the backend under test compared at every accumulation, unscale and AdamW step. Any
@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_backend.h"
-#include "../harness/gp_runner.h"
-#include "harness/gp_decode.h"
+#include "../harness/sources/gp_backend.h"
+#include "../harness/run/gp_runner.h"
+#include "harness/scenario/gp_decode.h"
 #include "gp_fuzz_check.h"
 
 #ifndef GP_FUZZ_DEFAULT_PLUGIN
@@ -77,6 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int j = GP_M_SR_BIAS_SCORE; j <= GP_M_SR_STEP_CORR_SCORE; j++)
         GP_FUZZ_CHECK(!(r.metric[j] > 1.0), "backend %s: stochastic rounding fails %s = %g (> 1)", under->label,
                       gp_metric_name((gp_metric)j), r.metric[j]);
+    GP_FUZZ_CHECK(!(r.metric[GP_M_SR_LAG_CORR_SCORE] > 1.0), "backend %s: stochastic rounding fails %s = %g (> 1)",
+                  under->label, gp_metric_name(GP_M_SR_LAG_CORR_SCORE), r.metric[GP_M_SR_LAG_CORR_SCORE]);
     unsigned bg = gp_fuzz_bucket(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH]);
     unsigned bw = gp_fuzz_bucket(r.metric[GP_M_WEIGHT_REL_ERR]);
     gp_fuzz_feature(&g_features[0][r.dominant][0], bg);

@@ -4,7 +4,7 @@
 #include "../base/gp_file.h"
 #include "../base/gp_out.h"
 #include "gp_json_in.h"
-#include "../harness/gp_collective.h"
+#include "../harness/run/gp_collective.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../base/gp_buf.h"
-#include "../harness/gp_optim.h"
+#include "../harness/run/gp_optim.h"
 #include "../kernels/gp_names.h"
 
 
@@ -248,7 +248,7 @@ static json_t *metrics_json(const double *metric)
 }
 
 /* A sampled run's estimate block: elements (n of M, per tensor), the coverage, and the
- * interval [lo, hi] of every metric that has one (harness/gp_sample.h). */
+ * interval [lo, hi] of every metric that has one (harness/sources/gp_sample.h). */
 static json_t *sampling_json(uint64_t n, uint64_t of, const uint8_t *has, const double *lo, const double *hi)
 {
     json_t *o = json_object(), *iv = json_object();
@@ -439,8 +439,9 @@ void gp_mismatch_describe(const gp_result *r, char *buf, size_t n)
     else if (strcmp(m->entry, "scaler_update") != 0)
         snprintf(where, sizeof where, ", tensor %s", m->tensor < r->ntensors ? r->tensors[m->tensor].name : "?");
     char mb[32] = "";
-    if (m->microbatch >= 0)
-        snprintf(mb, sizeof mb, " micro-batch %d", m->microbatch);
+    if (m->microbatch >= 0) /* a collective's addition: its hop */
+        snprintf(mb, sizeof mb, " %s %d", strcmp(m->entry, "accumulate (collective)") == 0 ? "hop" : "micro-batch",
+                 m->microbatch);
     snprintf(buf, n, "%s %s, step %ld%s%s: 0x%0*x (backend) vs 0x%0*x (compared)", m->entry, m->output, m->step, mb,
              where, digits, (unsigned)m->value, digits, (unsigned)m->compared);
 }

@@ -39,6 +39,9 @@ int main(void)
     FIELD(gp_plugin_adamw_args, n); FIELD(gp_plugin_adamw_args, grad); FIELD(gp_plugin_adamw_args, param);
     FIELD(gp_plugin_adamw_args, master); FIELD(gp_plugin_adamw_args, comp);
     FIELD(gp_plugin_adamw_args, m); FIELD(gp_plugin_adamw_args, v); FIELD(gp_plugin_adamw_args, evaluation);
+    FIELD(gp_plugin_adamw_args, state_quant); FIELD(gp_plugin_adamw_args, block);
+    FIELD(gp_plugin_adamw_args, m_codes); FIELD(gp_plugin_adamw_args, v_codes);
+    FIELD(gp_plugin_adamw_args, m_scales); FIELD(gp_plugin_adamw_args, v_scales);
 
     SIZE(gp_plugin_sumsq_args);
     FIELD(gp_plugin_sumsq_args, struct_size); FIELD(gp_plugin_sumsq_args, format);

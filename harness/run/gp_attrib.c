@@ -1,0 +1,340 @@
+/* gp_attrib.c — the vectorised attribution kernel (see gp_attrib.h). For finite values the
+ * branches of gp_attrib_one fold into selects:
+ *  - widening: exact, so a bit move to fp32 (bf16), the fp32 value itself, or for fp16 the
+ *    bit move of a normal and mag * 2^-24 (exact in fp32) of a subnormal;
+ *  - a, g finite in formats of at most 24 bits: s = a + g is finite (no binary64 overflow),
+ *    so e is kept; nv finite: classify_v names neither overflow nor non-finite;
+ *  - exact = nudge(s, sign e) is non-zero iff s or e is (s = 0 forces e = 0), and differs
+ *    from nv iff e != 0 or nv != s: with e != 0, exact is odd in binary64 (or its least
+ *    subnormal), never a value of a format of at most 24 bits whose exponents lie inside
+ *    binary64's normal range;
+ *  - gp_fmt_underflow_loss(f, bits, nz, inexact) = nz && inexact && mag < 2^((p-1)/2)
+ *    (integer division): zero, or 2 * (significant bits of mag) < p.
+ * The per-element error sums keep their order; the counts are integers. */
+#include "gp_attrib.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) /* ThreadSanitizer cannot run an
+                                                             ifunc resolver at load time */
+#define GP_ATTRIB_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define GP_ATTRIB_CLONES
+#endif
+
+#define GP_AT_INLINE static inline __attribute__((always_inline))
+
+/* The widening of a finite value of format f (bf16, fp16, fp32) to binary64. */
+GP_AT_INLINE double fin_widen(gp_format f, uint32_t b)
+{
+    if (f == GP_BF16)
+        return (double)gp_f32_from_bits(b << 16);
+    if (f == GP_FP32)
+        return (double)gp_f32_from_bits(b);
+    uint32_t mag = b & 0x7fffu, sign = (b & 0x8000u) << 16; /* fp16 */
+    float nrm = gp_f32_from_bits(sign | (mag + ((127u - 15u) << 10)) << 13);
+    float sub = gp_f32_from_bits(sign | gp_f32_bits((float)(int32_t)mag * 0x1p-24f));
+    return (double)(mag >= 0x400u ? nrm : sub);
+}
+
+GP_AT_INLINE uint32_t load(gp_format f, const void *p, size_t i)
+{
+    return f == GP_FP32 ? ((const uint32_t *)p)[i] : ((const uint16_t *)p)[i];
+}
+
+/* Is every value of p[0..n) of format f below lim in magnitude (bits)? lim = the bits of
+ * inf: finite; lim = max finite: finite and not +-max finite (a saturated sum, which only
+ * gp_attrib_one names). */
+GP_AT_INLINE int all_below(gp_format f, const void *p, size_t n, uint32_t lim)
+{
+    uint32_t bad = 0;
+    if (f == GP_FP32) {
+        const uint32_t *q = p;
+        for (size_t i = 0; i < n; i++)
+            bad |= (q[i] & 0x7fffffffu) >= lim;
+    } else {
+        const uint16_t *q = p;
+        for (size_t i = 0; i < n; i++)
+            bad |= (uint32_t)(q[i] & 0x7fffu) >= lim;
+    }
+    return !bad;
+}
+
+GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old, const void *acc, const void *grad,
+                        size_t n, double scale, double inv, double errw, double *const *err, double *restrict te2,
+                        gp_attrib_counts *cnt)
+{
+    double *restrict eu = err[GP_MECH_UNDERFLOW], *restrict ea = err[GP_MECH_ABSORPTION];
+    double *restrict er = err[GP_MECH_ROUNDING];
+    const double *restrict eo = err[GP_MECH_OVERFLOW], *restrict en = err[GP_MECH_NONFINITE];
+    const double *restrict es = err[GP_MECH_SATURATION];
+    gp_fmt_info fi = gp_fmt_get(af);
+    const uint32_t magmask = (1u << (fi.width - 1)) - 1u, uthr = 1u << ((fi.p - 1) / 2);
+    uint64_t rnz = 0, add = 0, abs = 0, und = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ob = load(af, old, i), nb = load(af, acc, i), gb = load(gf, grad, i);
+        double a = fin_widen(af, ob), g = fin_widen(gf, gb), nv = fin_widen(af, nb);
+        double s = a + g, bb = s - a, e = (a - (s - bb)) + (g - bb);
+        double d = (nv - s) - e;
+        d = divide ? d / scale : d * inv;
+        double dw = d * errw;
+        int gnz = g != 0, ab = gnz & (nb == ob);
+        int nz = (s != 0) | (e != 0), inexact = (e != 0) | (nv != s);
+        int un = (ab ^ 1) & nz & inexact & ((nb & magmask) < uthr);
+        int rd = (ab | un) ^ 1;
+        double xu = eu[i], xa = ea[i], xo = eo[i], xr = er[i], xn = en[i], xs = es[i];
+        xu = un ? xu + dw : xu;
+        xa = ab ? xa + dw : xa;
+        xr = rd ? xr + dw : xr;
+        eu[i] = xu;
+        ea[i] = xa;
+        er[i] = xr;
+        double te = 0;
+        te += xu;
+        te += xa;
+        te += xo;
+        te += xs;
+        te += xr;
+        te += xn;
+        te2[i] = te * te;
+        rnz += (uint64_t)nz;
+        add += (uint64_t)gnz;
+        abs += (uint64_t)ab;
+        und += (uint64_t)un;
+    }
+    cnt->rounded_nonzero += rnz;
+    cnt->adds_nonzero += add;
+    cnt->absorbed += abs;
+    cnt->underflow += und;
+}
+
+#define GP_AT_PAIR(a, g) ((a) * GP_NFORMATS + (g))
+
+GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
+                                     size_t n, double s, double inv, double errw, double *const *err, double *te2,
+                                     gp_attrib_counts *cnt)
+{
+    int pair = GP_AT_PAIR(af, gf), divide = inv == 0;
+    switch (pair) {
+    case GP_AT_PAIR(GP_BF16, GP_BF16):
+    case GP_AT_PAIR(GP_FP32, GP_BF16):
+    case GP_AT_PAIR(GP_FP32, GP_FP16):
+    case GP_AT_PAIR(GP_FP32, GP_FP32):
+    case GP_AT_PAIR(GP_BF16, GP_FP32):
+    case GP_AT_PAIR(GP_FP16, GP_FP16): break;
+    default: return 0;
+    }
+    if (n > GP_ATTRIB_BLOCK || !all_below(af, old, n, gp_fmt_get(af).inf) ||
+        !all_below(af, acc, n, gp_fmt_get(af).maxfin) || !all_below(gf, grad, n, gp_fmt_get(gf).inf))
+        return 0;
+#define GP_AT_CASE(A, G)                                                                                  \
+    case GP_AT_PAIR(A, G):                                                                                \
+        if (divide)                                                                                       \
+            block(A, G, 1, old, acc, grad, n, s, inv, errw, err, te2, cnt);                                \
+        else                                                                                              \
+            block(A, G, 0, old, acc, grad, n, s, inv, errw, err, te2, cnt);                                \
+        break;
+    switch (pair) {
+        GP_AT_CASE(GP_BF16, GP_BF16)
+        GP_AT_CASE(GP_FP32, GP_BF16)
+        GP_AT_CASE(GP_FP32, GP_FP16)
+        GP_AT_CASE(GP_FP32, GP_FP32)
+        GP_AT_CASE(GP_BF16, GP_FP32)
+        GP_AT_CASE(GP_FP16, GP_FP16)
+    default: break;
+    }
+#undef GP_AT_CASE
+    return 1;
+}
+
+/* The exported symbol is a plain function: clang 14 gives callers in other files no
+ * symbol for a cloned function (its dispatcher is local), so the clones stay static. */
+int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
+                                     size_t n, double s, double inv, double errw, double *const *err, double *te2,
+                                     gp_attrib_counts *cnt)
+{
+    return gp_attrib_block_clones(af, gf, old, acc, grad, n, s, inv, errw, err, te2, cnt);
+}
+
+/* The RNE rounding of a zero, or of a magnitude in gf's normal range, as gp_fmt_from_f64_rne
+ * rounds it (a zero: the signed zero). */
+GP_AT_INLINE void store(gp_format gf, int divide, const double *restrict xs, size_t n, double scale, double inv,
+                        double errw, void *restrict grad, double *restrict partial, double *restrict er,
+                        uint64_t *nonzero)
+{
+    gp_fmt_info fi = gp_fmt_get(gf);
+    const int d = 53 - fi.p; /* discarded bits */
+    const uint64_t bias = (uint64_t)(1023 + fi.emin - 1) << (fi.p - 1);
+    uint64_t nz = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = xs[i];
+        uint64_t u = gp_f64_bits(x), a = u & 0x7fffffffffffffffull;
+        uint64_t r = (a + ((1ull << (d - 1)) - 1u) + ((a >> d) & 1u)) >> d;
+        uint32_t mag = a ? (uint32_t)(r - bias) : 0u;
+        uint32_t g = (uint32_t)(u >> 63) << (fi.width - 1) | mag;
+        if (gf == GP_FP32)
+            ((uint32_t *)grad)[i] = g;
+        else
+            ((uint16_t *)grad)[i] = (uint16_t)g;
+        double v = fin_widen(gf, g);
+        double xu = divide ? x / scale : x * inv;
+        partial[i] += xu * errw;
+        double dl = v - x;
+        dl = divide ? dl / scale : dl * inv;
+        er[i] += dl * errw;
+        nz += a != 0;
+    }
+    *nonzero += nz;
+}
+
+GP_ATTRIB_CLONES static int gp_store_block_clones(gp_format gf, const double *xs, size_t n, double s, double inv, double errw,
+                                    void *grad, double *partial, double *err_round, uint64_t *nonzero)
+{
+    if ((gf != GP_BF16 && gf != GP_FP16 && gf != GP_FP32) || n > GP_ATTRIB_BLOCK)
+        return 0;
+    gp_fmt_info fi = gp_fmt_get(gf);
+    /* the binary64 bits of the least normal and of the largest finite value of gf */
+    const uint64_t lo = (uint64_t)(1023 + fi.emin) << 52, hi = gp_fmt_to_f64_bits(gf, fi.maxfin);
+    uint64_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = gp_f64_bits(xs[i]) & 0x7fffffffffffffffull;
+        bad |= (uint64_t)(a != 0) & ((uint64_t)(a < lo) | (uint64_t)(a > hi));
+    }
+    if (bad)
+        return 0;
+    int divide = inv == 0;
+#define GP_ST_CASE(G)                                                                \
+    case G:                                                                          \
+        if (divide)                                                                  \
+            store(G, 1, xs, n, s, inv, errw, grad, partial, err_round, nonzero);      \
+        else                                                                         \
+            store(G, 0, xs, n, s, inv, errw, grad, partial, err_round, nonzero);      \
+        break;
+    switch (gf) {
+        GP_ST_CASE(GP_BF16)
+        GP_ST_CASE(GP_FP16)
+        GP_ST_CASE(GP_FP32)
+    default: break;
+    }
+#undef GP_ST_CASE
+    return 1;
+}
+
+/* The exported symbol is a plain function: clang 14 gives callers in other files no
+ * symbol for a cloned function (its dispatcher is local), so the clones stay static. */
+int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw,
+                                    void *grad, double *partial, double *err_round, uint64_t *nonzero)
+{
+    return gp_store_block_clones(gf, xs, n, s, inv, errw, grad, partial, err_round, nonzero);
+}
+
+/* x = S / den for S = nk * m exactly (nk an integer, m an fp32 value in binary64) as a
+ * nudged binary64: hi + lo = nk m exactly (FMA), q = hi * inv = the correct rounding of
+ * hi / den (inv = 1/den exactly, den a power of two), r = hi - q den + lo, whose sign is
+ * that of S - q den; then gp_f64_nudge(q, sign r) with its branches as masks on the bits
+ * (the same bits; written so that a loop of it vectorises). */
+GP_AT_INLINE double quotient_pow2(double m, double nk, double den, double inv)
+{
+    double hi = nk * m, lo = fma(nk, m, -hi);
+    double q = hi * inv;
+    double r = fma(-q, den, hi) + lo;
+    uint64_t u = gp_f64_bits(q), rb = gp_f64_bits(r), t = rb << 1;
+    uint64_t sticky = t - 1 < 0xffe0000000000000ull ? ~0ull : 0; /* r > 0 or r < 0 (not 0, not NaN) */
+    uint64_t pos = sticky & ((rb >> 63) - 1);                    /* r > 0 */
+    uint64_t even = (u & 1) - 1;                                 /* q's last bit 0 */
+    uint64_t zero = (u << 1) == 0 ? ~0ull : 0;                   /* q = +-0 */
+    uint64_t away = pos ^ ((u >> 63) - 1) ^ ~0ull;               /* r > 0 == (q positive): away from 0 */
+    uint64_t step = u + ((away & 2) - 1);                        /* u + 1 or u - 1 */
+    uint64_t least = 1 | (~pos & 0x8000000000000000ull);         /* +-the least subnormal, r's sign */
+    uint64_t moved = (zero & least) | (~zero & step), take = sticky & even;
+    return gp_f64_from_bits((take & moved) | (~take & u));
+}
+
+GP_ATTRIB_CLONES static void fill_outputs_clones(double *restrict xs, const float *restrict m, size_t n, double mul,
+                                                 double nk, double den, double inv, double s)
+{
+    for (size_t i = 0; i < n; i++)
+        xs[i] = quotient_pow2((double)m[i] * mul, nk, den, inv) * s;
+}
+
+int gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s)
+{
+    int e;
+    double f = frexp(den, &e);
+    if (!(f == 0.5 && e - 1 <= 1022 && e - 1 >= -1022))
+        return 0;
+    fill_outputs_clones(xs, m, n, mul, nk, den, ldexp(1.0, 1 - e), s);
+    return 1;
+}
+
+GP_ATTRIB_CLONES static int gp_output_terms_clones(const double *restrict xs, size_t n, double scale, double inv,
+                                                   double errw, int min_exp, int bins, double *restrict sq,
+                                                   int32_t *restrict bin)
+{
+    int sub = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = inv != 0 ? xs[i] * inv : xs[i] / scale, xw = x * errw;
+        uint64_t u = gp_f64_bits(x);
+        int e = (int)(u >> 52 & 0x7ff), fin = e != 0x7ff, nz = (u << 1) != 0;
+        int b = e - 1023 - min_exp; /* |x| in [2^(e-1023), 2^(e-1022)) */
+        b = b < 0 ? 0 : b >= bins ? bins - 1 : b;
+        sq[i] = fin ? xw * xw : 0.0;
+        bin[i] = fin & nz ? b : -1;
+        sub |= (e == 0) & nz;
+    }
+    return sub;
+}
+
+/* See gp_attrib.h; the clones are static as for gp_attrib_block. */
+int gp_output_terms(const double *xs, size_t n, double scale, double inv, double errw, int min_exp, int bins,
+                    double *sq, int32_t *bin)
+{
+    return gp_output_terms_clones(xs, n, scale, inv, errw, min_exp, bins, sq, bin);
+}
+
+/* The unscale's attribution (see gp_attrib.h) for a format af of finite values. */
+GP_AT_INLINE void unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
+                                double *restrict eu, double *restrict er, uint64_t *rounded_nonzero,
+                                uint64_t *underflow)
+{
+    gp_fmt_info fi = gp_fmt_get(af);
+    const uint32_t magmask = (1u << (fi.width - 1)) - 1u, uthr = 1u << ((fi.p - 1) / 2);
+    uint64_t rnz = 0, und = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ob = load(af, old, i), nb = load(af, acc, i);
+        double exact = fin_widen(af, ob) * inv, v = fin_widen(af, nb);
+        int nz = exact != 0, un = nz & (v != exact) & ((nb & magmask) < uthr);
+        double dw = (v - exact) * errw, xu = eu[i], xr = er[i];
+        eu[i] = un ? xu + dw : xu;
+        er[i] = un ? xr : xr + dw;
+        rnz += (uint64_t)nz;
+        und += (uint64_t)un;
+    }
+    *rounded_nonzero += rnz;
+    *underflow += und;
+}
+
+GP_ATTRIB_CLONES static int gp_unscale_block_clones(gp_format af, const void *old, const void *acc, size_t n, double inv,
+                                                    double errw, double *const *err, uint64_t *rounded_nonzero,
+                                                    uint64_t *underflow)
+{
+    /* a saturated output (+-max finite) takes the per-element path, which names it */
+    if ((af != GP_BF16 && af != GP_FP16 && af != GP_FP32) || !all_below(af, old, n, gp_fmt_get(af).inf) ||
+        !all_below(af, acc, n, gp_fmt_get(af).maxfin))
+        return 0;
+    double *eu = err[GP_MECH_UNDERFLOW], *er = err[GP_MECH_ROUNDING];
+    switch (af) {
+    case GP_BF16: unscale_block(GP_BF16, old, acc, n, inv, errw, eu, er, rounded_nonzero, underflow); break;
+    case GP_FP16: unscale_block(GP_FP16, old, acc, n, inv, errw, eu, er, rounded_nonzero, underflow); break;
+    default: unscale_block(GP_FP32, old, acc, n, inv, errw, eu, er, rounded_nonzero, underflow); break;
+    }
+    return 1;
+}
+
+/* See gp_attrib.h; the clones are static as for gp_attrib_block. */
+int gp_unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
+                     double *const *err, uint64_t *rounded_nonzero, uint64_t *underflow)
+{
+    return gp_unscale_block_clones(af, old, acc, n, inv, errw, err, rounded_nonzero, underflow);
+}
