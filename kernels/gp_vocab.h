@@ -57,6 +57,12 @@
     X(GP_ADAMW_TORCH_CPU_HOST, GP_PLUGIN_EVAL_TORCH_CPU_HOST, "torch_cpu_host")                    \
     X(GP_ADAMW_TORCH_CPU_FOREACH, GP_PLUGIN_EVAL_TORCH_CPU_FOREACH, "torch_cpu_foreach")
 
+/* Each list's length, as a constant expression: GP_VOCAB_COUNT(GP_VOCAB_ACC_ROUNDINGS). */
+#define GP_VOCAB_PLUS_ONE(...) +1
+#define GP_VOCAB_COUNT(LIST) (0 LIST(GP_VOCAB_PLUS_ONE))
+/* An X for a list's names alone: {GP_VOCAB_ACC_ROUNDINGS(GP_VOCAB_NAME_ABI)}. */
+#define GP_VOCAB_NAME_ABI(E, A, NAME) NAME,
+
 /* The vocabularies by kind, for gp_vocab_name (and the C API's gradprec_vocab_name). */
 typedef enum {
     GP_VOCAB_FORMAT = 0,
