@@ -3,7 +3,7 @@
 # and `make test-full` (everything: CI's command, .ci/run). docs/testing.md, Labels.
 #   make build      gradprec, libgradprec.so and the example plugins (no tests)
 #   make check      the test programs of the fast set, then CTest labels unit and cli
-#                   without `slow`, in the plain build
+#                   without `slow`, in build-check/ (plain, no CUDA backend)
 #   make test       every test program; under ASan+UBSan and in the plain build every CTest
 #                   case but those labelled full (and python, coverage: run after, alone:
 #                   `make test-coverage`, `make test-python`)
@@ -54,10 +54,16 @@ build-clang-release: deps
 run: build
 	./$(BUILD)/gradprec run || [ $$? -eq 1 ]
 
-# The fast set (labels unit and cli, not slow): what a developer runs after each change.
-check: build
-	cmake --build $(BUILD) -j $(JOBS) --target gp_check_tests
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L '^(unit|cli)$$' -LE '^(slow|full)$$'
+# The fast set (labels unit and cli, not slow): what a developer runs after each change, in
+# its own build without the CUDA backend (no case of the fast set runs nvcc's objects, and
+# nvcc's two architectures are most of a fresh build's time).
+CHECK_BUILD ?= build-check
+$(CHECK_BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(CHECK_BUILD) -DGP_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_CUDA=OFF
+
+check: deps $(CHECK_BUILD)/CMakeCache.txt
+	cmake --build $(CHECK_BUILD) -j $(JOBS) --target gp_check_tests
+	cd $(CHECK_BUILD) && ctest --output-on-failure -j $(JOBS) -L '^(unit|cli)$$' -LE '^(slow|full)$$'
 
 # The sanitizer run goes first, then the plain build, then the default suite's branch
 # coverage (`make test-coverage`: the coverage build makes only gradprec and the example
@@ -103,4 +109,4 @@ bench: build
 	./$(BUILD)/bench/gp_bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(COV_BUILD) build-fuzz build-clang-release
+	rm -rf $(BUILD) $(ASAN_BUILD) $(COV_BUILD) $(CHECK_BUILD) build-fuzz build-clang-release
