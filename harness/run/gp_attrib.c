@@ -43,19 +43,20 @@ GP_AT_INLINE uint32_t load(gp_format f, const void *p, size_t i)
     return f == GP_FP32 ? ((const uint32_t *)p)[i] : ((const uint16_t *)p)[i];
 }
 
-/* Is every value of p[0..n) finite in format f? */
-GP_AT_INLINE int all_finite(gp_format f, const void *p, size_t n)
+/* Is every value of p[0..n) of format f below lim in magnitude (bits)? lim = the bits of
+ * inf: finite; lim = max finite: finite and not +-max finite (a saturated sum, which only
+ * gp_attrib_one names). */
+GP_AT_INLINE int all_below(gp_format f, const void *p, size_t n, uint32_t lim)
 {
     uint32_t bad = 0;
     if (f == GP_FP32) {
         const uint32_t *q = p;
         for (size_t i = 0; i < n; i++)
-            bad |= (q[i] & 0x7fffffffu) >= 0x7f800000u;
+            bad |= (q[i] & 0x7fffffffu) >= lim;
     } else {
         const uint16_t *q = p;
-        uint32_t inf = gp_fmt_get(f).inf;
         for (size_t i = 0; i < n; i++)
-            bad |= (uint32_t)(q[i] & 0x7fffu) >= inf;
+            bad |= (uint32_t)(q[i] & 0x7fffu) >= lim;
     }
     return !bad;
 }
@@ -67,6 +68,7 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
     double *restrict eu = err[GP_MECH_UNDERFLOW], *restrict ea = err[GP_MECH_ABSORPTION];
     double *restrict er = err[GP_MECH_ROUNDING];
     const double *restrict eo = err[GP_MECH_OVERFLOW], *restrict en = err[GP_MECH_NONFINITE];
+    const double *restrict es = err[GP_MECH_SATURATION];
     gp_fmt_info fi = gp_fmt_get(af);
     const uint32_t magmask = (1u << (fi.width - 1)) - 1u, uthr = 1u << ((fi.p - 1) / 2);
     uint64_t rnz = 0, add = 0, abs = 0, und = 0;
@@ -81,7 +83,7 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
         int nz = (s != 0) | (e != 0), inexact = (e != 0) | (nv != s);
         int un = (ab ^ 1) & nz & inexact & ((nb & magmask) < uthr);
         int rd = (ab | un) ^ 1;
-        double xu = eu[i], xa = ea[i], xo = eo[i], xr = er[i], xn = en[i];
+        double xu = eu[i], xa = ea[i], xo = eo[i], xr = er[i], xn = en[i], xs = es[i];
         xu = un ? xu + dw : xu;
         xa = ab ? xa + dw : xa;
         xr = rd ? xr + dw : xr;
@@ -92,6 +94,7 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
         te += xu;
         te += xa;
         te += xo;
+        te += xs;
         te += xr;
         te += xn;
         te2[i] = te * te;
@@ -122,7 +125,8 @@ GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, c
     case GP_AT_PAIR(GP_FP16, GP_FP16): break;
     default: return 0;
     }
-    if (n > GP_ATTRIB_BLOCK || !all_finite(af, old, n) || !all_finite(af, acc, n) || !all_finite(gf, grad, n))
+    if (n > GP_ATTRIB_BLOCK || !all_below(af, old, n, gp_fmt_get(af).inf) ||
+        !all_below(af, acc, n, gp_fmt_get(af).maxfin) || !all_below(gf, grad, n, gp_fmt_get(gf).inf))
         return 0;
 #define GP_AT_CASE(A, G)                                                                                  \
     case GP_AT_PAIR(A, G):                                                                                \
@@ -315,7 +319,9 @@ GP_ATTRIB_CLONES static int gp_unscale_block_clones(gp_format af, const void *ol
                                                     double errw, double *const *err, uint64_t *rounded_nonzero,
                                                     uint64_t *underflow)
 {
-    if ((af != GP_BF16 && af != GP_FP16 && af != GP_FP32) || !all_finite(af, old, n) || !all_finite(af, acc, n))
+    /* a saturated output (+-max finite) takes the per-element path, which names it */
+    if ((af != GP_BF16 && af != GP_FP16 && af != GP_FP32) || !all_below(af, old, n, gp_fmt_get(af).inf) ||
+        !all_below(af, acc, n, gp_fmt_get(af).maxfin))
         return 0;
     double *eu = err[GP_MECH_UNDERFLOW], *er = err[GP_MECH_ROUNDING];
     switch (af) {

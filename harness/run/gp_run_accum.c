@@ -200,7 +200,8 @@ static int accumulate_on(const gp_backend *b, int cmp, chunk *G, size_t ng, int 
     else
         for (size_t j = 0; j < ng && rc == 0; j++)
             rc = b->ops->accumulate(&a[j]);
-    return rc ? gp_run_backend_failure(b, ng > 1 && b->ops->accumulate_many ? "accumulate_many" : "accumulate", rc, err) : 0;
+    return rc ? gp_run_backend_failure(b, ng > 1 && b->ops->accumulate_many ? "accumulate_many" : "accumulate", rc,
+                                       err) : 0;
 }
 
 /* Before a backend accumulates chunk c: keep the old accumulator (and give the
@@ -230,7 +231,8 @@ static int diverged(chunk *c, const char *entry, const char *output, int k, size
 
 /* Stochastic rounding of element i from old accumulator a (bits ob) plus addend g to nb
  * (see gp_runner.h): add the draw to the three statistics. *prev_u is u of the previous
- * element of this micro-batch (0: none), updated. */
+ * element of this micro-batch (0: none), updated. In the recorded micro-batch, u and
+ * w = f(1 - f) go to the all-lags record (gp_sr_lag.h). */
 static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, double *prev_u)
 {
     gp_format af = c->af;
@@ -241,7 +243,7 @@ static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, doub
     } else {
         s = (double)((float)a + (float)g); /* fl32(acc + g), what is rounded to the narrow format */
     }
-    double u = 0;
+    double u = 0, wr = 0;
     if (isfinite(s) && !(c->sc->precision.ftz && fabs(s) < ldexp(1.0, gp_fmt_get(af).emin))) {
         uint32_t lo = gp_fmt_from_f64(af, gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0), GP_RTZ, 0, 0, (unsigned *)0);
         uint32_t hi = lo + 1; /* one step away from zero: sign-magnitude encodings */
@@ -250,6 +252,7 @@ static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, doub
         if (isfinite(vhi) && frac > 0 && frac < 1 && (nb == lo || nb == hi)) {
             u = (double)(nb == hi) - frac;
             double w = frac * (1 - frac), p = *prev_u, q = c->sr_prev[i];
+            wr = w;
             c->st->sr_draws++;
             c->st->sr_sum[0] += u;
             c->st->sr_var[0] += w;
@@ -261,6 +264,10 @@ static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, doub
     }
     *prev_u = u;
     c->sr_prev[i] = u;
+    if (c->lag_rec && i < c->lag_lim) { /* the all-lags record (gp_sr_lag.h): no draw is 0, 0 */
+        c->lag_u[i] = u;
+        c->lag_w[i] = wr;
+    }
 }
 
 /* The attribution of elements [i0, i1) of chunk c for micro-batch k, one at a time
@@ -334,6 +341,7 @@ GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
 {
     double prev_u = 0;
     double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k], ss_x = c->st->ss_x;
+    c->lag_rec = c->lag_u && k == c->K - 1 && c->mb_base == 0; /* rank 0's last micro-batch */
 #if GP_VECTOR_BLOCKS
     int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && c->cnt[0] == NULL;
     double scale = c->s, inv = scale_inverse(scale), te2[GP_ATTRIB_BLOCK];

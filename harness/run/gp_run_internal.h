@@ -49,6 +49,10 @@ typedef struct {
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
     double *sr_prev;       /* [n] u = up - f of the element's previous stochastic rounding in
                               this window (0: none) */
+    double *lag_u, *lag_w; /* the tensor's all-lags record (tensor_state) from this chunk's
+                              first element, when this iteration is recorded, else NULL */
+    size_t lag_lim;        /* elements of this chunk inside the record */
+    int lag_rec;           /* the micro-batch being attributed is the recorded one */
     /* generated tensors: [n] this micro-batch's per-token means m, the exact sums of m
      * and of n_k*m (binary64 + spill, reference/gp_exact.h), the final gradients */
     float *m, *noise;      /* noise: scratch of the signal + noise model */
@@ -134,6 +138,7 @@ struct dist_pool {
     char *racc;               /* [W][CHUNK] each rank's local accumulator (accumulator format) */
     char *val;                /* [W][CHUNK] each rank's value in the reduce dtype */
     char *part, *add, *pold;  /* [CHUNK] the travelling partial sum, the addend, its old value */
+    char *part2;              /* [CHUNK] the compared backend's result of a hop (--compare) */
     double *cerr[GP_MECH_GRAD_END]; /* [CHUNK] the collective's local errors, final units */
     double *sh, *sl;          /* [CHUNK] normalize: rank: g_same as a double-double sum */
 };
@@ -154,6 +159,11 @@ typedef struct {
      * same array when no step can be skipped), made units at the end (docs/scenarios.md,
      * "Estimates at scale": an element's totals over the steps); else NULL */
     double *el_step, *el_tot;
+    /* a stochastic accumulator (not sampled): u and w (gp_sr_lag.h) of the first lag_n
+     * elements' roundings in the last micro-batch of iteration 1 (rank 0's), for the
+     * all-lags test after the run; else NULL */
+    double *lag_u, *lag_w;
+    size_t lag_n;
 } tensor_state;
 
 /* One thread's working memory (a lane): the per-element arrays of CHUNK elements the

@@ -107,8 +107,8 @@ static void optimize_run(sim *S, lane *L, size_t u)
     gp_run_unit_reset(S, U);
     tensor_state *ts = &S->ts[t];
     U->rc = gp_run_optimize_chunk(S, L, t, U->i0[0], min_size(S->sc->tensors[t].size - U->i0[0], CHUNK),
-                           (char *)ts->acc + (size_t)U->i0[0] * ab, ts->gfull + U->i0[0], &U->oc[0], &U->os[0],
-                           &U->first, &U->twin, &U->err);
+                                  (char *)ts->acc + (size_t)U->i0[0] * ab, ts->gfull + U->i0[0], &U->oc[0], &U->os[0],
+                                  &U->first, &U->twin, &U->err);
 }
 
 /* After the accumulation of a coupled step: clip, count what scaling cost, run the

@@ -190,6 +190,14 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->sr_prev = p->sr_prev + off;
     if (sc->precision.rounding == GP_ACC_STOCHASTIC) /* read by stochastic rounding's statistics only */
         memset(c->sr_prev, 0, c->n * sizeof(double));
+    c->lag_u = c->lag_w = NULL; /* recorded: the first iteration (its last micro-batch) */
+    c->lag_lim = 0;
+    c->lag_rec = 0;
+    if (ts->lag_u && S->step_idx == 0 && i0 < ts->lag_n) {
+        c->lag_u = ts->lag_u + i0;
+        c->lag_w = ts->lag_w + i0;
+        c->lag_lim = min_size(ts->lag_n - i0, c->n);
+    }
     c->m = p->m + off;
     c->noise = p->noise + off;
     c->sum_m = p->sum_m + off;
@@ -282,8 +290,9 @@ static void window_run(sim *S, lane *L, size_t u)
         if (smp)
             U->ref_ss = gp_dd_add(U->ref_ss, gp_dd_mul_d(ss, S->w[c->t]));
         if (!S->coupled)
-            rc = gp_run_optimize_chunk(S, L, c->t, c->i0, c->n, c->acc, c->gfull, &U->oc[j], &U->os[j], &U->first, &U->twin,
-                                &U->err);
+            rc = gp_run_optimize_chunk(S, L, c->t, c->i0, c->n, c->acc, c->gfull, &U->oc[j], &U->os[j], &U->first,
+                                       &U->twin,
+                                       &U->err);
     }
     U->rc = rc;
 }
