@@ -1,0 +1,205 @@
+/* gp_scaled_tensor.c — see gp_scaled_tensor.h. */
+#include "gp_scaled_tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    gp_scaling kind;
+    gp_elem elem;
+} bases[] = {
+    {"fp8_e4m3", GP_SC_CURRENT, GP_EL_E4M3}, {"fp8_e5m2", GP_SC_CURRENT, GP_EL_E5M2},
+    {"mxfp8_e4m3", GP_SC_MX, GP_EL_E4M3},    {"mxfp8_e5m2", GP_SC_MX, GP_EL_E5M2},
+    {"mxfp6_e2m3", GP_SC_MX, GP_EL_E2M3},    {"mxfp6_e3m2", GP_SC_MX, GP_EL_E3M2},
+    {"mxfp4", GP_SC_MX, GP_EL_E2M1},         {"nvfp4", GP_SC_NVFP4, GP_EL_E2M1},
+};
+static const char *const fp8_kinds[] = {"current", "delayed", "blockwise_1x128", "blockwise_128x128"};
+static const char *const mx_rules[GP_NMXRULES] = {"floor", "ceil", "even", "rceil"};
+
+int gp_scaled_parse(const char *s, gp_scaled_cfg *c, char *why, size_t n)
+{
+    char buf[128];
+    if (strlen(s) >= sizeof buf) {
+        snprintf(why, n, "scaled format name too long");
+        return -1;
+    }
+    strcpy(buf, s);
+    char *save = NULL, *tok = strtok_r(buf, ":", &save);
+    memset(c, 0, sizeof *c);
+    c->sat = 1;
+    c->two_level = 1;
+    c->mode = GP_RNE;
+    size_t b = 0;
+    while (tok && b < sizeof bases / sizeof bases[0] && strcmp(tok, bases[b].name) != 0)
+        b++;
+    if (!tok || b == sizeof bases / sizeof bases[0]) {
+        snprintf(why, n, "unknown scaled format '%s' (fp8_e4m3, fp8_e5m2, mxfp8_e4m3, mxfp8_e5m2, "
+                         "mxfp6_e2m3, mxfp6_e3m2, mxfp4, nvfp4)", tok ? tok : "");
+        return -1;
+    }
+    c->kind = bases[b].kind;
+    c->elem = bases[b].elem;
+    int fp8 = c->kind == GP_SC_CURRENT;
+    while ((tok = strtok_r(NULL, ":", &save)) != NULL) {
+        int ok = 0;
+        if (strcmp(tok, "sr") == 0) {
+            c->mode = GP_STOCHASTIC;
+            ok = 1;
+        }
+        for (int k = 0; fp8 && !ok && k < 4; k++)
+            if (strcmp(tok, fp8_kinds[k]) == 0) {
+                c->kind = (gp_scaling)k;
+                ok = 1;
+            }
+        if (fp8 && !ok && strcmp(tok, "pow2") == 0)
+            ok = c->pow2 = 1;
+        if (fp8 && !ok && strcmp(tok, "nosat") == 0) {
+            c->sat = 0;
+            ok = 1;
+        }
+        for (int k = 0; c->kind == GP_SC_MX && !ok && k < GP_NMXRULES; k++)
+            if (strcmp(tok, mx_rules[k]) == 0) {
+                c->rule = (gp_mx_rule)k;
+                ok = 1;
+            }
+        if (c->kind == GP_SC_MX && !ok && strcmp(tok, "torchao") == 0)
+            ok = c->torchao = 1;
+        if (c->kind == GP_SC_NVFP4 && !ok && strcmp(tok, "single") == 0) {
+            c->two_level = 0;
+            ok = 1;
+        }
+        if (!ok) {
+            snprintf(why, n, "'%s': unknown option '%s' of %s", s, tok, bases[b].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void gp_scaled_name(const gp_scaled_cfg *c, char *buf, size_t n)
+{
+    const char *base = "?";
+    for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++)
+        if (bases[b].elem == c->elem && (bases[b].kind == c->kind || (bases[b].kind == GP_SC_CURRENT && c->kind < GP_SC_MX)))
+            base = bases[b].name;
+    int used = snprintf(buf, n, "%s", base);
+    char *p = buf;
+#define GP_ADD(str) used += snprintf(p + used, (size_t)used < n ? n - (size_t)used : 0, ":%s", (str))
+    if (c->kind < GP_SC_MX) {
+        GP_ADD(fp8_kinds[c->kind]);
+        if (c->pow2)
+            GP_ADD("pow2");
+        if (!c->sat)
+            GP_ADD("nosat");
+    } else if (c->kind == GP_SC_MX) {
+        GP_ADD(mx_rules[c->rule]);
+        if (c->torchao)
+            GP_ADD("torchao");
+    } else if (!c->two_level) {
+        GP_ADD("single");
+    }
+    if (c->mode == GP_STOCHASTIC)
+        GP_ADD("sr");
+#undef GP_ADD
+}
+
+/* Block shape of c: br rows by bc columns. */
+static void block_shape(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, uint64_t *br, uint64_t *bc)
+{
+    switch (c->kind) {
+    case GP_SC_CURRENT:
+    case GP_SC_DELAYED: *br = rows; *bc = cols; break;
+    case GP_SC_BLOCK_1X128: *br = 1; *bc = 128; break;
+    case GP_SC_BLOCK_128X128: *br = 128; *bc = 128; break;
+    case GP_SC_MX: *br = 1; *bc = 32; break;
+    default: *br = 1; *bc = 16; break;
+    }
+    if (*br > rows)
+        *br = rows ? rows : 1;
+    if (*bc > cols)
+        *bc = cols ? cols : 1;
+}
+
+uint64_t gp_scaled_nscales(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols)
+{
+    uint64_t br, bc;
+    block_shape(c, rows, cols, &br, &bc);
+    return ((rows + br - 1) / br) * ((cols + bc - 1) / bc);
+}
+
+/* The fp8 kinds on one block (rows r0.., columns c0.., h x w) with multiplier s. */
+static void fp8_block(const gp_scaled_cfg *c, uint64_t cols, const float *x, float *y, uint8_t *codes,
+                      uint64_t r0, uint64_t c0, uint64_t h, uint64_t w, float s, uint64_t seed, uint64_t stream,
+                      unsigned *ev)
+{
+    int mul = c->kind == GP_SC_BLOCK_1X128 || c->kind == GP_SC_BLOCK_128X128;
+    for (uint64_t r = r0; r < r0 + h; r++)
+        for (uint64_t k = c0; k < c0 + w; k++) {
+            uint64_t i = r * cols + k;
+            uint32_t rb = c->mode == GP_STOCHASTIC ? gp_rand_u32(seed, stream, i) : 0u;
+            uint32_t q = gp_fp8_quantize(c->elem, x[i], s, c->sat, c->mode, rb, ev);
+            if (codes)
+                codes[i] = (uint8_t)q;
+            y[i] = mul ? gp_fp8_dequant_mul(c->elem, q, s) : gp_fp8_dequant_div(c->elem, q, s);
+        }
+}
+
+void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float *y,
+                        uint8_t *codes, float *scales, float *tensor_scale, float given, uint64_t seed,
+                        uint64_t stream, unsigned *ev)
+{
+    uint64_t br, bc;
+    block_shape(c, rows, cols, &br, &bc);
+    float ts = 1.0f;
+    if (c->kind == GP_SC_NVFP4 && c->two_level)
+        ts = gp_nvfp4_tensor_scale(gp_sc_amax(x, (long)(rows * cols), 1));
+    if (tensor_scale)
+        *tensor_scale = ts;
+    uint64_t nb = 0;
+    for (uint64_t r0 = 0; r0 < rows; r0 += br)
+        for (uint64_t c0 = 0; c0 < cols; c0 += bc, nb++) {
+            uint64_t h = rows - r0 < br ? rows - r0 : br, w = cols - c0 < bc ? cols - c0 : bc;
+            if (c->kind == GP_SC_MX || c->kind == GP_SC_NVFP4) { /* one row: h == 1 */
+                const float *xb = x + r0 * cols + c0;
+                uint8_t q[32];
+                uint32_t sc;
+                float sv;
+                if (c->kind == GP_SC_MX) {
+                    sc = gp_mx_quantize(c->elem, c->rule, c->torchao ? GP_MX_TORCHAO : 0, xb, (int)w, c->mode,
+                                        seed, stream, r0 * cols + c0, q, ev);
+                    sv = gp_e8m0_to_f32(sc);
+                } else {
+                    sc = gp_nvfp4_quantize(xb, (int)w, c->two_level, ts, c->mode, seed, stream, r0 * cols + c0,
+                                           q, ev);
+                    sv = (float)gp_elem_to_f64(GP_EL_E4M3, sc);
+                }
+                for (uint64_t k = 0; k < w; k++) {
+                    if (codes)
+                        codes[r0 * cols + c0 + k] = q[k];
+                    y[r0 * cols + c0 + k] = c->kind == GP_SC_MX ? gp_mx_dequant(c->elem, q[k], sc)
+                                                                : gp_nvfp4_dequant(q[k], sc, c->two_level, ts);
+                }
+                if (scales)
+                    scales[nb] = sv;
+                continue;
+            }
+            float s;
+            if (c->kind == GP_SC_DELAYED) {
+                s = given;
+            } else {
+                float a = 0.0f;
+                for (uint64_t r = r0; r < r0 + h; r++) {
+                    float m = gp_sc_amax(x + r * cols + c0, (long)w, 1);
+                    if (m != m || m > a)
+                        a = m;
+                    if (m != m)
+                        break;
+                }
+                s = gp_fp8_scale_current(c->elem, a, c->pow2);
+            }
+            if (scales)
+                scales[nb] = s;
+            fp8_block(c, cols, x, y, codes, r0, c0, h, w, s, seed, stream, ev);
+        }
+}
