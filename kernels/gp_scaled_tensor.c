@@ -13,6 +13,8 @@ static const struct {
     {"mxfp8_e4m3", GP_SC_MX, GP_EL_E4M3},    {"mxfp8_e5m2", GP_SC_MX, GP_EL_E5M2},
     {"mxfp6_e2m3", GP_SC_MX, GP_EL_E2M3},    {"mxfp6_e3m2", GP_SC_MX, GP_EL_E3M2},
     {"mxfp4", GP_SC_MX, GP_EL_E2M1},         {"nvfp4", GP_SC_NVFP4, GP_EL_E2M1},
+    {"fp6_e2m3", GP_SC_CURRENT, GP_EL_E2M3}, {"fp6_e3m2", GP_SC_CURRENT, GP_EL_E3M2},
+    {"fp4_e2m1", GP_SC_CURRENT, GP_EL_E2M1},
 };
 static const char *const fp8_kinds[] = {"current", "delayed", "blockwise_1x128", "blockwise_128x128"};
 static const char *const mx_rules[GP_NMXRULES] = {"floor", "ceil", "even", "rceil"};
@@ -34,8 +36,8 @@ int gp_scaled_parse(const char *s, gp_scaled_cfg *c, char *why, size_t n)
     while (tok && b < sizeof bases / sizeof bases[0] && strcmp(tok, bases[b].name) != 0)
         b++;
     if (!tok || b == sizeof bases / sizeof bases[0]) {
-        snprintf(why, n, "unknown scaled format '%s' (fp8_e4m3, fp8_e5m2, mxfp8_e4m3, mxfp8_e5m2, "
-                         "mxfp6_e2m3, mxfp6_e3m2, mxfp4, nvfp4)", tok ? tok : "");
+        snprintf(why, n, "unknown scaled format '%s' (fp8_e4m3, fp8_e5m2, fp6_e2m3, fp6_e3m2, fp4_e2m1, "
+                         "mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, nvfp4)", tok ? tok : "");
         return -1;
     }
     c->kind = bases[b].kind;

@@ -149,9 +149,12 @@ GP_ARITH uint32_t gp_fmt_round_info(gp_fmt_info i, uint64_t u, gp_rmode mode,
                 flags |= GP_EV_INVALID;
         } else if (i.inf) {
             out = sign | i.inf;
-        } else {
+        } else if (i.qnan) {
             out = sign | i.qnan;
             flags |= GP_EV_INVALID;
+        } else {                                /* no inf, no NaN: saturate (as ml_dtypes) */
+            out = sign | i.maxfin;
+            flags |= GP_EV_OVERFLOW | GP_EV_INEXACT;
         }
     } else if (e == 0 && m == 0) {
         out = sign;
