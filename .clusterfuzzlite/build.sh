@@ -15,7 +15,7 @@ WORK="$WORK/gradprec"
 mkdir -p "$WORK"
 
 objs=()
-for src in base/*.c kernels/*.c kernels/cpu/*.c reference/*.c harness/gp_*.c reports/*.c kernels/cuda/gp_cuda_absent.c; do
+for src in base/*.c kernels/*.c kernels/cpu/*.c reference/*.c harness/*/gp_*.c reports/*.c kernels/cuda/gp_cuda_absent.c; do
     obj="$WORK/$(echo "$src" | tr '/' '_').o"
     $CC $CFLAGS $FLAGS $(pkg-config --cflags mpfr gmp gsl yaml-0.1 jansson) -c "$src" -o "$obj"
     objs+=("$obj")

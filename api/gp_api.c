@@ -8,13 +8,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "../harness/gp_backend.h"
-#include "../harness/gp_generate.h"
-#include "../harness/gp_plugin_worker.h"
-#include "../harness/gp_replay.h"
-#include "../harness/gp_run_all.h"
-#include "../harness/gp_sample.h"
-#include "../harness/gp_scenario.h"
+#include "../harness/sources/gp_backend.h"
+#include "../harness/sources/gp_generate.h"
+#include "../harness/sources/gp_plugin_worker.h"
+#include "../harness/sources/gp_replay.h"
+#include "../harness/run/gp_run_all.h"
+#include "../harness/sources/gp_sample.h"
+#include "../harness/scenario/gp_scenario.h"
 #include "../kernels/arith/gp_adamw.h"
 #include "../kernels/cpu/gp_cpu_backend.h"
 #include "../kernels/gp_names.h"

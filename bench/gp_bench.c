@@ -33,11 +33,11 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "harness/gp_backend.h"
-#include "harness/gp_gen_simd.h"
-#include "harness/gp_generate.h"
-#include "harness/gp_presets.h"
-#include "harness/gp_runner.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/sources/gp_gen_simd.h"
+#include "harness/sources/gp_generate.h"
+#include "harness/scenario/gp_presets.h"
+#include "harness/run/gp_runner.h"
 #include "kernels/arith/gp_adamw.h"
 #include "reference/gp_adamw_dd.h"
 #include "reference/gp_adamw_ref.h"

@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/gp_backend.h"
-#include "harness/gp_generate.h"
-#include "harness/gp_runner.h"
-#include "harness/gp_scenario.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/sources/gp_generate.h"
+#include "harness/run/gp_runner.h"
+#include "harness/scenario/gp_scenario.h"
 #include "gp_bench_clock.h"
 
 int gp_bench_replay(int json, double gib, int dense, uint64_t sample, int big_only);

@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/gp_backend.h"
-#include "harness/gp_runner.h"
-#include "harness/gp_scenario.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/run/gp_runner.h"
+#include "harness/scenario/gp_scenario.h"
 #include "gp_bench_clock.h"
 
 int gp_bench_scale(int json, int threads, int sampled);

@@ -1,5 +1,5 @@
 /* gp_cmd_advise.c — `gradprec advise SCENARIO`: run a configuration and each
- * alternative that applies to it (harness/gp_advise.h) on identical inputs, and print
+ * alternative that applies to it (harness/scenario/gp_advise.h) on identical inputs, and print
  * per alternative the verdict, the error by mechanism and the extra memory: per
  * trainable parameter, for the scenario's tensors, and for a whole model given its
  * parameter count. Terminal table; --json for JSON on stdout; --out DIR for
@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "../base/gp_out.h"
-#include "../harness/gp_advise.h"
-#include "../harness/gp_backend.h"
-#include "../harness/gp_presets.h"
+#include "../harness/scenario/gp_advise.h"
+#include "../harness/sources/gp_backend.h"
+#include "../harness/scenario/gp_presets.h"
 #include "../reports/gp_advice.h"
 #include "../reports/gp_html.h"
 #include "../reports/gp_report.h"

@@ -1,10 +1,10 @@
 /* gp_cmd_repro.c — `gradprec repro`: the scenario YAML a fuzz input decodes to
- * (harness/gp_decode.h), so a crash or finding of a fuzz campaign becomes a scenario
+ * (harness/scenario/gp_decode.h), so a crash or finding of a fuzz campaign becomes a scenario
  * file that `gradprec run` accepts and a reviewer can read. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_decode.h"
+#include "../harness/scenario/gp_decode.h"
 #include "../reports/gp_report.h"
 #include "gp_cli.h"
 #include "../base/gp_buf.h"

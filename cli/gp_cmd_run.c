@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include "../reports/gp_report_set.h"
-#include "../harness/gp_backend.h"
+#include "../harness/sources/gp_backend.h"
 #include "gp_cli.h"
-#include "../harness/gp_presets.h"
-#include "../harness/gp_run_all.h"
+#include "../harness/scenario/gp_presets.h"
+#include "../harness/run/gp_run_all.h"
 #include "../base/gp_num.h"
 
 static const char run_usage[] =

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_presets.h"
-#include "../harness/gp_scenario.h"
+#include "../harness/scenario/gp_presets.h"
+#include "../harness/scenario/gp_scenario.h"
 #include "gp_cli.h"
 
 static const char show_usage[] =

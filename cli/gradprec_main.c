@@ -4,11 +4,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../harness/gp_plugin_worker.h"
+#include "../harness/sources/gp_plugin_worker.h"
 #include "gp_cli.h"
 
 /* The hidden command that serves a device-memory plugin: `gradprec __worker plugin:PATH
- * FD`, started by the plugin's worker (harness/gp_plugin_worker.h), never by a user. */
+ * FD`, started by the plugin's worker (harness/sources/gp_plugin_worker.h), never by a user. */
 #define WORKER_CMD "__worker"
 
 static int serve(const char *spec, const char *fdtext)

@@ -19,7 +19,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness/gp_decode.h"
+#include "harness/scenario/gp_decode.h"
 #include "gp_fuzz_check.h"
 #include "kernels/gp_names.h"
 #include "reference/gp_exact.h"

@@ -6,7 +6,7 @@
  * construction of the decoded inputs (below) and are re-checked per step on the
  * kernel's values (a step outside them ends the check: the bound no longer applies).
  *
- * Decoded (harness/gp_decode.h's reader): the evaluation order; 1..64 steps; lr = 2^-k
+ * Decoded (harness/scenario/gp_decode.h's reader): the evaluation order; 1..64 steps; lr = 2^-k
  * (1 + j/8), k in 3..20; beta1 in {0.5, 0.8, 0.9, 0.95, 0.99}; beta2 in {0.9, 0.99,
  * 0.999, 0.9999}; eps = 10^-k, k in 4..12; weight decay 0, 0.01 or 0.1; an LR schedule
  * (constant or cosine over the steps); w0 = +-2^e (1 + f), e in -10..10; per step a
@@ -21,7 +21,7 @@
 #include "../kernels/arith/gp_adamw.h"
 #include "../kernels/arith/gp_schedule.h"
 #include "../reference/gp_adamw_bound.h"
-#include "harness/gp_decode.h"
+#include "harness/scenario/gp_decode.h"
 #include "gp_fuzz_check.h"
 
 GP_FUZZ_COUNTERS g_features[3][GP_FUZZ_BUCKETS];

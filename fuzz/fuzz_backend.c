@@ -1,6 +1,6 @@
 /* fuzz_backend.c — libFuzzer target: whole scenarios on two backends, bit for bit.
  *
- * Bug oracle: the input decodes to a scenario (harness/gp_decode.h: dtypes, rounding,
+ * Bug oracle: the input decodes to a scenario (harness/scenario/gp_decode.h: dtypes, rounding,
  * FTZ, reductions, token counts, loss scaler, clipping and its order, LR schedule,
  * AdamW variant and hyper-parameters, 1-8 steps), which runs on the CPU emulation with
  * the backend under test compared at every accumulation, unscale and AdamW step. Any
@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/gp_backend.h"
-#include "../harness/gp_runner.h"
-#include "harness/gp_decode.h"
+#include "../harness/sources/gp_backend.h"
+#include "../harness/run/gp_runner.h"
+#include "harness/scenario/gp_decode.h"
 #include "gp_fuzz_check.h"
 
 #ifndef GP_FUZZ_DEFAULT_PLUGIN

@@ -1,4 +1,4 @@
-/* fuzz_decode.c — libFuzzer target: the byte -> scenario decoder (harness/gp_decode.h).
+/* fuzz_decode.c — libFuzzer target: the byte -> scenario decoder (harness/scenario/gp_decode.h).
  * Every input must decode (deterministically) to a scenario inside its documented
  * ranges whose YAML (gp_scenario_to_yaml) loads back with gp_scenario_load_string and
  * writes the same YAML again — i.e. what `gradprec repro` prints is always a valid
@@ -7,7 +7,7 @@
  * here, so no divergence features; coverage of the decoder's branches guides it. */
 #include <string.h>
 
-#include "harness/gp_decode.h"
+#include "harness/scenario/gp_decode.h"
 #include "gp_fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -79,9 +79,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness/gp_backend.h"
-#include "harness/gp_decode.h"
-#include "harness/gp_runner.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/scenario/gp_decode.h"
+#include "harness/run/gp_runner.h"
 #include "gp_fuzz_check.h"
 #include "kernels/gp_names.h"
 #include "kernels/arith/gp_philox.h"

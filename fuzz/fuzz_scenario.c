@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "gp_fuzz_check.h"
-#include "harness/gp_scenario.h"
+#include "harness/scenario/gp_scenario.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

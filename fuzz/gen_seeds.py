@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gen_seeds.py — writes the hand-chosen seed inputs of the decoder-based fuzz targets
 (fuzz/corpus/{accumulate,metamorphic,decode}/) by encoding cases the way
-harness/gp_decode.c decodes them: integers are consumed from the END of the input (the
+harness/scenario/gp_decode.c decodes them: integers are consumed from the END of the input (the
 last byte first, most significant byte first), payload bytes from the FRONT
 (little-endian). Run from anywhere: python3 fuzz/gen_seeds.py. Deterministic: the same
 files every time (the decode seeds come from a fixed random seed)."""

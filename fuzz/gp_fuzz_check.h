@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../harness/gp_scenario.h"
+#include "../harness/scenario/gp_scenario.h"
 #include "../kernels/arith/gp_format.h"
 #include "../reports/gp_report.h"
 

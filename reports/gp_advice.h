@@ -1,5 +1,5 @@
 /* gp_advice.h — what `gradprec advise` reports: the configuration and each alternative
- * that applies (harness/gp_advise.h) with its verdict, error by mechanism and memory
+ * that applies (harness/scenario/gp_advise.h) with its verdict, error by mechanism and memory
  * cost, as JSON (the "advice" object, also put at the root of the advice run's
  * report.json, where report.html shows it), a Markdown table and a terminal table. */
 #ifndef GP_ADVICE_H
@@ -8,8 +8,8 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#include "../harness/gp_advise.h"
-#include "../harness/gp_runner.h"
+#include "../harness/scenario/gp_advise.h"
+#include "../harness/run/gp_runner.h"
 
 /* The model the memory costs refer to: params (P, 0 = not given), trainable (T, 0 =
  * P), memory (a device's or a run's peak memory in bytes, 0 = not given). */

@@ -26,7 +26,7 @@
 #include <stddef.h>
 
 #include "../base/gp_error.h"
-#include "../harness/gp_metrics.h"
+#include "../harness/scenario/gp_metrics.h"
 
 typedef struct {
     double rel, abs;

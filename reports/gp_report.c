@@ -4,7 +4,7 @@
 #include "../base/gp_file.h"
 #include "../base/gp_out.h"
 #include "gp_json_in.h"
-#include "../harness/gp_collective.h"
+#include "../harness/run/gp_collective.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../base/gp_buf.h"
-#include "../harness/gp_optim.h"
+#include "../harness/run/gp_optim.h"
 #include "../kernels/gp_names.h"
 
 
@@ -248,7 +248,7 @@ static json_t *metrics_json(const double *metric)
 }
 
 /* A sampled run's estimate block: elements (n of M, per tensor), the coverage, and the
- * interval [lo, hi] of every metric that has one (harness/gp_sample.h). */
+ * interval [lo, hi] of every metric that has one (harness/sources/gp_sample.h). */
 static json_t *sampling_json(uint64_t n, uint64_t of, const uint8_t *has, const double *lo, const double *hi)
 {
     json_t *o = json_object(), *iv = json_object();

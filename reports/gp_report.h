@@ -10,8 +10,8 @@
 #include <stdio.h>
 
 #include "../base/gp_error.h"
-#include "../harness/gp_runner.h"
-#include "../harness/gp_scenario.h"
+#include "../harness/run/gp_runner.h"
+#include "../harness/scenario/gp_scenario.h"
 
 /* One run: the scenarios (in order), their results and the backend labels. */
 typedef struct {

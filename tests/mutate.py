@@ -93,36 +93,36 @@ MUTANTS = [
     ('kernels/arith/gp_philox.h',
      '    return gp_philox4x32_10(c, k).v[index & 3];',
      '    return gp_philox4x32_10(c, k).v[index & 1];', 'random words reused'),
-    # harness/gp_runner.c
-    ('harness/gp_runner.c',
+    # harness/run/gp_run_grads.c
+    ('harness/run/gp_run_grads.c',
      '    case GP_RED_MEAN: return (double)nk * sc->batch.accumulation_steps;',
      '    case GP_RED_MEAN: return (double)nk * sc->batch.microbatches;', 'mean: divides by K seen, not A'),
-    ('harness/gp_runner.c',
+    ('harness/run/gp_run_grads.c',
      '    case GP_RED_MEAN_NO_DIV: return (double)nk;',
      '    case GP_RED_MEAN_NO_DIV: return N;', 'mean_no_div as token_mean'),
-    # harness/gp_attrib.h
-    ('harness/gp_attrib.h',
+    # harness/run/gp_attrib.h
+    ('harness/run/gp_attrib.h',
      '    if (isinf(v) && isfinite(exact))\n        return GP_MECH_OVERFLOW;',
      '    if (isinf(v) && isfinite(exact))\n        return GP_MECH_ROUNDING;', 'overflow classified as rounding'),
-    ('harness/gp_attrib.h',
+    ('harness/run/gp_attrib.h',
      '    if (g != 0 && nb == ob && isfinite(a)) {\n        f |= GP_AT_ABSORBED;',
      '    if (g != 0 && nb == ob && isfinite(a) && 0) {\n        f |= GP_AT_ABSORBED;', 'absorption never counted'),
-    # harness/gp_runner.c
-    ('harness/gp_runner.c',
+    # harness/run/gp_run_accum.c, gp_run_step.c, gp_run_grads.c
+    ('harness/run/gp_run_accum.c',
      '    if (u.found_inf)\n        *found_inf = 1;',
      '    if (u.found_inf && 0)\n        *found_inf = 1;', 'found_inf dropped'),
-    ('harness/gp_runner.c',
+    ('harness/run/gp_run_step.c',
      '    *coef = sc->loss_scale.unscale_before_clip ? *right : gp_clip_coef(af, scaled, sc->clip.max_norm, 0);',
      '    *coef = 1 ? *right : gp_clip_coef(af, scaled, sc->clip.max_norm, 0);', 'clip order ignored'),
-    ('harness/gp_runner.c',
+    ('harness/run/gp_run_grads.c',
      '    if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */',
      '    if (c->shrink != 1.0 && 0) /* the shrunk value, made fp32, is the exact input */', 'shrink ignored'),
-    # harness/gp_optim.c
-    ('harness/gp_optim.c',
+    # harness/run/gp_optim.c
+    ('harness/run/gp_optim.c',
      '            if (nonzero && !diff[j]) {',
      '            if (!diff[j]) {', 'stale counted for zero updates'),
-    # harness/gp_generate.c
-    ('harness/gp_generate.c',
+    # harness/sources/gp_generate.c
+    ('harness/sources/gp_generate.c',
      '    b ^= (uint64_t)(c->signed_dist & ((w3 >> 16) < c->neg_cut)) << 63;',
      '    b ^= (uint64_t)(1 & ((w3 >> 16) < c->neg_cut)) << 63;', 'sign flips for normal distributions too'),
 ]

@@ -12,7 +12,7 @@
 #include "kernels/arith/gp_philox.h"
 #include "kernels/cpu/gp_cpu_adamw.h"
 #include "kernels/cpu/gp_cpu_backend.h"
-#include "harness/gp_attrib.h"
+#include "harness/run/gp_attrib.h"
 
 /* The bit trick equals the generic RNE conversion: every bf16 boundary neighbourhood
  * (each high half with low halves 0, 1, tie-1, tie, tie+1, all ones) and a stride
@@ -173,7 +173,7 @@ static uint32_t attrib_value(gp_format f, uint64_t *s)
 }
 
 /* The vectorised attribution equals its definition, gp_attrib_one with the error update
- * and sums of gp_runner.c's attribute_range, bit for bit: random blocks of every pair it
+ * and sums of harness/run/gp_run_accum.c's attribute_range, bit for bit: random blocks of every pair it
  * takes, the loss scale by inverse and by division, errw 1 and 1/3; stored values equal
  * to the old one (absorption when the addend is non-zero), the RNE sum, or arbitrary
  * (a backend is judged on what it stored); errors from earlier additions, -0 included.
@@ -273,7 +273,7 @@ static void test_attrib_block_equals_definition(void **state)
     assert_int_equal(gp_attrib_block(GP_FP8_E4M3, GP_BF16, old, acc, grad, 4, 1.0, 1.0, 1.0, err, te2, &none), 0);
 }
 
-/* The vectorised store of backward outputs equals its definition (gp_runner.c's
+/* The vectorised store of backward outputs equals its definition (harness/run/gp_run_accum.c's
  * store_range: gp_fmt_from_f64_rne with events, with and without FTZ, the mechanism by
  * gp_classify_v, which must be rounding here, and the two error sums) bit for bit:
  * random zeros, ties, binade and range edges and arbitrary values of the normal range,

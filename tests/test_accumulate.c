@@ -8,9 +8,9 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_backend.h"
-#include "harness/gp_presets.h"
-#include "harness/gp_runner.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/scenario/gp_presets.h"
+#include "harness/run/gp_runner.h"
 #include "kernels/cpu/gp_cpu_backend.h"
 
 static const char *g_plugin_dir = ".";

@@ -1,4 +1,4 @@
-/* test_advise.c — `gradprec advise` (harness/gp_advise.h, reports/gp_advice.h): which
+/* test_advise.c — `gradprec advise` (harness/scenario/gp_advise.h, reports/gp_advice.h): which
  * alternatives apply, their bytes per parameter, the memory costs of the advice against
  * hand computations, and the alternatives' errors against the scenarios they claim to be. */
 #include <math.h>
@@ -6,10 +6,10 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_advise.h"
-#include "harness/gp_backend.h"
-#include "harness/gp_presets.h"
-#include "harness/gp_runner.h"
+#include "harness/scenario/gp_advise.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/scenario/gp_presets.h"
+#include "harness/run/gp_runner.h"
 #include "reports/gp_advice.h"
 
 static void load(const char *yaml, gp_scenario *sc)

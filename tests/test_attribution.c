@@ -10,8 +10,8 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_backend.h"
-#include "harness/gp_runner.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/run/gp_runner.h"
 
 static void run_text(const char *yaml, gp_result *res)
 {

@@ -25,10 +25,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/gp_backend.h"
-#include "harness/gp_plugin_worker.h"
-#include "harness/gp_presets.h"
-#include "harness/gp_runner.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/sources/gp_plugin_worker.h"
+#include "harness/scenario/gp_presets.h"
+#include "harness/run/gp_runner.h"
 #include "kernels/cuda/gp_cuda.h"
 
 /* Scenario `name` (YAML text) on b compared with cpu. Returns gp_run_scenario's code

@@ -25,9 +25,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/gp_backend.h"
-#include "harness/gp_presets.h"
-#include "harness/gp_runner.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/scenario/gp_presets.h"
+#include "harness/run/gp_runner.h"
 #include "kernels/arith/gp_accum.h"
 #include "kernels/arith/gp_philox.h"
 #include "kernels/cpu/gp_cpu_backend.h"

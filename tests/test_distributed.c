@@ -1,16 +1,16 @@
 /* test_distributed.c — the simulated collectives (docs/distributed.md), end to end
  * through gp_run_scenario and the report writers. Every expected value is counted by
- * hand from the documented order (harness/gp_collective.h) and written next to its check. */
+ * hand from the documented order (harness/run/gp_collective.h) and written next to its check. */
 #include "gp_test.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
-#include "../harness/gp_backend.h"
-#include "../harness/gp_collective.h"
-#include "../harness/gp_runner.h"
-#include "../harness/gp_scenario.h"
+#include "../harness/sources/gp_backend.h"
+#include "../harness/run/gp_collective.h"
+#include "../harness/run/gp_runner.h"
+#include "../harness/scenario/gp_scenario.h"
 #include "../reports/gp_html.h"
 #include "../reports/gp_junit.h"
 #include "../reports/gp_report.h"

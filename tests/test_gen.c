@@ -1,4 +1,4 @@
-/* test_gen.c — the generator's block paths (harness/gp_gen_simd.h) bit for bit against
+/* test_gen.c — the generator's block paths (harness/sources/gp_gen_simd.h) bit for bit against
  * their scalar definitions on every path this CPU has: Philox4x32-10 per element
  * (kernels/arith/gp_philox.h, itself checked against Random123's vectors in
  * test_philox) and GSL's gsl_cdf_ugaussian_Pinv over every branch and its boundaries;
@@ -10,8 +10,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness/gp_gen_simd.h"
-#include "harness/gp_generate.h"
+#include "harness/sources/gp_gen_simd.h"
+#include "harness/sources/gp_generate.h"
 #include "kernels/arith/gp_philox.h"
 
 static const gp_gen_path paths[] = {GP_GEN_PORTABLE, GP_GEN_AVX2, GP_GEN_AVX512, GP_GEN_AUTO};

@@ -1,6 +1,6 @@
 /* test_parse_memory.c — peak memory of parsing accepted inputs stays under 64 times the
  * file's size plus 16 MiB (issue 17; the bound is derived in docs/limits.md and enforced
- * by harness/gp_yaml_bound.c and reports/gp_json_in.c). Each file is parsed in a forked
+ * by harness/scenario/gp_yaml_bound.c and reports/gp_json_in.c). Each file is parsed in a forked
  * child; wait4's ru_maxrss of that child, minus that of a child parsing a tiny file, is
  * what parsing added. Large generated files: a scenario of explicit values, a scenario
  * of many small tensors, a report.json of many scenarios. Skipped (77) under ASan, whose
@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../harness/gp_scenario.h"
+#include "../harness/scenario/gp_scenario.h"
 #include "../reports/gp_report.h"
 
 #if defined(__SANITIZE_ADDRESS__)

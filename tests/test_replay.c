@@ -1,7 +1,7 @@
-/* test_replay.c — replayed gradients (harness/gp_replay.h): dumps written here by hand
+/* test_replay.c — replayed gradients (harness/sources/gp_replay.h): dumps written here by hand
  * (safetensors and .npy), a run whose references are computed by hand, every malformed
  * dump refused at load naming the dump and the tensor, the CLI's exit 2 with nothing
- * written, and the sampling estimator (harness/gp_sample.h): seeded choice and the
+ * written, and the sampling estimator (harness/sources/gp_sample.h): seeded choice and the
  * coverage of its intervals against the exact value of the whole tensor.
  * Arguments: a scratch folder, the gradprec binary. */
 #define _DEFAULT_SOURCE /* wait4, symlink, truncate */
@@ -19,12 +19,12 @@
 
 #include "gp_test.h"
 #include "gp_test_dump.h"
-#include "../harness/gp_backend.h"
-#include "../harness/gp_replay.h"
-#include "../harness/gp_run_all.h"
-#include "../harness/gp_runner.h"
-#include "../harness/gp_sample.h"
-#include "../harness/gp_scenario.h"
+#include "../harness/sources/gp_backend.h"
+#include "../harness/sources/gp_replay.h"
+#include "../harness/run/gp_run_all.h"
+#include "../harness/run/gp_runner.h"
+#include "../harness/sources/gp_sample.h"
+#include "../harness/scenario/gp_scenario.h"
 
 static const char *scratch, *gp_bin, *truncate_plugin;
 

@@ -9,10 +9,10 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_backend.h"
-#include "harness/gp_generate.h"
-#include "harness/gp_runner.h"
-#include "harness/gp_sample.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/sources/gp_generate.h"
+#include "harness/run/gp_runner.h"
+#include "harness/sources/gp_sample.h"
 #include "reports/gp_report.h"
 
 static void load(const char *text, gp_scenario *sc)

@@ -6,7 +6,7 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_scenario.h"
+#include "harness/scenario/gp_scenario.h"
 #include "kernels/arith/gp_philox.h"
 
 static const char *data_dir = "tests/data/scenarios";

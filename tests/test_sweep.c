@@ -7,10 +7,10 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_backend.h"
-#include "harness/gp_generate.h"
-#include "harness/gp_runner.h"
-#include "harness/gp_scenario.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/sources/gp_generate.h"
+#include "harness/run/gp_runner.h"
+#include "harness/scenario/gp_scenario.h"
 #include "reports/gp_report.h"
 
 static size_t load(const char *yaml, gp_scenario **out)

@@ -18,9 +18,9 @@
 
 #include "gp_test.h"
 #include "gp_test_dump.h"
-#include "../harness/gp_backend.h"
-#include "../harness/gp_runner.h"
-#include "../harness/gp_scenario.h"
+#include "../harness/sources/gp_backend.h"
+#include "../harness/run/gp_runner.h"
+#include "../harness/scenario/gp_scenario.h"
 #include "../reports/gp_report.h"
 
 static const char *scratch, *gp_bin;

@@ -11,9 +11,9 @@
 
 #include "gp_test.h"
 
-#include "harness/gp_backend.h"
-#include "harness/gp_presets.h"
-#include "harness/gp_runner.h"
+#include "harness/sources/gp_backend.h"
+#include "harness/scenario/gp_presets.h"
+#include "harness/run/gp_runner.h"
 #include "reports/gp_gate.h"
 #include "reports/gp_report.h"
 

@@ -10,7 +10,7 @@
 
 #include "gp_arith.h"
 
-/* Schedule kinds. Same numbers as harness/gp_scenario.h's gp_schedule_kind
+/* Schedule kinds. Same numbers as harness/scenario/gp_scenario.h's gp_schedule_kind
  * (GP_SCHED_CONSTANT = 0, COSINE, LINEAR, INVSQRT, STEP), so the harness may cast one
  * to the other; the arithmetic does not include harness headers, hence its own names. */
 enum {

@@ -1,0 +1,449 @@
+/* gp_run_accum.c — the runner's per-element hot path for one chunk: the stored gradients
+ * of a micro-batch (rounded to the grad dtype, counted), their accumulation on the backend
+ * (and the compared one), the attribution of every rounding to its mechanism, and the
+ * unscale. See gp_runner.h for the model. */
+#include "gp_run_internal.h"
+
+/* 1/s for the loss scale s when s is a power of two whose reciprocal is a binary64 normal
+ * (x * (1/s) and x / s are then the one correct rounding of the same real x * 2^-k, so
+ * the results are equal), else 0: what gp_attrib_unscaled takes. */
+static double scale_inverse(double s)
+{
+    int e;
+    double m = frexp(s, &e);
+    return m == 0.5 && e - 1 <= 1022 && e - 1 >= -1022 ? ldexp(1.0, 1 - e) : 0.0;
+}
+
+
+/* The binary exponent e of finite non-zero x with |x| in [2^(e-1), 2^e): frexp's, read
+ * from the bits for normal x. */
+static inline int exp_of(double x)
+{
+    int e = (int)(gp_f64_bits(x) >> 52 & 0x7ff);
+    if (e == 0)
+        frexp(x, &e);
+    else
+        e -= 1022;
+    return e;
+}
+
+static void note_error(chunk *c, size_t i, gp_mechanism m, double delta)
+{
+    c->err[m][i] += delta * c->errw;
+}
+
+/* An unscaled backward output x (xw: its share of the final gradient) into the sum of
+ * squares ss_x (returned) and the histogram of magnitudes, when finite. */
+static inline double note_output(double x, double xw, double ss_x, uint64_t *hist)
+{
+    if (isfinite(x)) {
+        ss_x += xw * xw;
+        if (x != 0) {
+            int b = exp_of(x) - 1 - GP_HIST_MIN_EXP; /* |x| in [2^(e-1), 2^e) */
+            hist[b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b]++;
+        }
+    }
+    return ss_x;
+}
+
+/* The stored gradients of elements [i0, i1) of one micro-batch, one at a time: round xs to
+ * the grad dtype (RNE, as the backward writes it) with events, and count what happened;
+ * the squares of the unscaled outputs are added to ss_x in element order (returned). */
+GP_HOT double store_range(chunk *c, size_t i0, size_t i1, gp_format gf, double ss_x)
+{
+    int ftz = c->sc->precision.ftz;
+    gp_stats *st = c->st;
+    double scale = c->s, errw = c->errw, inv = scale_inverse(scale);
+    uint64_t *hist = c->hist;
+    const uint32_t magmask = (1u << (gp_fmt_get(gf).width - 1)) - 1u, minnormal = 1u << (gp_fmt_get(gf).p - 1);
+    for (size_t i = i0; i < i1; i++) {
+        unsigned ev = 0;
+        double xs = c->xs[i];
+        uint32_t g = gp_fmt_from_f64_rne(gf, gp_f64_bits(xs), ftz, &ev);
+        double x = gp_attrib_unscaled(xs, scale, inv), xw = x * errw; /* its share of the final gradient */
+        c->partial[i] += xw;
+        ss_x = note_output(x, xw, ss_x, hist);
+        gp_pack_set(gf, c->grad, i, g);
+        double v = widen(gf, g);
+        if (xs != 0) {
+            st->rounded_nonzero++;
+            CNT_EL(c, CNT_RND, i);
+        }
+        if (v != 0) {
+            st->stored_nonzero++;
+            CNT_EL(c, CNT_STORED, i);
+            if ((g & magmask) < minnormal) {
+                st->subnormal++;
+                CNT_EL(c, CNT_SUB, i);
+            }
+        }
+        gp_mechanism m = gp_classify_v(gf, xs, g, v, ev);
+        if (m == GP_MECH_UNDERFLOW) {
+            st->underflow++;
+            CNT_EL(c, CNT_UND, i);
+        }
+        if (m == GP_MECH_OVERFLOW) {
+            st->overflow++;
+            CNT_EL(c, CNT_OVF, i);
+        }
+        note_error(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
+    }
+    return ss_x;
+}
+
+#if GP_VECTOR_BLOCKS
+/* note_output of the outputs xs[0..n) unscaled (gp_attrib_unscaled) and weighted by errw,
+ * in order; returns ss_x. Not inlined: its sum stays in a register. */
+__attribute__((noinline)) static double note_outputs(const double *xs, size_t n, double scale, double inv,
+                                                     double errw, double ss_x, uint64_t *hist)
+{
+    if (inv != 0)
+        for (size_t i = 0; i < n; i++)
+            ss_x = note_output(xs[i] * inv, xs[i] * inv * errw, ss_x, hist);
+    else
+        for (size_t i = 0; i < n; i++)
+            ss_x = note_output(xs[i] / scale, xs[i] / scale * errw, ss_x, hist);
+    return ss_x;
+}
+#endif
+
+/* The stored gradients of one micro-batch (store_range). Blocks whose outputs are zeros or
+ * round to normal values go through the vectorised gp_store_block (the same results),
+ * then the order-dependent sum and the histogram one element at a time. */
+GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
+{
+    double ss_x = c->st->ss_x;
+#if GP_VECTOR_BLOCKS
+    gp_stats *st = c->st;
+    double scale = c->s, errw = c->errw, inv = scale_inverse(scale);
+    uint64_t *hist = c->hist;
+    size_t wg = gp_fmt_get(gf).width / 8;
+#endif
+    for (size_t i0 = 0; i0 < c->n; i0 += GP_ATTRIB_BLOCK) {
+        size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
+#if GP_VECTOR_BLOCKS
+        uint64_t nonzero = 0;
+        if (c->cnt[0] == NULL && gp_store_block(gf, c->xs + i0, n, scale, inv, errw, (char *)c->grad + i0 * wg,
+                                                c->partial + i0, c->err[GP_MECH_ROUNDING] + i0, &nonzero)) {
+            st->rounded_nonzero += nonzero;
+            st->stored_nonzero += nonzero;
+            ss_x = note_outputs(c->xs + i0, n, scale, inv, errw, ss_x, hist);
+            continue;
+        }
+#endif
+        ss_x = store_range(c, i0, i0 + n, gf, ss_x);
+    }
+    c->st->ss_x = ss_x;
+}
+
+__attribute__((flatten, noinline)) void gp_run_store_grads(chunk *c)
+{
+    switch (c->gf) {
+    case GP_BF16: store_grads_fmt(c, GP_BF16); break;
+    case GP_FP16: store_grads_fmt(c, GP_FP16); break;
+    case GP_FP32: store_grads_fmt(c, GP_FP32); break;
+    default: store_grads_fmt(c, c->gf); break;
+    }
+}
+
+/* A backend call returned rc != 0: 1 means "configuration not supported" (returns
+ * GP_RUN_REFUSED, with the backend's reason when it gave one), anything else a failure (-1). */
+int gp_run_backend_failure(const gp_backend *b, const char *what, int rc, gp_error *err)
+{
+    const char *fault = gp_backend_fault(b);
+    if (fault) { /* its worker crashed, exited or hung: -3, like a time limit */
+        gp_error_set(err, "%s", fault);
+        return -3;
+    }
+    if (rc == 1)
+        return gp_backend_refused(b, what, err);
+    gp_error_set(err, "backend %s: %s failed (returned %d)", b->label, what, rc);
+    return -1;
+}
+
+/* The accumulate arguments of chunk c for micro-batch k (acc/comp: which copy). */
+static void accumulate_args(const chunk *c, void *acc, void *comp, int k, gp_plugin_accumulate_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->struct_size = sizeof *a;
+    a->grad_format = (int32_t)c->gf;
+    a->acc_format = (int32_t)c->af;
+    a->rounding = (int32_t)c->sc->precision.rounding;
+    a->ftz = c->sc->precision.ftz;
+    a->seed = c->sc->seed;
+    a->stream = gp_stream_id(GP_STREAM_ACCUM_SR, c->t, (uint64_t)c->step, (uint64_t)(c->mb_base + k));
+    a->first_index = c->i0;
+    a->n = c->n;
+    a->microbatch = (uint32_t)k; /* the index in this rank's window (the ABI's), not the global one */
+    a->grad = c->grad;
+    a->acc = acc;
+    a->comp = comp;
+}
+
+/* Micro-batch k of the chunks G[0..ng) on backend b (cmp: its second copies acc2 and
+ * comp2): one accumulate_many call when the backend has it and there are several
+ * chunks (a CUDA backend: one launch for many tensors), else one call per chunk. */
+static int accumulate_on(const gp_backend *b, int cmp, chunk *G, size_t ng, int k, gp_error *err)
+{
+    gp_plugin_accumulate_args a[GP_PLUGIN_MANY_MAX];
+    for (size_t j = 0; j < ng; j++)
+        accumulate_args(&G[j], cmp ? G[j].acc2 : G[j].acc, cmp ? G[j].comp2 : G[j].comp, k, &a[j]);
+    int rc = 0;
+    if (ng > 1 && b->ops->accumulate_many)
+        rc = b->ops->accumulate_many(a, (uint32_t)ng);
+    else
+        for (size_t j = 0; j < ng && rc == 0; j++)
+            rc = b->ops->accumulate(&a[j]);
+    return rc ? gp_run_backend_failure(b, ng > 1 && b->ops->accumulate_many ? "accumulate_many" : "accumulate", rc, err) : 0;
+}
+
+/* Before a backend accumulates chunk c: keep the old accumulator (and give the
+ * compared backend the same starting point). */
+static void accumulate_before(chunk *c)
+{
+    size_t bytes = c->n * width_bytes(c->af);
+    memcpy(c->old, c->acc, bytes);
+    if (c->cmp) {
+        memcpy(c->acc2, c->acc, bytes);
+        if (c->comp)
+            memcpy(c->comp2, c->comp, bytes);
+    }
+}
+
+/* Does element i of the accumulator-format arrays a (the backend's) and b (the compared
+ * backend's) differ (NaN-ness for NaNs)? Records the first disagreement of the run. */
+static int diverged(chunk *c, const char *entry, const char *output, int k, size_t i, const void *a, const void *b)
+{
+    uint32_t x = gp_pack_get(c->af, a, i), y = gp_pack_get(c->af, b, i);
+    if (gp_fmt_agree(c->af, x, y))
+        return 0;
+    gp_mismatch_note(c->first, entry, output, c->step + 1, k, c->t, (int64_t)(c->i0 + i),
+                     gp_fmt_get(c->af).width, x, y);
+    return 1;
+}
+
+/* Stochastic rounding of element i from old accumulator a (bits ob) plus addend g to nb
+ * (see gp_runner.h): add the draw to the three statistics. *prev_u is u of the previous
+ * element of this micro-batch (0: none), updated. */
+static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, double *prev_u)
+{
+    gp_format af = c->af;
+    double s = a + g, e = 0;
+    if (af == GP_FP32) { /* the exact sum s + e */
+        double bb = s - a;
+        e = (a - (s - bb)) + (g - bb);
+    } else {
+        s = (double)((float)a + (float)g); /* fl32(acc + g), what is rounded to the narrow format */
+    }
+    double u = 0;
+    if (isfinite(s) && !(c->sc->precision.ftz && fabs(s) < ldexp(1.0, gp_fmt_get(af).emin))) {
+        uint32_t lo = gp_fmt_from_f64(af, gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0), GP_RTZ, 0, 0, (unsigned *)0);
+        uint32_t hi = lo + 1; /* one step away from zero: sign-magnitude encodings */
+        double vlo = widen(af, lo), vhi = widen(af, hi);
+        double frac = ((s - vlo) + e) / (vhi - vlo);
+        if (isfinite(vhi) && frac > 0 && frac < 1 && (nb == lo || nb == hi)) {
+            u = (double)(nb == hi) - frac;
+            double w = frac * (1 - frac), p = *prev_u, q = c->sr_prev[i];
+            c->st->sr_draws++;
+            c->st->sr_sum[0] += u;
+            c->st->sr_var[0] += w;
+            c->st->sr_sum[1] += p * u;
+            c->st->sr_var[1] += p * p * w;
+            c->st->sr_sum[2] += q * u;
+            c->st->sr_var[2] += q * q * w;
+        }
+    }
+    *prev_u = u;
+    c->sr_prev[i] = u;
+}
+
+/* The attribution of elements [i0, i1) of chunk c for micro-batch k, one at a time
+ * (gp_attrib_one): accumulator format af, grad format gf (see store_grads_fmt for the
+ * instances); adds the trajectory terms to *traj_err and *traj_ref in element order. */
+GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_format gf, double *prev_u,
+                            double *traj_err, double *traj_ref)
+{
+    int sr = c->sc->precision.rounding == GP_ACC_STOCHASTIC;
+    double scale = c->s, inv = scale_inverse(scale), errw = c->errw;
+    gp_stats *st = c->st;
+    double *const *err = c->err;
+    const double *partial = c->partial;
+    const void *old = c->old, *acc = c->acc, *grad = c->grad;
+    const int counting = c->cnt[0] != NULL;
+    for (size_t i = i0; i < i1; i++) {
+        uint32_t ob = gp_pack_get(af, old, i), nb = gp_pack_get(af, acc, i), gb = gp_pack_get(gf, grad, i);
+        if (sr)
+            sr_observe(c, i, widen(af, ob), widen(gf, gb), nb, prev_u);
+        double delta;
+        unsigned f;
+        gp_mechanism m = gp_attrib_one(af, gf, ob, nb, gb, scale, inv, &delta, &f);
+        if (f & GP_AT_ROUNDED) {
+            st->rounded_nonzero++;
+            if (counting)
+                c->cnt[CNT_RND][i]++;
+        }
+        if (f & GP_AT_ADD) {
+            st->adds_nonzero++;
+            if (counting)
+                c->cnt[CNT_ADD][i]++;
+        }
+        if (f & GP_AT_ABSORBED) {
+            st->absorbed++;
+            if (counting)
+                c->cnt[CNT_ABS][i]++;
+        }
+        if (m == GP_MECH_UNDERFLOW) {
+            st->underflow++;
+            if (counting)
+                c->cnt[CNT_UND][i]++;
+        }
+        if (m == GP_MECH_OVERFLOW) {
+            st->overflow++;
+            if (counting)
+                c->cnt[CNT_OVF][i]++;
+        }
+        double te = 0; /* classify never names GP_MECH_NORMALIZATION: m is one of these */
+        for (int j = GP_MECH_UNDERFLOW; j < GP_MECH_GRAD_END; j++) {
+            double x = err[j][i];
+            if (j == (int)m) {
+                x += delta * errw; /* note_error */
+                err[j][i] = x;
+            }
+            te += x;
+        }
+        *traj_err += te * te;
+        *traj_ref += partial[i] * partial[i];
+    }
+}
+
+/* The attribution loop of accumulate_after for accumulator format af and grad format gf:
+ * every element's rounding to its mechanism, and this micro-batch's trajectory sums.
+ * trajectory: the accumulated error after this step is the sum of every local error so
+ * far (unscaled); the reference is the exact partial sum. Element i's terms are added
+ * once its local error of this micro-batch is noted: the order of the sums is the
+ * element order. Blocks of finite values without stochastic rounding or per-element
+ * counters go through the vectorised gp_attrib_block (the same results). */
+GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
+{
+    double prev_u = 0;
+    double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k];
+#if GP_VECTOR_BLOCKS
+    int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && c->cnt[0] == NULL;
+    double scale = c->s, inv = scale_inverse(scale), te2[GP_ATTRIB_BLOCK];
+    size_t w = gp_fmt_get(af).width / 8, wg = gp_fmt_get(gf).width / 8;
+#endif
+    for (size_t i0 = 0; i0 < c->n; i0 += GP_ATTRIB_BLOCK) {
+        size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
+#if GP_VECTOR_BLOCKS
+        gp_attrib_counts cnt = {0, 0, 0, 0};
+        double *err[GP_MECH_GRAD_END];
+        for (int m = 0; m < GP_MECH_GRAD_END; m++)
+            err[m] = c->err[m] + i0;
+        if (fast && gp_attrib_block(af, gf, (const char *)c->old + i0 * w, (const char *)c->acc + i0 * w,
+                                    (const char *)c->grad + i0 * wg, n, scale, inv, c->errw, err, te2, &cnt)) {
+            gp_stats *st = c->st;
+            st->rounded_nonzero += cnt.rounded_nonzero;
+            st->adds_nonzero += cnt.adds_nonzero;
+            st->absorbed += cnt.absorbed;
+            st->underflow += cnt.underflow;
+            const double *partial = c->partial + i0;
+            for (size_t i = 0; i < n; i++) {
+                traj_err += te2[i];
+                traj_ref += partial[i] * partial[i];
+            }
+            continue;
+        }
+#endif
+        attribute_range(c, i0, i0 + n, af, gf, &prev_u, &traj_err, &traj_ref);
+    }
+    c->traj_err[k] = traj_err;
+    c->traj_ref[k] = traj_ref;
+}
+
+/* After: count disagreements with the compared backend, attribute every element's
+ * rounding to its mechanism, add this micro-batch's trajectory sums. */
+__attribute__((flatten, noinline)) static void accumulate_after(chunk *c, int k)
+{
+    if (c->cmp)
+        for (size_t i = 0; i < c->n; i++) {
+            int bad_acc = diverged(c, "accumulate", "acc", k, i, c->acc, c->acc2);
+            int bad_comp = c->comp && diverged(c, "accumulate", "comp", k, i, c->comp, c->comp2);
+            c->st->mismatches += (uint64_t)(bad_acc | bad_comp);
+        }
+#define GP_PAIR(a, g) ((a) * GP_NFORMATS + (g))
+    switch (GP_PAIR(c->af, c->gf)) {
+    case GP_PAIR(GP_BF16, GP_BF16): attribute_fmt(c, k, GP_BF16, GP_BF16); break;
+    case GP_PAIR(GP_FP32, GP_BF16): attribute_fmt(c, k, GP_FP32, GP_BF16); break;
+    case GP_PAIR(GP_FP32, GP_FP16): attribute_fmt(c, k, GP_FP32, GP_FP16); break;
+    case GP_PAIR(GP_FP32, GP_FP32): attribute_fmt(c, k, GP_FP32, GP_FP32); break;
+    case GP_PAIR(GP_BF16, GP_FP32): attribute_fmt(c, k, GP_BF16, GP_FP32); break;
+    case GP_PAIR(GP_FP16, GP_FP16): attribute_fmt(c, k, GP_FP16, GP_FP16); break;
+    default: attribute_fmt(c, k, c->af, c->gf); break;
+    }
+#undef GP_PAIR
+}
+
+/* Micro-batch k of the chunks G[0..ng), whose gradients are stored: accumulate on the
+ * backend(s), attribute. */
+int gp_run_accumulate(chunk *G, size_t ng, int k, gp_error *err)
+{
+    for (size_t j = 0; j < ng; j++)
+        accumulate_before(&G[j]);
+    int rc = accumulate_on(G[0].b, 0, G, ng, k, err);
+    if (rc == 0 && G[0].cmp)
+        rc = accumulate_on(G[0].cmp, 1, G, ng, k, err);
+    for (size_t j = 0; j < ng && rc == 0; j++)
+        accumulate_after(&G[j], k);
+    return rc;
+}
+
+/* Unscale on the backend (and the compared one); attribute; report found_inf. */
+int gp_run_unscale(chunk *c, int *found_inf, gp_error *err)
+{
+    float inv = gp_scaler_inv((float)c->s);
+    size_t bytes = c->n * width_bytes(c->af);
+    gp_plugin_unscale_args u;
+    memset(&u, 0, sizeof u);
+    u.struct_size = sizeof u;
+    u.acc_format = (int32_t)c->af;
+    u.ftz = c->sc->precision.ftz;
+    u.inv_scale = inv;
+    u.n = c->n;
+    memcpy(c->old, c->acc, bytes);
+    u.acc = c->acc;
+    int rc = c->b->ops->unscale(&u);
+    if (rc != 0)
+        return gp_run_backend_failure(c->b, "unscale", rc, err);
+    if (c->cmp) {
+        gp_plugin_unscale_args u2 = u;
+        memcpy(c->acc2, c->old, bytes);
+        u2.acc = c->acc2;
+        u2.found_inf = 0;
+        if ((rc = c->cmp->ops->unscale(&u2)) != 0)
+            return gp_run_backend_failure(c->cmp, "unscale", rc, err);
+        if ((u.found_inf != 0) != (u2.found_inf != 0)) { /* the flag is an output too */
+            c->st->mismatches++;
+            gp_mismatch_note(c->first, "unscale", "found_inf", c->step + 1, -1, c->t, -1, 32,
+                             (uint32_t)u.found_inf, (uint32_t)u2.found_inf);
+        }
+        for (size_t i = 0; i < c->n; i++)
+            c->st->mismatches += (uint64_t)diverged(c, "unscale", "acc", -1, i, c->acc, c->acc2);
+    }
+    if (u.found_inf)
+        *found_inf = 1;
+    for (size_t i = 0; i < c->n; i++) {
+        double exact = widen(c->af, gp_pack_get(c->af, c->old, i)) * (double)inv; /* exact */
+        uint32_t nb = gp_pack_get(c->af, c->acc, i);
+        if (exact != 0) {
+            c->st->rounded_nonzero++;
+            CNT_EL(c, CNT_RND, i);
+        }
+        gp_mechanism m = classify(c->af, exact, nb, 0);
+        if (m == GP_MECH_UNDERFLOW) {
+            c->st->underflow++;
+            CNT_EL(c, CNT_UND, i);
+        }
+        note_error(c, i, m, widen(c->af, nb) - exact);
+    }
+    return 0;
+}

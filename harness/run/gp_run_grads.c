@@ -1,0 +1,257 @@
+/* gp_run_grads.c — the exact backward outputs a window accumulates: generated micro-batches
+ * (the distribution, the exact scaled outputs and their exact sums), replayed ones (a dump's
+ * entries), explicit per-token values (exact rationals), and the final gradients' statistics. */
+#include "gp_run_internal.h"
+
+#include <gmp.h>
+#include <mpfr.h>
+
+/* ---- exact backward outputs ---- */
+
+/* Exact x = S/den as a nudged binary64 given S = n * m exactly (n integer, m fp32). */
+GP_HOT double quotient(double m, double n, double den)
+{
+    double hi = n * m, lo = fma(n, m, -hi); /* n*m = hi + lo exactly */
+    double q = hi / den;
+    double r = fma(-q, den, hi) + lo;      /* sign of (S - q*den): exact sign */
+    return gp_f64_nudge(q, r > 0 ? 1 : r < 0 ? -1 : 0);
+}
+
+/* xs[i] = quotient(m[i] * mul, nk, den) * s for i < n (an FMA clone: see GP_DD_CLONES). */
+GP_DD_CLONES static void fill_xs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s)
+{
+    for (size_t i = 0; i < n; i++)
+        xs[i] = quotient((double)m[i] * mul, nk, den) * s;
+}
+
+/* The per-micro-batch divisor of S_k under the configured reduction. */
+static double reduction_den(const gp_scenario *sc, long nk, double N)
+{
+    switch (sc->reduction) {
+    case GP_RED_TOKEN_MEAN: return N;
+    case GP_RED_MEAN: return (double)nk * sc->batch.accumulation_steps;
+    case GP_RED_MEAN_NO_DIV: return (double)nk;
+    default: return 1.0;
+    }
+}
+
+/* ---- statistics of the final gradients ---- */
+
+static void final_stats(chunk *c, const double *gacc, const double *gsame, const double *gfull)
+{
+    gp_stats *st = c->st;
+    for (size_t i = 0; i < c->n; i++) {
+        double a = gacc[i], s = gsame[i], f = gfull[i];
+        if (!isfinite(a))
+            st->nonfinite++;
+        st->ss_full += f * f;
+        st->ss_same += s * s;
+        st->ss_acc += a * a;
+        st->ss_acc_full += (a - f) * (a - f);
+        st->ss_acc_same += (a - s) * (a - s);
+        st->ss_same_full += (s - f) * (s - f);
+        double u = fabs(a - s) / gp_f32_ulp(s);
+        if (u > st->max_ulp || u != u)
+            st->max_ulp = u;
+        for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
+            st->ss_mech[m] += c->err[m][i] * c->err[m][i];
+        if (c->cnt[0]) { /* this element's y, x of each ratio estimate */
+            double yx[GP_NEST][2] = {{(a - f) * (a - f), f * f}, {(a - s) * (a - s), s * s},
+                                     {(s - f) * (s - f), f * f}, {a * a, f * f},
+                                     {c->cnt[CNT_ABS][i], c->cnt[CNT_ADD][i]},
+                                     {c->cnt[CNT_UND][i], c->cnt[CNT_RND][i]},
+                                     {c->cnt[CNT_SUB][i], c->cnt[CNT_STORED][i]},
+                                     {c->cnt[CNT_OVF][i], 1},
+                                     {!isfinite(a), 1}};
+            if (c->el) /* several steps: the element's totals over them are its unit */
+                for (int e = 0; e < GP_NEST; e++) {
+                    c->el[(i * GP_NEST + (size_t)e) * 2] += yx[e][0];
+                    c->el[(i * GP_NEST + (size_t)e) * 2 + 1] += yx[e][1];
+                }
+            else /* one step: this element is one unit */
+                for (int e = 0; e < GP_NEST; e++)
+                    gp_ratio_add(&st->est[e], yx[e][0], yx[e][1]);
+        }
+    }
+}
+
+static void dist_same_add(chunk *c)
+{
+    if (c->sc->distributed.normalize != GP_NORM_RANK || c->sc->reduction != GP_RED_TOKEN_MEAN)
+        return;
+    double *sh = c->D->sh + c->off, *sl = c->D->sl + c->off;
+    for (size_t i = 0; i < c->n; i++) { /* + x / W, x = S / N_r (binary64, nudged) */
+        double x = c->xs[i] / c->s * c->errw, hi = sh[i] + x, bb = hi - sh[i];
+        sl[i] += (sh[i] - (hi - bb)) + (x - bb);
+        sh[i] = hi;
+    }
+}
+
+/* Generated tensor, micro-batch k: per-token-mean gradients m from the distribution,
+ * the exact scaled outputs, the exact sums of m and n_k*m, the stored gradients. */
+static int replay_microbatch(chunk *c, double N, int k, gp_error *err);
+
+int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err)
+{
+    const gp_scenario *sc = c->sc;
+    long nk = c->tok[k];
+    if (c->dump)
+        return replay_microbatch(c, N, k, err);
+    double den = sc->reduction == GP_RED_TOKEN_MEAN ? c->tm_den : reduction_den(sc, nk, N);
+    double mul = sc->reduction == GP_RED_TOKEN_MEAN ? c->tm_mul : 1.0; /* W or 1: m * mul exact */
+    uint64_t g = (uint64_t)(c->mb_base + k); /* the global micro-batch: rank 0's are the single process's */
+    const gp_dist *gd = &sc->tensors[c->t].grad;
+    const uint64_t *at = c->idx ? c->idx + c->i0 : NULL; /* sampled: element j is at[j] */
+    uint64_t stream = gp_stream_id(GP_STREAM_GRAD, c->t, (uint64_t)c->step, g);
+    if (gd->token_snr > 0)
+        gp_generate_signal_noise(gd, sc->seed, c->t, (uint64_t)c->step, g, nk, c->i0, at, c->n, c->m, c->noise);
+    else if (at)
+        gp_generate_at(gd, sc->seed, stream, at, c->n, c->m);
+    else
+        gp_generate(gd, sc->seed, stream, c->i0, c->n, c->m);
+    if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */
+        for (size_t i = 0; i < c->n; i++)
+            c->m[i] = (float)((double)c->m[i] * c->shrink);
+    fill_xs(c->xs, c->m, c->n, mul, (double)nk, den, c->s);
+    if (c->D)
+        dist_same_add(c);
+    gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
+    gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, (uint32_t)nk, c->n);
+    gp_run_store_grads(c);
+    return 0;
+}
+
+/* The integer w_k with S_k = w_k x_k: how the reduction made the entry x_k from micro-batch
+ * k's per-token gradient sum S_k (docs/replay.md); below 2^31 (the loader checks). */
+static uint32_t replay_weight(const gp_scenario *sc, long nk, double N)
+{
+    switch (sc->reduction) {
+    case GP_RED_TOKEN_MEAN: return (uint32_t)N;
+    case GP_RED_MEAN: return (uint32_t)(nk * sc->batch.accumulation_steps);
+    case GP_RED_MEAN_NO_DIV: return (uint32_t)nk;
+    default: return 1;
+    }
+}
+
+/* Replayed tensor, micro-batch k: the dump's entry x_k (already in the grad dtype, as the
+ * backward wrote it), times the loss scale; the exact sums of x_k and of w_k x_k = S_k. */
+static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
+{
+    const gp_scenario *sc = c->sc;
+    const gp_tensor_spec *ts = &sc->tensors[c->t];
+    char name[GP_NAME_MAX * 4];
+    gp_replay_entry e;
+    gp_error re = {""};
+    snprintf(name, sizeof name, "%s/step%d/mb%d", ts->grad.replay_key, c->step, k);
+    if (gp_replay_entry_get(c->dump, name, &e, &re) != 0) {
+        gp_error_set(err, "tensor '%s': %s", ts->name, re.msg);
+        return -3; /* the loader saw it: the dump changed since (a fault, as a read's) */
+    }
+    if (e.fmt != c->gf || (c->idx ? ts->size > e.n : c->i0 + c->n > e.n)) {
+        gp_replay_entry_release(&e);
+        gp_error_set(err, "tensor '%s': %s: entry '%s' changed since the scenario was loaded", ts->name,
+                     gp_replay_path(c->dump), name);
+        return -3;
+    }
+    int rd = c->idx ? gp_replay_read_idx(&e, c->idx + c->i0, c->n, c->m, &re) : gp_replay_read(&e, c->i0, c->n, c->m, &re);
+    gp_replay_entry_release(&e);
+    if (rd != 0) { /* truncated or changed while read */
+        gp_error_set(err, "tensor '%s': %s", ts->name, re.msg);
+        return -3;
+    }
+    double f = c->s / c->rs; /* exact: s and rs are powers of two */
+    for (size_t i = 0; i < c->n; i++) {
+        c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
+        c->st->replay_nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
+    }
+    gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
+    gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n);
+    gp_run_store_grads(c);
+    return 0;
+}
+
+/* Generated tensor, after the window: unscale, then the final gradients (accumulated,
+ * exact same-op-sequence, exact full-batch) and their statistics. */
+int gp_run_generated_final(chunk *c, double N, int *found_inf, gp_error *err)
+{
+    const gp_scenario *sc = c->sc;
+    int rc;
+    if (sc->loss_scale.mode != GP_LS_NONE && (rc = gp_run_unscale(c, found_inf, err)) != 0)
+        return rc;
+    size_t n = c->n;
+    uint64_t Nn = (uint64_t)N, A = (uint64_t)sc->batch.accumulation_steps;
+    for (size_t i = 0; i < n; i++)
+        c->gacc[i] = widen(c->af, gp_pack_get(c->af, c->acc, i));
+    gp_exactsum_div_n(c->gfull, c->sum_nm, c->sp_nm, sc->fullbatch == GP_FB_MEAN ? Nn : 1, n);
+    if (c->dump) { /* the configuration's own formula: the entries' sum (the exact sums
+                      hold the entries as stored: unscale exactly, rs a power of two) */
+        gp_exactsum_div_n(c->gsame, c->sum_m, c->sp_m, 1, n);
+        for (size_t i = 0; i < n; i++) {
+            c->gsame[i] /= c->rs;
+            c->gfull[i] /= c->rs;
+        }
+    } else {
+        uint64_t W = c->D ? (uint64_t)c->D->W : 1; /* the collective's average: 1/W of the ranks' sum */
+        switch (sc->reduction) {
+        case GP_RED_TOKEN_MEAN:
+            if (c->D && sc->distributed.normalize == GP_NORM_RANK)
+                for (size_t i = 0; i < n; i++)
+                    c->gsame[i] = c->D->sh[c->off + i] + c->D->sl[c->off + i];
+            else /* global: (1/W) sum of W S / N */
+                gp_exactsum_div_n(c->gsame, c->sum_nm, c->sp_nm, Nn, n);
+            break;
+        case GP_RED_MEAN: gp_exactsum_div_n(c->gsame, c->sum_m, c->sp_m, A * W, n); break;
+        case GP_RED_MEAN_NO_DIV: gp_exactsum_div_n(c->gsame, c->sum_m, c->sp_m, W, n); break;
+        default: gp_exactsum_div_n(c->gsame, c->sum_nm, c->sp_nm, W, n); break;
+        }
+    }
+    final_stats(c, c->gacc, c->gsame, c->gfull);
+    return 0;
+}
+
+/* Explicit per-token values (size 1): everything exact in rationals. */
+int gp_run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found_inf, gp_error *err)
+{
+    const gp_scenario *sc = c->sc;
+    int K = sc->batch.microbatches, sticky;
+    mpq_t S, x, same, full, tmp;
+    mpq_inits(S, x, same, full, tmp, NULL);
+    for (int k = 0; k < K; k++) {
+        mpq_set_ui(S, 0, 1);
+        for (size_t t = 0; t < ts->grad.ntok[k]; t++) {
+            mpq_set_d(tmp, ts->grad.values[k][t]);
+            mpq_add(S, S, tmp);
+        }
+        mpq_set_d(tmp, c->shrink); /* the values times shrink^step, exactly */
+        mpq_mul(S, S, tmp);
+        mpq_add(full, full, S);
+        mpq_set_d(tmp, reduction_den(sc, (long)ts->grad.ntok[k], N));
+        mpq_div(x, S, tmp);
+        mpq_add(same, same, x);
+        mpq_set_d(tmp, c->s);
+        mpq_mul(x, x, tmp);
+        double d = gp_exact_q_nearest(x, &sticky);
+        c->xs[0] = gp_f64_nudge(d, sticky);
+        gp_run_store_grads(c);
+        int arc = gp_run_accumulate(c, 1, k, err);
+        if (arc != 0) {
+            mpq_clears(S, x, same, full, tmp, NULL);
+            return arc;
+        }
+    }
+    if (sc->fullbatch == GP_FB_MEAN) {
+        mpq_set_d(tmp, N);
+        mpq_div(full, full, tmp);
+    }
+    int rc = 0;
+    if (sc->loss_scale.mode != GP_LS_NONE)
+        rc = gp_run_unscale(c, found_inf, err);
+    if (rc == 0) {
+        double gacc = widen(c->af, gp_pack_get(c->af, c->acc, 0));
+        double gsame = gp_exact_q_nearest(same, &sticky);
+        c->gfull[0] = gp_exact_q_nearest(full, &sticky);
+        final_stats(c, &gacc, &gsame, c->gfull);
+    }
+    mpq_clears(S, x, same, full, tmp, NULL);
+    return rc;
+}

@@ -1,0 +1,312 @@
+/* gp_run_internal.h — the runner's internal pieces shared by harness/run/gp_run_*.c and
+ * gp_runner.c (not installed, not included outside harness/run/): the working state of a
+ * chunk, a lane, a unit and a run, and the functions one piece calls in another. */
+#ifndef GP_RUN_INTERNAL_H
+#define GP_RUN_INTERNAL_H
+
+#include "gp_runner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/arith/gp_accum.h"
+#include "../../kernels/arith/gp_clip.h"
+#include "../../kernels/arith/gp_scaler.h"
+#include "../../kernels/arith/gp_schedule.h"
+#include "../../kernels/cpu/gp_cpu_backend.h"
+#include "../../reference/gp_exact.h"
+#include "../sources/gp_generate.h"
+#include "../sources/gp_replay.h"
+#include "gp_attrib.h"
+#include "gp_collective.h"
+
+#define CHUNK GP_OPTIM_CHUNK /* elements processed together; results do not depend on it */
+
+/* ---- per-tensor working state for one chunk of elements ---- */
+
+/* The per-element event counters of runs with sampling (chunk.cnt). */
+enum { CNT_ABS, CNT_ADD, CNT_UND, CNT_RND, CNT_OVF, CNT_STORED, CNT_SUB, NCNT };
+
+typedef struct {
+    const gp_scenario *sc;
+    const gp_backend *b, *cmp;
+    size_t t;           /* tensor index */
+    int step;           /* 0-based optimizer iteration */
+    double shrink;      /* gradient magnitude factor of this iteration: shrink^step */
+    double s;           /* loss scale (1 without a scaler) */
+    double rs;          /* replayed entries of this step carry the scale rs (1: unscaled;
+                           loss_scale.replay_scales): the entry is x_k * rs */
+    gp_format gf, af;
+    size_t n;           /* elements in this chunk */
+    uint64_t i0;        /* first element */
+    double *xs;         /* [n] exact scaled backward output, nudged (see gp_f64_nudge) */
+    void *grad, *acc, *old, *comp, *acc2, *comp2;
+    double *err[GP_MECH_GRAD_END]; /* [n] signed local errors per mechanism, unscaled units */
+    double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
+    double *sr_prev;       /* [n] u = up - f of the element's previous stochastic rounding in
+                              this window (0: none) */
+    /* generated tensors: [n] this micro-batch's per-token means m, the exact sums of m
+     * and of n_k*m (binary64 + spill, reference/gp_exact.h), the final gradients */
+    float *m, *noise;      /* noise: scratch of the signal + noise model */
+    double *sum_m, *sum_nm, *gacc, *gsame;
+    gp_fixacc *sp_m, *sp_nm;
+    double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
+    gp_stats *st;          /* this step's statistics of the tensor */
+    double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
+    uint64_t *hist;        /* [GP_HIST_BINS] the thread's histogram of the exact outputs */
+    gp_mismatch *first;    /* where the unit's first disagreement with cmp is noted */
+    gp_replay *dump;       /* replayed gradients: the tensor's dump, else NULL */
+    const uint64_t *idx;   /* sampled tensor: its chosen elements (element j of the run is
+                              idx[j] of the dump), else NULL */
+    uint32_t *cnt[NCNT];   /* runs with sampling: per element absorbed additions, additions
+                              of a non-zero addend, underflows, roundings of a non-zero
+                              value, overflows, non-zero stored gradients, subnormal ones
+                              (the units of the fraction and count estimates); else NULL */
+    double *el;            /* multi-step runs with sampling: [n][GP_NEST][2] this step's y, x of
+                              each ratio estimate per element (summed over the steps before
+                              they become units: tensor_state), else NULL */
+    /* data-parallel runs (docs/distributed.md); single-process: errw 1, tok the batch's,
+     * mb_base 0, tm_mul 1, tm_den N, D NULL */
+    double errw;           /* weight of this rank's local errors in the final gradient (1/W) */
+    const long *tok;       /* [K] this rank's token counts (this step's: batch.tokens per step) */
+    int K;                 /* this step's micro-batches K_s */
+    int mb_base;           /* r * K: the global index of the rank's first micro-batch */
+    double tm_mul, tm_den; /* token_mean: x = tm_mul * S / tm_den (W and N, or 1 and N_r) */
+    struct dist_pool *D;   /* the ranks' buffers, else NULL */
+    size_t off;            /* this chunk's offset in the pool's per-element arrays */
+} chunk;
+
+/* Count an event of element i in the per-element counters (runs with sampling). */
+#define CNT_EL(c, k, i)                 \
+    do {                                \
+        if ((c)->cnt[0])                \
+            (c)->cnt[k][i]++;           \
+    } while (0)
+
+static inline size_t width_bytes(gp_format f)
+{
+    return (size_t)gp_fmt_get(f).width / 8;
+}
+
+static inline double widen(gp_format f, uint32_t bits)
+{
+    return gp_fmt_to_f64_fast(f, bits);
+}
+
+/* The per-element loops below are written once as always-inline bodies taking the formats
+ * as arguments, and instantiated with constant formats for the common configurations
+ * (the format tests fold away) plus once with the run's formats for the rest: the same
+ * operations in the same order, so the same results. */
+#ifdef GP_COVERAGE_BUILD /* tests/coverage.py: one out-of-line copy, whose branches count once over every instance */
+#define GP_HOT static
+#else
+#define GP_HOT static inline __attribute__((always_inline))
+#endif
+
+/* The vectorised blocks of gp_attrib.h (1), or only the per-element definitions (0: the
+ * coverage build, whose branch counts are the definitions', tests/coverage.py; the blocks
+ * are checked equal to them by test_accum). */
+#ifndef GP_VECTOR_BLOCKS
+#define GP_VECTOR_BLOCKS 1
+#endif
+
+/* Which mechanism a rounding of the exact value `exact` to `bits` in format f falls
+ * under, and whether it was a loss at all (gp_classify_v). */
+static inline gp_mechanism classify(gp_format f, double exact, uint32_t bits, unsigned ev)
+{
+    return gp_classify_v(f, exact, bits, widen(f, bits), ev);
+}
+
+/* Data-parallel buffers for a window of CHUNK elements (docs/distributed.md). */
+struct dist_pool {
+    int W;
+    gp_format rd;             /* the reduce dtype */
+    size_t ab, rb;            /* bytes per element: accumulator, reduce dtype */
+    char *racc;               /* [W][CHUNK] each rank's local accumulator (accumulator format) */
+    char *val;                /* [W][CHUNK] each rank's value in the reduce dtype */
+    char *part, *add, *pold;  /* [CHUNK] the travelling partial sum, the addend, its old value */
+    double *cerr[GP_MECH_GRAD_END]; /* [CHUNK] the collective's local errors, final units */
+    double *sh, *sl;          /* [CHUNK] normalize: rank: g_same as a double-double sum */
+};
+
+/* ---- the simulation ---- */
+
+/* Per-tensor arrays. acc/comp/gfull hold the whole tensor when the step couples tensors
+ * (a loss scaler's found_inf, global-norm clipping), else one chunk per thread; the
+ * optimizer state holds the whole tensor when there is more than one step (else each
+ * thread's lane holds one chunk's state, made again for every chunk). */
+typedef struct {
+    size_t acc_cap;
+    void *acc, *comp;
+    double *gfull;
+    gp_optim_state opt;
+    /* multi-step runs with sampling: per element [size][GP_NEST][2], the y, x of each ratio
+     * estimate of this step (el_step) and summed over the steps kept so far (el_tot; the
+     * same array when no step can be skipped), made units at the end (docs/scenarios.md,
+     * "Estimates at scale": an element's totals over the steps); else NULL */
+    double *el_step, *el_tot;
+} tensor_state;
+
+/* One thread's working memory (a lane): the per-element arrays of CHUNK elements the
+ * chunks of a window share, the chunks themselves, replayed weights of one chunk, the
+ * optimizer state of one chunk (a one-step run's whole state; with more steps, the
+ * scratch borrowed over the tensor's state), its histogram, and per-tensor accumulators
+ * of one chunk when nothing couples the tensors. */
+typedef struct {
+    chunk c;      /* the pool */
+    chunk *grp;   /* [GP_PLUGIN_MANY_MAX] the chunks of the window it runs */
+    float *wbuf;  /* [CHUNK] */
+    float *sbuf;  /* [4 * CHUNK] runs with a carried state or a twin: its entries of one chunk, else NULL */
+    gp_optim_state opt;
+    void *acc, *comp; /* [CHUNK] uncoupled runs: the chunk's accumulator (and Kahan's) */
+    double *gfull;    /* [CHUNK] uncoupled runs: the chunk's exact full-batch gradient */
+    uint64_t hist[GP_HIST_BINS];
+    struct dist_pool *D; /* data-parallel runs: the ranks' buffers of one window, else NULL */
+} lane;
+
+/* A unit of work (an accumulation window, or one chunk's optimizer step in a coupled
+ * step) and what it produced, kept apart so that units can run on any thread and be
+ * merged into the run in unit order: every floating-point sum of the report is then a
+ * sum of the units' partial sums in one fixed order, whatever the number of threads. */
+typedef struct {
+    size_t ng;                             /* chunks */
+    size_t t[GP_PLUGIN_MANY_MAX];          /* tensor of chunk j */
+    uint64_t i0[GP_PLUGIN_MANY_MAX];       /* its first element */
+    size_t off[GP_PLUGIN_MANY_MAX];        /* its place in the lane's pool */
+    gp_stats *gst;                         /* [GP_PLUGIN_MANY_MAX] gradient statistics per chunk */
+    gp_optim_counts oc[GP_PLUGIN_MANY_MAX]; /* optimizer events per chunk */
+    gp_optim_sums os[GP_PLUGIN_MANY_MAX];   /* optimizer final sums per chunk (one-step runs) */
+    double *traj_err, *traj_ref;           /* [K] trajectory sums */
+    gp_dd ref_ss;                          /* sum of squares of the exact full-batch gradient */
+    gp_mismatch first;                     /* the unit's first disagreement with cmp */
+    gp_mismatch twin;                      /* the unit's first departure from torch's twin */
+    int found_inf;
+    int rc;
+    gp_error err;
+} unit;
+
+typedef struct sim {
+    const gp_scenario *sc;
+    const gp_backend *b, *cmp;
+    gp_result *res;
+    tensor_state *ts;
+    lane *lanes;  /* [nlanes] lane 0 is the calling thread's */
+    int nlanes;
+    unit *units;  /* [nunits] a wave of units */
+    size_t nunits;
+    double N;          /* this iteration's tokens N_s (every rank's) */
+    int coupled, persist;
+    int sampled;  /* some tensor is sampled: per-element units for the intervals */
+    int step_idx; /* 0-based iteration */
+    float scale;  /* this iteration's loss scale */
+    double rscale; /* the scale this iteration's replayed entries carry (loss_scale.replay_scales; 1: unscaled) */
+    gp_optim_step step;
+    gp_dd ref_ss; /* this step's sum of squares of the exact full-batch gradient */
+    double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
+    gp_stats *step_st; /* [ntensors] gradient statistics of the current step: kept only
+                          when the step is not skipped (a skipped step's gradient was
+                          discarded by design; its loss counts as scaling) */
+    gp_replay **dump, **wdump; /* [ntensors] replayed gradients / weights, else NULL */
+    gp_replay **sdump, **tdump; /* [ntensors] a carried state / torch's twin, else NULL */
+    gp_optim_step *tstep; /* [ntensors] this iteration's per-tensor inputs: t, lr, weight_decay, ref */
+    int K;             /* this iteration's micro-batches K_s */
+    uint64_t **idx;    /* [ntensors] a sampled tensor's chosen elements, else NULL */
+    const double *w;   /* [ntensors] a sampled tensor's expansion weight M_h / n_h, else 1 */
+    const uint64_t *pop; /* [ntensors] a sampled tensor's elements M_h, else 0 */
+    uint64_t *done;    /* progress counter (gp_run_ctl), else NULL */
+} sim;
+
+static inline size_t min_size(uint64_t a, size_t b)
+{
+    return a < b ? (size_t)a : b;
+}
+
+/* What one run needs for its replayed tensors: the dumps (opened once), the elements a
+ * `sample:` chose, and the scenario as the runner sees it: a shallow copy whose sampled
+ * tensors have their sample's size (element j of the run is element idx[j] of the dump). */
+typedef struct {
+    gp_scenario view;
+    gp_replay **dump, **wdump; /* [ntensors] */
+    gp_replay **sdump, **tdump; /* [ntensors] tensors[t].state's and .twin's dumps, else NULL */
+    uint64_t **idx;            /* [ntensors] */
+    double *w;                 /* [ntensors] expansion weight M_h / n_h (1: not sampled) */
+    uint64_t *pop;             /* [ntensors] a sampled tensor's elements M (by `sample:` or
+                                  a dump that holds a sample, `population:`), else 0 */
+    int sampled;
+} replay_run;
+
+/* ---- gp_run_accum.c: the stored gradients, their accumulation on the backend, unscaling ---- */
+
+/* A backend call returned rc != 0: 1 means "configuration not supported" (returns
+ * GP_RUN_REFUSED, with the backend's reason when it gave one), anything else a failure (-1). */
+int gp_run_backend_failure(const gp_backend *b, const char *what, int rc, gp_error *err);
+/* The stored gradients of one micro-batch of chunk c. */
+void gp_run_store_grads(chunk *c);
+/* Micro-batch k of the chunks G[0..ng), whose gradients are stored: accumulate on the
+ * backend(s), attribute. */
+int gp_run_accumulate(chunk *G, size_t ng, int k, gp_error *err);
+/* Unscale on the backend (and the compared one); attribute; report found_inf. */
+int gp_run_unscale(chunk *c, int *found_inf, gp_error *err);
+
+/* ---- gp_run_grads.c: the exact backward outputs of generated, replayed and explicit tensors ---- */
+
+/* Generated (or replayed) tensor, micro-batch k. */
+int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err);
+/* Generated tensor, after the window: unscale, the final gradients and their statistics. */
+int gp_run_generated_final(chunk *c, double N, int *found_inf, gp_error *err);
+/* Explicit per-token values (size 1): everything exact in rationals. */
+int gp_run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found_inf, gp_error *err);
+
+/* ---- gp_run_collective.c: generated tensors across W ranks and the simulated collective ---- */
+
+int gp_run_distributed(chunk *G, size_t ng, double N, int *found_inf, gp_error *err);
+
+/* ---- gp_verdict.c: metrics, losses and the verdict from the statistics ---- */
+
+double gp_verdict_ratio(double num_ss, double den_ss);
+/* The metrics and losses of stats st. */
+void gp_verdict_derive(const gp_stats *st, double *metric, double *loss);
+/* Every step skipped: scaling_rel_err (and the scaling loss) 1 where left undefined. */
+void gp_verdict_all_skipped(double *metric, double *loss);
+/* The verdict and the dominant mechanism of r. */
+void gp_verdict_judge(const gp_scenario *sc, gp_result *r);
+void gp_optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b);
+void gp_optim_sums_add(gp_optim_sums *a, const gp_optim_sums *b);
+void gp_stats_add(gp_stats *a, const gp_stats *b);
+/* a += b with b's sums and counts multiplied by num/den. */
+void gp_stats_add_w(gp_stats *a, const gp_stats *b, double den, double num);
+
+/* ---- gp_run_window.c: a step's accumulation windows, run in waves on the lanes ---- */
+
+/* The scenario's time limit (gp_deadline_set) has passed: -3. */
+int gp_run_time_up(const sim *S, gp_error *err);
+/* Clear what unit U produces (its chunks stay). */
+void gp_run_unit_reset(const sim *S, unit *U);
+/* Units [0, n) of the wave, each by fn on some lane. */
+void gp_run_par_for(sim *S, size_t n, void (*fn)(sim *, lane *, size_t));
+void gp_run_progress_add(const sim *S, uint64_t work);
+/* Optimizer phase of one chunk on lane L. */
+int gp_run_optimize_chunk(sim *S, lane *L, size_t t, uint64_t i0, size_t n, const void *acc, const double *gfull,
+                          gp_optim_counts *oc, gp_optim_sums *os, gp_mismatch *first, gp_mismatch *twin,
+                          gp_error *err);
+/* Accumulate every tensor for the current step, window after window. */
+int gp_run_accumulate_step(sim *S, int *found_inf, gp_error *err);
+
+/* ---- gp_run_step.c: the iterations: clipping, the coupled optimizer step, the loss scale ---- */
+
+/* The table that clips and updates the loss scale for backend b. */
+const gp_plugin *gp_run_clip_ops(const gp_backend *b);
+/* All iterations: accumulate -> unscale -> clip -> AdamW -> scale update. */
+int gp_run_simulate(sim *S, gp_error *err);
+
+/* ---- gp_run_sample.c: the replayed dumps and the samples of one run, their intervals ---- */
+
+/* Open the dumps and choose the samples of scenario sc (a dump that fails to open: -3). */
+int gp_run_replay_begin(const gp_scenario *sc, replay_run *R, gp_error *err);
+void gp_run_replay_end(replay_run *R, size_t nt);
+/* Intervals of a sampled run. */
+void gp_run_sampled_intervals(const gp_scenario *sc, const replay_run *R, gp_result *res);
+
+#endif

@@ -1,0 +1,370 @@
+/* gp_verdict.c — from a run's statistics to its judgement: the format floors and default
+ * thresholds, the metrics and losses (derive), the merging of statistics, and the verdict
+ * with its dominant mechanism (judge). */
+#include "gp_run_internal.h"
+
+double gp_unit_roundoff(gp_format f)
+{
+    return ldexp(1.0, -gp_fmt_get(f).p);
+}
+
+double gp_format_floor(gp_format grad, gp_format acc, double ss_x, double ss_same, double ss_full)
+{
+    if (!(ss_full > 0))
+        return 0;
+    double ug = gp_unit_roundoff(grad), ua = gp_unit_roundoff(acc);
+    return sqrt((ug * ug * ss_x + ua * ua * ss_same) / (3.0 * ss_full));
+}
+
+/* The format-aware part of the default thresholds: at least 1e-3 (the fp32 policy), and
+ * twice the floor: a configuration may lose what one more rounding of the floor's size
+ * costs (triangle inequality: two roundings, each of RMS at most the floor); beyond
+ * that, the arithmetic between the storage roundings loses information of its own. */
+#define GP_FLOOR_FACTOR 2.0
+#define GP_BASE_REL_ERR 1e-3
+
+int gp_default_threshold(const gp_result *r, gp_metric m, double *max)
+{
+    switch (m) {
+    case GP_M_GRAD_REL_ERR_FULLBATCH: *max = fmax(GP_BASE_REL_ERR, GP_FLOOR_FACTOR * r->floor_grad); return 0;
+    case GP_M_UNDERFLOW_FRAC: *max = 0.01; return 0;
+    case GP_M_ABSORBED_FRAC: *max = 0.01; return 0;
+    case GP_M_OVERFLOW_COUNT: *max = 0; return 0;
+    case GP_M_NONFINITE_COUNT: *max = 0; return 0;
+    case GP_M_STALE_UPDATE_FRAC: *max = 0.05; return 0;
+    case GP_M_WEIGHT_REL_ERR: *max = fmax(GP_BASE_REL_ERR, GP_FLOOR_FACTOR * r->floor_weight); return 0;
+    case GP_M_SR_BIAS_SCORE: /* the derived bounds of gp_runner.h: false alarm <= 1e-9 each */
+    case GP_M_SR_ELEMENT_CORR_SCORE:
+    case GP_M_SR_STEP_CORR_SCORE: *max = 1.0; return 0;
+    case GP_M_TWIN_MISMATCH_COUNT: /* only where a twin was compared: bit for bit */
+        if (r->metric[m] != r->metric[m])
+            return -1;
+        *max = 0;
+        return 0;
+    default: return -1;
+    }
+}
+
+/* ---- metrics and verdict ---- */
+
+double gp_verdict_ratio(double num_ss, double den_ss)
+{
+    if (num_ss == 0)
+        return 0;
+    return sqrt(num_ss) / sqrt(den_ss); /* den 0 with num > 0: inf */
+}
+
+/* The metrics and losses of stats st. A non-finite exact gradient (a replayed entry that
+ * is inf or NaN in an applied step: ||g_full|| or ||g_same|| is not finite) leaves every
+ * metric and loss measured against the exact values undefined: NaN (absent from
+ * report.json), never a finite value; nonfinite_count counts it and the non-finite loss
+ * is inf (docs/scenarios.md, Non-finite gradients). */
+void gp_verdict_derive(const gp_stats *st, double *metric, double *loss)
+{
+    for (int i = 0; i < GP_NMETRICS; i++)
+        metric[i] = NAN;
+    metric[GP_M_GRAD_REL_ERR_FULLBATCH] = gp_verdict_ratio(st->ss_acc_full, st->ss_full);
+    metric[GP_M_GRAD_REL_ERR_ROUNDING] = gp_verdict_ratio(st->ss_acc_same, st->ss_same);
+    metric[GP_M_NORMALIZATION_REL_ERR] = gp_verdict_ratio(st->ss_same_full, st->ss_full);
+    metric[GP_M_MAX_ULP_ERR] = st->max_ulp;
+    metric[GP_M_UNDERFLOW_FRAC] = st->rounded_nonzero ? (double)st->underflow / (double)st->rounded_nonzero : 0;
+    metric[GP_M_ABSORBED_FRAC] = st->adds_nonzero ? (double)st->absorbed / (double)st->adds_nonzero : 0;
+    metric[GP_M_OVERFLOW_COUNT] = (double)st->overflow;
+    metric[GP_M_GRAD_NORM_RATIO] = st->ss_full > 0 ? sqrt(st->ss_acc) / sqrt(st->ss_full) : (st->ss_acc > 0 ? INFINITY : 1);
+    metric[GP_M_SUBNORMAL_FRAC] = st->stored_nonzero ? (double)st->subnormal / (double)st->stored_nonzero : 0;
+    metric[GP_M_NONFINITE_COUNT] = (double)st->nonfinite;
+    const gp_optim_counts *oc = &st->opt;
+    const gp_optim_sums *os = &st->opt_ss;
+    metric[GP_M_STALE_UPDATE_FRAC] = oc->nonzero ? (double)oc->stale / (double)oc->nonzero : 0;
+    metric[GP_M_WEIGHT_REL_ERR] = gp_verdict_ratio(os->w_err, os->w_ref);
+    metric[GP_M_M_REL_ERR] = gp_verdict_ratio(os->m_err, os->m_ref);
+    metric[GP_M_V_REL_ERR] = gp_verdict_ratio(os->v_err, os->v_ref);
+    metric[GP_M_STATE_UNDERFLOW_FRAC] = oc->state_nonzero ? (double)oc->state_underflow / (double)oc->state_nonzero : 0;
+    if (oc->twin_checked) /* a twin was compared (else the metric stays absent) */
+        metric[GP_M_TWIN_MISMATCH_COUNT] = (double)oc->twin_mismatch;
+    loss[GP_MECH_NORMALIZATION] = metric[GP_M_NORMALIZATION_REL_ERR];
+    for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_SCALING; m++)
+        loss[m] = gp_verdict_ratio(st->ss_mech[m], st->ss_full);
+    /* over every step's full-batch gradient, skipped steps included */
+    loss[GP_MECH_SCALING] = gp_verdict_ratio(st->ss_mech[GP_MECH_SCALING], st->ss_full + st->ss_full_skipped);
+    if (st->nonfinite)
+        loss[GP_MECH_NONFINITE] = INFINITY;
+    metric[GP_M_SCALING_REL_ERR] = loss[GP_MECH_SCALING];
+    double L = log(130.0 / 1e-9); /* gp_runner.h: Freedman's bound on 65 shells, two-sided */
+    for (int j = 0; j < 3; j++) {
+        double T = 2 * L / 3 + 2 * sqrt(fmax(st->sr_var[j], 1.0) * L);
+        if (j == 0)
+            T += (double)st->sr_draws * 0x1p-32; /* the CPU's documented drift */
+        metric[GP_M_SR_BIAS_SCORE + j] = fabs(st->sr_sum[j]) / T;
+    }
+    /* weight-level losses, relative to the exact final weights as weight_rel_err */
+    loss[GP_MECH_STALE] = gp_verdict_ratio(os->lost, os->w_ref);
+    loss[GP_MECH_STATE] = gp_verdict_ratio(os->state, os->w_ref);
+    loss[GP_MECH_FORMULA] = gp_verdict_ratio(os->formula, os->w_ref);
+    if (st->replay_nonfinite || !isfinite(st->ss_full) || !isfinite(st->ss_same)) { /* no exact reference */
+        static const gp_metric undefined[] = {GP_M_GRAD_REL_ERR_FULLBATCH, GP_M_GRAD_REL_ERR_ROUNDING,
+                                              GP_M_NORMALIZATION_REL_ERR, GP_M_MAX_ULP_ERR, GP_M_GRAD_NORM_RATIO,
+                                              GP_M_WEIGHT_REL_ERR, GP_M_M_REL_ERR, GP_M_V_REL_ERR,
+                                              GP_M_SCALING_REL_ERR};
+        for (size_t i = 0; i < sizeof undefined / sizeof *undefined; i++)
+            metric[undefined[i]] = NAN;
+        for (int m = 0; m < GP_NMECH; m++)
+            if (m != GP_MECH_NONFINITE)
+                loss[m] = NAN;
+    }
+}
+
+/* Every step skipped: each step's whole gradient was lost to scaling, so scaling_rel_err
+ * (and the scaling loss) is 1 where the sums left it undefined (the skipped steps' exact
+ * gradients non-finite: a replayed entry that overflowed under the loss scale). */
+void gp_verdict_all_skipped(double *metric, double *loss)
+{
+    if (metric[GP_M_SCALING_REL_ERR] != metric[GP_M_SCALING_REL_ERR])
+        metric[GP_M_SCALING_REL_ERR] = loss[GP_MECH_SCALING] = 1.0;
+}
+
+void gp_optim_counts_add(gp_optim_counts *a, const gp_optim_counts *b)
+{
+    a->nonzero += b->nonzero;
+    a->stale += b->stale;
+    a->state_nonzero += b->state_nonzero;
+    a->state_underflow += b->state_underflow;
+    a->skip_writes += b->skip_writes;
+    a->mismatches += b->mismatches;
+    a->formula += b->formula;
+    a->twin_checked += b->twin_checked;
+    a->twin_mismatch += b->twin_mismatch;
+    gp_formula_first_merge(&a->first_formula, &b->first_formula);
+    a->models_checked |= b->models_checked;
+    a->models_differ |= b->models_differ;
+}
+
+void gp_stats_add(gp_stats *a, const gp_stats *b);
+
+/* a += b with b's sums and counts multiplied by num/den (the expansion weight M/n of a
+ * sampled tensor: den = n, num = M; 1/1 adds exactly). Counts are rounded to integers. */
+void gp_stats_add_w(gp_stats *a, const gp_stats *b, double den, double num)
+{
+    if (num == den) {
+        gp_stats_add(a, b);
+        return;
+    }
+    gp_stats w = *b;
+    double f = num / den;
+#define W(x) w.x *= f
+#define WC(x) w.x = (uint64_t)llround((double)w.x * f)
+    W(ss_full); W(ss_same); W(ss_acc); W(ss_acc_full); W(ss_acc_same); W(ss_same_full); W(ss_full_skipped); W(ss_x);
+    for (int m = 0; m < GP_NMECH; m++)
+        W(ss_mech[m]);
+    WC(rounded_nonzero); WC(underflow); WC(adds_nonzero); WC(absorbed); WC(overflow); WC(stored_nonzero);
+    WC(subnormal); WC(nonfinite); WC(replay_nonfinite); WC(overflow_skipped); WC(mismatches);
+    WC(opt.nonzero); WC(opt.stale); WC(opt.state_nonzero); WC(opt.state_underflow); WC(opt.skip_writes);
+    WC(opt.mismatches); WC(opt.formula);
+    W(opt_ss.w_err); W(opt_ss.w_ref); W(opt_ss.m_err); W(opt_ss.m_ref); W(opt_ss.v_err); W(opt_ss.v_ref);
+    W(opt_ss.lost); W(opt_ss.state); W(opt_ss.formula);
+    WC(coll.hops); WC(coll.adds_nonzero); WC(coll.absorbed); WC(coll.overflow); WC(coll.underflow);
+    WC(coll.roundings); W(coll.ss);
+    for (int m = 0; m < GP_NMECH; m++)
+        W(coll.ss_mech[m]);
+#undef W
+#undef WC
+    gp_stats_add(a, &w);
+}
+
+void gp_stats_add(gp_stats *a, const gp_stats *b)
+{
+    for (int e = 0; e < GP_NEST; e++)
+        gp_ratio_merge(&a->est[e], &b->est[e]);
+    a->ss_full += b->ss_full;
+    a->ss_same += b->ss_same;
+    a->ss_acc += b->ss_acc;
+    a->ss_acc_full += b->ss_acc_full;
+    a->ss_acc_same += b->ss_acc_same;
+    a->ss_same_full += b->ss_same_full;
+    for (int m = 0; m < GP_NMECH; m++)
+        a->ss_mech[m] += b->ss_mech[m];
+    a->ss_full_skipped += b->ss_full_skipped;
+    a->ss_x += b->ss_x;
+    a->overflow_skipped += b->overflow_skipped;
+    if (b->max_ulp > a->max_ulp || b->max_ulp != b->max_ulp)
+        a->max_ulp = b->max_ulp;
+    a->rounded_nonzero += b->rounded_nonzero;
+    a->underflow += b->underflow;
+    a->adds_nonzero += b->adds_nonzero;
+    a->absorbed += b->absorbed;
+    a->overflow += b->overflow;
+    a->stored_nonzero += b->stored_nonzero;
+    a->subnormal += b->subnormal;
+    a->nonfinite += b->nonfinite;
+    a->replay_nonfinite += b->replay_nonfinite;
+    a->mismatches += b->mismatches;
+    for (int j = 0; j < 3; j++) {
+        a->sr_sum[j] += b->sr_sum[j];
+        a->sr_var[j] += b->sr_var[j];
+    }
+    a->sr_draws += b->sr_draws;
+    gp_optim_counts_add(&a->opt, &b->opt);
+    a->opt_ss.w_err += b->opt_ss.w_err;
+    a->opt_ss.w_ref += b->opt_ss.w_ref;
+    a->opt_ss.m_err += b->opt_ss.m_err;
+    a->opt_ss.m_ref += b->opt_ss.m_ref;
+    a->opt_ss.v_err += b->opt_ss.v_err;
+    a->opt_ss.v_ref += b->opt_ss.v_ref;
+    a->opt_ss.lost += b->opt_ss.lost;
+    for (int e = 0; e < GP_OPTIM_NEST; e++)
+        gp_ratio_merge(&a->opt_ss.est[e], &b->opt_ss.est[e]);
+    a->opt_ss.state += b->opt_ss.state;
+    a->opt_ss.formula += b->opt_ss.formula;
+    a->coll.hops += b->coll.hops;
+    a->coll.adds_nonzero += b->coll.adds_nonzero;
+    a->coll.absorbed += b->coll.absorbed;
+    a->coll.overflow += b->coll.overflow;
+    a->coll.underflow += b->coll.underflow;
+    a->coll.roundings += b->coll.roundings;
+    a->coll.ss += b->coll.ss;
+    for (int m = 0; m < GP_NMECH; m++)
+        a->coll.ss_mech[m] += b->coll.ss_mech[m];
+}
+
+/* The mechanism a metric counts by itself (underflow_frac: underflow, ...); GP_NMECH for
+ * the metrics that sum several (the error norms, the norm ratio). */
+static gp_mechanism metric_mechanism(gp_metric m)
+{
+    switch (m) {
+    case GP_M_NORMALIZATION_REL_ERR: return GP_MECH_NORMALIZATION;
+    case GP_M_UNDERFLOW_FRAC: return GP_MECH_UNDERFLOW;
+    case GP_M_ABSORBED_FRAC: return GP_MECH_ABSORPTION;
+    case GP_M_OVERFLOW_COUNT: return GP_MECH_OVERFLOW;
+    case GP_M_NONFINITE_COUNT: return GP_MECH_NONFINITE;
+    case GP_M_SKIPPED_STEPS:
+    case GP_M_MIN_LOSS_SCALE:
+    case GP_M_SCALING_REL_ERR: return GP_MECH_SCALING;
+    case GP_M_STALE_UPDATE_FRAC: return GP_MECH_STALE;
+    case GP_M_STATE_UNDERFLOW_FRAC:
+    case GP_M_M_REL_ERR:
+    case GP_M_V_REL_ERR: return GP_MECH_STATE;
+    default: return GP_NMECH;
+    }
+}
+
+/* Metrics judged on the optimizer's result (the rest: on the accumulated gradient). */
+static int weight_metric(int m)
+{
+    return m == GP_M_WEIGHT_REL_ERR || m == GP_M_STALE_UPDATE_FRAC || m == GP_M_M_REL_ERR || m == GP_M_V_REL_ERR ||
+           m == GP_M_STATE_UNDERFLOW_FRAC;
+}
+
+/* The verdict and the dominant mechanism. A failed metric that counts one mechanism
+ * (underflow_frac, absorbed_frac, stale_update_frac, scaling_rel_err, ...) names it;
+ * several: the one with the largest loss. Otherwise a mechanism counts as a loss only beyond the
+ * floor of its level (gradient mechanisms: floor_grad; stale and state: floor_weight;
+ * normalization, scaling and non-finite: beyond 0), so a scenario that lost nothing
+ * beyond its formats names none. When only weight metrics failed, the dominant one is
+ * looked for among the mechanisms that act on the update (stale update, state
+ * precision, scaling: a skipped step, non-finite): a failing Kahan or bf16 weight update
+ * is attributed to its stale updates or its state, not to the gradient's rounding; a
+ * failed scenario always names one (the largest loss, floors ignored: among the weight
+ * mechanisms when only weight metrics failed, then among all). A step that no rounding
+ * of an AdamW explains (the update formula: gp_optim.h) fails the scenario, never meets an
+ * expectation, and is the mechanism named. */
+void gp_verdict_judge(const gp_scenario *sc, gp_result *r)
+{
+    r->verdict = GP_PASS;
+    int grad_failed = 0, weight_failed = 0;
+    for (int i = 0; i < GP_NMETRICS; i++) {
+        double max = 0;
+        r->has_threshold[i] = sc->thresholds.set[i] || gp_default_threshold(r, (gp_metric)i, &max) == 0;
+        r->threshold[i] = sc->thresholds.set[i] ? sc->thresholds.max[i] : max;
+        double v = r->metric[i];
+        /* an estimate with an interval fails only when its whole interval is beyond the
+         * threshold; a threshold inside the interval leaves it undecided (a warning) */
+        double lo = r->has_ci[i] ? r->ci_lo[i] : v, hi = r->has_ci[i] ? r->ci_hi[i] : v;
+        if (v != v)
+            lo = hi = v;
+        r->has_min[i] = sc->thresholds.set_min[i];
+        r->threshold_min[i] = sc->thresholds.min[i];
+        r->failed[i] = (r->has_threshold[i] && !(lo <= r->threshold[i])) || /* NaN fails closed */
+                       (r->has_min[i] && !(hi >= r->threshold_min[i]));
+        r->undecided[i] = !r->failed[i] && ((r->has_threshold[i] && !(hi <= r->threshold[i])) ||
+                                            (r->has_min[i] && !(lo >= r->threshold_min[i])));
+        if (r->failed[i]) {
+            r->verdict = GP_FAIL;
+            if (weight_metric(i))
+                weight_failed = 1;
+            else
+                grad_failed = 1;
+        }
+    }
+    int weights_only = weight_failed && !grad_failed;
+    r->dominant = GP_NMECH;
+    double best = 0;
+    /* A failed metric that counts one mechanism names it (the largest loss among those) */
+    for (int i = 0; i < GP_NMETRICS; i++) {
+        gp_mechanism m = metric_mechanism((gp_metric)i);
+        /* an undefined (NaN) metric fails closed but names no mechanism */
+        if (r->failed[i] && m != GP_NMECH && r->metric[i] == r->metric[i] &&
+            (r->dominant == GP_NMECH || r->loss[m] > best)) {
+            best = r->loss[m];
+            r->dominant = m;
+        }
+    }
+    for (int m = 0; m < GP_NMECH && r->dominant == GP_NMECH; m++) {
+        int weight_mech = m == GP_MECH_STALE || m == GP_MECH_STATE || m == GP_MECH_FORMULA;
+        double floor = m == GP_MECH_UNDERFLOW || m == GP_MECH_ABSORPTION || m == GP_MECH_OVERFLOW ||
+                               m == GP_MECH_ROUNDING
+                           ? r->floor_grad
+                           : weight_mech ? r->floor_weight : 0;
+        if (weights_only && !weight_mech && m != GP_MECH_NONFINITE && m != GP_MECH_SCALING)
+            continue;
+        if (r->loss[m] > floor && r->loss[m] > best) {
+            best = r->loss[m];
+            r->dominant = (gp_mechanism)m;
+        }
+    }
+    const gp_stats *st = &r->st;
+    if (st->mismatches || st->opt.mismatches || st->opt.skip_writes || st->opt.formula)
+        r->verdict = GP_FAIL;
+    if (st->opt.formula) /* the subject is not AdamW: its other losses are not AdamW's */
+        r->dominant = GP_MECH_FORMULA;
+    int fired = st->underflow || st->absorbed || st->overflow || st->nonfinite || r->loss[GP_MECH_NORMALIZATION] > 0 ||
+                r->skipped_steps || st->opt.stale || st->opt.state_underflow || r->loss[GP_MECH_SCALING] > 0;
+    if (r->verdict == GP_PASS && fired)
+        r->verdict = GP_WARN;
+    for (int i = 0; i < GP_NMETRICS; i++)
+        if (r->undecided[i] && r->verdict == GP_PASS)
+            r->verdict = GP_WARN;
+    if (r->verdict != GP_PASS && r->dominant == GP_NMECH) {
+        best = 0;
+        for (int m = 0; m < GP_NMECH; m++)
+            if (r->loss[m] > best &&
+                (!weights_only || m == GP_MECH_STALE || m == GP_MECH_STATE || m == GP_MECH_SCALING)) {
+                best = r->loss[m];
+                r->dominant = (gp_mechanism)m;
+            }
+        for (int m = 0; m < GP_NMECH && r->dominant == GP_NMECH; m++)
+            if (r->loss[m] > best) {
+                best = r->loss[m];
+                r->dominant = (gp_mechanism)m;
+            }
+    }
+    /* a compared backend that differs, a write in a skipped step, a step no AdamW
+     * explains never meets an expectation */
+    r->expect_met = st->mismatches || st->opt.mismatches || st->opt.skip_writes || st->opt.formula ? 0
+                    : sc->expect.set ? r->verdict == sc->expect.verdict &&
+                                         (!sc->expect.has_mechanism || r->dominant == sc->expect.mechanism)
+                                   : r->verdict != GP_FAIL;
+}
+
+void gp_optim_sums_add(gp_optim_sums *a, const gp_optim_sums *b)
+{
+    a->w_err += b->w_err;
+    a->w_ref += b->w_ref;
+    a->m_err += b->m_err;
+    a->m_ref += b->m_ref;
+    a->v_err += b->v_err;
+    a->v_ref += b->v_ref;
+    a->lost += b->lost;
+    a->state += b->state;
+    for (int e = 0; e < GP_OPTIM_NEST; e++)
+        gp_ratio_merge(&a->est[e], &b->est[e]);
+}
