@@ -35,7 +35,7 @@ int gradprec_quantize(const char *format, uint64_t rows, uint64_t cols, const fl
     }
     if (!rows || !cols)
         return GRADPREC_OK;
-    gp_scaled_quantize(&c, rows, cols, x, y, codes, scales, tensor_scale, scale_in, seed, 0, NULL);
+    gp_scaled_quantize(&c, rows, cols, x, y, codes, scales, tensor_scale, scale_in, seed, 0, 0, NULL);
     return GRADPREC_OK;
 }
 

@@ -123,6 +123,13 @@ static void block_shape(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, ui
         *bc = cols ? cols : 1;
 }
 
+uint64_t gp_scaled_block_cols(const gp_scaled_cfg *c)
+{
+    uint64_t br, bc;
+    block_shape(c, 1, UINT64_MAX, &br, &bc);
+    return c->kind == GP_SC_CURRENT || c->kind == GP_SC_DELAYED ? 0 : bc;
+}
+
 uint64_t gp_scaled_nscales(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols)
 {
     uint64_t br, bc;
@@ -133,14 +140,14 @@ uint64_t gp_scaled_nscales(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols)
 /* The fp8 kinds on one block (rows r0.., columns c0.., h x w) with multiplier s. */
 static void fp8_block(const gp_scaled_cfg *c, uint64_t cols, const float *x, float *y, uint8_t *codes,
                       uint64_t r0, uint64_t c0, uint64_t h, uint64_t w, float s, uint64_t seed, uint64_t stream,
-                      unsigned *ev)
+                      uint64_t index0, unsigned *ev)
 {
     int mul = c->kind == GP_SC_BLOCK_1X128 || c->kind == GP_SC_BLOCK_128X128;
     for (uint64_t r = r0; r < r0 + h; r++)
         for (uint64_t k = c0; k < c0 + w; k++) {
             uint64_t i = r * cols + k;
-            uint32_t rb = c->mode == GP_STOCHASTIC ? gp_rand_u32(seed, stream, i) : 0u;
-            uint32_t q = gp_fp8_quantize(c->elem, x[i], s, c->sat, c->mode, rb, ev);
+            uint32_t rb = c->mode == GP_STOCHASTIC ? gp_rand_u32(seed, stream, index0 + i) : 0u;
+            uint32_t q = gp_fp8_quantize(c->elem, x[i], s, c->sat, c->mode, rb, ev ? ev + i : ev);
             if (codes)
                 codes[i] = (uint8_t)q;
             y[i] = mul ? gp_fp8_dequant_mul(c->elem, q, s) : gp_fp8_dequant_div(c->elem, q, s);
@@ -149,7 +156,7 @@ static void fp8_block(const gp_scaled_cfg *c, uint64_t cols, const float *x, flo
 
 void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float *y,
                         uint8_t *codes, float *scales, float *tensor_scale, float given, uint64_t seed,
-                        uint64_t stream, unsigned *ev)
+                        uint64_t stream, uint64_t index0, unsigned *ev)
 {
     uint64_t br, bc;
     block_shape(c, rows, cols, &br, &bc);
@@ -169,11 +176,11 @@ void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, co
                 float sv;
                 if (c->kind == GP_SC_MX) {
                     sc = gp_mx_quantize(c->elem, c->rule, c->torchao ? GP_MX_TORCHAO : 0, xb, (int)w, c->mode,
-                                        seed, stream, r0 * cols + c0, q, ev);
+                                        seed, stream, index0 + r0 * cols + c0, q, ev ? ev + r0 * cols + c0 : ev);
                     sv = gp_e8m0_to_f32(sc);
                 } else {
-                    sc = gp_nvfp4_quantize(xb, (int)w, c->two_level, ts, c->mode, seed, stream, r0 * cols + c0,
-                                           q, ev);
+                    sc = gp_nvfp4_quantize(xb, (int)w, c->two_level, ts, c->mode, seed, stream,
+                                           index0 + r0 * cols + c0, q, ev ? ev + r0 * cols + c0 : ev);
                     sv = (float)gp_elem_to_f64(GP_EL_E4M3, sc);
                 }
                 for (uint64_t k = 0; k < w; k++) {
@@ -202,6 +209,6 @@ void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, co
             }
             if (scales)
                 scales[nb] = s;
-            fp8_block(c, cols, x, y, codes, r0, c0, h, w, s, seed, stream, ev);
+            fp8_block(c, cols, x, y, codes, r0, c0, h, w, s, seed, stream, index0, ev);
         }
 }

@@ -52,10 +52,14 @@ uint64_t gp_scaled_nscales(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols)
  * gp_scaled_nscales of them, row-major over blocks, as fp32 values: the multiplier s of
  * fp8 kinds, 2^(c-127) or NaN of MX, the e4m3 scale of NVFP4). *tensor_scale (may be
  * NULL) gets NVFP4's fp32 tensor scale (1 when single level). GP_SC_DELAYED takes its
- * scale from `given`. Random bits: gp_rand_u32(seed, stream, element index). Events
- * OR-ed into *ev (may be NULL). */
+ * scale from `given`. Random bits: gp_rand_u32(seed, stream, index0 + element index).
+ * ev (may be NULL): element i's events OR-ed into ev[i] (OVERFLOW|INEXACT: saturated,
+ * or with sat 0 overflowed to NaN/inf). */
 void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float *y,
                         uint8_t *codes, float *scales, float *tensor_scale, float given, uint64_t seed,
-                        uint64_t stream, unsigned *ev);
+                        uint64_t stream, uint64_t index0, unsigned *ev);
+
+/* Elements per block along a row (the whole row for per-tensor kinds: 0). */
+uint64_t gp_scaled_block_cols(const gp_scaled_cfg *c);
 
 #endif

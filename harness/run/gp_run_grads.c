@@ -117,7 +117,7 @@ int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err)
         dist_same_add(c);
     gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
     gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, (uint32_t)nk, c->n);
-    gp_run_store_grads(c);
+    gp_run_store_grads(c, k);
     return 0;
 }
 
@@ -166,7 +166,7 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
     }
     gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
     gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n);
-    gp_run_store_grads(c);
+    gp_run_store_grads(c, k);
     return 0;
 }
 
@@ -232,7 +232,7 @@ int gp_run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found_inf
         mpq_mul(x, x, tmp);
         double d = gp_exact_q_nearest(x, &sticky);
         c->xs[0] = gp_f64_nudge(d, sticky);
-        gp_run_store_grads(c);
+        gp_run_store_grads(c, k);
         int arc = gp_run_accumulate(c, 1, k, err);
         if (arc != 0) {
             mpq_clears(S, x, same, full, tmp, NULL);

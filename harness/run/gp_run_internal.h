@@ -243,7 +243,7 @@ typedef struct {
  * GP_RUN_REFUSED, with the backend's reason when it gave one), anything else a failure (-1). */
 int gp_run_backend_failure(const gp_backend *b, const char *what, int rc, gp_error *err);
 /* The stored gradients of one micro-batch of chunk c. */
-void gp_run_store_grads(chunk *c);
+void gp_run_store_grads(chunk *c, int k);
 /* Micro-batch k of the chunks G[0..ng), whose gradients are stored: accumulate on the
  * backend(s), attribute. */
 int gp_run_accumulate(chunk *G, size_t ng, int k, gp_error *err);

@@ -79,7 +79,8 @@ GP_ARITH int gp_sc_ilog2_f32(float a)
 }
 
 /* Cast the fp32 value v to element format e: with sat, first clamped to +-max (as
- * torch.clamp: a NaN passes), reporting OVERFLOW|INEXACT when it clamps; then rounded
+ * torch.clamp: a NaN passes), reporting INEXACT when it clamps and OVERFLOW when the
+ * value would have rounded past max without the clamp (saturation); then rounded
  * (mode: GP_RNE, or GP_STOCHASTIC with 32 random bits rbits). Without sat an e4m3 value
  * past max becomes NaN and an e5m2 one inf (OCP OFP8's non-saturating conversion); fp6
  * and fp4 always saturate. Returns the code; events OR-ed into *ev (may be NULL). */
@@ -89,9 +90,11 @@ GP_ARITH uint32_t gp_elem_cast(gp_elem e, float v, int sat, gp_rmode mode, uint3
     double d = (double)v;
     double mx = gp_elem_max(e);
     if (sat && (d > mx || d < -mx)) {
+        unsigned unclamped = 0; /* did the clamp change the result (saturation)? */
+        (void)gp_fmt_round_info(i, gp_f64_bits(d), mode, rbits, 0, &unclamped);
         d = d > 0 ? mx : -mx;
         if (ev)
-            *ev |= GP_EV_OVERFLOW | GP_EV_INEXACT;
+            *ev |= GP_EV_INEXACT | (unclamped & GP_EV_OVERFLOW);
     }
     return gp_fmt_round_info(i, gp_f64_bits(d), mode, rbits, 0, ev);
 }
@@ -240,7 +243,8 @@ GP_ARITH float gp_e8m0_to_f32(uint32_t c)
  * with X' = X, or max(X, 2^-126) under GP_MX_TORCHAO; RCEIL: x * (1/X)) cast with
  * saturation (the spec's clamp to the largest normal) under mode, random bits drawn as
  * gp_rand_u32(seed, stream, index0 + k) for element k. A NaN in the block makes the
- * scale NaN (255): every element dequantizes to NaN. */
+ * scale NaN (255): every element dequantizes to NaN. ev (may be NULL): element k's
+ * events OR-ed into ev[k] (OVERFLOW|INEXACT: saturated). */
 GP_ARITH uint32_t gp_mx_quantize(gp_elem e, gp_mx_rule r, int flags, const float *x, int n, gp_rmode mode,
                                  uint64_t seed, uint64_t stream, uint64_t index0, uint8_t *codes, unsigned *ev)
 {
@@ -255,7 +259,7 @@ GP_ARITH uint32_t gp_mx_quantize(gp_elem e, gp_mx_rule r, int flags, const float
         mul = gp_sc_pow2(127 - ((sc == 0u && (flags & GP_MX_TORCHAO)) ? 1 : (int)sc));
     for (int k = 0; k < n; k++) {
         uint32_t rb = mode == GP_STOCHASTIC ? gp_rand_u32(seed, stream, index0 + (uint64_t)k) : 0u;
-        codes[k] = (uint8_t)gp_elem_cast(e, gp_sc_f32((double)x[k] * mul), 1, mode, rb, ev);
+        codes[k] = (uint8_t)gp_elem_cast(e, gp_sc_f32((double)x[k] * mul), 1, mode, rb, ev ? ev + k : ev);
     }
     return sc;
 }
@@ -281,7 +285,7 @@ GP_ARITH float gp_nvfp4_tensor_scale(float amax)
  * fp32(x * fp32(1 / s)); two level: s = e4m3(clamp(fp32(b / ts), 2^-6, 448)), elements
  * fp32(x * fp32(fp32(1 / ts) / s)); then clamped to +-6 and rounded to e2m1 under mode
  * (NVIDIA's recipe: stochastic for gradients; bits as gp_mx_quantize). Returns the e4m3
- * code of s (0x7f: NaN, for a block holding a NaN). */
+ * code of s (0x7f: NaN, for a block holding a NaN). ev as gp_mx_quantize's. */
 GP_ARITH uint32_t gp_nvfp4_quantize(const float *x, int n, int two_level, float ts, gp_rmode mode, uint64_t seed,
                                     uint64_t stream, uint64_t index0, uint8_t *codes, unsigned *ev)
 {
@@ -296,7 +300,8 @@ GP_ARITH uint32_t gp_nvfp4_quantize(const float *x, int n, int two_level, float 
     float r = two_level ? gp_sc_f32((double)gp_sc_f32(1.0 / (double)ts) / s) : gp_sc_f32(1.0 / s);
     for (int k = 0; k < n; k++) {
         uint32_t rb = mode == GP_STOCHASTIC ? gp_rand_u32(seed, stream, index0 + (uint64_t)k) : 0u;
-        codes[k] = (uint8_t)gp_elem_cast(GP_EL_E2M1, gp_sc_f32((double)x[k] * (double)r), 1, mode, rb, ev);
+        codes[k] = (uint8_t)gp_elem_cast(GP_EL_E2M1, gp_sc_f32((double)x[k] * (double)r), 1, mode, rb,
+                                         ev ? ev + k : ev);
     }
     return sc;
 }
