@@ -348,6 +348,36 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
      * bytes remain (explicit values were chosen for the format above: not those) */
     if (!any_values && gp_decoder_pick(d, 8) == 1)
         s->precision.grad = gp_decoder_bool(d) ? GP_FP8_E5M2 : GP_FP8_E4M3;
+    /* a scaled or block grad format (docs/formats.md), read last too: one generated
+     * scenario in eight where bytes remain; every kind the runner takes (MX with each
+     * element format and rule, nvfp4:single, fp8 blockwise 1x128) and every option */
+    if (!any_values && gp_decoder_pick(d, 8) == 1) {
+        gp_scaled_cfg *q = &s->precision.grad_sc;
+        memset(q, 0, sizeof *q);
+        q->sat = q->two_level = 1;
+        switch (gp_decoder_pick(d, 3)) {
+        case 0:
+            q->kind = GP_SC_MX;
+            q->elem = (gp_elem)gp_decoder_pick(d, GP_NELEMS);
+            q->rule = (gp_mx_rule)gp_decoder_pick(d, GP_NMXRULES);
+            q->torchao = gp_decoder_bool(d);
+            break;
+        case 1:
+            q->kind = GP_SC_NVFP4;
+            q->elem = GP_EL_E2M1;
+            q->two_level = 0;
+            break;
+        default:
+            q->kind = GP_SC_BLOCK_1X128;
+            q->elem = gp_decoder_bool(d) ? GP_EL_E5M2 : GP_EL_E4M3;
+            q->pow2 = gp_decoder_bool(d);
+            q->sat = !gp_decoder_bool(d);
+            break;
+        }
+        q->mode = gp_decoder_bool(d) ? GP_STOCHASTIC : GP_RNE;
+        s->precision.grad = GP_FP32;
+        s->precision.grad_scaled = 1;
+    }
     return 0;
 oom:
     gp_scenario_free(s);
