@@ -17,6 +17,10 @@ typedef enum {
     GP_ALT_SR_WEIGHTS,           /* optimizer.stochastic: true */
     GP_ALT_LOSS_SCALING,         /* loss_scale: {mode: dynamic} (GradScaler's defaults) */
     GP_ALT_TOKEN_MEAN,           /* reduction: token_mean */
+    GP_ALT_FP8_BLOCKWISE,        /* plain fp8 grads -> precision.grad: fp8_*:blockwise_1x128 */
+    GP_ALT_MXFP8,                /* plain fp8 grads -> precision.grad: mxfp8_*:rceil */
+    GP_ALT_MX_RCEIL,             /* MX grads under another rule -> the same with :rceil */
+    GP_ALT_SR_GRAD,              /* scaled grads rounded to nearest -> the same with :sr */
     GP_NALT
 } gp_alt_kind;
 
