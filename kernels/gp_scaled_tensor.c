@@ -137,23 +137,6 @@ uint64_t gp_scaled_nscales(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols)
     return ((rows + br - 1) / br) * ((cols + bc - 1) / bc);
 }
 
-/* The fp8 kinds on one block (rows r0.., columns c0.., h x w) with multiplier s. */
-static void fp8_block(const gp_scaled_cfg *c, uint64_t cols, const float *x, float *y, uint8_t *codes,
-                      uint64_t r0, uint64_t c0, uint64_t h, uint64_t w, float s, uint64_t seed, uint64_t stream,
-                      uint64_t index0, unsigned *ev)
-{
-    int mul = c->kind == GP_SC_BLOCK_1X128 || c->kind == GP_SC_BLOCK_128X128;
-    for (uint64_t r = r0; r < r0 + h; r++)
-        for (uint64_t k = c0; k < c0 + w; k++) {
-            uint64_t i = r * cols + k;
-            uint32_t rb = c->mode == GP_STOCHASTIC ? gp_rand_u32(seed, stream, index0 + i) : 0u;
-            uint32_t q = gp_fp8_quantize(c->elem, x[i], s, c->sat, c->mode, rb, ev ? ev + i : ev);
-            if (codes)
-                codes[i] = (uint8_t)q;
-            y[i] = mul ? gp_fp8_dequant_mul(c->elem, q, s) : gp_fp8_dequant_div(c->elem, q, s);
-        }
-}
-
 void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float *y,
                         uint8_t *codes, float *scales, float *tensor_scale, float given, uint64_t seed,
                         uint64_t stream, uint64_t index0, unsigned *ev)
@@ -169,34 +152,8 @@ void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, co
     for (uint64_t r0 = 0; r0 < rows; r0 += br)
         for (uint64_t c0 = 0; c0 < cols; c0 += bc, nb++) {
             uint64_t h = rows - r0 < br ? rows - r0 : br, w = cols - c0 < bc ? cols - c0 : bc;
-            if (c->kind == GP_SC_MX || c->kind == GP_SC_NVFP4) { /* one row: h == 1 */
-                const float *xb = x + r0 * cols + c0;
-                uint8_t q[32];
-                uint32_t sc;
-                float sv;
-                if (c->kind == GP_SC_MX) {
-                    sc = gp_mx_quantize(c->elem, c->rule, c->torchao ? GP_MX_TORCHAO : 0, xb, (int)w, c->mode,
-                                        seed, stream, index0 + r0 * cols + c0, q, ev ? ev + r0 * cols + c0 : ev);
-                    sv = gp_e8m0_to_f32(sc);
-                } else {
-                    sc = gp_nvfp4_quantize(xb, (int)w, c->two_level, ts, c->mode, seed, stream,
-                                           index0 + r0 * cols + c0, q, ev ? ev + r0 * cols + c0 : ev);
-                    sv = (float)gp_elem_to_f64(GP_EL_E4M3, sc);
-                }
-                for (uint64_t k = 0; k < w; k++) {
-                    if (codes)
-                        codes[r0 * cols + c0 + k] = q[k];
-                    y[r0 * cols + c0 + k] = c->kind == GP_SC_MX ? gp_mx_dequant(c->elem, q[k], sc)
-                                                                : gp_nvfp4_dequant(q[k], sc, c->two_level, ts);
-                }
-                if (scales)
-                    scales[nb] = sv;
-                continue;
-            }
-            float s;
-            if (c->kind == GP_SC_DELAYED) {
-                s = given;
-            } else {
+            float s = given; /* the multiplier of a block spanning rows (per tensor, 128x128) */
+            if (c->kind == GP_SC_CURRENT || c->kind == GP_SC_BLOCK_128X128) {
                 float a = 0.0f;
                 for (uint64_t r = r0; r < r0 + h; r++) {
                     float m = gp_sc_amax(x + r * cols + c0, (long)w, 1);
@@ -207,8 +164,14 @@ void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, co
                 }
                 s = gp_fp8_scale_current(c->elem, a, c->pow2);
             }
-            if (scales)
-                scales[nb] = s;
-            fp8_block(c, cols, x, y, codes, r0, c0, h, w, s, seed, stream, index0, ev);
+            /* each row's part of the block; row blocks (MX, NVFP4, 1x128) are one row */
+            for (uint64_t r = r0; r < r0 + h; r++)
+                for (uint64_t k0 = 0; k0 < w; k0 += 128) {
+                    uint64_t i = r * cols + c0 + k0, wk = w - k0 < 128 ? w - k0 : 128;
+                    float sv = gp_scaled_row_block(c, x + i, (int)wk, ts, s, seed, stream, index0 + i, y + i,
+                                                   codes ? codes + i : NULL, ev ? ev + i : NULL);
+                    if (scales && r == r0 && k0 == 0)
+                        scales[nb] = sv;
+                }
         }
 }

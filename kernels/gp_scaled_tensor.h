@@ -11,27 +11,6 @@
 
 #include "arith/gp_scaled.h"
 
-/* How a tensor is scaled. */
-typedef enum {
-    GP_SC_CURRENT = 0,   /* fp8, one fp32 scale from this tensor's amax */
-    GP_SC_DELAYED = 1,   /* fp8, one fp32 scale given (from an amax history, gp_fp8_scale_delayed) */
-    GP_SC_BLOCK_1X128 = 2,   /* fp8, an fp32 scale per 128 consecutive elements of a row */
-    GP_SC_BLOCK_128X128 = 3, /* fp8, an fp32 scale per 128x128 tile */
-    GP_SC_MX = 4,        /* OCP MX, an E8M0 scale per 32 consecutive elements of a row */
-    GP_SC_NVFP4 = 5      /* e2m1, an e4m3 scale per 16 of a row, an fp32 tensor scale */
-} gp_scaling;
-
-typedef struct {
-    gp_scaling kind;
-    gp_elem elem;
-    gp_mx_rule rule;  /* GP_SC_MX */
-    int torchao;      /* GP_SC_MX: GP_MX_TORCHAO's departures */
-    int pow2;         /* fp8 kinds: scales rounded down to powers of two */
-    int sat;          /* fp8 kinds: saturating cast (default 1); 0: OCP non-saturating */
-    int two_level;    /* GP_SC_NVFP4: with the fp32 tensor scale (default 1) */
-    gp_rmode mode;    /* element rounding: GP_RNE or GP_STOCHASTIC ("sr") */
-} gp_scaled_cfg;
-
 /* Parse a scaled format name: "fp8_e4m3" or "fp8_e5m2" (also "fp6_e2m3", "fp6_e3m2",
  * "fp4_e2m1": the MX element formats under one fp32 scale) with ":current" (default),
  * ":delayed", ":blockwise_1x128", ":blockwise_128x128" and options ":pow2", ":nosat";

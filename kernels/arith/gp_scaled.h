@@ -316,4 +316,68 @@ GP_ARITH float gp_nvfp4_dequant(uint32_t c, uint32_t sc, int two_level, float ts
     return gp_sc_f32(gp_elem_to_f64(GP_EL_E2M1, c) * s);
 }
 
+/* ---- a recipe, and one block along a row ---- */
+
+/* How a tensor is scaled. */
+typedef enum {
+    GP_SC_CURRENT = 0,   /* fp8, one fp32 scale from this tensor's amax */
+    GP_SC_DELAYED = 1,   /* fp8, one fp32 scale given (from an amax history, gp_fp8_scale_delayed) */
+    GP_SC_BLOCK_1X128 = 2,   /* fp8, an fp32 scale per 128 consecutive elements of a row */
+    GP_SC_BLOCK_128X128 = 3, /* fp8, an fp32 scale per 128x128 tile */
+    GP_SC_MX = 4,        /* OCP MX, an E8M0 scale per 32 consecutive elements of a row */
+    GP_SC_NVFP4 = 5      /* e2m1, an e4m3 scale per 16 of a row, an fp32 tensor scale */
+} gp_scaling;
+
+typedef struct {
+    gp_scaling kind;
+    gp_elem elem;
+    gp_mx_rule rule;  /* GP_SC_MX */
+    int torchao;      /* GP_SC_MX: GP_MX_TORCHAO's departures */
+    int pow2;         /* fp8 kinds: scales rounded down to powers of two */
+    int sat;          /* fp8 kinds: saturating cast (default 1); 0: OCP non-saturating */
+    int two_level;    /* GP_SC_NVFP4: with the fp32 tensor scale (default 1) */
+    gp_rmode mode;    /* element rounding: GP_RNE or GP_STOCHASTIC ("sr") */
+} gp_scaled_cfg;
+
+/* Quantize the w consecutive elements x[0..w) of one row block of recipe c (MX: w <= 32,
+ * NVFP4: w <= 16, GP_SC_BLOCK_1X128: w <= 128, its s from their amax; the per-tensor and
+ * 128x128 kinds: a row's part of a block whose multiplier `given` the caller computed):
+ * y[k] the dequantized value, codes[k] (may be NULL) the code, ev[k] (may be NULL) the
+ * events OR-ed; ts: NVFP4's tensor scale. Random bits gp_rand_u32(seed, stream, index0 +
+ * k). Returns the block's scale as an fp32 value (s, 2^(c-127) or NaN, the e4m3 scale). */
+GP_ARITH float gp_scaled_row_block(const gp_scaled_cfg *c, const float *x, int w, float ts, float given,
+                                   uint64_t seed, uint64_t stream, uint64_t index0, float *y, uint8_t *codes,
+                                   unsigned *ev)
+{
+    uint8_t q[128];
+    if (c->kind == GP_SC_MX || c->kind == GP_SC_NVFP4) {
+        uint32_t sc;
+        float sv;
+        if (c->kind == GP_SC_MX) {
+            sc = gp_mx_quantize(c->elem, c->rule, c->torchao ? GP_MX_TORCHAO : 0, x, w, c->mode, seed, stream,
+                                index0, q, ev);
+            sv = gp_e8m0_to_f32(sc);
+        } else {
+            sc = gp_nvfp4_quantize(x, w, c->two_level, ts, c->mode, seed, stream, index0, q, ev);
+            sv = (float)gp_elem_to_f64(GP_EL_E4M3, sc);
+        }
+        for (int k = 0; k < w; k++) {
+            if (codes)
+                codes[k] = q[k];
+            y[k] = c->kind == GP_SC_MX ? gp_mx_dequant(c->elem, q[k], sc) : gp_nvfp4_dequant(q[k], sc, c->two_level, ts);
+        }
+        return sv;
+    }
+    float s = c->kind == GP_SC_BLOCK_1X128 ? gp_fp8_scale_current(c->elem, gp_sc_amax(x, w, 1), c->pow2) : given;
+    int mul = c->kind == GP_SC_BLOCK_1X128 || c->kind == GP_SC_BLOCK_128X128;
+    for (int k = 0; k < w; k++) {
+        uint32_t rb = c->mode == GP_STOCHASTIC ? gp_rand_u32(seed, stream, index0 + (uint64_t)k) : 0u;
+        uint32_t v = gp_fp8_quantize(c->elem, x[k], s, c->sat, c->mode, rb, ev ? ev + k : ev);
+        if (codes)
+            codes[k] = (uint8_t)v;
+        y[k] = mul ? gp_fp8_dequant_mul(c->elem, v, s) : gp_fp8_dequant_div(c->elem, v, s);
+    }
+    return s;
+}
+
 #endif
