@@ -32,6 +32,7 @@ int gp_scaled_parse(const char *s, gp_scaled_cfg *c, char *why, size_t n)
     c->sat = 1;
     c->two_level = 1;
     c->mode = GP_RNE;
+    c->hist = 1024;
     size_t b = 0;
     while (tok && b < sizeof bases / sizeof bases[0] && strcmp(tok, bases[b].name) != 0)
         b++;
@@ -54,6 +55,30 @@ int gp_scaled_parse(const char *s, gp_scaled_cfg *c, char *why, size_t n)
                 c->kind = (gp_scaling)k;
                 ok = 1;
             }
+        int v = 0;
+        char tail = 0;
+        if (c->kind == GP_SC_DELAYED && !ok && strcmp(tok, "most_recent") == 0)
+            ok = c->most_recent = 1;
+        if (c->kind == GP_SC_DELAYED && !ok && strcmp(tok, "max") == 0) {
+            c->most_recent = 0;
+            ok = 1;
+        }
+        if (c->kind == GP_SC_DELAYED && !ok && sscanf(tok, "hist=%d%c", &v, &tail) == 1) {
+            if (v < 1 || v > 1024) {
+                snprintf(why, n, "'%s': hist=%d: the amax history holds 1 to 1024 steps", s, v);
+                return -1;
+            }
+            c->hist = v;
+            ok = 1;
+        }
+        if (c->kind == GP_SC_DELAYED && !ok && sscanf(tok, "margin=%d%c", &v, &tail) == 1) {
+            if (v < 0 || v > 64) {
+                snprintf(why, n, "'%s': margin=%d: 0 to 64", s, v);
+                return -1;
+            }
+            c->margin = v;
+            ok = 1;
+        }
         if (fp8 && !ok && strcmp(tok, "pow2") == 0)
             ok = c->pow2 = 1;
         if (fp8 && !ok && strcmp(tok, "nosat") == 0) {
@@ -90,6 +115,14 @@ void gp_scaled_name(const gp_scaled_cfg *c, char *buf, size_t n)
 #define GP_ADD(str) used += snprintf(p + used, (size_t)used < n ? n - (size_t)used : 0, ":%s", (str))
     if (c->kind < GP_SC_MX) {
         GP_ADD(fp8_kinds[c->kind]);
+        if (c->kind == GP_SC_DELAYED) {
+            char t[32];
+            snprintf(t, sizeof t, "hist=%d", c->hist);
+            GP_ADD(t);
+            GP_ADD(c->most_recent ? "most_recent" : "max");
+            snprintf(t, sizeof t, "margin=%d", c->margin);
+            GP_ADD(t);
+        }
         if (c->pow2)
             GP_ADD("pow2");
         if (!c->sat)

@@ -13,7 +13,9 @@
 
 /* Parse a scaled format name: "fp8_e4m3" or "fp8_e5m2" (also "fp6_e2m3", "fp6_e3m2",
  * "fp4_e2m1": the MX element formats under one fp32 scale) with ":current" (default),
- * ":delayed", ":blockwise_1x128", ":blockwise_128x128" and options ":pow2", ":nosat";
+ * ":delayed" (with ":hist=L" 1..1024, default 1024, ":max" (default) or ":most_recent",
+ * ":margin=M" 0..64, default 0: Transformer Engine's DelayedScaling), ":blockwise_1x128",
+ * ":blockwise_128x128" and options ":pow2", ":nosat";
  * "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4" with a rule ":floor"
  * (default), ":ceil", ":even", ":rceil" and ":torchao"; "nvfp4" with ":single"; any with
  * ":sr" (stochastic rounding of the elements). Returns 0, or -1 with a one-line reason

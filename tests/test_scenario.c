@@ -505,6 +505,8 @@ static void test_scaled_grad(void **state)
         {"mxfp4", "mxfp4:floor"},                {"nvfp4:single", NULL},
         {"nvfp4:sr:single", "nvfp4:single:sr"},  {"fp8_e4m3:blockwise_1x128", NULL},
         {"fp8_e5m2:blockwise_1x128:pow2:nosat:sr", NULL},
+        {"fp8_e4m3:delayed", "fp8_e4m3:delayed:hist=1024:max:margin=0"},
+        {"fp8_e5m2:delayed:most_recent:hist=4:margin=2:nosat", "fp8_e5m2:delayed:hist=4:most_recent:margin=2:nosat"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char text[160], want[128];
@@ -530,7 +532,9 @@ static void test_scaled_grad(void **state)
     expect_str_error("precision: {grad: \"mxfp4:bogus\"}", "1:19", "unknown option 'bogus' of mxfp4");
     expect_str_error("precision: {grad: mxfp5}", "1:19", "unknown scaled format 'mxfp5'");
     expect_str_error("precision: {grad: \"fp8_e4m3:current\"}", "1:19", "needs the whole tensor's amax");
-    expect_str_error("precision: {grad: \"fp8_e4m3:delayed\"}", "1:19", "needs the whole tensor's amax");
+    expect_str_error("precision: {grad: \"fp8_e4m3:delayed:hist=0\"}", "1:19", "1 to 1024 steps");
+    expect_str_error("precision: {grad: \"fp8_e4m3:delayed:margin=99\"}", "1:19", "0 to 64");
+    expect_str_error("precision: {grad: \"fp8_e4m3:hist=4\"}", "1:19", "unknown option 'hist=4'");
     expect_str_error("precision: {grad: nvfp4}", "1:19", "needs the whole tensor's amax");
     expect_str_error("precision: {grad: \"fp8_e4m3:blockwise_128x128\"}", "1:19", "needs the whole tensor's amax");
     expect_str_error("precision: {grad: \"mxfp4:pow2\"}", "1:19", "unknown option 'pow2' of mxfp4");

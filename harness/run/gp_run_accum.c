@@ -158,7 +158,10 @@ static void store_scaled(chunk *c, int k)
         ev[i] = 0;
     }
     uint64_t stream = gp_stream_id(GP_STREAM_SCALED_SR, c->t, (uint64_t)c->step, (uint64_t)(c->mb_base + k));
-    gp_scaled_quantize(q, 1, c->n, x32, y32, NULL, NULL, NULL, 1.0f, c->sc->seed, stream, c->i0, ev);
+    gp_scaled_quantize(q, 1, c->n, x32, y32, NULL, NULL, NULL, c->given, c->sc->seed, stream, c->i0, ev);
+    float amax = gp_sc_amax(x32, (long)c->n, 1);
+    if (amax > st->grad_amax || amax != amax)
+        st->grad_amax = amax;
     for (size_t i = 0; i < c->n; i++) {
         double xs = c->xs[i], v = (double)y32[i];
         double x = gp_attrib_unscaled(xs, scale, inv), xw = x * errw;

@@ -76,6 +76,7 @@ typedef struct {
     double tm_mul, tm_den; /* token_mean: x = tm_mul * S / tm_den (W and N, or 1 and N_r) */
     struct dist_pool *D;   /* the ranks' buffers, else NULL */
     size_t off;            /* this chunk's offset in the pool's per-element arrays */
+    float given;           /* precision.grad ":delayed": this step's multiplier */
 } chunk;
 
 /* Count an event of element i in the per-element counters (runs with sampling). */
@@ -147,6 +148,11 @@ typedef struct {
      * same array when no step can be skipped), made units at the end (docs/scenarios.md,
      * "Estimates at scale": an element's totals over the steps); else NULL */
     double *el_step, *el_tot;
+    /* precision.grad ":delayed": the multiplier this step quantizes with (0: none yet, 1
+     * is used: TE's initial scale) and the amax of the steps so far, newest last */
+    float dscale;
+    float amax_hist[1024];
+    int nhist;
 } tensor_state;
 
 /* One thread's working memory (a lane): the per-element arrays of CHUNK elements the

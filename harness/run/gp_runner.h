@@ -111,6 +111,9 @@ typedef struct {
     double sr_sum[3], sr_var[3];                    /* stochastic rounding: S and V of the bias,
                                                        element and step statistics */
     uint64_t sr_draws;                              /* stochastic roundings observed */
+    double grad_amax;                               /* largest |fp32 gradient| quantized to a
+                                                       scaled format (delayed scaling's amax;
+                                                       merged by max, never weighted) */
     gp_optim_counts opt;                            /* optimizer-phase events */
     gp_optim_sums opt_ss;                           /* optimizer-phase sums of squares */
     gp_ratio_sums est[GP_NEST];                     /* per-element ratio sums (sampled runs) */

@@ -25,11 +25,10 @@ static int gp_load_get_grad_format(const loader *L, const yaml_node_t *n, gp_sce
     gp_scaled_cfg c;
     if (gp_scaled_parse(t, &c, why, sizeof why) != 0)
         return gp_load_fail(L, n, "precision.grad: %s", why);
-    if (c.kind == GP_SC_CURRENT || c.kind == GP_SC_DELAYED || c.kind == GP_SC_BLOCK_128X128 ||
-        (c.kind == GP_SC_NVFP4 && c.two_level))
-        return gp_load_fail(L, n, "precision.grad: '%.60s' needs the whole tensor's amax (per-tensor, delayed, "
-                            "128x128 or two-level scales): not in the runner yet; use :blockwise_1x128, an MX "
-                            "format or nvfp4:single", t);
+    if (c.kind == GP_SC_CURRENT || c.kind == GP_SC_BLOCK_128X128 || (c.kind == GP_SC_NVFP4 && c.two_level))
+        return gp_load_fail(L, n, "precision.grad: '%.60s' needs the whole tensor's amax of the micro-batch "
+                            "(per-tensor current, 128x128 or two-level scales): not in the runner yet; use "
+                            ":delayed, :blockwise_1x128, an MX format or nvfp4:single", t);
     s->precision.grad = GP_FP32;
     s->precision.grad_scaled = 1;
     s->precision.grad_sc = c;

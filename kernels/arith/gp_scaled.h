@@ -337,6 +337,9 @@ typedef struct {
     int sat;          /* fp8 kinds: saturating cast (default 1); 0: OCP non-saturating */
     int two_level;    /* GP_SC_NVFP4: with the fp32 tensor scale (default 1) */
     gp_rmode mode;    /* element rounding: GP_RNE or GP_STOCHASTIC ("sr") */
+    int hist;         /* GP_SC_DELAYED: amax history length L (default 1024, TE's) */
+    int most_recent;  /* GP_SC_DELAYED: amax_compute_algo "most_recent" (default "max") */
+    int margin;       /* GP_SC_DELAYED: TE's margin (default 0) */
 } gp_scaled_cfg;
 
 /* Quantize the w consecutive elements x[0..w) of one row block of recipe c (MX: w <= 32,
