@@ -156,7 +156,7 @@ static void store_scaled(chunk *c, int k)
 {
     const gp_scaled_cfg *q = &c->sc->precision.grad_sc;
     gp_stats *st = c->st;
-    double scale = c->s, errw = c->errw, inv = scale_inverse(scale), ss_x = st->ss_x;
+    double scale = c->s, errw = c->errw, inv = scale_inverse(scale);
     float x32[CHUNK], y32[CHUNK];
     unsigned ev[CHUNK];
     for (size_t i = 0; i < c->n; i++) {
@@ -172,7 +172,7 @@ static void store_scaled(chunk *c, int k)
         double xs = c->xs[i], v = (double)y32[i];
         double x = gp_attrib_unscaled(xs, scale, inv), xw = x * errw;
         c->partial[i] += xw;
-        ss_x = note_output(x, xw, ss_x, c->hist);
+        c->sqx[i] = note_output(x, xw, c->hist);
         gp_pack_set(GP_FP32, c->grad, i, gp_f32_bits(y32[i]));
         if (xs != 0) {
             st->rounded_nonzero++;
@@ -199,7 +199,6 @@ static void store_scaled(chunk *c, int k)
         }
         note_error(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
     }
-    st->ss_x = ss_x;
 }
 
 __attribute__((flatten, noinline)) void gp_run_store_grads(chunk *c, int k)
