@@ -144,7 +144,7 @@ int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err)
         dist_same_add(c);
     if (gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n) + gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, (uint32_t)nk, c->n))
         *c->sp_used = 1;
-    gp_run_store_grads(c);
+    gp_run_store_grads(c, k);
     return 0;
 }
 
@@ -196,7 +196,7 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
     if (gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n) +
         gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n))
         *c->sp_used = 1;
-    gp_run_store_grads(c);
+    gp_run_store_grads(c, k);
     return 0;
 }
 
@@ -263,7 +263,7 @@ int gp_run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found_inf
         mpq_mul(x, x, tmp);
         double d = gp_exact_q_nearest(x, &sticky);
         c->xs[0] = gp_f64_nudge(d, sticky);
-        gp_run_store_grads(c);
+        gp_run_store_grads(c, k);
         int arc = gp_run_accumulate(c, 1, k, err);
         if (arc != 0) {
             mpq_clears(S, x, same, full, tmp, NULL);

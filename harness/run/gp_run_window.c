@@ -161,6 +161,7 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->rs = S->rscale;
     c->shrink = pow(sc->tensors[t].grad.shrink, c->step); /* binary64 pow: 1 for shrink 1 or step 0 */
     c->st = &U->gst[j];
+    c->given = ts->dscale != 0 ? ts->dscale : 1.0f;
     c->traj_err = U->traj_err;
     c->traj_ref = U->traj_ref;
     c->first = &U->first;

@@ -180,6 +180,8 @@ void gp_stats_add_w(gp_stats *a, const gp_stats *b, double den, double num)
 
 void gp_stats_add(gp_stats *a, const gp_stats *b)
 {
+    if (b->grad_amax > a->grad_amax || b->grad_amax != b->grad_amax)
+        a->grad_amax = b->grad_amax;
     for (int e = 0; e < GP_NEST; e++)
         gp_ratio_merge(&a->est[e], &b->est[e]);
     a->ss_full += b->ss_full;
