@@ -110,6 +110,15 @@ static int coll_hop(chunk *c, void *X, const void *Y, int hop, double w, gp_erro
             c->st->coll.adds_nonzero++;
             CNT_EL(c, CNT_ADD, i);
         }
+        if (gp_attrib_saturated(rd, nb, s, e)) { /* an overflow kept at max finite (gp_attrib.h) */
+            double d = ((nv - s) - e) * w;
+            c->st->rounded_nonzero++;
+            c->st->coll.roundings++;
+            CNT_EL(c, CNT_RND, i);
+            c->err[GP_MECH_SATURATION][i] += d;
+            D->cerr[GP_MECH_SATURATION][c->off + i] += d;
+            continue;
+        }
         if (g != 0 && nb == ob) {
             double d = ((nv - s) - e) * w;
             if (s != 0 || e != 0) {
