@@ -17,6 +17,7 @@
 #include "../harness/scenario/gp_scenario.h"
 #include "../kernels/arith/gp_adamw.h"
 #include "../kernels/cpu/gp_cpu_backend.h"
+#include "../kernels/cpu/gp_lowbit.h"
 #include "../kernels/gp_names.h"
 #include "../reports/gp_report_set.h"
 
@@ -45,6 +46,11 @@ static void copy_err(char *err, size_t errlen, const char *msg)
 int gradprec_api_version(void)
 {
     return GRADPREC_API_VERSION;
+}
+
+int gradprec_api_minor(void)
+{
+    return GRADPREC_API_MINOR;
 }
 
 const char *gradprec_version(void)
@@ -411,6 +417,89 @@ int gradprec_torch_sqrtf(const char *evaluation, uint64_t n, const float *x, flo
         for (uint64_t i = 0; i < n; i++)
             y[i] = gp_adamw_sqrtf_fp32((gp_adamw_eval)ev, x[i]);
         return GRADPREC_OK;
+    }
+    copy_err(err, errlen, msg);
+    return GRADPREC_BAD_INPUT;
+}
+
+/* The low-bit state named `state` and n a whole number of its blocks, else a message in
+ * msg and GP_LOWBIT_NONE. */
+static gp_lowbit lowbit_of(const char *what, const char *state, uint64_t n, char *msg, size_t len)
+{
+    gp_lowbit f = gp_lowbit_parse(state);
+    if (f == GP_LOWBIT_NONE)
+        snprintf(msg, len, "%s: unknown state '%s' (bnb8_blockwise, torchao_8bit, torchao_4bit, torchao_fp8)", what,
+                 state ? state : "(null)");
+    else if (n % gp_lowbit_block(f) != 0)
+        snprintf(msg, len, "%s: n = %llu is not a multiple of %s's block (%zu)", what, (unsigned long long)n, state,
+                 gp_lowbit_block(f));
+    else
+        return f;
+    return GP_LOWBIT_NONE;
+}
+
+int gradprec_lowbit_quantize(const char *state, int is_signed, uint64_t n, const float *x, uint8_t *codes,
+                             float *scales, char *err, size_t errlen)
+{
+    char msg[256];
+    gp_lowbit f = lowbit_of("lowbit_quantize", state, n, msg, sizeof msg);
+    if (f != GP_LOWBIT_NONE && n && (!x || !codes || !scales)) {
+        snprintf(msg, sizeof msg, "lowbit_quantize: x, codes and scales must be non-NULL");
+        f = GP_LOWBIT_NONE;
+    }
+    if (f == GP_LOWBIT_NONE) {
+        copy_err(err, errlen, msg);
+        return GRADPREC_BAD_INPUT;
+    }
+    gp_lowbit_quantize(f, is_signed != 0, x, (size_t)n, codes, scales);
+    return GRADPREC_OK;
+}
+
+int gradprec_lowbit_dequantize(const char *state, int is_signed, uint64_t n, const uint8_t *codes,
+                               const float *scales, float *x, char *err, size_t errlen)
+{
+    char msg[256];
+    gp_lowbit f = lowbit_of("lowbit_dequantize", state, n, msg, sizeof msg);
+    if (f != GP_LOWBIT_NONE && n && (!x || !codes || !scales)) {
+        snprintf(msg, sizeof msg, "lowbit_dequantize: codes, scales and x must be non-NULL");
+        f = GP_LOWBIT_NONE;
+    }
+    if (f == GP_LOWBIT_NONE) {
+        copy_err(err, errlen, msg);
+        return GRADPREC_BAD_INPUT;
+    }
+    gp_lowbit_dequantize(f, is_signed != 0, codes, scales, (size_t)n, x);
+    return GRADPREC_OK;
+}
+
+int gradprec_lowbit_adamw_step(const char *state, const char *param_format, const char *evaluation, double lr,
+                               double beta1, double beta2, double eps, double weight_decay, int64_t step, uint64_t n,
+                               const float *grad, void *param, uint8_t *m_codes, float *m_scales, uint8_t *v_codes,
+                               float *v_scales, char *err, size_t errlen)
+{
+    char msg[256];
+    gp_format pf;
+    int ev = -1;
+    for (int i = 0; evaluation && strcmp(gp_adamw_eval_name(i), "?") != 0; i++)
+        if (strcmp(evaluation, gp_adamw_eval_name(i)) == 0)
+            ev = i;
+    gp_lowbit f = lowbit_of("lowbit_adamw_step", state, n, msg, sizeof msg);
+    if (f == GP_LOWBIT_NONE) {
+    } else if (!param_format || gp_format_parse(param_format, &pf) != 0 ||
+               (pf != GP_FP32 && pf != GP_BF16 && pf != GP_FP16)) {
+        snprintf(msg, sizeof msg, "lowbit_adamw_step: param format '%s': expected fp32, bf16 or fp16",
+                 param_format ? param_format : "(null)");
+    } else if (ev < 0 || (ev == GP_ADAMW_TORCH_CPU_HOST && gp_torch_sqrt_host_kernel() == GP_MKL_SQRT_NONE)) {
+        snprintf(msg, sizeof msg, "lowbit_adamw_step: evaluation '%s' unknown or not modelled on this host",
+                 evaluation ? evaluation : "(null)");
+    } else if (step < 1 || (n && (!grad || !param || !m_codes || !m_scales || !v_codes || !v_scales))) {
+        snprintf(msg, sizeof msg, "lowbit_adamw_step: step must be >= 1 and the seven arrays non-NULL");
+    } else {
+        gp_lowbit_adamw_args a = {f, pf, lr, beta1, beta2, eps, weight_decay, step, (gp_adamw_eval)ev, (size_t)n,
+                                  grad, param, m_codes, v_codes, m_scales, v_scales, NULL, NULL};
+        if (gp_lowbit_adamw(&a) == 0)
+            return GRADPREC_OK;
+        snprintf(msg, sizeof msg, "lowbit_adamw_step: not supported");
     }
     copy_err(err, errlen, msg);
     return GRADPREC_BAD_INPUT;

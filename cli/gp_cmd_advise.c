@@ -15,11 +15,12 @@
 #include "../reports/gp_advice.h"
 #include "../reports/gp_html.h"
 #include "../reports/gp_report.h"
-#include "gp_cli.h"
+#include "gp_cli_opt.h"
+#include "gp_cmd.h"
 
 static const char advise_usage[] =
     "usage: gradprec advise PRESET|FILE.yaml [--params P] [--trainable-params T] [--memory-gb G]\n"
-    "                       [--backend B] [--json] [--out DIR]\n"
+    "                       [--backend B] [--states] [--json] [--out DIR]\n"
     "\n"
     "Runs the scenario and each alternative that applies (fp32 accumulator, Kahan or\n"
     "stochastic-rounding accumulator, fp32 master weights, Kahan or stochastic-rounding\n"
@@ -28,6 +29,8 @@ static const char advise_usage[] =
     "  --params P            parameters of the whole model (e.g. 2.6e9): adds its costs\n"
     "  --trainable-params T  of which trainable (e.g. a LoRA's 4.8e7; default P)\n"
     "  --memory-gb G         percentages of G GB (e.g. 80), else of the training state\n"
+    "  --states              also the low-bit optimizer states (bitsandbytes 8-bit, torchao\n"
+    "                        8-bit, 4-bit, fp8; offered anyway when the state is low-bit)\n"
     "  --json                the advice as JSON on stdout instead of the table\n"
     "  --out DIR             write advice.json, advice.md, report.json, report.md, report.html\n"
     "exit: 0 printed, 2 bad usage or input, 3 internal error\n";
@@ -51,7 +54,7 @@ static int positive(const char *opt, const char *val, double *out, FILE *err)
 int gp_cmd_advise(int argc, char **argv, FILE *out, FILE *err)
 {
     const char *what = NULL, *outdir = NULL, *backend = "cpu", *val;
-    int as_json = 0, rc = GP_EXIT_USAGE, nalt = 0, have_b = 0;
+    int as_json = 0, states = 0, rc = GP_EXIT_USAGE, nalt = 0, have_b = 0;
     gp_advice_model model = {0, 0, 0};
     gp_scenario *loaded = NULL, sc[1 + GP_NALT];
     size_t nloaded = 0;
@@ -69,6 +72,8 @@ int gp_cmd_advise(int argc, char **argv, FILE *out, FILE *err)
             return GP_EXIT_OK;
         } else if (strcmp(argv[i], "--json") == 0) {
             as_json = 1;
+        } else if (strcmp(argv[i], "--states") == 0) {
+            states = 1;
         } else if ((r = gp_cli_opt(argc, argv, &i, "--params", &val, err, "advise")) != 0) {
             if (r < 0 || positive("--params", val, &model.params, err))
                 return GP_EXIT_USAGE;
@@ -126,7 +131,7 @@ int gp_cmd_advise(int argc, char **argv, FILE *out, FILE *err)
     }
     sc[nsc++] = loaded[0];
     nloaded = 0;
-    nalt = gp_advise_alternatives(&sc[0], alt);
+    nalt = gp_advise_alternatives_states(&sc[0], states, alt);
     for (int k = 0; k < nalt; k++) {
         if (gp_advise_scenario(&sc[0], &alt[k], &sc[nsc], &e) != 0) {
             fprintf(err, "gradprec advise: %s\n", e.msg);

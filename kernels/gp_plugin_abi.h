@@ -108,7 +108,27 @@ typedef struct {
      * kernels/arith/gp_adamw.h's gp_adamw_eval. A subject with its own order may ignore
      * it: gradprec judges what it wrote, and names the model it matched, if any. */
     int32_t evaluation;      /* GP_PLUGIN_EVAL_* */
+    /* Appended in version 3 for low-bit optimizer state (read them only when struct_size
+     * covers them; absent: GP_PLUGIN_STATE_PLAIN). With a low-bit state (optimizer.state:
+     * bnb8_blockwise, torchao_8bit, torchao_4bit, torchao_fp8; kernels/cpu/gp_lowbit.h)
+     * m and v are the library's quantized state: n codes each (one byte per code, 4-bit
+     * codes too) in m_codes / v_codes and one fp32 scale per block of `block` elements
+     * in m_scales / v_scales (n is a multiple of block; element i's scale is
+     * [i / block]); the step reads and writes those, the fp32 g (grad_format fp32) and
+     * the param; m[] and v[] then hold the dequantized state before the step (fp32,
+     * state_format fp32), read only: gradprec recomputes them from what was written. */
+    int32_t state_quant;     /* GP_PLUGIN_STATE_* */
+    int32_t block;           /* elements per scale (low-bit state), else 0 */
+    uint8_t *m_codes, *v_codes;
+    float *m_scales, *v_scales;
 } gp_plugin_adamw_args;
+
+/* Optimizer state storage (same values as kernels/cpu/gp_lowbit.h's gp_lowbit). */
+enum { GP_PLUGIN_STATE_PLAIN = 0,         /* m[], v[] in state_format */
+       GP_PLUGIN_STATE_BNB8_BLOCKWISE = 1, /* bitsandbytes AdamW8bit: 8-bit codes, block 256 */
+       GP_PLUGIN_STATE_TORCHAO_8BIT = 2,  /* torchao AdamW8bit: 8-bit codes, block 256 */
+       GP_PLUGIN_STATE_TORCHAO_4BIT = 3,  /* torchao AdamW4bit: 4-bit codes, block 128 */
+       GP_PLUGIN_STATE_TORCHAO_FP8 = 4 }; /* torchao AdamWFp8: e4m3 codes, block 256 */
 
 /* AdamW operation orders (same values as gp_adamw_eval). */
 enum { GP_PLUGIN_EVAL_TORCH_CUDA = 0, /* torch's CUDA kernels (gradprec's default) */

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Creates the project-local virtual environment .venv/ (gitignored) for gradprec's Python
 # package and its tests: numpy, safetensors, torch (PyPI's default wheel), pytest, the
-# third-party optimizers tested as subjects (torch-optimi, torchao; installed without
-# their dependencies so that torch is never replaced), tensorboard (the monitor's
+# third-party optimizers tested as subjects (torch-optimi, torchao, bitsandbytes and its
+# one other dependency, packaging; installed without their dependencies so that torch is
+# never replaced), tensorboard (the monitor's
 # SummaryWriter), and ./python itself. Idempotent: what is already installed is kept (torch is large), only
 # ./python is reinstalled, offline. GP_VENV=DIR picks another folder, PYTHON=... the
 # interpreter (default: Debian's python3, whose venv module scripts/install-deps.sh installs).
@@ -33,9 +34,11 @@ else
   echo "install-python: numpy, safetensors, torch, pytest present in $venv"
 fi
 
-# Optimizers under test (tests/python/test_backends.py): pure Python packages over torch.
+# Optimizers under test (tests/python/test_backends.py, test_lowbit.py): Python packages
+# over torch; bitsandbytes' wheel carries its own CPU library (the 8-bit quantizer that
+# optimizer.state: bnb8_blockwise models; docs/python.md, "Low-bit optimizers").
 extra=()
-for pair in optimi:torch-optimi torchao:torchao; do
+for pair in optimi:torch-optimi torchao:torchao packaging:packaging bitsandbytes:bitsandbytes; do
   mod="${pair%%:*}"
   if ! "$py" -c "import $mod" >/dev/null 2>&1; then extra+=("${pair##*:}"); fi
 done

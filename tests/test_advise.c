@@ -132,12 +132,59 @@ static void test_alternatives_are_what_they_say(void **state)
     gp_scenario_free(&sc);
 }
 
+/* The low-bit optimizer states (optimizer.state; kernels/cpu/gp_lowbit.h), by hand: m and v
+ * as the libraries store them are two codes and two fp32 scales per block: 8-bit codes in
+ * blocks of 256: 2 + 8/256 = 2.03125 bytes per parameter; 4-bit in blocks of 128:
+ * 1 + 8/128 = 1.0625. From fp32 m, v (8 bytes): -5.96875 and -6.9375. Offered with
+ * --states (or from a low-bit state: then fp32 state too, +5.96875); not for a tensor that is
+ * not a whole number of blocks, nor with a master copy. */
+static void test_state_alternatives(void **state)
+{
+    (void)state;
+    gp_scenario sc;
+    gp_alternative a[GP_NALT];
+    load("tensors:\n  - {name: w, size: 4096}\n", &sc);
+    assert_int_equal(gp_advise_alternatives(&sc, a), 0); /* not without --states */
+    assert_int_equal(gp_advise_alternatives_states(&sc, 1, a), 4);
+    static const int kinds[4] = {GP_ALT_STATE_BNB8, GP_ALT_STATE_TORCHAO8, GP_ALT_STATE_TORCHAO4,
+                                 GP_ALT_STATE_TORCHAO_FP8};
+    static const double bytes[4] = {-5.96875, -5.96875, -6.9375, -5.96875};
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(a[k].kind, kinds[k]);
+        assert_true(a[k].bytes_per_param == bytes[k]);
+    }
+    gp_scenario_free(&sc);
+    load("optimizer: {state: torchao_8bit}\ntensors:\n  - {name: w, size: 4096}\n", &sc);
+    assert_true(gp_advise_state_bytes(&sc) == 4 + 2.03125); /* fp32 accumulator + the 8-bit state */
+    int n = gp_advise_alternatives(&sc, a);
+    assert_int_equal(n, 4); /* fp32, bnb8, 4-bit, fp8 */
+    assert_int_equal(a[0].kind, GP_ALT_STATE_FP32);
+    assert_true(a[0].bytes_per_param == 5.96875);
+    assert_true(a[2].kind == GP_ALT_STATE_TORCHAO4 && a[2].bytes_per_param == 1.0625 - 2.03125);
+    gp_scenario out;
+    gp_error e = {""};
+    assert_int_equal(gp_advise_scenario(&sc, &a[2], &out, &e), 0);
+    gp_adamw_config c = gp_optim_config(&out);
+    assert_int_equal(c.lowbit, 3);
+    assert_int_equal(c.state, GP_FP32);
+    gp_scenario_free(&out);
+    gp_scenario_free(&sc);
+    load("tensors:\n  - {name: w, size: 384}\n", &sc); /* 3 x 128: 4-bit only */
+    assert_int_equal(gp_advise_alternatives_states(&sc, 1, a), 1);
+    assert_int_equal(a[0].kind, GP_ALT_STATE_TORCHAO4);
+    gp_scenario_free(&sc);
+    load("optimizer: {param: bf16, master: fp32}\ntensors:\n  - {name: w, size: 4096}\n", &sc);
+    assert_int_equal(gp_advise_alternatives_states(&sc, 1, a), 0);
+    gp_scenario_free(&sc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_which_apply),
         cmocka_unit_test(test_memory_by_hand),
         cmocka_unit_test(test_alternatives_are_what_they_say),
+        cmocka_unit_test(test_state_alternatives),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

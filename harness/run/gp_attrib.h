@@ -127,4 +127,35 @@ int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc
 int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw, void *grad,
                    double *partial, double *err_round, uint64_t *nonzero);
 
+/* The backward outputs xs[i] = x * s, i < n, with x = (nk * (m[i] * mul)) / den exact as
+ * a nudged binary64 (gp_f64_nudge of the rounded quotient by the sign of the remainder,
+ * the runner's quotient), when den is a power of two whose reciprocal is a normal
+ * binary64 (the division is then the multiplication by it: the same rounding); returns
+ * 1, or 0 and writes nothing for another den. m[i] * mul and the product by s are
+ * binary64 operations. Vectorised like gp_attrib_block; checked bit for bit against the
+ * exact quotient (MPFR) and gp_f64_nudge (tests/test_accum.c). */
+int gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s);
+
+/* The terms of the outputs' statistics: for x = xs[i] / s (as gp_attrib_unscaled with
+ * inv), i < n, sq[i] = (x * errw)^2 when x is finite, else +0 (which leaves a sum of
+ * squares unchanged: such a sum is never -0), and bin[i] = the histogram bin of a finite
+ * non-zero x: e - 1 - min_exp clamped to [0, bins) with |x| in [2^(e-1), 2^e), else -1.
+ * For a subnormal x the bin is not that (its exponent field is 0): the function returns
+ * whether some x is subnormal, and the caller bins those itself. Vectorised like
+ * gp_attrib_block (tests/test_accum.c). */
+int gp_output_terms(const double *xs, size_t n, double scale, double inv, double errw, int min_exp, int bins,
+                    double *sq, int32_t *bin);
+
+/* The attribution of an unscale of the packed accumulator values old[0..n) (format af:
+ * bf16, fp16, fp32) to acc[0..n) by the multiplier inv (an fp32 value, so each product
+ * exact = widen(old[i]) * inv is exact in binary64), when every old and acc value is
+ * finite: per element, as the runner's per-element loop (gp_classify_v of exact against
+ * the stored value v with no events: underflow when gp_fmt_underflow_loss, else
+ * rounding), err[m][i] += (v - exact) * errw for its mechanism m, *rounded_nonzero += the
+ * non-zero exact values, *underflow += the underflows. Returns 1; returns 0 and changes
+ * nothing for another format or a non-finite value. Vectorised like gp_attrib_block
+ * (tests/test_accum.c). */
+int gp_unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
+                     double *const *err, uint64_t *rounded_nonzero, uint64_t *underflow);
+
 #endif

@@ -21,6 +21,28 @@ static size_t fmt_bytes(gp_format f)
     return (size_t)gp_fmt_get(f).width / 8;
 }
 
+/* The low-bit state of o (gp_optim_lowbit.h) for c elements, chunks of ch: what it does
+ * not run with refused (one line, err). */
+static int lowbit_alloc(gp_optim_state *o, const gp_scenario *sc, size_t c, size_t ch, int with, gp_error *err)
+{
+    gp_lowbit f = (gp_lowbit)o->cfg.lowbit;
+    const char *name = gp_lowbit_name(f);
+    size_t B = gp_lowbit_block(f);
+    for (size_t t = 0; t < sc->ntensors; t++)
+        if (sc->tensors[t].size % B != 0)
+            return gp_error_set(err, "optimizer.state %s: tensor %s has %zu elements, not a multiple of the state's "
+                                "block (%zu)", name, sc->tensors[t].name, sc->tensors[t].size, B);
+    if (with & GP_OPTIM_PER_ELEMENT)
+        return gp_error_set(err, "optimizer.state %s: sampling is not supported with a low-bit state (a block's "
+                            "scale depends on all of its elements)", name);
+    if (o->cfg.variant != GP_ADAMW_PLAIN || o->cfg.rounding != GP_RNE)
+        return gp_error_set(err, "optimizer.state %s: the library's AdamW has no master, Kahan, fused or "
+                            "stochastic-rounding variant", name);
+    o->lb = &o->lbx;
+    return gp_optim_lowbit_alloc(o->lb, f, c, ch, (with & GP_OPTIM_WITH_CMP) != 0, (with & GP_OPTIM_WITH_MODELS) != 0,
+                                 err);
+}
+
 int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, int with, gp_error *err)
 {
     memset(o, 0, sizeof *o);
@@ -45,7 +67,9 @@ int gp_optim_state_alloc(gp_optim_state *o, const gp_scenario *sc, size_t cap, i
               (kahan && !(o->comp3 = malloc(ch * pb))) || (master && !(o->master3 = malloc(ch * 4)));
     for (int k = 0; k < 4 && !oom && (with & GP_OPTIM_PER_ELEMENT); k++)
         oom = !(o->el_cnt[k] = calloc(c, sizeof(uint32_t)));
-    return oom ? gp_error_set(err, "out of memory (optimizer state of %zu elements)", cap) : 0;
+    if (oom)
+        return gp_error_set(err, "out of memory (optimizer state of %zu elements)", cap);
+    return o->cfg.lowbit ? lowbit_alloc(o, sc, c, ch, with, err) : 0;
 }
 
 void gp_optim_scratch_borrow(gp_optim_state *view, const gp_optim_state *o, const gp_optim_state *scratch)
@@ -63,6 +87,10 @@ void gp_optim_scratch_borrow(gp_optim_state *view, const gp_optim_state *o, cons
     view->master2 = scratch->master2;
     view->written = scratch->written;
     view->mv_written = scratch->mv_written;
+    if (o->lb) {
+        gp_optim_lowbit_borrow(&view->lbx, o->lb, scratch->lb);
+        view->lb = &view->lbx;
+    }
 }
 
 void gp_optim_state_free(gp_optim_state *o)
@@ -74,6 +102,8 @@ void gp_optim_state_free(gp_optim_state *o)
         free(p[i]);
     for (int k = 0; k < 4; k++)
         free(o->el_cnt[k]);
+    if (o->lb)
+        gp_optim_lowbit_free(o->lb);
     gp_adamw_dd_state_free(&o->ref);
     memset(o, 0, sizeof *o);
 }
@@ -112,6 +142,12 @@ void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t 
             double w0 = o->master ? (double)gp_f32_from_bits(o->master[e]) : gp_fmt_to_f64(pf, pbits);
             gp_adamw_dd_state_set_mv(&o->ref, e, w0, gp_fmt_to_f64(sf, mb), gp_fmt_to_f64(sf, vb));
         }
+    }
+    if (o->lb) { /* m, v (fp32) quantized: the reference starts from the values they stand for */
+        gp_optim_lowbit_init(o->lb, o->m, o->v, off, n);
+        const float *m = o->m, *v = o->v;
+        for (size_t e = off; e < off + n; e++)
+            gp_adamw_dd_state_set_mv(&o->ref, e, gp_fmt_to_f64(pf, gp_pack_get(pf, o->param, e)), m[e], v[e]);
     }
 }
 
@@ -215,17 +251,24 @@ static const struct {
     const char *name;
     int variant; /* -1: the scenario's */
     int eval;
-} g_models[] = {{"torch_cuda", -1, GP_ADAMW_TORCH_CUDA},
-                {"torch_cpu", -1, GP_ADAMW_TORCH_CPU},
-                {"unfused", -1, GP_ADAMW_UNFUSED},
-                {"one_store/torch_cuda", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CUDA},
-                {"one_store/torch_cpu", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CPU},
-                {"one_store/unfused", GP_ADAMW_ONE_STORE, GP_ADAMW_UNFUSED},
-                {"torch_fused_cpu", GP_ADAMW_TORCH_FUSED_CPU, GP_ADAMW_TORCH_CPU},
-                {"torch_cpu_zen4", -1, GP_ADAMW_TORCH_CPU_ZEN4},
-                {"torch_cuda_foreach", -1, GP_ADAMW_TORCH_CUDA_FOREACH},
-                {"torch_cpu_intel_avx512", -1, GP_ADAMW_TORCH_CPU_INTEL_AVX512},
-                {"torch_cpu_host", -1, GP_ADAMW_TORCH_CPU_HOST}};
+    int lowbit;  /* a low-bit state's model (gp_lowbit), its sqrt as `eval` takes it; 0: torch's AdamW */
+} g_models[] = {{"torch_cuda", -1, GP_ADAMW_TORCH_CUDA, 0},
+                {"torch_cpu", -1, GP_ADAMW_TORCH_CPU, 0},
+                {"unfused", -1, GP_ADAMW_UNFUSED, 0},
+                {"one_store/torch_cuda", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CUDA, 0},
+                {"one_store/torch_cpu", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CPU, 0},
+                {"one_store/unfused", GP_ADAMW_ONE_STORE, GP_ADAMW_UNFUSED, 0},
+                {"torch_fused_cpu", GP_ADAMW_TORCH_FUSED_CPU, GP_ADAMW_TORCH_CPU, 0},
+                {"torch_cpu_zen4", -1, GP_ADAMW_TORCH_CPU_ZEN4, 0},
+                {"torch_cuda_foreach", -1, GP_ADAMW_TORCH_CUDA_FOREACH, 0},
+                {"torch_cpu_intel_avx512", -1, GP_ADAMW_TORCH_CPU_INTEL_AVX512, 0},
+                {"torch_cpu_host", -1, GP_ADAMW_TORCH_CPU_HOST, 0},
+                /* the libraries' steps of kernels/cpu/gp_lowbit.h: IEEE sqrt, the host's MKL sqrt */
+                {"bnb8_blockwise/torch_cpu", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CPU, GP_LOWBIT_BNB8},
+                {"bnb8_blockwise/torch_cpu_host", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CPU_HOST, GP_LOWBIT_BNB8},
+                {"torchao_8bit", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CPU, GP_LOWBIT_TORCHAO8},
+                {"torchao_4bit", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CPU, GP_LOWBIT_TORCHAO4},
+                {"torchao_fp8", GP_ADAMW_ONE_STORE, GP_ADAMW_TORCH_CPU, GP_LOWBIT_TORCHAO_FP8}};
 
 int gp_optim_model_count(const gp_adamw_config *cfg)
 {
@@ -236,6 +279,9 @@ int gp_optim_model_count(const gp_adamw_config *cfg)
 /* Does model k apply to configuration cfg? */
 static int model_applies(const gp_adamw_config *cfg, int k)
 {
+    if (cfg->lowbit || g_models[k].lowbit) /* a low-bit state: its library's models only */
+        return cfg->lowbit == g_models[k].lowbit &&
+               (g_models[k].eval != GP_ADAMW_TORCH_CPU_HOST || gp_torch_sqrt_host_kernel() != GP_MKL_SQRT_NONE);
     if (k < 3)
         return cfg->variant != GP_ADAMW_TORCH_FUSED_CPU;
     if (k == 8) /* torch_cuda_foreach: as torch_cuda */
@@ -299,6 +345,8 @@ static int check_models(gp_optim_state *o, const gp_plugin_adamw_args *a, size_t
         gp_plugin_adamw_args a3 = on_old_state(o, a, n, o->param3, o->m3, o->v3, o->master3, o->comp3);
         a3.variant = g_models[k].variant >= 0 ? g_models[k].variant : a->variant;
         a3.evaluation = g_models[k].eval;
+        if (o->lb)
+            gp_optim_lowbit_on_old(o->lb, &a3, n, GP_LOWBIT_MODEL);
         int rc = gp_cpu_backend()->adamw(&a3);
         if (rc == 1) { /* a configuration this model does not cover: it did not match */
             cnt->models_checked |= 1u << k;
@@ -307,8 +355,9 @@ static int check_models(gp_optim_state *o, const gp_plugin_adamw_args *a, size_t
         }
         if (rc != 0)
             return -1;
-        int d = differs(sf, o->m, off, o->m3, n) || differs(sf, o->v, off, o->v3, n) ||
-                differs(pf, o->param, off, o->param3, n) ||
+        int d = o->lb ? gp_optim_lowbit_differs(o->lb, off, n, GP_LOWBIT_MODEL)
+                      : differs(sf, o->m, off, o->m3, n) || differs(sf, o->v, off, o->v3, n);
+        d = d || differs(pf, o->param, off, o->param3, n) ||
                 (o->master && differs(GP_FP32, o->master, off, o->master3, n)) ||
                 (o->comp && differs(pf, o->comp, off, o->comp3, n));
         cnt->models_checked |= 1u << k;
@@ -419,7 +468,9 @@ static int formula_explained(const formula_bounds *fb, gp_optim_state *o, size_t
     int judged = written && isfinite(w0) && isfinite(w1) && isfinite(mx) && isfinite(vx) && isfinite(m1) &&
                  isfinite(v1);
     double dw = w1 - w0 * fb->decay, tw = judged ? 2 * fmt_ulp(fb->wf, fmax(fabs(w0), fabs(w1))) : 0, fa = 0;
-    int adam_ok = state_near(m1, v1, m0, v0, g, fb->b1, fb->b2, fb->u_p);
+    int adam_ok = o->lb ? gp_optim_lowbit_state_near(o->lb, e, m1, v1, mx, vx, 0x1p-21 * (fabs(m0) + fabs(g)),
+                                                     0x1p-21 * vx)
+                        : state_near(m1, v1, m0, v0, g, fb->b1, fb->b2, fb->u_p);
     if (judged) {
         double ag = fabs(g), em = 0x1p-21 * (fabs(m0) + ag) + (1.0 - fb->b1) * fb->u_p * ag;
         fa = beyond(dw, tw, fb->step, m1, 0, v1, fb->bc2s, fb->eps, 4 * fb->u_s + 0x1p-20, 4 * fb->sig_s / fb->bc2s,
@@ -432,7 +483,7 @@ static int formula_explained(const formula_bounds *fb, gp_optim_state *o, size_t
     }
     if (adam_ok && fa == 0)
         return 1;
-    int deb_ok = state_near(m1, v1, m0, v0, g, fb->b1h, fb->b2h, fb->u_p);
+    int deb_ok = !o->lb && state_near(m1, v1, m0, v0, g, fb->b1h, fb->b2h, fb->u_p);
     double fd = judged ? beyond(dw, tw, fb->lr, m1, 0, v1, 1.0, fb->eps, 4 * fb->u_s + 0x1p-20, 4 * fb->sig_s, 0x1p-20)
                        : 0;
     if (deb_ok && fd == 0)
@@ -681,9 +732,13 @@ static int compare_plugin(const gp_optim_step *s, const gp_backend *cmp, gp_opti
 {
     memset(diff, 0, n);
     gp_plugin_adamw_args a2 = on_old_state(o, a, n, o->param2, o->m2, o->v2, o->master2, o->comp2);
+    if (o->lb)
+        gp_optim_lowbit_on_old(o->lb, &a2, n, GP_LOWBIT_CMP);
     int rc = cmp->ops->adamw(&a2);
     if (rc != 0)
         return fail(cmp, rc, err);
+    if (o->lb) /* m, v compared as the values its codes and scales stand for */
+        gp_optim_lowbit_slot_values(o->lb, GP_LOWBIT_CMP, (float *)o->m2, (float *)o->v2, n);
     /* in the order the step computes them: a wrong m also moves the param */
     compare_outputs(s, "m", sf, o->m, off, o->m2, n, t, i0, diff);
     compare_outputs(s, "v", sf, o->v, off, o->v2, n, t, i0, diff);
@@ -739,9 +794,13 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
     a.master = o->master ? o->master + off : NULL;
     a.comp = o->comp ? (char *)o->comp + off * pb : NULL;
     a.evaluation = (int32_t)o->cfg.eval;
+    if (o->lb) /* the library's state: codes and scales */
+        gp_optim_lowbit_args(o->lb, &a, off, n);
     int rc = b->ops->adamw(&a);
     if (rc != 0)
         return fail(b, rc, err);
+    if (o->lb) /* m, v: what the written state stands for */
+        gp_optim_lowbit_after(o->lb, (float *)o->m, (float *)o->v, off, n);
     if (o->param3 && check_models(o, &a, off, n, cnt) != 0)
         return gp_error_set(err, "adamw: gradprec's CPU model failed");
 

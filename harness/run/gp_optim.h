@@ -61,6 +61,7 @@
 #include "../../reference/gp_adamw_dd.h"
 #include "../sources/gp_backend.h"
 #include "../../base/gp_error.h"
+#include "gp_optim_lowbit.h"
 #include "../sources/gp_sample.h"
 #include "../scenario/gp_budget.h"
 #include "../scenario/gp_scenario.h"
@@ -168,6 +169,10 @@ typedef struct {
     void *param3, *comp3, *m3, *v3; /* a model's step (GP_OPTIM_WITH_MODELS) */
     uint32_t *master3;
     uint8_t *written, *mv_written; /* per element of the chunk: weight state / m, v changed */
+    gp_optim_lowbit *lb; /* a low-bit state (cfg.lowbit; gp_optim_lowbit.h): m, v above are its
+                            dequantized values; NULL: m, v are the state. Points at lbx (a
+                            view's own lbx: gp_optim_scratch_borrow) */
+    gp_optim_lowbit lbx;
     /* GP_OPTIM_PER_ELEMENT: per element, its counts over the steps so far (steps with a
      * non-zero exact update, stale ones, non-zero m_x and v_x, those stored as 0); else NULL */
     uint32_t *el_cnt[4];
@@ -178,7 +183,8 @@ enum { GP_OPTIM_EL_NONZERO, GP_OPTIM_EL_STALE, GP_OPTIM_EL_STATE_NONZERO, GP_OPT
 /* *view = o with the one-chunk scratch arrays (old values, compared copies, written
  * flags) of `scratch` instead of o's own: threads that step disjoint chunks of one
  * whole-tensor state each borrow their own scratch (same configuration and with_cmp).
- * view shares o's arrays: never free it. */
+ * view shares o's arrays: never free it, and use it only while it lives (a low-bit
+ * state's view points into the view itself). */
 void gp_optim_scratch_borrow(gp_optim_state *view, const gp_optim_state *o, const gp_optim_state *scratch);
 
 /* gp_optim_state_alloc's scratch flags. */

@@ -42,6 +42,8 @@ typedef struct {
     size_t n;           /* elements in this chunk */
     uint64_t i0;        /* first element */
     double *xs;         /* [n] exact scaled backward output, nudged (see gp_f64_nudge) */
+    double *sqx;        /* [n] this micro-batch's terms of ss_x, written with the stored
+                           gradients, added to ss_x by the attribution in element order */
     void *grad, *acc, *old, *comp, *acc2, *comp2;
     double *err[GP_MECH_GRAD_END]; /* [n] signed local errors per mechanism, unscaled units */
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
@@ -56,6 +58,8 @@ typedef struct {
     float *m, *noise;      /* noise: scratch of the signal + noise model */
     double *sum_m, *sum_nm, *gacc, *gsame;
     gp_fixacc *sp_m, *sp_nm;
+    int *sp_used;          /* the lane's flag: some spill of its pool may be non-zero (else
+                              every one is zero: not cleared, not read) */
     double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
     gp_stats *st;          /* this step's statistics of the tensor */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
@@ -173,6 +177,7 @@ typedef struct {
     void *acc, *comp; /* [CHUNK] uncoupled runs: the chunk's accumulator (and Kahan's) */
     double *gfull;    /* [CHUNK] uncoupled runs: the chunk's exact full-batch gradient */
     uint64_t hist[GP_HIST_BINS];
+    int sp_used;  /* some spill of the pool may be non-zero (chunk.sp_used) */
     struct dist_pool *D; /* data-parallel runs: the ranks' buffers of one window, else NULL */
 } lane;
 

@@ -112,6 +112,7 @@ static int alloc_lanes(sim *S, int counters, gp_error *err)
         L->c.gf = sc->precision.grad;
         L->c.af = sc->precision.accumulator;
         L->c.hist = L->hist;
+        L->c.sp_used = &L->sp_used;
         if (!(L->grp = calloc(GP_PLUGIN_MANY_MAX, sizeof *L->grp)) || !(L->wbuf = malloc(CHUNK * sizeof *L->wbuf)) ||
             (carried && !(L->sbuf = malloc(4 * CHUNK * sizeof *L->sbuf))) ||
             alloc_chunk(&L->c, kahan, S->cmp != NULL, counters) != 0 ||
@@ -125,7 +126,8 @@ static int alloc_lanes(sim *S, int counters, gp_error *err)
     }
     for (size_t u = 0; u < S->nunits; u++) {
         unit *U = &S->units[u];
-        if (!(U->gst = malloc(GP_PLUGIN_MANY_MAX * sizeof *U->gst)) || !(U->traj_err = calloc(K ? K : 1, sizeof(double))) ||
+        if (!(U->gst = malloc(GP_PLUGIN_MANY_MAX * sizeof *U->gst)) || !(U->traj_err = calloc(K ? K : 1,
+                                                                                              sizeof(double))) ||
             !(U->traj_ref = calloc(K ? K : 1, sizeof(double))))
             return gp_error_set(err, "out of memory");
     }
@@ -161,14 +163,14 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
         if (!(c->cnt[k] = malloc(CHUNK * sizeof(uint32_t))))
             return -1;
     size_t ab = width_bytes(c->af), gb = width_bytes(c->gf);
-    int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
+    int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->sqx = malloc(CHUNK * sizeof *c->sqx)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
              (c->sr_prev = malloc(CHUNK * sizeof *c->sr_prev)) &&
              (c->grad = malloc(CHUNK * gb)) && (c->old = malloc(CHUNK * ab)) &&
              (!with_cmp || (c->acc2 = malloc(CHUNK * ab))) && (!(with_cmp && kahan) || (c->comp2 = malloc(CHUNK * ab))) &&
              (c->m = malloc(CHUNK * sizeof *c->m)) && (c->noise = malloc(CHUNK * sizeof *c->noise)) && (c->sum_m = malloc(CHUNK * sizeof *c->sum_m)) &&
              (c->sum_nm = malloc(CHUNK * sizeof *c->sum_nm)) && (c->gacc = malloc(CHUNK * sizeof *c->gacc)) &&
-             (c->gsame = malloc(CHUNK * sizeof *c->gsame)) && (c->sp_m = malloc(CHUNK * sizeof *c->sp_m)) &&
-             (c->sp_nm = malloc(CHUNK * sizeof *c->sp_nm));
+             (c->gsame = malloc(CHUNK * sizeof *c->gsame)) && (c->sp_m = calloc(CHUNK, sizeof *c->sp_m)) &&
+             (c->sp_nm = calloc(CHUNK, sizeof *c->sp_nm)); /* zero: window_run clears them after a spill */
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         ok = ok && (c->err[m] = malloc(CHUNK * sizeof(double)));
     return ok ? 0 : -1;
@@ -181,6 +183,7 @@ static void free_chunk(chunk *c)
     free(c->xs);
     free(c->partial);
     free(c->sr_prev);
+    free(c->sqx);
     free(c->grad);
     free(c->old);
     free(c->acc2);
@@ -358,7 +361,7 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         gp_verdict_derive(&tr->st, tr->metric, tr->loss);
         /* a sampled tensor stands for all its elements: its sums count M/n times */
         gp_stats_add_w(&res->st, &tr->st, R->pop[t] ? (double)R->view.tensors[t].size : 1.0,
-                    R->pop[t] ? (double)R->pop[t] : 1.0);
+                       R->pop[t] ? (double)R->pop[t] : 1.0);
         tr->metric[GP_M_SKIPPED_STEPS] = res->skipped_steps;
         tr->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     }
@@ -369,7 +372,8 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         gp_verdict_all_skipped(res->metric, res->loss);
     if (dist) { /* the collective's own loss: one process has none (the metric stays absent) */
         for (size_t t = 0; t < res->ntensors; t++)
-            res->tensors[t].metric[GP_M_COLLECTIVE_REL_ERR] = gp_verdict_ratio(res->tensors[t].st.coll.ss, res->tensors[t].st.ss_same);
+            res->tensors[t].metric[GP_M_COLLECTIVE_REL_ERR] = gp_verdict_ratio(res->tensors[t].st.coll.ss,
+                                                                               res->tensors[t].st.ss_same);
         res->metric[GP_M_COLLECTIVE_REL_ERR] = gp_verdict_ratio(res->st.coll.ss, res->st.ss_same);
         for (int m = 0; m < GP_NMECH; m++)
             res->coll_loss[m] = gp_verdict_ratio(res->st.coll.ss_mech[m], res->st.ss_full);

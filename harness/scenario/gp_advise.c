@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../kernels/cpu/gp_lowbit.h"
+
 static double width(gp_format f)
 {
     return gp_fmt_get(f).width / 8.0;
@@ -12,7 +14,9 @@ static double width(gp_format f)
 
 double gp_advise_state_bytes(const gp_scenario *sc)
 {
-    double b = width(sc->precision.accumulator) + 2 * width(sc->optimizer.state);
+    double b = width(sc->precision.accumulator) +
+               (sc->optimizer.lowbit ? gp_lowbit_bytes_per_element((gp_lowbit)sc->optimizer.lowbit)
+                                     : 2 * width(sc->optimizer.state));
     if (sc->optimizer.master)
         b += 4;
     if (sc->optimizer.kahan)
@@ -23,6 +27,11 @@ double gp_advise_state_bytes(const gp_scenario *sc)
 }
 
 int gp_advise_alternatives(const gp_scenario *sc, gp_alternative *alt)
+{
+    return gp_advise_alternatives_states(sc, 0, alt);
+}
+
+int gp_advise_alternatives_states(const gp_scenario *sc, int states, gp_alternative *alt)
 {
     int n = 0;
     gp_format acc = sc->precision.accumulator, par = sc->optimizer.param, g = sc->precision.grad;
@@ -49,6 +58,30 @@ int gp_advise_alternatives(const gp_scenario *sc, gp_alternative *alt)
         alt[n++] = (gp_alternative){GP_ALT_LOSS_SCALING, "loss scaling", "loss_scale: {mode: dynamic}", 0};
     if (sc->reduction == GP_RED_MEAN || sc->reduction == GP_RED_MEAN_NO_DIV)
         alt[n++] = (gp_alternative){GP_ALT_TOKEN_MEAN, "token-normalised loss", "reduction: token_mean", 0};
+    /* the optimizer state: m and v as a library keeps them (bytes per parameter for both) */
+    double mv = sc->optimizer.lowbit ? gp_lowbit_bytes_per_element((gp_lowbit)sc->optimizer.lowbit)
+                                     : 2 * width(sc->optimizer.state);
+    if (sc->optimizer.lowbit)
+        alt[n++] = (gp_alternative){GP_ALT_STATE_FP32, "fp32 optimizer state", "optimizer.state: fp32", 8 - mv};
+    static const struct {
+        gp_alt_kind kind;
+        gp_lowbit f;
+        const char *label, *change;
+    } lowbit[] = {{GP_ALT_STATE_BNB8, GP_LOWBIT_BNB8, "8-bit state (bitsandbytes)", "optimizer.state: bnb8_blockwise"},
+                  {GP_ALT_STATE_TORCHAO8, GP_LOWBIT_TORCHAO8, "8-bit state (torchao)", "optimizer.state: torchao_8bit"},
+                  {GP_ALT_STATE_TORCHAO4, GP_LOWBIT_TORCHAO4, "4-bit state (torchao)", "optimizer.state: torchao_4bit"},
+                  {GP_ALT_STATE_TORCHAO_FP8, GP_LOWBIT_TORCHAO_FP8, "fp8 state (torchao)", "optimizer.state: torchao_fp8"}};
+    int plain = (states || sc->optimizer.lowbit) && !sc->optimizer.master && !sc->optimizer.kahan && !sc->optimizer.stochastic && !sc->optimizer.fused &&
+                !sc->sample;
+    for (size_t k = 0; k < sizeof lowbit / sizeof lowbit[0]; k++) {
+        int fits = plain && (int)lowbit[k].f != sc->optimizer.lowbit;
+        for (size_t t = 0; t < sc->ntensors && fits; t++)
+            fits = sc->tensors[t].size % gp_lowbit_block(lowbit[k].f) == 0 && !sc->tensors[t].sample &&
+                   !sc->tensors[t].population && !sc->tensors[t].state.replay;
+        if (fits)
+            alt[n++] = (gp_alternative){lowbit[k].kind, lowbit[k].label, lowbit[k].change,
+                                        gp_lowbit_bytes_per_element(lowbit[k].f) - mv};
+    }
     return n;
 }
 
@@ -83,6 +116,17 @@ int gp_advise_scenario(const gp_scenario *sc, const gp_alternative *a, gp_scenar
         break;
     case GP_ALT_LOSS_SCALING: out->loss_scale.mode = GP_LS_DYNAMIC; break;
     case GP_ALT_TOKEN_MEAN: out->reduction = GP_RED_TOKEN_MEAN; break;
+    case GP_ALT_STATE_FP32:
+        out->optimizer.lowbit = 0;
+        out->optimizer.state = GP_FP32;
+        break;
+    case GP_ALT_STATE_BNB8: out->optimizer.lowbit = GP_LOWBIT_BNB8; out->optimizer.state = GP_FP32; break;
+    case GP_ALT_STATE_TORCHAO8: out->optimizer.lowbit = GP_LOWBIT_TORCHAO8; out->optimizer.state = GP_FP32; break;
+    case GP_ALT_STATE_TORCHAO4: out->optimizer.lowbit = GP_LOWBIT_TORCHAO4; out->optimizer.state = GP_FP32; break;
+    case GP_ALT_STATE_TORCHAO_FP8:
+        out->optimizer.lowbit = GP_LOWBIT_TORCHAO_FP8;
+        out->optimizer.state = GP_FP32;
+        break;
     default: break;
     }
     char name[2 * GP_NAME_MAX];

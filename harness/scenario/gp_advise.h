@@ -17,6 +17,11 @@ typedef enum {
     GP_ALT_SR_WEIGHTS,           /* optimizer.stochastic: true */
     GP_ALT_LOSS_SCALING,         /* loss_scale: {mode: dynamic} (GradScaler's defaults) */
     GP_ALT_TOKEN_MEAN,           /* reduction: token_mean */
+    GP_ALT_STATE_FP32,           /* optimizer.state: fp32 (from a low-bit state) */
+    GP_ALT_STATE_BNB8,           /* optimizer.state: bnb8_blockwise (bitsandbytes AdamW8bit) */
+    GP_ALT_STATE_TORCHAO8,       /* optimizer.state: torchao_8bit */
+    GP_ALT_STATE_TORCHAO4,       /* optimizer.state: torchao_4bit */
+    GP_ALT_STATE_TORCHAO_FP8,    /* optimizer.state: torchao_fp8 */
     GP_NALT
 } gp_alt_kind;
 
@@ -28,15 +33,23 @@ typedef struct {
 } gp_alternative;
 
 /* Bytes of state per trainable parameter of sc beyond its stored weight: the gradient
- * accumulator (accumulator width), Adam's m and v (2 x state width), the fp32 master copy
- * (4) and the Kahan compensations (the accumulator's and the weights'). */
+ * accumulator (accumulator width), Adam's m and v (2 x state width; a low-bit state: its
+ * codes and block scales as the library stores them, gp_lowbit_bytes_per_element), the
+ * fp32 master copy (4) and the Kahan compensations (the accumulator's and the weights'). */
 double gp_advise_state_bytes(const gp_scenario *sc);
 
 /* The alternatives that apply to sc (a change that leaves sc as it is does not apply;
  * weight alternatives need bf16/fp16 weights; loss scaling needs fp16/fp8 gradients and
- * no scaler; Kahan and stochastic rounding of the accumulator need a non-fp32 one),
- * in gp_alt_kind order. Returns how many were written to alt (at most GP_NALT). */
+ * no scaler; Kahan and stochastic rounding of the accumulator need a non-fp32 one; the
+ * low-bit optimizer states need the plain variant (no master, Kahan, stochastic or fused
+ * weights), every tensor a whole number of the state's blocks and no sampling, and are
+ * offered only from a low-bit state: gp_advise_alternatives_states), in gp_alt_kind order. Returns how many were written to alt (at most GP_NALT). */
 int gp_advise_alternatives(const gp_scenario *sc, gp_alternative *alt);
+
+/* gp_advise_alternatives with the low-bit optimizer states offered for any state when
+ * states != 0 (`gradprec advise --states`); without it they are offered only when sc's
+ * state is low-bit already (then fp32 and the other low-bit states). */
+int gp_advise_alternatives_states(const gp_scenario *sc, int states, gp_alternative *alt);
 
 /* out = sc with alternative a applied, named "NAME + LABEL" (an independent copy; free
  * with gp_scenario_free). Returns 0, or -1 with err set (out of memory, a name too long). */

@@ -1,6 +1,8 @@
 /* gp_budget.c — see gp_budget.h. */
 #include "gp_budget.h"
 
+#include "../../kernels/cpu/gp_lowbit.h"
+
 static size_t fmt_bytes(gp_format f)
 {
     return (size_t)gp_fmt_get(f).width / 8;
@@ -18,6 +20,7 @@ gp_adamw_config gp_optim_config(const gp_scenario *sc)
     c.rounding = sc->optimizer.stochastic ? GP_STOCHASTIC : GP_RNE;
     c.eval = (gp_adamw_eval)sc->optimizer.evaluation;
     c.tail = 0; /* set per element by the backend */
+    c.lowbit = sc->optimizer.lowbit;
     return c;
 }
 
@@ -27,8 +30,10 @@ size_t gp_optim_bytes_per_element(const gp_scenario *sc)
     size_t pb = fmt_bytes(c.param), sb = fmt_bytes(c.state);
     /* param, m, v, comp (Kahan), master (fp32), lost, state_err, formula_err (doubles), and the
      * double-double reference's six doubles: what gp_optim_state_alloc holds per element */
+    /* a low-bit state: its codes (a byte each) and scales beside the fp32 m, v */
+    size_t lb = c.lowbit ? 2 + 8 / gp_lowbit_block((gp_lowbit)c.lowbit) + 1 : 0;
     return pb + 2 * sb + (c.variant == GP_ADAMW_KAHAN ? pb : 0) + (c.variant == GP_ADAMW_MASTER ? 4 : 0) +
-           3 * sizeof(double) + 6 * sizeof(double);
+           3 * sizeof(double) + 6 * sizeof(double) + lb;
 }
 
 /* The work of one element in step `step` (0-based): its micro-batches (every rank's), and in a

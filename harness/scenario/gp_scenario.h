@@ -139,6 +139,9 @@ typedef struct {
         gp_format param;          /* default fp32 */
         int master;               /* master weights: 0 none (default), else fp32 */
         gp_format state;          /* m and v, default fp32 */
+        int lowbit;               /* state: a low-bit state's name (kernels/cpu/gp_lowbit.h's
+                                     gp_lowbit; `state` is then fp32, the dequantized values);
+                                     0 (default): m and v stored in `state` */
         int kahan;                /* Kahan-compensated params, default false */
         int stochastic;           /* stochastic rounding of the stored param, default false */
         int fused;                /* 0 none (default); 1 torch_cpu: torch.optim.AdamW(fused=True)'s

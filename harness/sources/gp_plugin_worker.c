@@ -27,7 +27,8 @@
 
 #include "../../kernels/arith/gp_format.h"
 #include "../../kernels/cuda/gp_cuda.h"
-#include "gp_backend.h"
+#include "gp_deadline.h"
+#include "gp_plugin_table.h"
 
 enum { FN_ACC, FN_MANY, FN_UNSCALE, FN_ADAMW, FN_SUMSQ, FN_SCALE, FN_SCALER, FN_N };
 static const char *const fn_names[FN_N] = {"accumulate", "accumulate_many", "unscale", "adamw",
@@ -91,6 +92,13 @@ static size_t describe(int fn, void *args, uint32_t count, array_ref *r)
         REF(a->comp, pb, 1);
         REF(a->m, sb, 1);
         REF(a->v, sb, 1);
+        if (a->struct_size >= sizeof *a && a->state_quant != GP_PLUGIN_STATE_PLAIN && a->block > 0) {
+            size_t nc = a->n <= ((uint64_t)1 << 40) ? (size_t)a->n : 0, ns = nc / (size_t)a->block * sizeof(float);
+            REF(a->m_codes, nc, 1);
+            REF(a->v_codes, nc, 1);
+            REF(a->m_scales, ns, 1);
+            REF(a->v_scales, ns, 1);
+        }
     } else if (fn == FN_SUMSQ) {
         gp_plugin_sumsq_args *a = args;
         REF(a->grad, bytes_of(a->format, a->n), 0);

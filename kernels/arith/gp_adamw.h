@@ -167,6 +167,10 @@ typedef struct {
     gp_adamw_eval eval;
     int tail;                 /* GP_ADAMW_TORCH_FUSED_CPU only: non-zero for an element of the
                                  kernel's scalar remainder (index >= gp_adamw_fused_tail(...)) */
+    int lowbit;               /* a low-bit state (kernels/cpu/gp_lowbit.h's gp_lowbit: m, v kept
+                                 as codes and block scales by a library's AdamW, whose step
+                                 the CPU backend runs; `state` is then fp32, the dequantized
+                                 values); 0: m, v stored in `state` */
 } gp_adamw_config;
 
 /* ---- the host-side scalars, binary64 as Python computes them ---- */

@@ -4,6 +4,7 @@
 #include "gp_cpu_backend.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "../arith/gp_accum.h"
 #include "../arith/gp_adamw.h"
@@ -11,6 +12,7 @@
 #include "../arith/gp_scaler.h"
 #include "../arith/gp_philox.h"
 #include "gp_cpu_adamw.h"
+#include "gp_lowbit.h"
 
 /* 0 (the coverage build): AdamW runs its definition, gp_adamw_step, per element */
 #ifndef GP_VECTOR_BLOCKS
@@ -65,6 +67,26 @@ GP_CPU_CLONES static void accumulate_bf16_rne_bf16g(uint16_t *acc, const uint16_
     }
 }
 
+/* fp16 grads into fp32, RNE, no FTZ, when every grad is finite (returns 0 and changes
+ * nothing otherwise): each widened exactly (a normal by moving its bits into fp32's
+ * fields, a subnormal as its integer magnitude times 2^-24, both exact: the value of
+ * gp_fmt_to_f32_bits), then the plain IEEE add as above. */
+GP_CPU_CLONES static int accumulate_f32_rne_f16g(float *acc, const uint16_t *g, uint64_t n)
+{
+    uint32_t bad = 0;
+    for (uint64_t i = 0; i < n; i++)
+        bad |= (uint32_t)((g[i] & 0x7fffu) >= 0x7c00u);
+    if (bad)
+        return 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t mag = g[i] & 0x7fffu, sign = (uint32_t)(g[i] & 0x8000u) << 16;
+        float nrm = gp_f32_from_bits(sign | (mag + ((127u - 15u) << 10)) << 13);
+        float sub = gp_f32_from_bits(sign | gp_f32_bits((float)(int32_t)mag * 0x1p-24f));
+        acc[i] = acc[i] + (mag >= 0x400u ? nrm : sub);
+    }
+    return 1;
+}
+
 static int cpu_accumulate(const gp_plugin_accumulate_args *a)
 {
     gp_format gf = (gp_format)a->grad_format, af = (gp_format)a->acc_format;
@@ -85,6 +107,8 @@ static int cpu_accumulate(const gp_plugin_accumulate_args *a)
         accumulate_bf16_rne_bf16g(a->acc, a->grad, a->n);
         return 0;
     }
+    if (af == GP_FP32 && gf == GP_FP16 && r == GP_ACC_RNE && !a->ftz && accumulate_f32_rne_f16g(a->acc, a->grad, a->n))
+        return 0;
     for (uint64_t i = 0; i < a->n; i++) {
         uint32_t rb = r == GP_ACC_STOCHASTIC ? gp_rand_u32(a->seed, a->stream, a->first_index + i) : 0;
         uint32_t comp = r == GP_ACC_KAHAN ? gp_pack_get(af, a->comp, i) : 0;
@@ -115,6 +139,32 @@ static int cpu_unscale(gp_plugin_unscale_args *a)
     return 0;
 }
 
+/* A low-bit optimizer state (a->state_quant): the library's AdamW step of
+ * kernels/cpu/gp_lowbit.h on the codes and scales, the gradient widened to fp32 (the
+ * libraries take .grad.float()); sqrt as order ev takes it. 1 for what the libraries do
+ * not have: another variant than plain / one-store (their step keeps the decayed weight in
+ * fp32), stochastic rounding, scaled gradients, a block other than the state's. */
+static int cpu_adamw_lowbit(const gp_plugin_adamw_args *a, gp_adamw_eval ev)
+{
+    gp_lowbit f = (gp_lowbit)a->state_quant;
+    if (f <= GP_LOWBIT_NONE || f >= GP_LOWBIT_COUNT || (size_t)a->block != gp_lowbit_block(f) ||
+        a->n % gp_lowbit_block(f) != 0 || a->rounding != GP_PLUGIN_RNE || a->inv_scale != 1.0f ||
+        (a->variant != GP_PLUGIN_ADAMW_PLAIN && a->variant != GP_PLUGIN_ADAMW_ONE_STORE))
+        return 1;
+    float *g = malloc((a->n ? a->n : 1) * sizeof *g);
+    if (!g)
+        return -1;
+    gp_format gf = (gp_format)a->grad_format;
+    for (uint64_t i = 0; i < a->n; i++)
+        g[i] = (float)gp_fmt_to_f64(gf, gp_pack_get(gf, a->grad, i));
+    gp_lowbit_adamw_args l = {f, (gp_format)a->param_format, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay,
+                              a->step, ev, (size_t)a->n, g, a->param, a->m_codes, a->v_codes, a->m_scales,
+                              a->v_scales, NULL, NULL};
+    int rc = gp_lowbit_adamw(&l);
+    free(g);
+    return rc;
+}
+
 static int cpu_adamw(const gp_plugin_adamw_args *a)
 {
     /* torch's fused kernel: one rounding mode, state in the param's dtype, no extra arrays */
@@ -126,7 +176,7 @@ static int cpu_adamw(const gp_plugin_adamw_args *a)
         return 0;
     gp_adamw_config cfg = {(gp_format)a->param_format, (gp_format)a->state_format,
                            (gp_adamw_variant)a->variant,
-                           a->rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE, GP_ADAMW_TORCH_CUDA, 0};
+                           a->rounding == GP_PLUGIN_STOCHASTIC ? GP_STOCHASTIC : GP_RNE, GP_ADAMW_TORCH_CUDA, 0, 0};
     uint64_t tail = gp_adamw_fused_tail(cfg.param, a->n); /* this call is torch's tensor */
     /* the operation order, in callers that know the field (older ones: torch's CUDA order) */
     if (a->struct_size >= offsetof(gp_plugin_adamw_args, evaluation) + sizeof a->evaluation &&
@@ -134,6 +184,8 @@ static int cpu_adamw(const gp_plugin_adamw_args *a)
         cfg.eval = (gp_adamw_eval)a->evaluation;
     if (cfg.eval == GP_ADAMW_TORCH_CPU_HOST && gp_torch_sqrt_host_kernel() == GP_MKL_SQRT_NONE)
         return 1; /* torch_cpu_host: not modelled on this build or CPU (gp_torch_sqrt.h) */
+    if (a->struct_size >= sizeof *a && a->state_quant != GP_PLUGIN_STATE_PLAIN)
+        return cpu_adamw_lowbit(a, cfg.eval);
     gp_adamw_scalars s = gp_adamw_scalars_make(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, (long)a->step);
     gp_format gf = (gp_format)a->grad_format, pf = cfg.param, sf = cfg.state;
     if (GP_VECTOR_BLOCKS && gp_cpu_adamw_fast_ok(cfg, gf)) { /* the same steps, vectorised */

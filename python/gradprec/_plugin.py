@@ -22,6 +22,9 @@ VARIANTS = ("plain", "one_store", "master", "kahan", "torch_fused_cpu")
 EVALUATIONS = ("torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach",
                "torch_cpu_intel_avx512", "torch_cpu_host", "torch_cpu_foreach")
 _WIDTH = (4, 2, 2, 1, 1)
+# optimizer state storage (GP_PLUGIN_STATE_*): plain, then the low-bit states of
+# kernels/cpu/gp_lowbit.h, by the names of optimizer.state
+STATES = ("plain", "bnb8_blockwise", "torchao_8bit", "torchao_4bit", "torchao_fp8")
 
 _u32, _i32, _u64, _i64, _vp = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_int64, ctypes.c_void_p
 
@@ -43,7 +46,9 @@ class AdamwArgs(ctypes.Structure):
                 ("beta2", ctypes.c_double), ("eps", ctypes.c_double), ("weight_decay", ctypes.c_double),
                 ("step", _i64), ("inv_scale", ctypes.c_float), ("found_inf", ctypes.POINTER(_i32)),
                 ("seed", _u64), ("stream", _u64), ("first_index", _u64), ("n", _u64), ("grad", _vp),
-                ("param", _vp), ("master", _vp), ("comp", _vp), ("m", _vp), ("v", _vp), ("evaluation", _i32)]
+                ("param", _vp), ("master", _vp), ("comp", _vp), ("m", _vp), ("v", _vp), ("evaluation", _i32),
+                ("state_quant", _i32), ("block", _i32), ("m_codes", _vp), ("v_codes", _vp), ("m_scales", _vp),
+                ("v_scales", _vp)]
 
 
 class SumsqArgs(ctypes.Structure):
@@ -130,10 +135,36 @@ def _unscale_args(a):
                  acc=tensor_at(a.acc, a.acc_format, a.n), found_inf=False)
 
 
+def _bytes_at(address, n, dtype):
+    """n elements of torch dtype `dtype` viewing the memory at address (None when NULL)."""
+    torch = _torch()
+    if not address:
+        return None
+    if n == 0:
+        return torch.empty(0, dtype=dtype)
+    width = torch.empty(0, dtype=dtype).element_size()
+    return torch.frombuffer((ctypes.c_uint8 * (n * width)).from_address(address), dtype=dtype)
+
+
 def _adamw_args(a):
+    """The adamw call. With a low-bit optimizer state (state_quant != 0), state_format is
+    the state's name ("bnb8_blockwise", ...), m and v (also named m_codes, v_codes) are the
+    library's codes (uint8, n: one per element) and m_scales / v_scales (fp32, n / block)
+    its block scales, all updated in place: an AdamW that expects m and v in a float dtype
+    sees uint8 and refuses, as it should."""
     n = a.n
-    ev = a.evaluation if a.struct_size >= ctypes.sizeof(AdamwArgs) else 0
-    return _Args(a, param_format=FORMATS[a.param_format], state_format=FORMATS[a.state_format],
+    full = a.struct_size >= ctypes.sizeof(AdamwArgs)
+    ev = a.evaluation if full else 0
+    quant = a.state_quant if full and 0 < a.state_quant < len(STATES) else 0
+    torch = _torch() if quant else None
+    extra = {}
+    if quant:
+        nb = n // a.block if a.block > 0 else 0
+        extra = dict(block=a.block, m_codes=_bytes_at(a.m_codes, n, torch.uint8),
+                     v_codes=_bytes_at(a.v_codes, n, torch.uint8), m_scales=_bytes_at(a.m_scales, nb, torch.float32),
+                     v_scales=_bytes_at(a.v_scales, nb, torch.float32))
+    return _Args(a, param_format=FORMATS[a.param_format],
+                 state_format=STATES[quant] if quant else FORMATS[a.state_format], **extra,
                  grad_format=FORMATS[a.grad_format],
                  variant=VARIANTS[a.variant] if 0 <= a.variant < len(VARIANTS) else a.variant,
                  rounding=ROUNDINGS[a.rounding], lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps,
@@ -142,7 +173,8 @@ def _adamw_args(a):
                  evaluation=EVALUATIONS[ev] if 0 <= ev < len(EVALUATIONS) else ev,
                  grad=tensor_at(a.grad, a.grad_format, n), param=tensor_at(a.param, a.param_format, n),
                  master=tensor_at(a.master, 0, n), comp=tensor_at(a.comp, a.param_format, n),
-                 m=tensor_at(a.m, a.state_format, n), v=tensor_at(a.v, a.state_format, n))
+                 m=extra["m_codes"] if quant else tensor_at(a.m, a.state_format, n),
+                 v=extra["v_codes"] if quant else tensor_at(a.v, a.state_format, n))
 
 
 def _sumsq_args(a):

@@ -13,6 +13,10 @@ judges what it wrote against the exact reference.
 - AdamW, AdamWForeach, AdamWFused: torch.optim.AdamW(foreach=False / True / fused=True)
   on the CPU; AdamWCUDA, AdamWForeachCUDA, AdamWFusedCUDA on a CUDA device (arrays
   copied there and back; refused, status 2, when torch sees no device).
+- BnbAdamW8bit: bitsandbytes' AdamW8bit; TorchaoAdamW8bit, TorchaoAdamW4bit,
+  TorchaoAdamWFp8: torchao.optim's AdamW8bit, AdamW4bit, AdamWFp8 — on the CPU, with the
+  scenario's low-bit state (optimizer.state: bnb8_blockwise, torchao_8bit, torchao_4bit,
+  torchao_fp8): the library's own quantized state is gradprec's codes and scales.
 - OptimiAdamW: torch-optimi's AdamW (Kahan summation for bf16/fp16 params when the
   scenario asks for `kahan: true`), TorchaoAdamW: torchao's AdamW with bf16 stochastic
   rounding (`stochastic: true`). Constructing one without the package raises ImportError
@@ -27,7 +31,7 @@ a gradient dtype other than the param's (autograd gives .grad the param's dtype)
 import torch
 
 __all__ = ["Backend", "AdamW", "AdamWForeach", "AdamWFused", "AdamWCUDA", "AdamWForeachCUDA", "AdamWFusedCUDA",
-           "OptimiAdamW", "TorchaoAdamW"]
+           "OptimiAdamW", "TorchaoAdamW", "BnbAdamW8bit", "TorchaoAdamW8bit", "TorchaoAdamW4bit", "TorchaoAdamWFp8"]
 
 _REAL = ("fp32", "bf16", "fp16")
 
@@ -222,3 +226,124 @@ class TorchaoAdamW(Backend):
                               % (1 << 63))
             opt.step()
         a.param.grad = None
+
+
+def _lowbit(a, what, state):
+    """The refusals of a low-bit optimizer adapter: the scenario's state must be the
+    library's (optimizer.state: `state`), the plain variant, .grad in the param's dtype."""
+    if a.state_format != state:
+        raise NotImplementedError("%s keeps its state as %s: set optimizer.state: %s" % (what, state, state))
+    if a.inv_scale != 1.0 or a.rounding != "rne" or a.variant not in ("plain", "one_store"):
+        raise NotImplementedError("%s: plain variant, unscaled gradients, round-to-nearest-even stores" % what)
+    if a.grad_format != a.param_format:
+        raise NotImplementedError("%s needs .grad in the param's dtype (%s gradients for %s params)"
+                                  % (what, a.grad_format, a.param_format))
+
+
+class BnbAdamW8bit(Backend):
+    """bitsandbytes.optim.AdamW8bit on the CPU (optimizer.state: bnb8_blockwise): one
+    optimizer per call over gradprec's arrays, its state1/state2 (uint8 codes) and
+    absmax1/absmax2 (fp32, one per 256 elements) being gradprec's m/v codes and scales,
+    state step = t - 1; min_8bit_size=1 so that a chunk of a large tensor keeps the 8-bit
+    state its whole tensor has (bitsandbytes keeps fp32 state for tensors below 4096
+    elements: write state: fp32 for those)."""
+
+    name = "bitsandbytes AdamW8bit"
+
+    def __init__(self):
+        self.bnb = _need("bitsandbytes", "bitsandbytes")
+
+    def adamw(self, a):
+        if a.found_inf:
+            return
+        _lowbit(a, self.name, "bnb8_blockwise")
+        p = a.param
+        opt = self.bnb.optim.AdamW8bit([p], lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps,
+                                       weight_decay=a.weight_decay, min_8bit_size=1)
+        p.grad = a.grad
+        opt.check_overrides()
+        opt.initialized = True
+        opt.init_state(opt.param_groups[0], p, 0, 0)
+        st = opt.state[p]
+        st.update(step=a.step - 1, state1=a.m_codes, absmax1=a.m_scales, state2=a.v_codes, absmax2=a.v_scales)
+        opt.step()
+        p.grad = None
+
+
+class TorchaoAdamW8bit(Backend):
+    """torchao.optim.AdamW8bit on the CPU (optimizer.state: torchao_8bit): its
+    OptimState8bit exp_avg / exp_avg_sq are built over gradprec's m/v codes and scales
+    (block 256), state step = t - 1; its step runs under torch.compile as in training.
+    Tensors below 4096 elements (or not a multiple of the block) keep plain state in
+    torchao: write state: fp32 for those."""
+
+    name = "torchao AdamW8bit"
+    state = "torchao_8bit"
+    cls_name = "AdamW8bit"
+
+    def __init__(self):
+        self.optim = _need("torchao.optim", "torchao")
+        self.cls = getattr(self.optim, self.cls_name)
+
+    def _states(self, a):
+        from torchao.optim.subclass_8bit import OptimState8bit, get_qmap_signed, get_qmap_unsigned
+
+        return [OptimState8bit(codes, scales, torch.tensor(qmap(), dtype=torch.float32), sgn)
+                for codes, scales, qmap, sgn in ((a.m_codes, a.m_scales, get_qmap_signed, True),
+                                                 (a.v_codes, a.v_scales, get_qmap_unsigned, False))]
+
+    def _done(self, a, m, v):
+        pass
+
+    def adamw(self, a):
+        if a.found_inf:
+            return
+        _lowbit(a, self.name, self.state)
+        m, v = self._states(a)
+        opt = self.cls([a.param], lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps, weight_decay=a.weight_decay)
+        a.param.grad = a.grad
+        opt.state[a.param] = {"step": torch.tensor(float(a.step - 1)), "exp_avg": m, "exp_avg_sq": v}
+        opt.step()
+        a.param.grad = None
+        self._done(a, m, v)
+
+
+class TorchaoAdamW4bit(TorchaoAdamW8bit):
+    """torchao.optim.AdamW4bit (optimizer.state: torchao_4bit, block 128): torchao packs
+    two 4-bit codes per byte (the first element in the high nibble), gradprec keeps one
+    per byte; the adapter packs before the step and unpacks after."""
+
+    name = "torchao AdamW4bit"
+    state = "torchao_4bit"
+    cls_name = "AdamW4bit"
+
+    def _states(self, a):
+        from torchao.optim.subclass_4bit import OptimState4bit, get_qmap_signed, get_qmap_unsigned
+
+        def packed(c):
+            c = c.view(-1, 2)
+            return (c[:, 0] << 4) | c[:, 1]
+
+        return [OptimState4bit(packed(codes), scales, torch.tensor(qmap(), dtype=torch.float32), sgn, (a.n,))
+                for codes, scales, qmap, sgn in ((a.m_codes, a.m_scales, get_qmap_signed, True),
+                                                 (a.v_codes, a.v_scales, get_qmap_unsigned, False))]
+
+    def _done(self, a, m, v):
+        for s, codes in ((m, a.m_codes), (v, a.v_codes)):
+            c = s.codes.reshape(-1)
+            codes.copy_(torch.stack([c >> 4, c & 15], -1).reshape(-1))
+
+
+class TorchaoAdamWFp8(TorchaoAdamW8bit):
+    """torchao.optim.AdamWFp8 (optimizer.state: torchao_fp8): OptimStateFp8 over
+    gradprec's codes (e4m3 bit patterns) and scales, block 256."""
+
+    name = "torchao AdamWFp8"
+    state = "torchao_fp8"
+    cls_name = "AdamWFp8"
+
+    def _states(self, a):
+        from torchao.optim.subclass_fp8 import OptimStateFp8
+
+        return [OptimStateFp8(codes.view(torch.float8_e4m3fn), scales)
+                for codes, scales in ((a.m_codes, a.m_scales), (a.v_codes, a.v_scales))]
