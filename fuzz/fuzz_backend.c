@@ -73,8 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                   "optimizer mismatches, %llu writes in skipped steps; first difference: %s\n%s",
                   under->label, (unsigned long long)r.st.mismatches, (unsigned long long)r.st.opt.mismatches,
                   (unsigned long long)r.st.opt.skip_writes, first, yaml ? yaml : "");
-    /* stochastic rounding as a random process (gp_runner.h, and every lag: gp_sr_lag.h): each score above 1 has a
-     * false-alarm probability below 1e-9 for a correct backend */
+    /* stochastic rounding as a random process (gp_runner.h; every lag: gp_sr_lag.h): each
+     * score above 1 has a false-alarm probability below 1e-9 for a correct backend */
     for (int j = GP_M_SR_BIAS_SCORE; j <= GP_M_SR_STEP_CORR_SCORE; j++)
         GP_FUZZ_CHECK(!(r.metric[j] > 1.0), "backend %s: stochastic rounding fails %s = %g (> 1)", under->label,
                       gp_metric_name((gp_metric)j), r.metric[j]);
