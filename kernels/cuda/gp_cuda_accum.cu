@@ -197,7 +197,7 @@ template <int PF, int SF, int GF> __global__ void gp_adamw_kernel(gp_plugin_adam
                            (a.evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a.evaluation <= GP_PLUGIN_EVAL_UNFUSED) ||
                                    a.evaluation == GP_PLUGIN_EVAL_TORCH_CUDA_FOREACH ||
                                    a.evaluation == GP_PLUGIN_EVAL_TORCH_CPU_FOREACH
-                               ? (gp_adamw_eval)a.evaluation : GP_ADAMW_TORCH_CUDA, 0};
+                               ? (gp_adamw_eval)a.evaluation : GP_ADAMW_TORCH_CUDA, 0, 0};
     if (*a.found_inf)
         return;
     uint64_t tail = gp_adamw_fused_tail(cfg.param, a.n); /* GP_ADAMW_TORCH_FUSED_CPU's remainder */
