@@ -10,13 +10,12 @@
 #include "gp_vocab.h"
 
 /* Each list's positions are its enum's values and the plugin ABI's (gp_vocab.h). */
-#define GP_VOCAB_ENTRY_ABI(E, A, NAME) NAME,
-#define GP_VOCAB_ENTRY(E, NAME) NAME,
-static const char *const format_names[] = {GP_VOCAB_FORMATS(GP_VOCAB_ENTRY_ABI)};
+#define GP_VOCAB_ENTRY(E, NAME) NAME, /* a list without ABI values (GP_VOCAB_NAME_ABI: with) */
+static const char *const format_names[] = {GP_VOCAB_FORMATS(GP_VOCAB_NAME_ABI)};
 static const char *const rmode_names[] = {GP_VOCAB_RMODES(GP_VOCAB_ENTRY)};
-static const char *const acc_names[] = {GP_VOCAB_ACC_ROUNDINGS(GP_VOCAB_ENTRY_ABI)};
-static const char *const variant_names[] = {GP_VOCAB_ADAMW_VARIANTS(GP_VOCAB_ENTRY_ABI)};
-static const char *const eval_names[] = {GP_VOCAB_ADAMW_EVALS(GP_VOCAB_ENTRY_ABI)};
+static const char *const acc_names[] = {GP_VOCAB_ACC_ROUNDINGS(GP_VOCAB_NAME_ABI)};
+static const char *const variant_names[] = {GP_VOCAB_ADAMW_VARIANTS(GP_VOCAB_NAME_ABI)};
+static const char *const eval_names[] = {GP_VOCAB_ADAMW_EVALS(GP_VOCAB_NAME_ABI)};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* The value of each entry is its position, and the ABI constant equals the enum's. */
