@@ -185,7 +185,7 @@ static void bench_adamw(adamw_times *at)
     gp_generate(&dist, 3, 1, 0, NA, w0);
     for (size_t i = 0; i < NA; i++)
         g[i] = (double)gf[i];
-    gp_adamw_config cfg = {GP_FP32, GP_FP32, GP_ADAMW_ONE_STORE, GP_RNE, GP_ADAMW_TORCH_CUDA, 0};
+    gp_adamw_config cfg = {GP_FP32, GP_FP32, GP_ADAMW_ONE_STORE, GP_RNE, GP_ADAMW_TORCH_CUDA, 0, 0};
     at->dd = at->fp32_ev = at->fp32 = at->mpfr = 1e30;
     for (int rep = 0; rep < 5; rep++) {
         for (size_t i = 0; i < NA; i++)

@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gp_decoder d;
     gp_decoder_init(&d, data, size);
     gp_adamw_config cfg = {GP_FP32, GP_FP32, gp_decoder_bool(&d) ? GP_ADAMW_PLAIN : GP_ADAMW_ONE_STORE, GP_RNE,
-                           (gp_adamw_eval)gp_decoder_pick(&d, 3), 0};
+                           (gp_adamw_eval)gp_decoder_pick(&d, 3), 0, 0};
     int steps = gp_decoder_int(&d, 1, 64);
     gp_adamw_ref_hparams h = {b1s[gp_decoder_pick(&d, 5)], b2s[gp_decoder_pick(&d, 4)],
                               pow(10.0, -gp_decoder_int(&d, 4, 12)), wds[gp_decoder_pick(&d, 3)]};

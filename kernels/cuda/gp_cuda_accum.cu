@@ -197,7 +197,7 @@ template <int PF, int SF, int GF> __global__ void gp_adamw_kernel(gp_plugin_adam
                            (a.evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a.evaluation <= GP_PLUGIN_EVAL_UNFUSED) ||
                                    a.evaluation == GP_PLUGIN_EVAL_TORCH_CUDA_FOREACH ||
                                    a.evaluation == GP_PLUGIN_EVAL_TORCH_CPU_FOREACH
-                               ? (gp_adamw_eval)a.evaluation : GP_ADAMW_TORCH_CUDA, 0};
+                               ? (gp_adamw_eval)a.evaluation : GP_ADAMW_TORCH_CUDA, 0, 0};
     if (*a.found_inf)
         return;
     uint64_t tail = gp_adamw_fused_tail(cfg.param, a.n); /* GP_ADAMW_TORCH_FUSED_CPU's remainder */
@@ -390,6 +390,9 @@ static int dev_adamw(const gp_plugin_adamw_args *a)
     if (a->variant == GP_PLUGIN_ADAMW_TORCH_FUSED_CPU &&
         !gp_adamw_fused_ok((gp_format)a->param_format, (gp_format)a->state_format,
                            a->rounding == GP_PLUGIN_RNE ? GP_RNE : GP_STOCHASTIC, a->master || a->comp))
+        return 1;
+    /* a low-bit optimizer state (kernels/cpu/gp_lowbit.h): the libraries' CPU steps, not on the device */
+    if (a->struct_size >= sizeof *a && a->state_quant != GP_PLUGIN_STATE_PLAIN)
         return 1;
     /* torch's CPU sqrt on AMD Zen 4, Intel AVX-512 or this host (gp_torch_sqrt.h) is host code only */
     if (a->struct_size >= offsetof(gp_plugin_adamw_args, evaluation) + sizeof a->evaluation &&
