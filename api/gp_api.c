@@ -48,6 +48,11 @@ int gradprec_api_version(void)
     return GRADPREC_API_VERSION;
 }
 
+int gradprec_api_minor(void)
+{
+    return GRADPREC_API_MINOR;
+}
+
 const char *gradprec_version(void)
 {
     return GP_VERSION_STRING;

@@ -61,8 +61,11 @@ with gpt.capture(model, out, reduction="mean", accumulation_steps=K, sample=samp
 """ % (BLOCKS, DIM, LENGTHS)
 
 
-def host_line():
+def host_line(flags=False):
+    """The host line: CPU model, family, cores (with flags: the SIMD flags the fast paths
+    dispatch on), load average."""
     model = family = "?"
+    have = set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -72,10 +75,17 @@ def host_line():
                     model = v
                 elif k == "cpu family" and family == "?":
                     family = v
+                elif k == "flags" and not have:
+                    have = set(v.split())
     except OSError:
         pass
     la = os.getloadavg()
-    return "host: %s, family %s, %d cores, load average %.2f %.2f %.2f" % (model, family, os.cpu_count() or 0, *la)
+    simd = ""
+    if flags:
+        simd = ", flags " + (" ".join(f for f in ("avx512f", "avx512bw", "avx512vl", "avx2", "fma", "f16c")
+                                       if f in have) or "-")
+    return "host: %s, family %s, %d cores%s, load average %.2f %.2f %.2f" % (model, family, os.cpu_count() or 0,
+                                                                              simd, *la)
 
 
 def run_child(argv, env=None, quiet=False):

@@ -26,7 +26,8 @@
  *       in use; (m) binary64 -> bf16 RNE with events, the fast path vs the general routine.
  * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only | --throughput | --big-optimizer | --distributed]
  * (--adamw-only: (d) alone; --throughput: (i)-(n) alone).
- * Each timing is the best of 5 runs. */
+ * Each timing is the best of 5 runs. The first line names the host (CPU model, family,
+ * cores, SIMD flags, load average; on stderr with --json). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -633,6 +634,7 @@ int main(int argc, char **argv)
                 sa |= strcmp(argv[j], "--sampled") == 0;
                 json |= strcmp(argv[j], "--json") == 0;
             }
+            gp_bench_host_line(json ? stderr : stdout);
             return gp_bench_scale(json, th, sa);
         }
         if (strcmp(argv[i], "--json") == 0) json = 1;
@@ -654,6 +656,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    gp_bench_host_line(json ? stderr : stdout); /* first: figures name their host (--json: on stderr) */
     if (replay)
         return gp_bench_replay(json, replay_gib, replay_dense, replay_sample, replay_big_only);
     if (dist)

@@ -13,7 +13,7 @@ an every=1 step, the every=10 loop's own steps measured 30-40% slower, the after
 other loop's monitored step, not its own cost.) A step's time is its micro-batches' forward
 and backward plus optimizer.step() (the monitor's capture, replay and log happen inside
 these), timed as wall time and as this process's CPU time (all its threads;
-the replay runs in process). Printed: a host line (CPU model, family, cores, load
+the C runner runs in process). Printed: a host line (CPU model, family, cores, load
 average), then each setting's mean step time and its ratio to the unmonitored loop's (over
 all steps, and the median and range of the per-round ratios), a median-based ratio (((every
 - 1) x the median other step + the median monitored step) / (every x the unmonitored loop's
@@ -94,13 +94,73 @@ class Loop:
         self.monitored.append(self.mon is not None and self.mon.records > r0)
 
 
+def rss_mib():
+    """This process's resident memory now (VmRSS), MiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def profile(n):
+    """Times the parts of n monitored steps (every=1, sample=4096) beside n plain steps."""
+    from gradprec import Stream
+    from gradprec.torch import _monitor as M
+
+    acc = {}
+
+    def wrap(cls, name, label):
+        f = getattr(cls, name)
+
+        def g(*args, **kw):
+            t0 = time.perf_counter()
+            try:
+                return f(*args, **kw)
+            finally:
+                acc[label] = acc.get(label, 0.0) + time.perf_counter() - t0
+        setattr(cls, name, g)
+    parts = [(M._StepFeed, "__enter__", "enter the step: weights and AdamW state fed"),
+             (M._StepFeed, "_put", "every feed (gather, copy to the CPU, the C call)"),
+             (M._StepFeed, "_finish", "torch's state after the step fed"),
+             (Stream, "close", "the C close: load and run the one-step scenario"),
+             (M.Monitor, "_record", "the record"),
+             (M.Monitor, "_finish_step", "closing the step, in all")]
+    for cls, name, label in parts:
+        wrap(cls, name, label)
+    tmp = tempfile.mkdtemp(prefix="gp-monitor-prof-")
+    try:
+        lp, base = Loop("every=1", {"every": 1, "sample": 4096}, tmp), Loop("no monitor", None, None)
+        with lp.mon:
+            for _ in range(2):
+                lp.step()
+                base.step()
+            acc.clear()
+            lp.times.clear()
+            base.times.clear()
+            for _ in range(n):
+                lp.step()
+                base.step()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    print("%d steps each, interleaved: monitored step %.1f ms, unmonitored step %.1f ms (medians)"
+          % (n, 1e3 * med(lp.times), 1e3 * med(base.times)))
+    for _, _, label in parts:
+        print("  %-52s %6.1f ms/step (mean)" % (label, 1e3 * acc.get(label, 0.0) / n))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=10, help="steps of each loop per round")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--every", default="1,10", help="the monitored settings beside the plain loop: 1, 10 or 1,10")
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="time the parts of N monitored steps")
     a = ap.parse_args()
     print(host_line(), flush=True)
+    if a.profile:
+        return profile(a.profile)
     print("torch %s, %d threads; model: %d parameters in %d tensors, bf16, K = %d micro-batches of %d tokens"
           % (torch.__version__, torch.get_num_threads(), sum(p.numel() for p in SmallLM().parameters()),
              len(list(SmallLM().parameters())), K, BATCH * SEQ), flush=True)
@@ -123,7 +183,7 @@ def main():
                     for _ in range(a.steps):
                         for lp in loops:   # one step of each in turn
                             lp.step()
-                    rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+                    rss.append(rss_mib())
             base = sum(loops[0].times) / len(loops[0].times)
             cpu_base = sum(loops[0].cpu) / len(loops[0].cpu)
             n = a.steps
@@ -146,8 +206,11 @@ def main():
             est = ((every - 1) * (med(tu) if tu else 0.0) + med(tm)) / (every * med(loops[0].times))
             print("  median-based ratio %.3f (monitored step %.1f ms, other steps %s ms, unmonitored loop %.1f ms)"
                   % (est, 1e3 * med(tm), "%.1f" % (1e3 * med(tu)) if tu else "-", 1e3 * med(loops[0].times)))
-            print("  %s: %d monitored steps logged; peak RSS %.0f MiB after round 1, %.0f MiB after round %d"
-                  % (label, loops[1].mon.records, rss[0], rss[-1], a.rounds), flush=True)
+            h = a.rounds // 2
+            print("  %s: %d monitored steps logged; RSS %.1f MiB at step %d (round %d), %.1f MiB at step %d (round %d); "
+                  "peak %.0f MiB" % (label, loops[1].mon.records, rss[h - 1], h * a.steps, h, rss[-1],
+                                     a.rounds * a.steps, a.rounds,
+                                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

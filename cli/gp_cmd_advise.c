@@ -15,7 +15,8 @@
 #include "../reports/gp_advice.h"
 #include "../reports/gp_html.h"
 #include "../reports/gp_report.h"
-#include "gp_cli.h"
+#include "gp_cli_opt.h"
+#include "gp_cmd.h"
 
 static const char advise_usage[] =
     "usage: gradprec advise PRESET|FILE.yaml [--params P] [--trainable-params T] [--memory-gb G]\n"

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "gp_cli.h"
+#include "gp_cmd.h"
 #include "../kernels/gp_names.h"
 
 static const char explain_usage[] =

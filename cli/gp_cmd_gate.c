@@ -10,7 +10,8 @@
 
 #include "../reports/gp_gate.h"
 #include "../reports/gp_report.h"
-#include "gp_cli.h"
+#include "gp_cli_opt.h"
+#include "gp_cmd.h"
 #include "../base/gp_out.h"
 #include "../base/gp_file.h"
 

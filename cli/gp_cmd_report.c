@@ -9,7 +9,8 @@
 #include "../reports/gp_html.h"
 #include "../reports/gp_monitor_report.h"
 #include "../reports/gp_report.h"
-#include "gp_cli.h"
+#include "gp_cli_opt.h"
+#include "gp_cmd.h"
 #include "../base/gp_out.h"
 
 static const char report_usage[] =

@@ -6,7 +6,8 @@
 
 #include "../harness/scenario/gp_decode.h"
 #include "../reports/gp_report.h"
-#include "gp_cli.h"
+#include "gp_cli_opt.h"
+#include "gp_cmd.h"
 #include "../base/gp_buf.h"
 #include "../base/gp_file.h"
 #include "../base/gp_out.h"

@@ -8,7 +8,8 @@
 
 #include "../kernels/arith/gp_philox.h"
 #include "../reference/gp_oracle.h"
-#include "gp_cli.h"
+#include "gp_cli_opt.h"
+#include "gp_cmd.h"
 #include "../kernels/gp_names.h"
 
 static const char round_usage[] =

@@ -11,7 +11,8 @@
 
 #include "../reports/gp_report_set.h"
 #include "../harness/sources/gp_backend.h"
-#include "gp_cli.h"
+#include "gp_cli_opt.h"
+#include "gp_cmd.h"
 #include "../harness/scenario/gp_presets.h"
 #include "../harness/run/gp_run_all.h"
 #include "../base/gp_num.h"

@@ -7,7 +7,7 @@
 
 #include "../harness/scenario/gp_presets.h"
 #include "../harness/scenario/gp_scenario.h"
-#include "gp_cli.h"
+#include "gp_cmd.h"
 
 static const char show_usage[] =
     "usage: gradprec show PRESET | FILE.yaml\n"

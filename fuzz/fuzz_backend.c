@@ -77,6 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int j = GP_M_SR_BIAS_SCORE; j <= GP_M_SR_STEP_CORR_SCORE; j++)
         GP_FUZZ_CHECK(!(r.metric[j] > 1.0), "backend %s: stochastic rounding fails %s = %g (> 1)", under->label,
                       gp_metric_name((gp_metric)j), r.metric[j]);
+    GP_FUZZ_CHECK(!(r.metric[GP_M_SR_LAG_CORR_SCORE] > 1.0), "backend %s: stochastic rounding fails %s = %g (> 1)",
+                  under->label, gp_metric_name(GP_M_SR_LAG_CORR_SCORE), r.metric[GP_M_SR_LAG_CORR_SCORE]);
     unsigned bg = gp_fuzz_bucket(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH]);
     unsigned bw = gp_fuzz_bucket(r.metric[GP_M_WEIGHT_REL_ERR]);
     gp_fuzz_feature(&g_features[0][r.dominant][0], bg);

@@ -15,6 +15,9 @@ extern "C" {
 
 /* Raised on any incompatible change of this header; additions keep it. */
 #define GRADPREC_API_VERSION 1
+/* Raised on each addition (reset when GRADPREC_API_VERSION is raised): 1 added the
+ * streaming session (gradprec_stream_*). */
+#define GRADPREC_API_MINOR 1
 
 #if defined(__GNUC__)
 #define GRADPREC_API __attribute__((visibility("default")))
@@ -34,9 +37,14 @@ struct gp_plugin;
 
 typedef struct gradprec_set gradprec_set;       /* loaded scenarios (opaque) */
 typedef struct gradprec_result gradprec_result; /* one run's results (opaque) */
+typedef struct gradprec_stream gradprec_stream; /* a streaming session (opaque; minor 1) */
 
 /* GRADPREC_API_VERSION of the library actually loaded (compare with the header's). */
 GRADPREC_API int gradprec_api_version(void);
+
+/* GRADPREC_API_MINOR of the library actually loaded: the calls of a minor are there when
+ * it is at least that minor. */
+GRADPREC_API int gradprec_api_minor(void);
 
 /* The library's version, "MAJOR.MINOR.PATCH" (static string). */
 GRADPREC_API const char *gradprec_version(void);
@@ -176,6 +184,93 @@ GRADPREC_API int gradprec_set_worker_program(const char *const *argv);
  * Returns GRADPREC_OK then, GRADPREC_BAD_INPUT when the plugin was refused (gradprec
  * prints why), GRADPREC_INTERNAL when the connection broke. */
 GRADPREC_API int gradprec_serve_plugin(int fd, const char *path);
+
+/* ---- streaming (API minor 1; docs/monitor.md, "The streaming C API") ----
+ *
+ * A session judges a training run step by step without a dump on disk: open it with a
+ * scenario skeleton, then for each optimizer step feed each micro-batch's gradients
+ * (gradprec_stream_grad per tensor, then gradprec_stream_tokens), optionally the
+ * optimizer's inputs and outputs (gradprec_stream_optimizer), and close the step
+ * (gradprec_stream_close): the step is run as the one-step scenario a replay of it would
+ * be (its data in memory, registered under a name in place of a dump file), by
+ * gradprec_load_yaml and gradprec_run, so its metrics, mechanisms and verdicts are
+ * those `gradprec run` gives for the same data, bit for bit, read with the
+ * gradprec_result_* calls. Memory: one step's fed data, freed when the step closes.
+ * Every call returns GRADPREC_OK, or GRADPREC_BAD_INPUT with one line in err (starting
+ * "stream: ") for a call out of order or an array of the wrong size or format; a call
+ * that fails changes nothing (a failed close drops the step being fed). One session is
+ * used by one thread at a time; sessions are independent. */
+
+/* Open a session. yaml (len bytes): a scenario (docs/scenarios.md) whose tensors give
+ * `name`, `size` (elements) and optionally `sample: n` (feed n elements: those
+ * gradprec_stream_tensor_indices lists, gradprec_sample_indices of the scenario's seed and
+ * the tensor's position, as gradprec.torch.capture(sample=) keeps) and `optimizer`; no
+ * grad, weight, state, twin or population (the session writes them), and no `steps`,
+ * `sample`, `sweep`, `batch.microbatches`, `batch.tokens` (ditto). The rest (precision,
+ * reduction, optimizer, loss_scale, thresholds, batch.accumulation_steps...) is the
+ * scenario's, checked by the loader now. backend (NULL: "cpu") and jobs as gradprec_run.
+ * Returns the session, or NULL with err. */
+GRADPREC_API gradprec_stream *gradprec_stream_open(const char *yaml, size_t len, const char *backend, int jobs,
+                                                   char *err, size_t errlen);
+
+/* Free a session (and the step being fed). NULL is fine. */
+GRADPREC_API void gradprec_stream_free(gradprec_stream *st);
+
+/* The skeleton's tensors: how many; tensor t's name (owned by st), elements M, elements
+ * fed per array (its sample's n, or M), and its sampled elements (n increasing indices
+ * into the flattened tensor, owned by st; NULL when whole). NULL / 0 out of range. */
+GRADPREC_API size_t gradprec_stream_tensor_count(const gradprec_stream *st);
+GRADPREC_API const char *gradprec_stream_tensor_name(const gradprec_stream *st, size_t t);
+GRADPREC_API uint64_t gradprec_stream_tensor_size(const gradprec_stream *st, size_t t);
+GRADPREC_API uint64_t gradprec_stream_tensor_fed(const gradprec_stream *st, size_t t);
+GRADPREC_API const uint64_t *gradprec_stream_tensor_indices(const gradprec_stream *st, size_t t);
+
+/* Tensor t's gradient of the open micro-batch (the backward's output, as the loss scale
+ * left it): n elements in `format` (precision.grad's name), packed as
+ * gradprec_adamw_step's arrays; n = the tensor's fed count (its sampled elements,
+ * gathered) or its size M (the whole tensor: the session gathers the sample). Copied.
+ * Each tensor at most once per micro-batch; a tensor not fed in a micro-batch got an
+ * exact zero gradient. */
+GRADPREC_API int gradprec_stream_grad(gradprec_stream *st, size_t t, const char *format, const void *data,
+                                      uint64_t n, char *err, size_t errlen);
+
+/* End the open micro-batch: its token count n_k (1 .. 2^31-1; what the loss divides by
+ * under `mean`). Refused when no gradient was fed since the last one. */
+GRADPREC_API int gradprec_stream_tokens(gradprec_stream *st, int64_t tokens, char *err, size_t errlen);
+
+/* Tensor t's optimizer quantity `what` ("param", "exp_avg", "exp_avg_sq", "master")
+ * before the step (after = 0) or after it (after = 1, torch's result: compared bit for bit
+ * as a replay's twin, metric twin_mismatch_count). Before: "param" is the weights the
+ * step starts from (fp32, bf16 or fp16), the state is the optimizer's at entry (the
+ * skeleton's optimizer.state format; master fp32) and `step` torch's state['step'] then
+ * (the same for each quantity of t; ignored otherwise). After: param in optimizer.param's
+ * format. n and data as gradprec_stream_grad; each (t, what, after) once per step. A
+ * tensor with no state fed starts from none (m = v = 0, step 0), as a replay does. */
+GRADPREC_API int gradprec_stream_optimizer(gradprec_stream *st, size_t t, int after, const char *what,
+                                           const char *format, const void *data, uint64_t n, int64_t step,
+                                           char *err, size_t errlen);
+
+/* Close the step and run it. overrides (len bytes, may be NULL): a YAML mapping of the
+ * step's own settings merged over the skeleton (mappings merge key by key, other values
+ * replace), e.g. `{optimizer: {lr: 3.0e-4, lr_steps: [3.0e-4]}, loss_scale: {init:
+ * 1024, tracker: 5, replay_scales: [1024]}}`; its `tensors` maps a tensor's name to keys
+ * merged into that tensor (`{w1: {optimizer: {lr: 1.0e-4, lr_steps: [1.0e-4]}}}`).
+ * On GRADPREC_OK *out is the step's result (one scenario; gradprec_result_free it). When
+ * scenario is not NULL, *scenario is the one-step scenario run (YAML text naming the
+ * step's memory dump; gradprec_stream_text_free it), also on a failed run. Returns
+ * GRADPREC_BAD_INPUT for a close out of order (a micro-batch with gradients but no
+ * tokens, no micro-batch), bad overrides, or a step the loader or the run refuses (err
+ * says where); GRADPREC_INTERNAL as gradprec_run. Either way the step's data is freed and
+ * the next feed begins the next step. */
+GRADPREC_API int gradprec_stream_close(gradprec_stream *st, const char *overrides, size_t len,
+                                       gradprec_result **out, char **scenario, char *err, size_t errlen);
+
+/* Drop the step being fed (its data freed; the next feed begins the step again), as a
+ * training loop does when its step failed. Steps closed so far are kept. NULL is fine. */
+GRADPREC_API void gradprec_stream_discard(gradprec_stream *st);
+
+/* Free a text gradprec_stream_close returned. NULL is fine. */
+GRADPREC_API void gradprec_stream_text_free(char *text);
 
 /* ---- results ---- */
 

@@ -236,26 +236,30 @@ static inline void exactsum_restart(double *s, gp_fixacc *spill, double old, dou
     *s = t;
 }
 
-/* Elements [i, count) in portable C (also the vector paths' tails). */
-static void exactsum_scalar(double *s, gp_fixacc *spill, const float *x, double dn, size_t i,
-                            size_t count)
+/* Elements [i, count) in portable C (also the vector paths' tails); returns the restarts. */
+static size_t exactsum_scalar(double *s, gp_fixacc *spill, const float *x, double dn, size_t i,
+                              size_t count)
 {
+    size_t spilled = 0;
     for (; i < count; i++) {
         double t = dn * (double)x[i], a = s[i], sum = a + t;
-        if (sum - a != t || sum - t != a)
+        if (sum - a != t || sum - t != a) {
             exactsum_restart(&s[i], &spill[i], a, t);
-        else
+            spilled++;
+        } else {
             s[i] = sum;
+        }
     }
+    return spilled;
 }
 
 #if defined(__x86_64__) && !defined(GP_EXACT_PORTABLE)
 #define GP_EXACTSUM_HAVE_X86 1
 
-static void exactsum_sse2(double *s, gp_fixacc *spill, const float *x, double dn, size_t count)
+static size_t exactsum_sse2(double *s, gp_fixacc *spill, const float *x, double dn, size_t count)
 {
     const __m128d vn = _mm_set1_pd(dn);
-    size_t i = 0;
+    size_t i = 0, spilled = 0;
     for (; i + 2 <= count; i += 2) {
         __m128 xf = _mm_castpd_ps(_mm_load_sd((const double *)(const void *)(x + i)));
         __m128d t = _mm_mul_pd(_mm_cvtps_pd(xf), vn), a = _mm_loadu_pd(s + i);
@@ -268,18 +272,20 @@ static void exactsum_sse2(double *s, gp_fixacc *spill, const float *x, double dn
             _mm_storeu_pd(ta, t);
             _mm_storeu_pd(aa, a);
             for (int j = 0; j < 2; j++)
-                if (m >> j & 1)
+                if (m >> j & 1) {
                     exactsum_restart(&s[i + j], &spill[i + j], aa[j], ta[j]);
+                    spilled++;
+                }
         }
     }
-    exactsum_scalar(s, spill, x, dn, i, count);
+    return spilled + exactsum_scalar(s, spill, x, dn, i, count);
 }
 
-__attribute__((target("avx2"))) static void exactsum_avx2(double *s, gp_fixacc *spill, const float *x,
-                                                          double dn, size_t count)
+__attribute__((target("avx2"))) static size_t exactsum_avx2(double *s, gp_fixacc *spill, const float *x,
+                                                            double dn, size_t count)
 {
     const __m256d vn = _mm256_set1_pd(dn);
-    size_t i = 0;
+    size_t i = 0, spilled = 0;
     for (; i + 4 <= count; i += 4) {
         __m256d t = _mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), vn), a = _mm256_loadu_pd(s + i);
         __m256d sum = _mm256_add_pd(a, t);
@@ -292,15 +298,17 @@ __attribute__((target("avx2"))) static void exactsum_avx2(double *s, gp_fixacc *
             _mm256_storeu_pd(ta, t);
             _mm256_storeu_pd(aa, a);
             for (int j = 0; j < 4; j++)
-                if (m >> j & 1)
+                if (m >> j & 1) {
                     exactsum_restart(&s[i + j], &spill[i + j], aa[j], ta[j]);
+                    spilled++;
+                }
         }
     }
     /* Clear the upper halves before returning to SSE code: gcc 12 emits no vzeroupper here
      * (the function ends in a tail call), and on some CPUs every later transition between
      * legacy-SSE and VEX code (libm's FMA variants) then costs hundreds of cycles. */
     _mm256_zeroupper();
-    exactsum_scalar(s, spill, x, dn, i, count);
+    return spilled + exactsum_scalar(s, spill, x, dn, i, count);
 }
 #endif
 
@@ -321,35 +329,31 @@ int gp_exactsum_path_available(gp_exactsum_path path)
     }
 }
 
-void gp_exactsum_add_path(gp_exactsum_path path, double *s, gp_fixacc *spill, const float *x, uint32_t n,
-                          size_t count)
+size_t gp_exactsum_add_path(gp_exactsum_path path, double *s, gp_fixacc *spill, const float *x, uint32_t n,
+                            size_t count)
 {
     if (n == 0)
-        return;
+        return 0;
     if (n >= (1u << 29)) { /* n*x may not be exact in binary64: straight to the spill */
         for (size_t i = 0; i < count; i++)
             gp_fixacc_add(&spill[i], x[i], n);
-        return;
+        return count;
     }
     const double dn = (double)n; /* n*x is exact: 29 + 24 bits */
 #ifdef GP_EXACTSUM_HAVE_X86
     if (path == GP_EXACTSUM_AUTO)
         path = __builtin_cpu_supports("avx2") ? GP_EXACTSUM_AVX2 : GP_EXACTSUM_SSE2;
-    if (path == GP_EXACTSUM_AVX2) {
-        exactsum_avx2(s, spill, x, dn, count);
-        return;
-    }
-    if (path == GP_EXACTSUM_SSE2) {
-        exactsum_sse2(s, spill, x, dn, count);
-        return;
-    }
+    if (path == GP_EXACTSUM_AVX2)
+        return exactsum_avx2(s, spill, x, dn, count);
+    if (path == GP_EXACTSUM_SSE2)
+        return exactsum_sse2(s, spill, x, dn, count);
 #endif
-    exactsum_scalar(s, spill, x, dn, 0, count);
+    return exactsum_scalar(s, spill, x, dn, 0, count);
 }
 
-void gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, size_t count)
+size_t gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, size_t count)
 {
-    gp_exactsum_add_path(GP_EXACTSUM_AUTO, s, spill, x, n, count);
+    return gp_exactsum_add_path(GP_EXACTSUM_AUTO, s, spill, x, n, count);
 }
 
 double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky)
@@ -372,6 +376,11 @@ double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky
 void gp_exactsum_div_n(double *q, const double *s, const gp_fixacc *spill, uint64_t d, size_t count)
 {
     const double dd = (double)d; /* exact: d < 2^53 */
+    if (!spill) { /* every spill zero: gp_exactsum_div's quotient, in a loop that vectorises */
+        for (size_t i = 0; i < count; i++)
+            q[i] = s[i] / dd;
+        return;
+    }
     for (size_t i = 0; i < count; i++) {
         uint64_t used = 0;
         for (int j = 0; j < GP_FIXACC_LIMBS; j++)

@@ -48,8 +48,10 @@ double gp_exact_q_nearest(const mpq_t q, int *sticky);
  * spills zeroed (calloc). Memory per element: 8 + 48 bytes; the spill is touched only
  * when needed. */
 
-/* s[i] (+ spill[i]) += n * x[i] exactly for i < count (x finite fp32; any n < 2^31). */
-void gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, size_t count);
+/* s[i] (+ spill[i]) += n * x[i] exactly for i < count (x finite fp32; any n < 2^31).
+ * Returns how many elements' spills it wrote (0: spill untouched, so a caller that knows
+ * its spills are zero need not clear or read them: gp_exactsum_div_n with NULL). */
+size_t gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, size_t count);
 
 /* The same with a chosen instruction-set path (for tests and bench/): AUTO is what
  * gp_exactsum_add uses (AVX2 where the CPU has it, else SSE2 on x86-64, else portable
@@ -57,14 +59,15 @@ void gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, si
  * which gp_exactsum_path_available returns 1; an unavailable one falls back to C. */
 typedef enum { GP_EXACTSUM_AUTO, GP_EXACTSUM_PORTABLE, GP_EXACTSUM_SSE2, GP_EXACTSUM_AVX2 } gp_exactsum_path;
 int gp_exactsum_path_available(gp_exactsum_path path);
-void gp_exactsum_add_path(gp_exactsum_path path, double *s, gp_fixacc *spill, const float *x, uint32_t n,
-                          size_t count);
+size_t gp_exactsum_add_path(gp_exactsum_path path, double *s, gp_fixacc *spill, const float *x, uint32_t n,
+                            size_t count);
 
 /* One element's sum / d rounded to binary64 with the sticky sign (as gp_fixacc_div). */
 double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky);
 
 /* q[i] = gp_exactsum_div(s[i], &spill[i], d, ...) for i < count, without the sticky
- * signs (1 <= d < 2^53): one call for a whole array. */
+ * signs (1 <= d < 2^53): one call for a whole array. spill NULL: every spill is zero
+ * (the same quotients, without reading 48 bytes an element). */
 void gp_exactsum_div_n(double *q, const double *s, const gp_fixacc *spill, uint64_t d, size_t count);
 
 #endif

@@ -439,8 +439,9 @@ void gp_mismatch_describe(const gp_result *r, char *buf, size_t n)
     else if (strcmp(m->entry, "scaler_update") != 0)
         snprintf(where, sizeof where, ", tensor %s", m->tensor < r->ntensors ? r->tensors[m->tensor].name : "?");
     char mb[32] = "";
-    if (m->microbatch >= 0)
-        snprintf(mb, sizeof mb, " micro-batch %d", m->microbatch);
+    if (m->microbatch >= 0) /* a collective's addition: its hop */
+        snprintf(mb, sizeof mb, " %s %d", strcmp(m->entry, "accumulate (collective)") == 0 ? "hop" : "micro-batch",
+                 m->microbatch);
     snprintf(buf, n, "%s %s, step %ld%s%s: 0x%0*x (backend) vs 0x%0*x (compared)", m->entry, m->output, m->step, mb,
              where, digits, (unsigned)m->value, digits, (unsigned)m->compared);
 }

@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(
   build-essential cmake make pkg-config   # toolchain
-  python3                                 # the CUDA host shim's source rewrite (kernels/cuda/hostshim)
+  python3                                 # the CUDA host shim's source rewrite (tests/cudashim/hostshim)
   libmpfr-dev libgmp-dev                  # exact references and the rounding oracle
   libgsl-dev                              # input generators (distributions, RNG)
   libcmocka-dev                           # unit tests

@@ -13,6 +13,7 @@
 #include "kernels/cpu/gp_cpu_adamw.h"
 #include "kernels/cpu/gp_cpu_backend.h"
 #include "harness/run/gp_attrib.h"
+#include "reference/gp_mpfr_env.h"
 
 /* The bit trick equals the generic RNE conversion: every bf16 boundary neighbourhood
  * (each high half with low halves 0, 1, tie-1, tie, tie+1, all ones) and a stride
@@ -508,6 +509,193 @@ static void test_f32_ulp_equals_definition(void **state)
     gp_assert_bits(gp_f64_bits(gp_f32_ulp(0x1.fffffep127)), gp_f64_bits(0x1p104), "ulp of FLT_MAX (hand)");
 }
 
+/* gp_fill_outputs against the exact quotient: x = nk * (m * mul) / den in MPFR (exact: at
+ * most 31 + 24 + 3 significant bits over a power of two), rounded once to binary64 with
+ * binary64's subnormals (mpfr_get_d), then gp_f64_nudge by the sign of the
+ * exact x minus that rounding, times s: bit for bit, for every den a power of two (zero,
+ * subnormal and sticky results included) and none written for other den. */
+static void test_fill_outputs_equals_exact(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(29);
+    enum { N = 300 };
+    static float m[N];
+    static double xs[N];
+    const double nks[] = {1, 3, 512, 4097, 2147483647.0};
+    const double dens[] = {1, 0x1p15, 0x1p40, 0x1p1000, 0x1p1022};
+    const double muls[] = {1, 8}, ss[] = {1, 65536, 0x1p-3};
+    gp_mpfr_env env;
+    gp_mpfr_env_enter(&env);
+    mpfr_t x;
+    mpfr_init2(x, 256);
+    uint64_t compared = 0, sticky_seen = 0, subnormal_seen = 0;
+    for (int rep = 0; rep < 200; rep++) {
+        size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
+        double nk = rep % 6 < 5 ? nks[rep % 5] : (double)(1 + gp_test_next(&s) % 2147483647u);
+        double den = dens[rep / 6 % 5], mul = muls[rep / 30 % 2], sc = ss[rep / 60 % 3];
+        for (size_t i = 0; i < n; i++) {
+            uint32_t b = (uint32_t)gp_test_next(&s);
+            if ((b & 0x7f800000u) == 0x7f800000u) /* finite fp32 values only */
+                b &= 0xbfffffffu;
+            if (i % 17 == 0)
+                b &= 0x80000000u; /* signed zeros */
+            m[i] = gp_f32_from_bits(b);
+        }
+        assert_int_equal(gp_fill_outputs(xs, m, n, mul, nk, den, sc), 1);
+        for (size_t i = 0; i < n; i++) {
+            double mm = (double)m[i] * mul; /* exact */
+            mpfr_set_d(x, mm, MPFR_RNDN);
+            mpfr_mul_d(x, x, nk, MPFR_RNDN);
+            mpfr_div_d(x, x, den, MPFR_RNDN); /* exact: den a power of two, the range wide */
+            double r = mpfr_get_d(x, MPFR_RNDN); /* correctly rounded, subnormals included */
+            int sticky = mpfr_cmp_d(x, r);
+            sticky = sticky > 0 ? 1 : sticky < 0 ? -1 : 0;
+            sticky_seen += sticky != 0;
+            subnormal_seen += r != 0 && fabs(r) < 0x1p-1022;
+            gp_assert_bits(gp_f64_bits(xs[i]), gp_f64_bits(gp_f64_nudge(r, sticky) * sc),
+                           "m %a nk %.0f den %a mul %g s %g", (double)m[i], nk, den, mul, sc);
+            compared++;
+        }
+    }
+    mpfr_clear(x);
+    gp_mpfr_env_leave(&env);
+    assert_true(sticky_seen > 1000 && subnormal_seen > 100); /* both branches of the nudge exercised */
+    xs[0] = 42;
+    assert_int_equal(gp_fill_outputs(xs, m, 1, 1, 1, 3.0, 1), 0); /* not a power of two */
+    assert_int_equal(gp_fill_outputs(xs, m, 1, 1, 1, 0x1p1023, 1), 0); /* reciprocal subnormal */
+    assert_true(xs[0] == 42);
+    print_message("gp_fill_outputs: %llu outputs compared with MPFR (%llu sticky, %llu subnormal)\n",
+                  (unsigned long long)compared, (unsigned long long)sticky_seen, (unsigned long long)subnormal_seen);
+}
+
+/* gp_output_terms against its definition per element: x = xs / s (gp_attrib_unscaled), the
+ * square of x * errw when finite, else +0; the bin from frexp's exponent e (|x| in
+ * [2^(e-1), 2^e)), e - 1 - min_exp clamped, -1 for zeros and non-finite x; normal x only
+ * (the return value says when a subnormal x is present, which the caller bins). */
+static void test_output_terms_equal_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(30);
+    enum { N = GP_ATTRIB_BLOCK, MIN_EXP = -160, BINS = 300 };
+    static double xs[N], sq[N];
+    static int32_t bin[N];
+    const double scales[][2] = {{1.0, 1.0}, {65536.0, 1.0 / 65536}, {3.0, 0.0}};
+    uint64_t compared = 0;
+    for (int rep = 0; rep < 60; rep++) {
+        size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
+        int with_sub = rep % 5 == 4;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t r = gp_test_next(&s);
+            int e = (int)(r % 400) - 250; /* past both ends of the bins */
+            xs[i] = ldexp(1.0 + (double)(r >> 12) * 0x1p-52, e) * (r & 1 ? -1 : 1);
+            if (i % 13 == 0)
+                xs[i] = i % 26 ? 0.0 : -0.0;
+            if (i % 29 == 0)
+                xs[i] = i % 58 ? INFINITY : NAN;
+        }
+        if (with_sub)
+            xs[n / 2] = 0x1p-1060;
+        const double *sc = scales[rep % 3];
+        double errw = rep % 2 ? 1.0 : 1.0 / 3;
+        int sub = gp_output_terms(xs, n, sc[0], sc[1], errw, MIN_EXP, BINS, sq, bin);
+        int want_sub = 0;
+        for (size_t i = 0; i < n; i++) {
+            double x = gp_attrib_unscaled(xs[i], sc[0], sc[1]), xw = x * errw;
+            gp_assert_bits(gp_f64_bits(sq[i]), gp_f64_bits(isfinite(x) ? xw * xw : 0.0), "square of %a", xs[i]);
+            if (x != 0 && fabs(x) < 0x1p-1022) {
+                want_sub = 1;
+                continue;
+            }
+            int32_t want = -1;
+            if (isfinite(x) && x != 0) {
+                int e;
+                frexp(x, &e);
+                int b = e - 1 - MIN_EXP;
+                want = b < 0 ? 0 : b >= BINS ? BINS - 1 : b;
+            }
+            assert_int_equal(bin[i], want);
+            compared++;
+        }
+        assert_int_equal(sub, want_sub);
+    }
+    print_message("gp_output_terms: %llu elements compared\n", (unsigned long long)compared);
+}
+
+/* gp_unscale_block against the runner's per-element unscale attribution: exact =
+ * widen(old) * inv, gp_classify_v(af, exact, stored, v, no events), the error (v - exact)
+ * * errw added to that mechanism's sum, the non-zero and underflow counts; random blocks
+ * of the three formats with stored values the RNE product, arbitrary, or equal to old,
+ * subnormals among them (underflow); a non-finite value or another format declined. */
+static void test_unscale_block_equals_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(31);
+    enum { N = 700 };
+    static uint32_t old[N], acc[N];
+    static double e0[GP_MECH_NONFINITE + 1][N], e1[GP_MECH_NONFINITE + 1][N];
+    const gp_format fmts[] = {GP_BF16, GP_FP16, GP_FP32};
+    const double invs[] = {1.0, 1.0 / 65536, 0x1p-24, 4.0};
+    uint64_t compared = 0, underflows = 0;
+    for (int f = 0; f < 3; f++) {
+        gp_format af = fmts[f];
+        for (int rep = 0; rep < 40; rep++) {
+            size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
+            double inv = invs[rep % 4], errw = rep / 4 % 2 ? 1.0 / 3 : 1.0;
+            for (size_t i = 0; i < n; i++) {
+                uint32_t ob = attrib_value(af, &s), nb;
+                unsigned how = (unsigned)(gp_test_next(&s) % 3);
+                if (how == 0)
+                    nb = gp_fmt_from_f64(af, gp_fmt_to_f64(af, ob) * inv, GP_RNE, 0, 0, NULL);
+                else
+                    nb = how == 1 ? attrib_value(af, &s) : ob;
+                if (!isfinite(gp_fmt_to_f64(af, nb)))
+                    nb = ob;
+                gp_pack_set(af, old, i, ob);
+                gp_pack_set(af, acc, i, nb);
+                for (int m = 0; m < GP_MECH_NONFINITE + 1; m++) {
+                    uint64_t r = gp_test_next(&s);
+                    e0[m][i] = e1[m][i] = r % 4 == 0 ? 0.0 : ldexp((double)(int64_t)(r >> 8), -80);
+                }
+            }
+            double *err[GP_MECH_NONFINITE + 1];
+            for (int m = 0; m < GP_MECH_NONFINITE + 1; m++)
+                err[m] = e1[m];
+            uint64_t rnz = 0, und = 0, wrnz = 0, wund = 0;
+            assert_int_equal(gp_unscale_block(af, old, acc, n, inv, errw, err, &rnz, &und), 1);
+            for (size_t i = 0; i < n; i++) {
+                uint32_t nb = gp_pack_get(af, acc, i);
+                double exact = gp_fmt_to_f64(af, gp_pack_get(af, old, i)) * inv, v = gp_fmt_to_f64(af, nb);
+                wrnz += exact != 0;
+                gp_mechanism m = gp_classify_v(af, exact, nb, v, 0);
+                wund += m == GP_MECH_UNDERFLOW;
+                e0[m][i] += (v - exact) * errw;
+                for (int k = 0; k < GP_MECH_NONFINITE + 1; k++)
+                    gp_assert_bits(gp_f64_bits(e1[k][i]), gp_f64_bits(e0[k][i]), "fmt %d element %zu mechanism %d", af,
+                                   i, k);
+                compared++;
+            }
+            assert_int_equal(rnz, wrnz);
+            assert_int_equal(und, wund);
+            underflows += wund;
+        }
+        uint32_t bad = gp_fmt_get(af).inf; /* +inf: declined, nothing written */
+        gp_pack_set(af, acc, 3, bad);
+        uint64_t rnz = 0, und = 0;
+        double *err[GP_MECH_NONFINITE + 1];
+        for (int m = 0; m < GP_MECH_NONFINITE + 1; m++)
+            err[m] = e1[m];
+        double keep = e1[GP_MECH_ROUNDING][0];
+        assert_int_equal(gp_unscale_block(af, old, acc, 10, 1.0, 1.0, err, &rnz, &und), 0);
+        assert_true(rnz == 0 && und == 0 && gp_f64_bits(e1[GP_MECH_ROUNDING][0]) == gp_f64_bits(keep));
+    }
+    uint64_t rnz = 0, und = 0;
+    double *err[GP_MECH_NONFINITE + 1] = {0};
+    assert_int_equal(gp_unscale_block(GP_FP8_E4M3, old, acc, 4, 1.0, 1.0, err, &rnz, &und), 0);
+    assert_true(underflows > 0);
+    print_message("gp_unscale_block: %llu elements compared (%llu underflows)\n", (unsigned long long)compared,
+                  (unsigned long long)underflows);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -517,6 +705,9 @@ int main(void)
         cmocka_unit_test(test_backend_equals_definition),
         cmocka_unit_test(test_attrib_block_equals_definition),
         cmocka_unit_test(test_store_block_equals_definition),
+        cmocka_unit_test(test_fill_outputs_equals_exact),
+        cmocka_unit_test(test_output_terms_equal_definition),
+        cmocka_unit_test(test_unscale_block_equals_definition),
         cmocka_unit_test(test_absorption_and_kahan),
         cmocka_unit_test(test_fp32_directed_equals_ieee),
         cmocka_unit_test(test_unscale),

@@ -10,6 +10,7 @@
 
 #include "gp_test.h"
 
+#include "harness/run/gp_attrib.h"
 #include "harness/sources/gp_backend.h"
 #include "harness/run/gp_runner.h"
 
@@ -118,12 +119,64 @@ static void test_unscale_overflow_split(void **state)
     gp_result_free(&r);
 }
 
+/* Saturation (issue 27): an overflowing sum stored as the format's max finite. One element,
+ * fp32 gradients 40000 then 30000, sum/sum, an fp8 e5m2 accumulator rounding toward zero
+ * (the one rounding that stores an overflow so: IEEE 754 7.4). e5m2's binade [32768, 65536)
+ * has ulp 8192, max finite 57344 = 7 x 8192. Micro-batch 1: 0 + 40000 truncates to 32768,
+ * local error -7232 (rounding: 40000 < 61440 = 57344 + 4096 does not overflow to nearest).
+ * Micro-batch 2: 32768 + 30000 = 62768 truncates to 57344, error -5424; to nearest 62768 >=
+ * 61440 overflows: saturation, not rounding or absorption (the accumulator changed anyway).
+ * The errors add to 57344 - 70000 = -12656. loss[rounding] = 7232 / 70000, loss[saturation]
+ * = 5424 / 70000 (squares and square roots exact in binary64, one rounding of the quotient);
+ * no overflow is counted (no inf); grad_rel_err_fullbatch = 12656 / 70000 = 0.18 fails
+ * 2 x the e5m2 floor, and the verdict names saturation (its loss is beyond its floor 0, and
+ * it comes before rounding in gp_mechanism's order). */
+static void test_rtz_saturation(void **state)
+{
+    (void)state;
+    static const char yaml[] = "reduction: sum\nfullbatch: sum\n"
+                               "precision: {grad: fp32, accumulator: fp8_e5m2, rounding: rtz}\n"
+                               "tensors:\n  - name: w\n    grad: {values: [[40000.0], [30000.0]]}\n";
+    gp_result r;
+    run_text(yaml, &r);
+    assert_true(r.loss[GP_MECH_ROUNDING] == 7232.0 / 70000.0);
+    assert_true(r.loss[GP_MECH_SATURATION] == 5424.0 / 70000.0);
+    assert_true(r.loss[GP_MECH_ABSORPTION] == 0);
+    assert_true(r.loss[GP_MECH_OVERFLOW] == 0);
+    assert_true(r.metric[GP_M_OVERFLOW_COUNT] == 0);
+    assert_true(r.metric[GP_M_ABSORBED_FRAC] == 0);
+    assert_int_equal(r.verdict, GP_FAIL);
+    assert_int_equal(r.dominant, GP_MECH_SATURATION);
+    gp_result_free(&r);
+}
+
+/* gp_attrib_saturated at the overflow thresholds, by hand: e4m3's max finite 448 =
+ * 1.110b x 2^8 (bits 0x7e), its ulp 32: 464 is the tie between 448 (even significand) and
+ * 480, so it rounds to 448 (no overflow: not saturated); 464 plus any positive error rounds
+ * to 480, beyond 448: saturated. e5m2's 57344 = 1.11b x 2^15 (0x7b), ulp 8192: the tie
+ * 61440 goes to 65536 (even), an overflow: saturated; 61439 is not. The sign must match
+ * (0xfb is -57344) and a NaN sum is never saturated. 8 cases. */
+static void test_saturated_thresholds(void **state)
+{
+    (void)state;
+    assert_false(gp_attrib_saturated(GP_FP8_E4M3, 0x7eu, 464.0, 0.0));
+    assert_true(gp_attrib_saturated(GP_FP8_E4M3, 0x7eu, 464.0, 0x1p-40));
+    assert_true(gp_attrib_saturated(GP_FP8_E5M2, 0x7bu, 61440.0, 0.0));
+    assert_false(gp_attrib_saturated(GP_FP8_E5M2, 0x7bu, 61439.0, 0.0));
+    assert_true(gp_attrib_saturated(GP_FP8_E5M2, 0xfbu, -70000.0, 0.0));
+    assert_false(gp_attrib_saturated(GP_FP8_E5M2, 0x7bu, -70000.0, 0.0));
+    assert_false(gp_attrib_saturated(GP_FP8_E5M2, 0x7bu, NAN, 0.0));
+    assert_false(gp_attrib_saturated(GP_FP8_E5M2, 0x7au, 70000.0, 0.0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_e4m3_nan_accumulator_not_absorbed),
         cmocka_unit_test(test_fp16_inf_accumulator_not_absorbed),
         cmocka_unit_test(test_unscale_overflow_split),
+        cmocka_unit_test(test_rtz_saturation),
+        cmocka_unit_test(test_saturated_thresholds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

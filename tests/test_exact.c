@@ -406,7 +406,7 @@ static void exactsum_case(uint64_t *s, size_t count, int steps, int spread, uint
     gp_fixacc *spill = calloc(count, sizeof *spill), *ref = calloc(count, sizeof *ref);
     float *x = malloc(count * sizeof *x);
     int e0 = (int)(gp_test_next(s) % 200) - 140;
-    size_t spilled = 0;
+    size_t spilled = 0, reported = 0;
     unsigned char *wide = malloc(count); /* spread < 0: a random fifth of the elements get spread 40, the rest 2 */
     for (size_t i = 0; i < count; i++)
         wide[i] = gp_test_next(s) % 5 == 0;
@@ -420,10 +420,11 @@ static void exactsum_case(uint64_t *s, size_t count, int steps, int spread, uint
             x[i] = gp_test_next(s) & 1 ? -v : v;
             gp_fixacc_add(&ref[i], x[i], n);
         }
-        gp_exactsum_add(sum, spill, x, n, count);
-        for (int p = 0; p < NPATH; p++)
+        size_t r = gp_exactsum_add(sum, spill, x, n, count);
+        reported += r;
+        for (int p = 0; p < NPATH; p++) /* every path reports the same number of spills */
             if (gp_exactsum_path_available(paths[p]))
-                gp_exactsum_add_path(paths[p], sums[p], spills[p], x, n, count);
+                assert_int_equal(gp_exactsum_add_path(paths[p], sums[p], spills[p], x, n, count), r);
     }
     /* Every instruction-set path, and the automatic choice, makes the same decisions
      * element by element as portable C (paths[0]); the sums are checked below. */
@@ -468,7 +469,24 @@ static void exactsum_case(uint64_t *s, size_t count, int steps, int spread, uint
             gp_assert_bits((uint64_t)(int64_t)s1, (uint64_t)(int64_t)s2, "sticky of element %zu", i);
         }
     }
-    printf("# exactsum: %zu elements, %d steps, spread %d: %zu spilled\n", count, steps, spread, spilled);
+    /* the reported spills: none reported means every spill is still zero (and then
+     * gp_exactsum_div_n without the spills gives the same quotients); each spilled
+     * element was reported at least once */
+    assert_true(spilled <= reported);
+    if (reported == 0) {
+        assert_int_equal(spilled, 0);
+        double *q0 = malloc(count * sizeof *q0), *q1 = malloc(count * sizeof *q1);
+        assert_true(q0 && q1);
+        for (int j = 0; j < 4; j++) {
+            gp_exactsum_div_n(q0, sum, spill, ds[j], count);
+            gp_exactsum_div_n(q1, sum, NULL, ds[j], count);
+            assert_memory_equal(q0, q1, count * sizeof *q0);
+        }
+        free(q0);
+        free(q1);
+    }
+    printf("# exactsum: %zu elements, %d steps, spread %d: %zu spilled (%zu spills reported)\n", count, steps,
+           spread, spilled, reported);
     if (spread < 0) /* the mixed case must mix, or it tests nothing the others do not */
         assert_true(spilled > 0 && spilled < count);
     free(wide);

@@ -6,7 +6,8 @@
 # --compare cpu (exit 1: a scenario not as expected), and the first difference the report
 # names must be in the output the bug corrupts; the stochastic-rounding ones (sr_*) must fail it without --compare too, with
 # the score of the property they break among the failed checks (sr_unshifted: bias,
-# sr_shared_pairs: independence across elements, sr_same_each_microbatch: across steps).
+# sr_shared_pairs: independence across elements, sr_same_each_microbatch: across steps,
+# sr_period_2_16: at every lag).
 # CTest runs one NAME per case (default_suite_net/NAME).
 gp=$1 plugins=$2 out=$3
 shift 3
@@ -58,6 +59,7 @@ for w in "$@"; do
     sr_unshifted) score=sr_bias_score;;
     sr_shared_pairs) score=sr_element_corr_score;;
     sr_same_each_microbatch) score=sr_step_corr_score;;
+    sr_period_2_16) score=sr_lag_corr_score;;
     *) score="";;
     esac
     if [ -n "$score" ]; then

@@ -60,6 +60,41 @@ static float fp8_to_f32(int32_t fmt, uint8_t b)
     return (b & 0x80u) ? -v : v;
 }
 
+/* fp32 -> fp8, round to nearest even (a plain float computation: the quantum q of v's
+ * binade, at least the subnormal quantum, and nearbyintf of v / q, exact by a power of two;
+ * the default rounding mode is to nearest even). OCP OFP8: beyond the largest finite value
+ * (448 for e4m3, 57344 for e5m2) e4m3 gives its NaN S.1111.111 and e5m2 infinity; a NaN
+ * stays NaN; inf gives NaN in e4m3. With rtz the magnitude is truncated and overflow
+ * stays at the largest finite value (IEEE). */
+static uint8_t f32_to_fp8(int32_t fmt, float v, int rtz)
+{
+    int e4m3 = fmt == GP_PLUGIN_FP8_E4M3, mbits = e4m3 ? 3 : 2, emin = e4m3 ? -6 : -14;
+    float maxfin = e4m3 ? 448.0f : 57344.0f;
+    uint8_t sign = signbit(v) ? 0x80u : 0u, nan = e4m3 ? 0x7fu : 0x7eu, inf = e4m3 ? 0x7fu : 0x7cu;
+    float a = fabsf(v);
+    if (a != a)
+        return (uint8_t)(sign | nan);
+    if (a == INFINITY)
+        return (uint8_t)(sign | inf);
+    int ex;
+    (void)frexpf(a, &ex); /* a in [2^(ex-1), 2^ex) */
+    int eb = ex - 1 < emin ? emin : ex - 1;
+    float q = ldexpf(1.0f, eb - mbits), r = (rtz ? truncf(a / q) : nearbyintf(a / q)) * q;
+#ifdef GP_WRONG_FP8_SATURATES
+    if (r > maxfin)
+        r = maxfin; /* the bug: overflow saturates (as CUDA's .satfinite conversions do) */
+#endif
+    if (r > maxfin)
+        return (uint8_t)(sign | (rtz ? (e4m3 ? 0x7eu : 0x7bu) : inf));
+    (void)frexpf(r, &ex);
+    if (r == 0.0f)
+        return sign;
+    if (ex - 1 < emin) /* subnormal: r / 2^(emin - mbits) is the significand */
+        return (uint8_t)(sign | (uint32_t)(r / ldexpf(1.0f, emin - mbits)));
+    uint32_t biased = (uint32_t)(ex - 1 - emin + 1), frac = (uint32_t)(ldexpf(r, mbits - (ex - 1))) - (1u << mbits);
+    return (uint8_t)(sign | (biased << mbits) | frac);
+}
+
 static float load(int32_t fmt, const void *p, uint64_t i)
 {
     switch (fmt) {
@@ -73,7 +108,7 @@ static float load(int32_t fmt, const void *p, uint64_t i)
 /* Smallest normal of a storable format. */
 static float min_normal(int32_t fmt)
 {
-    return fmt == GP_PLUGIN_FP16 ? 0x1p-14f : 0x1p-126f;
+    return fmt == GP_PLUGIN_FP16 || fmt == GP_PLUGIN_FP8_E5M2 ? 0x1p-14f : fmt == GP_PLUGIN_FP8_E4M3 ? 0x1p-6f : 0x1p-126f;
 }
 
 /* fp32 -> fp16 toward zero: the dropped bits are cut; beyond the largest finite value a
@@ -111,7 +146,8 @@ static void store_mode(int32_t fmt, void *p, uint64_t i, float v, int ftz, int r
         ((uint16_t *)p)[i] = rtz && (u & 0x7fffffffu) <= 0x7f800000u ? (uint16_t)(u >> 16) : f32_to_bf16(v);
         break;
     }
-    default: ((uint16_t *)p)[i] = rtz ? f32_to_f16_rtz(v) : f32_to_f16(v); break;
+    case GP_PLUGIN_FP16: ((uint16_t *)p)[i] = rtz ? f32_to_f16_rtz(v) : f32_to_f16(v); break;
+    default: ((uint8_t *)p)[i] = f32_to_fp8(fmt, v, rtz); break;
     }
 }
 
@@ -135,7 +171,8 @@ static int supported(int32_t fmt)
     return fmt == GP_PLUGIN_FP32 || fmt == GP_PLUGIN_BF16 || fmt == GP_PLUGIN_FP16;
 }
 
-/* Formats this plugin reads gradients in (fp8 too). */
+/* Formats this plugin reads gradients in and accumulates, unscales and clips into (fp8
+ * too; AdamW's params and states: `supported` only). */
 static int readable(int32_t fmt)
 {
     return supported(fmt) || fmt == GP_PLUGIN_FP8_E4M3 || fmt == GP_PLUGIN_FP8_E5M2;
@@ -178,6 +215,8 @@ static uint32_t sr_bits(const gp_plugin_accumulate_args *a, uint64_t i)
 {
 #if defined(GP_WRONG_SR_SHARED_PAIRS)
     return gp_rand_u32(a->seed, a->stream, (a->first_index + i) >> 1); /* the bug: one draw per pair */
+#elif defined(GP_WRONG_SR_PERIOD_2_16)
+    return gp_rand_u32(a->seed, a->stream, (a->first_index + i) & 0xffffu); /* the bug: bits repeat every 2^16 elements */
 #elif defined(GP_WRONG_SR_SAME_EACH_MICROBATCH)
     return gp_rand_u32(a->seed, 0, a->first_index + i); /* the bug: the same bits every micro-batch */
 #else
@@ -190,7 +229,8 @@ static int accumulate(const gp_plugin_accumulate_args *a)
     int32_t af = a->acc_format;
     int sr = a->rounding == GP_PLUGIN_STOCHASTIC, kahan = a->rounding == GP_PLUGIN_KAHAN;
     int rtz = a->rounding == GP_PLUGIN_RTZ;
-    if (!readable(a->grad_format) || !supported(af) || (sr && (af != GP_PLUGIN_BF16 || a->ftz)))
+    if (!readable(a->grad_format) || !readable(af) || (sr && (af != GP_PLUGIN_BF16 || a->ftz)) ||
+        (kahan && !supported(af)))
         return 1; /* not implemented here */
     for (uint64_t i = 0; i < a->n; i++) {
         float acc = load(af, a->acc, i), g = load(a->grad_format, a->grad, i);
@@ -220,6 +260,13 @@ static int accumulate(const gp_plugin_accumulate_args *a)
             continue;
         }
         float sum = rtz && af == GP_PLUGIN_FP32 ? f32_add_rtz(acc, g) : acc + g;
+#ifdef GP_WRONG_BF16_PAIR_ADD
+        if (af == GP_PLUGIN_BF16 && a->grad_format == GP_PLUGIN_BF16 && !sr && !rtz) {
+            /* the bug: bf16 + bf16 truncated (an all-reduce's additions in a bf16 reduce dtype) */
+            ((uint16_t *)a->acc)[i] = (uint16_t)(f32_to_bits(sum) >> 16);
+            continue;
+        }
+#endif
 #ifdef GP_EXAMPLE_BF16_AS_FP32
         if (af == GP_PLUGIN_FP32)
             sum = bf16_to_f32(f32_to_bf16(sum)); /* the bug: a bf16 accumulator in disguise */
@@ -248,7 +295,7 @@ static int nonfinite(float v)
 
 static int unscale(gp_plugin_unscale_args *a)
 {
-    if (!supported(a->acc_format))
+    if (!readable(a->acc_format))
         return 1;
     float inv = a->inv_scale;
 #ifdef GP_WRONG_INV_SCALE_FP16
@@ -401,7 +448,7 @@ static float tree_sumsq(int32_t fmt, const void *grad, uint64_t lo, uint64_t n)
 
 static int grad_sumsq(gp_plugin_sumsq_args *a)
 {
-    if (!supported(a->format))
+    if (!readable(a->format))
         return 1;
 #ifdef GP_WRONG_SUMSQ_SEQUENTIAL
     float acc = 0.0f; /* the bug: left to right instead of gradprec's tree */
@@ -419,7 +466,7 @@ static int grad_sumsq(gp_plugin_sumsq_args *a)
 
 static int grad_scale(const gp_plugin_scale_args *a)
 {
-    if (!supported(a->format))
+    if (!readable(a->format))
         return 1;
     for (uint64_t i = 0; i < a->n; i++) {
 #ifdef GP_WRONG_CLIP_DIVIDE
@@ -449,6 +496,8 @@ static int scaler_update(const gp_plugin_scaler_args *a)
 #endif
 #ifdef GP_WRONG_SCALER_GROWTH_LATE
     } else if (*a->tracker == a->interval) { /* the bug: grows one step late */
+#elif defined(GP_WRONG_SCALER_GROWTH_EARLY)
+    } else if (*a->tracker + 2 >= a->interval) { /* the bug: grows one step early */
 #else
     } else if (*a->tracker + 1 == a->interval) {
 #endif

@@ -13,6 +13,7 @@
  * The per-element error sums keep their order; the counts are integers. */
 #include "gp_attrib.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) /* ThreadSanitizer cannot run an
@@ -42,19 +43,20 @@ GP_AT_INLINE uint32_t load(gp_format f, const void *p, size_t i)
     return f == GP_FP32 ? ((const uint32_t *)p)[i] : ((const uint16_t *)p)[i];
 }
 
-/* Is every value of p[0..n) finite in format f? */
-GP_AT_INLINE int all_finite(gp_format f, const void *p, size_t n)
+/* Is every value of p[0..n) of format f below lim in magnitude (bits)? lim = the bits of
+ * inf: finite; lim = max finite: finite and not +-max finite (a saturated sum, which only
+ * gp_attrib_one names). */
+GP_AT_INLINE int all_below(gp_format f, const void *p, size_t n, uint32_t lim)
 {
     uint32_t bad = 0;
     if (f == GP_FP32) {
         const uint32_t *q = p;
         for (size_t i = 0; i < n; i++)
-            bad |= (q[i] & 0x7fffffffu) >= 0x7f800000u;
+            bad |= (q[i] & 0x7fffffffu) >= lim;
     } else {
         const uint16_t *q = p;
-        uint32_t inf = gp_fmt_get(f).inf;
         for (size_t i = 0; i < n; i++)
-            bad |= (uint32_t)(q[i] & 0x7fffu) >= inf;
+            bad |= (uint32_t)(q[i] & 0x7fffu) >= lim;
     }
     return !bad;
 }
@@ -66,6 +68,7 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
     double *restrict eu = err[GP_MECH_UNDERFLOW], *restrict ea = err[GP_MECH_ABSORPTION];
     double *restrict er = err[GP_MECH_ROUNDING];
     const double *restrict eo = err[GP_MECH_OVERFLOW], *restrict en = err[GP_MECH_NONFINITE];
+    const double *restrict es = err[GP_MECH_SATURATION];
     gp_fmt_info fi = gp_fmt_get(af);
     const uint32_t magmask = (1u << (fi.width - 1)) - 1u, uthr = 1u << ((fi.p - 1) / 2);
     uint64_t rnz = 0, add = 0, abs = 0, und = 0;
@@ -80,7 +83,7 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
         int nz = (s != 0) | (e != 0), inexact = (e != 0) | (nv != s);
         int un = (ab ^ 1) & nz & inexact & ((nb & magmask) < uthr);
         int rd = (ab | un) ^ 1;
-        double xu = eu[i], xa = ea[i], xo = eo[i], xr = er[i], xn = en[i];
+        double xu = eu[i], xa = ea[i], xo = eo[i], xr = er[i], xn = en[i], xs = es[i];
         xu = un ? xu + dw : xu;
         xa = ab ? xa + dw : xa;
         xr = rd ? xr + dw : xr;
@@ -91,6 +94,7 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
         te += xu;
         te += xa;
         te += xo;
+        te += xs;
         te += xr;
         te += xn;
         te2[i] = te * te;
@@ -121,7 +125,8 @@ GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, c
     case GP_AT_PAIR(GP_FP16, GP_FP16): break;
     default: return 0;
     }
-    if (n > GP_ATTRIB_BLOCK || !all_finite(af, old, n) || !all_finite(af, acc, n) || !all_finite(gf, grad, n))
+    if (n > GP_ATTRIB_BLOCK || !all_below(af, old, n, gp_fmt_get(af).inf) ||
+        !all_below(af, acc, n, gp_fmt_get(af).maxfin) || !all_below(gf, grad, n, gp_fmt_get(gf).inf))
         return 0;
 #define GP_AT_CASE(A, G)                                                                                  \
     case GP_AT_PAIR(A, G):                                                                                \
@@ -222,4 +227,112 @@ int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double in
                                     void *grad, double *partial, double *err_round, uint64_t *nonzero)
 {
     return gp_store_block_clones(gf, xs, n, s, inv, errw, grad, partial, err_round, nonzero);
+}
+
+/* x = S / den for S = nk * m exactly (nk an integer, m an fp32 value in binary64) as a
+ * nudged binary64: hi + lo = nk m exactly (FMA), q = hi * inv = the correct rounding of
+ * hi / den (inv = 1/den exactly, den a power of two), r = hi - q den + lo, whose sign is
+ * that of S - q den; then gp_f64_nudge(q, sign r) with its branches as masks on the bits
+ * (the same bits; written so that a loop of it vectorises). */
+GP_AT_INLINE double quotient_pow2(double m, double nk, double den, double inv)
+{
+    double hi = nk * m, lo = fma(nk, m, -hi);
+    double q = hi * inv;
+    double r = fma(-q, den, hi) + lo;
+    uint64_t u = gp_f64_bits(q), rb = gp_f64_bits(r), t = rb << 1;
+    uint64_t sticky = t - 1 < 0xffe0000000000000ull ? ~0ull : 0; /* r > 0 or r < 0 (not 0, not NaN) */
+    uint64_t pos = sticky & ((rb >> 63) - 1);                    /* r > 0 */
+    uint64_t even = (u & 1) - 1;                                 /* q's last bit 0 */
+    uint64_t zero = (u << 1) == 0 ? ~0ull : 0;                   /* q = +-0 */
+    uint64_t away = pos ^ ((u >> 63) - 1) ^ ~0ull;               /* r > 0 == (q positive): away from 0 */
+    uint64_t step = u + ((away & 2) - 1);                        /* u + 1 or u - 1 */
+    uint64_t least = 1 | (~pos & 0x8000000000000000ull);         /* +-the least subnormal, r's sign */
+    uint64_t moved = (zero & least) | (~zero & step), take = sticky & even;
+    return gp_f64_from_bits((take & moved) | (~take & u));
+}
+
+GP_ATTRIB_CLONES static void fill_outputs_clones(double *restrict xs, const float *restrict m, size_t n, double mul,
+                                                 double nk, double den, double inv, double s)
+{
+    for (size_t i = 0; i < n; i++)
+        xs[i] = quotient_pow2((double)m[i] * mul, nk, den, inv) * s;
+}
+
+int gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s)
+{
+    int e;
+    double f = frexp(den, &e);
+    if (!(f == 0.5 && e - 1 <= 1022 && e - 1 >= -1022))
+        return 0;
+    fill_outputs_clones(xs, m, n, mul, nk, den, ldexp(1.0, 1 - e), s);
+    return 1;
+}
+
+GP_ATTRIB_CLONES static int gp_output_terms_clones(const double *restrict xs, size_t n, double scale, double inv,
+                                                   double errw, int min_exp, int bins, double *restrict sq,
+                                                   int32_t *restrict bin)
+{
+    int sub = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = inv != 0 ? xs[i] * inv : xs[i] / scale, xw = x * errw;
+        uint64_t u = gp_f64_bits(x);
+        int e = (int)(u >> 52 & 0x7ff), fin = e != 0x7ff, nz = (u << 1) != 0;
+        int b = e - 1023 - min_exp; /* |x| in [2^(e-1023), 2^(e-1022)) */
+        b = b < 0 ? 0 : b >= bins ? bins - 1 : b;
+        sq[i] = fin ? xw * xw : 0.0;
+        bin[i] = fin & nz ? b : -1;
+        sub |= (e == 0) & nz;
+    }
+    return sub;
+}
+
+/* See gp_attrib.h; the clones are static as for gp_attrib_block. */
+int gp_output_terms(const double *xs, size_t n, double scale, double inv, double errw, int min_exp, int bins,
+                    double *sq, int32_t *bin)
+{
+    return gp_output_terms_clones(xs, n, scale, inv, errw, min_exp, bins, sq, bin);
+}
+
+/* The unscale's attribution (see gp_attrib.h) for a format af of finite values. */
+GP_AT_INLINE void unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
+                                double *restrict eu, double *restrict er, uint64_t *rounded_nonzero,
+                                uint64_t *underflow)
+{
+    gp_fmt_info fi = gp_fmt_get(af);
+    const uint32_t magmask = (1u << (fi.width - 1)) - 1u, uthr = 1u << ((fi.p - 1) / 2);
+    uint64_t rnz = 0, und = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ob = load(af, old, i), nb = load(af, acc, i);
+        double exact = fin_widen(af, ob) * inv, v = fin_widen(af, nb);
+        int nz = exact != 0, un = nz & (v != exact) & ((nb & magmask) < uthr);
+        double dw = (v - exact) * errw, xu = eu[i], xr = er[i];
+        eu[i] = un ? xu + dw : xu;
+        er[i] = un ? xr : xr + dw;
+        rnz += (uint64_t)nz;
+        und += (uint64_t)un;
+    }
+    *rounded_nonzero += rnz;
+    *underflow += und;
+}
+
+GP_ATTRIB_CLONES static int gp_unscale_block_clones(gp_format af, const void *old, const void *acc, size_t n, double inv,
+                                                    double errw, double *const *err, uint64_t *rounded_nonzero,
+                                                    uint64_t *underflow)
+{
+    if ((af != GP_BF16 && af != GP_FP16 && af != GP_FP32) || !all_finite(af, old, n) || !all_finite(af, acc, n))
+        return 0;
+    double *eu = err[GP_MECH_UNDERFLOW], *er = err[GP_MECH_ROUNDING];
+    switch (af) {
+    case GP_BF16: unscale_block(GP_BF16, old, acc, n, inv, errw, eu, er, rounded_nonzero, underflow); break;
+    case GP_FP16: unscale_block(GP_FP16, old, acc, n, inv, errw, eu, er, rounded_nonzero, underflow); break;
+    default: unscale_block(GP_FP32, old, acc, n, inv, errw, eu, er, rounded_nonzero, underflow); break;
+    }
+    return 1;
+}
+
+/* See gp_attrib.h; the clones are static as for gp_attrib_block. */
+int gp_unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
+                     double *const *err, uint64_t *rounded_nonzero, uint64_t *underflow)
+{
+    return gp_unscale_block_clones(af, old, acc, n, inv, errw, err, rounded_nonzero, underflow);
 }

@@ -34,6 +34,24 @@ static inline gp_mechanism gp_classify_v(gp_format f, double exact, uint32_t bit
     return GP_MECH_ROUNDING;
 }
 
+/* Is the stored nb (format f) a saturated overflow of the exact value s + e (binary64 sum
+ * and its error)? Yes when nb is +-max finite of f, of the sign of s, and s + e rounded
+ * to nearest (even) in f overflows (to inf; NaN in e4m3): |s + e| >= max finite + half
+ * an ulp of it, the tie included when max finite's significand is odd (e4m3's 448 =
+ * 1.110b x 2^8 is even: 464 rounds to it; e5m2, fp16, bf16, fp32 have an odd one). The
+ * one rounding that may store it so is round toward zero (IEEE 754 7.4: the largest
+ * finite number): the attribution names it saturation in every mode (docs/model.md). */
+static inline int gp_attrib_saturated(gp_format f, uint32_t nb, double s, double e)
+{
+    gp_fmt_info fi = gp_fmt_get(f);
+    uint32_t sbit = 1u << (fi.width - 1);
+    if ((nb & (sbit - 1u)) != fi.maxfin || isnan(s) || ((nb & sbit) != 0) != (s < 0))
+        return 0;
+    unsigned ev = 0;
+    (void)gp_fmt_from_f64(f, gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0), GP_RNE, 0, 0, &ev);
+    return (ev & GP_EV_OVERFLOW) != 0 || isinf(s);
+}
+
 /* Flags of one attributed addition (gp_attrib_one). */
 enum {
     GP_AT_ROUNDED = 1u, /* the exact sum is non-zero (a rounding of a non-zero value) */
@@ -42,8 +60,9 @@ enum {
 };
 
 /* The addition of the addend gb (format gf) to the accumulator value ob (format af) that
- * stored nb: its mechanism (absorption, or gp_classify_v of the exact sum), *delta = its
- * local error (new - exact sum) / s in binary64 (inv as gp_attrib_unscaled), *flags the
+ * stored nb: its mechanism (saturation, absorption, or gp_classify_v of the exact sum),
+ * *delta = its local error (new - exact sum) / s in binary64 (inv as gp_attrib_unscaled),
+ * *flags the
  * GP_AT_ flags. The definition: gp_attrib_block must equal it. */
 static inline gp_mechanism gp_attrib_one(gp_format af, gp_format gf, uint32_t ob, uint32_t nb, uint32_t gb,
                                          double scale, double inv, double *delta, unsigned *flags)
@@ -57,9 +76,12 @@ static inline gp_mechanism gp_attrib_one(gp_format af, gp_format gf, uint32_t ob
     if (g != 0)
         f |= GP_AT_ADD;
     gp_mechanism m;
-    /* absorbed: a non-zero addend left a finite sum unchanged (a non-finite one has
-     * nothing to absorb into: its result is classified, as non-finite) */
-    if (g != 0 && nb == ob && isfinite(a)) {
+    /* saturated: first, so that a saturated accumulator is not counted as absorbing */
+    if (gp_attrib_saturated(af, nb, s, e)) {
+        m = GP_MECH_SATURATION;
+    } else if (g != 0 && nb == ob && isfinite(a)) {
+        /* absorbed: a non-zero addend left a finite sum unchanged (a non-finite one has
+         * nothing to absorb into: its result is classified, as non-finite) */
         f |= GP_AT_ABSORBED;
         m = GP_MECH_ABSORPTION;
     } else {
@@ -85,7 +107,8 @@ typedef struct {
  * gp_mechanism, entries GP_MECH_UNDERFLOW..GP_MECH_NONFINITE), te2[i] = te * te with te
  * the sum of err[j][i] over those j in order (starting from +0), and the GP_AT_ flags
  * and underflows added to *cnt. Returns 1; returns 0 and changes nothing for another
- * pair or when some value is not finite (overflow and non-finite need gp_attrib_one).
+ * pair or when some value is not finite, or a new value is +-max finite (overflow,
+ * non-finite and saturation need gp_attrib_one).
  * Vectorised (an AVX2 / AVX-512 clone chosen at run time); results equal the scalar
  * definition bit for bit (tests/test_attrib.c). */
 int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad, size_t n,
@@ -103,5 +126,36 @@ int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc
  * gp_run_accum.c (store_range) bit for bit (tests/test_accum.c). */
 int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw, void *grad,
                    double *partial, double *err_round, uint64_t *nonzero);
+
+/* The backward outputs xs[i] = x * s, i < n, with x = (nk * (m[i] * mul)) / den exact as
+ * a nudged binary64 (gp_f64_nudge of the rounded quotient by the sign of the remainder,
+ * the runner's quotient), when den is a power of two whose reciprocal is a normal
+ * binary64 (the division is then the multiplication by it: the same rounding); returns
+ * 1, or 0 and writes nothing for another den. m[i] * mul and the product by s are
+ * binary64 operations. Vectorised like gp_attrib_block; checked bit for bit against the
+ * exact quotient (MPFR) and gp_f64_nudge (tests/test_accum.c). */
+int gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s);
+
+/* The terms of the outputs' statistics: for x = xs[i] / s (as gp_attrib_unscaled with
+ * inv), i < n, sq[i] = (x * errw)^2 when x is finite, else +0 (which leaves a sum of
+ * squares unchanged: such a sum is never -0), and bin[i] = the histogram bin of a finite
+ * non-zero x: e - 1 - min_exp clamped to [0, bins) with |x| in [2^(e-1), 2^e), else -1.
+ * For a subnormal x the bin is not that (its exponent field is 0): the function returns
+ * whether some x is subnormal, and the caller bins those itself. Vectorised like
+ * gp_attrib_block (tests/test_accum.c). */
+int gp_output_terms(const double *xs, size_t n, double scale, double inv, double errw, int min_exp, int bins,
+                    double *sq, int32_t *bin);
+
+/* The attribution of an unscale of the packed accumulator values old[0..n) (format af:
+ * bf16, fp16, fp32) to acc[0..n) by the multiplier inv (an fp32 value, so each product
+ * exact = widen(old[i]) * inv is exact in binary64), when every old and acc value is
+ * finite: per element, as the runner's per-element loop (gp_classify_v of exact against
+ * the stored value v with no events: underflow when gp_fmt_underflow_loss, else
+ * rounding), err[m][i] += (v - exact) * errw for its mechanism m, *rounded_nonzero += the
+ * non-zero exact values, *underflow += the underflows. Returns 1; returns 0 and changes
+ * nothing for another format or a non-finite value. Vectorised like gp_attrib_block
+ * (tests/test_accum.c). */
+int gp_unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
+                     double *const *err, uint64_t *rounded_nonzero, uint64_t *underflow);
 
 #endif

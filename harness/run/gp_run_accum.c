@@ -32,24 +32,26 @@ static void note_error(chunk *c, size_t i, gp_mechanism m, double delta)
     c->err[m][i] += delta * c->errw;
 }
 
-/* An unscaled backward output x (xw: its share of the final gradient) into the sum of
- * squares ss_x (returned) and the histogram of magnitudes, when finite. */
-static inline double note_output(double x, double xw, double ss_x, uint64_t *hist)
+/* An unscaled backward output x (xw: its share of the final gradient) into the histogram
+ * of magnitudes when finite; returns its term of the sum of squares ss_x: xw * xw, or +0
+ * for a non-finite x (adding +0 leaves ss_x unchanged: it is never -0). The terms are
+ * kept in chunk.sqx and summed by the attribution (attribute_fmt), in element order. */
+static inline double note_output(double x, double xw, uint64_t *hist)
 {
     if (isfinite(x)) {
-        ss_x += xw * xw;
         if (x != 0) {
             int b = exp_of(x) - 1 - GP_HIST_MIN_EXP; /* |x| in [2^(e-1), 2^e) */
             hist[b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b]++;
         }
+        return xw * xw;
     }
-    return ss_x;
+    return 0.0;
 }
 
 /* The stored gradients of elements [i0, i1) of one micro-batch, one at a time: round xs to
  * the grad dtype (RNE, as the backward writes it) with events, and count what happened;
- * the squares of the unscaled outputs are added to ss_x in element order (returned). */
-GP_HOT double store_range(chunk *c, size_t i0, size_t i1, gp_format gf, double ss_x)
+ * the squares of the unscaled outputs into sqx (note_output). */
+GP_HOT void store_range(chunk *c, size_t i0, size_t i1, gp_format gf)
 {
     int ftz = c->sc->precision.ftz;
     gp_stats *st = c->st;
@@ -62,7 +64,7 @@ GP_HOT double store_range(chunk *c, size_t i0, size_t i1, gp_format gf, double s
         uint32_t g = gp_fmt_from_f64_rne(gf, gp_f64_bits(xs), ftz, &ev);
         double x = gp_attrib_unscaled(xs, scale, inv), xw = x * errw; /* its share of the final gradient */
         c->partial[i] += xw;
-        ss_x = note_output(x, xw, ss_x, hist);
+        c->sqx[i] = note_output(x, xw, hist);
         gp_pack_set(gf, c->grad, i, g);
         double v = widen(gf, g);
         if (xs != 0) {
@@ -88,31 +90,36 @@ GP_HOT double store_range(chunk *c, size_t i0, size_t i1, gp_format gf, double s
         }
         note_error(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
     }
-    return ss_x;
 }
 
 #if GP_VECTOR_BLOCKS
-/* note_output of the outputs xs[0..n) unscaled (gp_attrib_unscaled) and weighted by errw,
- * in order; returns ss_x. Not inlined: its sum stays in a register. */
-__attribute__((noinline)) static double note_outputs(const double *xs, size_t n, double scale, double inv,
-                                                     double errw, double ss_x, uint64_t *hist)
+/* note_output of the outputs xs[0..n) (n <= GP_ATTRIB_BLOCK) unscaled (gp_attrib_unscaled)
+ * and weighted by errw: their squares into sq, their magnitudes into hist. The squares
+ * and bins come from the vectorised gp_output_terms (the same values; a subnormal
+ * output's bin from exp_of here); what is left is the counts. */
+static void note_outputs(const double *xs, size_t n, double scale, double inv, double errw, double *sq,
+                         uint64_t *hist)
 {
-    if (inv != 0)
-        for (size_t i = 0; i < n; i++)
-            ss_x = note_output(xs[i] * inv, xs[i] * inv * errw, ss_x, hist);
-    else
-        for (size_t i = 0; i < n; i++)
-            ss_x = note_output(xs[i] / scale, xs[i] / scale * errw, ss_x, hist);
-    return ss_x;
+    int32_t bin[GP_ATTRIB_BLOCK];
+    if (gp_output_terms(xs, n, scale, inv, errw, GP_HIST_MIN_EXP, GP_HIST_BINS, sq, bin))
+        for (size_t i = 0; i < n; i++) {
+            double x = gp_attrib_unscaled(xs[i], scale, inv);
+            if (x != 0 && fabs(x) < 0x1p-1022) {
+                int b = exp_of(x) - 1 - GP_HIST_MIN_EXP;
+                bin[i] = b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b;
+            }
+        }
+    for (size_t i = 0; i < n; i++)
+        if (bin[i] >= 0)
+            hist[bin[i]]++;
 }
 #endif
 
 /* The stored gradients of one micro-batch (store_range). Blocks whose outputs are zeros or
  * round to normal values go through the vectorised gp_store_block (the same results),
- * then the order-dependent sum and the histogram one element at a time. */
+ * then the squares and the histogram (note_outputs). */
 GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
 {
-    double ss_x = c->st->ss_x;
 #if GP_VECTOR_BLOCKS
     gp_stats *st = c->st;
     double scale = c->s, errw = c->errw, inv = scale_inverse(scale);
@@ -127,13 +134,12 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
                                                 c->partial + i0, c->err[GP_MECH_ROUNDING] + i0, &nonzero)) {
             st->rounded_nonzero += nonzero;
             st->stored_nonzero += nonzero;
-            ss_x = note_outputs(c->xs + i0, n, scale, inv, errw, ss_x, hist);
+            note_outputs(c->xs + i0, n, scale, inv, errw, c->sqx + i0, hist);
             continue;
         }
 #endif
-        ss_x = store_range(c, i0, i0 + n, gf, ss_x);
+        store_range(c, i0, i0 + n, gf);
     }
-    c->st->ss_x = ss_x;
 }
 
 __attribute__((flatten, noinline)) void gp_run_store_grads(chunk *c)
@@ -194,7 +200,8 @@ static int accumulate_on(const gp_backend *b, int cmp, chunk *G, size_t ng, int 
     else
         for (size_t j = 0; j < ng && rc == 0; j++)
             rc = b->ops->accumulate(&a[j]);
-    return rc ? gp_run_backend_failure(b, ng > 1 && b->ops->accumulate_many ? "accumulate_many" : "accumulate", rc, err) : 0;
+    return rc ? gp_run_backend_failure(b, ng > 1 && b->ops->accumulate_many ? "accumulate_many" : "accumulate", rc,
+                                       err) : 0;
 }
 
 /* Before a backend accumulates chunk c: keep the old accumulator (and give the
@@ -224,7 +231,8 @@ static int diverged(chunk *c, const char *entry, const char *output, int k, size
 
 /* Stochastic rounding of element i from old accumulator a (bits ob) plus addend g to nb
  * (see gp_runner.h): add the draw to the three statistics. *prev_u is u of the previous
- * element of this micro-batch (0: none), updated. */
+ * element of this micro-batch (0: none), updated. In the recorded micro-batch, u and
+ * w = f(1 - f) go to the all-lags record (gp_sr_lag.h). */
 static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, double *prev_u)
 {
     gp_format af = c->af;
@@ -235,7 +243,7 @@ static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, doub
     } else {
         s = (double)((float)a + (float)g); /* fl32(acc + g), what is rounded to the narrow format */
     }
-    double u = 0;
+    double u = 0, wr = 0;
     if (isfinite(s) && !(c->sc->precision.ftz && fabs(s) < ldexp(1.0, gp_fmt_get(af).emin))) {
         uint32_t lo = gp_fmt_from_f64(af, gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0), GP_RTZ, 0, 0, (unsigned *)0);
         uint32_t hi = lo + 1; /* one step away from zero: sign-magnitude encodings */
@@ -244,6 +252,7 @@ static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, doub
         if (isfinite(vhi) && frac > 0 && frac < 1 && (nb == lo || nb == hi)) {
             u = (double)(nb == hi) - frac;
             double w = frac * (1 - frac), p = *prev_u, q = c->sr_prev[i];
+            wr = w;
             c->st->sr_draws++;
             c->st->sr_sum[0] += u;
             c->st->sr_var[0] += w;
@@ -255,13 +264,17 @@ static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, doub
     }
     *prev_u = u;
     c->sr_prev[i] = u;
+    if (c->lag_rec && i < c->lag_lim) { /* the all-lags record (gp_sr_lag.h): no draw is 0, 0 */
+        c->lag_u[i] = u;
+        c->lag_w[i] = wr;
+    }
 }
 
 /* The attribution of elements [i0, i1) of chunk c for micro-batch k, one at a time
  * (gp_attrib_one): accumulator format af, grad format gf (see store_grads_fmt for the
  * instances); adds the trajectory terms to *traj_err and *traj_ref in element order. */
 GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_format gf, double *prev_u,
-                            double *traj_err, double *traj_ref)
+                            double *traj_err, double *traj_ref, double *ss_x)
 {
     int sr = c->sc->precision.rounding == GP_ACC_STOCHASTIC;
     double scale = c->s, inv = scale_inverse(scale), errw = c->errw;
@@ -313,6 +326,7 @@ GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_for
         }
         *traj_err += te * te;
         *traj_ref += partial[i] * partial[i];
+        *ss_x += c->sqx[i];
     }
 }
 
@@ -326,7 +340,8 @@ GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_for
 GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
 {
     double prev_u = 0;
-    double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k];
+    double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k], ss_x = c->st->ss_x;
+    c->lag_rec = c->lag_u && k == c->K - 1 && c->mb_base == 0; /* rank 0's last micro-batch */
 #if GP_VECTOR_BLOCKS
     int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && c->cnt[0] == NULL;
     double scale = c->s, inv = scale_inverse(scale), te2[GP_ATTRIB_BLOCK];
@@ -346,18 +361,20 @@ GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
             st->adds_nonzero += cnt.adds_nonzero;
             st->absorbed += cnt.absorbed;
             st->underflow += cnt.underflow;
-            const double *partial = c->partial + i0;
+            const double *partial = c->partial + i0, *sqx = c->sqx + i0;
             for (size_t i = 0; i < n; i++) {
                 traj_err += te2[i];
                 traj_ref += partial[i] * partial[i];
+                ss_x += sqx[i];
             }
             continue;
         }
 #endif
-        attribute_range(c, i0, i0 + n, af, gf, &prev_u, &traj_err, &traj_ref);
+        attribute_range(c, i0, i0 + n, af, gf, &prev_u, &traj_err, &traj_ref, &ss_x);
     }
     c->traj_err[k] = traj_err;
     c->traj_ref[k] = traj_ref;
+    c->st->ss_x = ss_x;
 }
 
 /* After: count disagreements with the compared backend, attribute every element's
@@ -431,6 +448,12 @@ int gp_run_unscale(chunk *c, int *found_inf, gp_error *err)
     }
     if (u.found_inf)
         *found_inf = 1;
+#if GP_VECTOR_BLOCKS
+    if (c->cnt[0] == NULL && /* finite values, no per-element counters: the same, vectorised */
+        gp_unscale_block(c->af, c->old, c->acc, c->n, (double)inv, c->errw, c->err, &c->st->rounded_nonzero,
+                         &c->st->underflow))
+        return 0;
+#endif
     for (size_t i = 0; i < c->n; i++) {
         double exact = widen(c->af, gp_pack_get(c->af, c->old, i)) * (double)inv; /* exact */
         uint32_t nb = gp_pack_get(c->af, c->acc, i);

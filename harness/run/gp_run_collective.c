@@ -42,8 +42,35 @@ static void coll_round(chunk *c, size_t i, gp_format f, double exact, double lo,
     c->D->cerr[m][c->off + i] += d;
 }
 
+/* The compared backend's hop (--compare, fuzz_backend): its accumulate from the same old
+ * partial sum and addend (args a, acc replaced), its result compared with the backend's X
+ * bit for bit (NaN-ness for NaNs); a difference counts as a mismatch, the first noted as
+ * entry "accumulate (collective)", output "acc", with the hop in the micro-batch field. The
+ * run goes on with the backend's sums: each hop is compared from the same starting point. */
+static int coll_hop_compare(chunk *c, gp_plugin_accumulate_args *a, const void *X, int hop, gp_error *err)
+{
+    struct dist_pool *D = c->D;
+    gp_format rd = D->rd;
+    char *X2 = D->part2 + c->off * D->rb;
+    memcpy(X2, D->pold + c->off * D->rb, c->n * D->rb);
+    a->acc = X2;
+    int rc = c->cmp->ops->accumulate(a);
+    if (rc != 0)
+        return gp_run_backend_failure(c->cmp, "accumulate (collective)", rc, err);
+    for (size_t i = 0; i < c->n; i++) {
+        uint32_t x = gp_pack_get(rd, X, i), y = gp_pack_get(rd, X2, i);
+        if (!gp_fmt_agree(rd, x, y)) {
+            c->st->mismatches++;
+            gp_mismatch_note(c->first, "accumulate (collective)", "acc", c->step + 1, hop, c->t,
+                             (int64_t)(c->i0 + i), gp_fmt_get(rd).width, x, y);
+        }
+    }
+    return 0;
+}
+
 /* One hop: X[i] <- X[i] + Y[i] in the reduce dtype on the backend (its accumulate entry,
- * RNE), every element observed as accumulate_after does; w: the weight of its errors. */
+ * RNE), every element observed as accumulate_after does; w: the weight of its errors. With
+ * a compared backend, the same hop on it, compared (coll_hop_compare). */
 static int coll_hop(chunk *c, void *X, const void *Y, int hop, double w, gp_error *err)
 {
     struct dist_pool *D = c->D;
@@ -66,6 +93,8 @@ static int coll_hop(chunk *c, void *X, const void *Y, int hop, double w, gp_erro
     int rc = c->b->ops->accumulate(&a);
     if (rc != 0)
         return gp_run_backend_failure(c->b, "accumulate (collective)", rc, err);
+    if (c->cmp && (rc = coll_hop_compare(c, &a, X, hop, err)) != 0)
+        return rc;
     c->st->coll.hops += c->n;
     const char *old = D->pold + c->off * D->rb;
     for (size_t i = 0; i < c->n; i++) {

@@ -40,21 +40,32 @@ static double reduction_den(const gp_scenario *sc, long nk, double N)
 static void final_stats(chunk *c, const double *gacc, const double *gsame, const double *gfull)
 {
     gp_stats *st = c->st;
+    /* the sums in locals (each in element order, as before): stores through st would
+     * otherwise be reloaded every element, since they may alias the arrays */
+    uint64_t nonfinite = st->nonfinite;
+    double ss_full = st->ss_full, ss_same = st->ss_same, ss_acc = st->ss_acc, ss_acc_full = st->ss_acc_full;
+    double ss_acc_same = st->ss_acc_same, ss_same_full = st->ss_same_full, max_ulp = st->max_ulp;
+    double ss_mech[GP_MECH_GRAD_END];
+    const double *err[GP_MECH_GRAD_END];
+    for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++) {
+        ss_mech[m] = st->ss_mech[m];
+        err[m] = c->err[m];
+    }
     for (size_t i = 0; i < c->n; i++) {
         double a = gacc[i], s = gsame[i], f = gfull[i];
         if (!isfinite(a))
-            st->nonfinite++;
-        st->ss_full += f * f;
-        st->ss_same += s * s;
-        st->ss_acc += a * a;
-        st->ss_acc_full += (a - f) * (a - f);
-        st->ss_acc_same += (a - s) * (a - s);
-        st->ss_same_full += (s - f) * (s - f);
+            nonfinite++;
+        ss_full += f * f;
+        ss_same += s * s;
+        ss_acc += a * a;
+        ss_acc_full += (a - f) * (a - f);
+        ss_acc_same += (a - s) * (a - s);
+        ss_same_full += (s - f) * (s - f);
         double u = fabs(a - s) / gp_f32_ulp(s);
-        if (u > st->max_ulp || u != u)
-            st->max_ulp = u;
+        if (u > max_ulp || u != u)
+            max_ulp = u;
         for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
-            st->ss_mech[m] += c->err[m][i] * c->err[m][i];
+            ss_mech[m] += err[m][i] * err[m][i];
         if (c->cnt[0]) { /* this element's y, x of each ratio estimate */
             double yx[GP_NEST][2] = {{(a - f) * (a - f), f * f}, {(a - s) * (a - s), s * s},
                                      {(s - f) * (s - f), f * f}, {a * a, f * f},
@@ -73,6 +84,16 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
                     gp_ratio_add(&st->est[e], yx[e][0], yx[e][1]);
         }
     }
+    st->nonfinite = nonfinite;
+    st->ss_full = ss_full;
+    st->ss_same = ss_same;
+    st->ss_acc = ss_acc;
+    st->ss_acc_full = ss_acc_full;
+    st->ss_acc_same = ss_acc_same;
+    st->ss_same_full = ss_same_full;
+    st->max_ulp = max_ulp;
+    for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
+        st->ss_mech[m] = ss_mech[m];
 }
 
 static void dist_same_add(chunk *c)
@@ -112,11 +133,12 @@ int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err)
     if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */
         for (size_t i = 0; i < c->n; i++)
             c->m[i] = (float)((double)c->m[i] * c->shrink);
-    fill_xs(c->xs, c->m, c->n, mul, (double)nk, den, c->s);
+    if (!gp_fill_outputs(c->xs, c->m, c->n, mul, (double)nk, den, c->s)) /* den a power of two: vectorised */
+        fill_xs(c->xs, c->m, c->n, mul, (double)nk, den, c->s);
     if (c->D)
         dist_same_add(c);
-    gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
-    gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, (uint32_t)nk, c->n);
+    if (gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n) + gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, (uint32_t)nk, c->n))
+        *c->sp_used = 1;
     gp_run_store_grads(c);
     return 0;
 }
@@ -160,12 +182,15 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
         return -3;
     }
     double f = c->s / c->rs; /* exact: s and rs are powers of two */
+    uint64_t nonfinite = 0; /* a local count: st's would be reloaded after every store to xs */
     for (size_t i = 0; i < c->n; i++) {
         c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
-        c->st->replay_nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
+        nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
     }
-    gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n);
-    gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n);
+    c->st->replay_nonfinite += nonfinite;
+    if (gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n) +
+        gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n))
+        *c->sp_used = 1;
     gp_run_store_grads(c);
     return 0;
 }
@@ -180,12 +205,13 @@ int gp_run_generated_final(chunk *c, double N, int *found_inf, gp_error *err)
         return rc;
     size_t n = c->n;
     uint64_t Nn = (uint64_t)N, A = (uint64_t)sc->batch.accumulation_steps;
+    const gp_fixacc *sp_m = *c->sp_used ? c->sp_m : NULL, *sp_nm = *c->sp_used ? c->sp_nm : NULL; /* NULL: all zero */
     for (size_t i = 0; i < n; i++)
         c->gacc[i] = widen(c->af, gp_pack_get(c->af, c->acc, i));
-    gp_exactsum_div_n(c->gfull, c->sum_nm, c->sp_nm, sc->fullbatch == GP_FB_MEAN ? Nn : 1, n);
+    gp_exactsum_div_n(c->gfull, c->sum_nm, sp_nm, sc->fullbatch == GP_FB_MEAN ? Nn : 1, n);
     if (c->dump) { /* the configuration's own formula: the entries' sum (the exact sums
                       hold the entries as stored: unscale exactly, rs a power of two) */
-        gp_exactsum_div_n(c->gsame, c->sum_m, c->sp_m, 1, n);
+        gp_exactsum_div_n(c->gsame, c->sum_m, sp_m, 1, n);
         for (size_t i = 0; i < n; i++) {
             c->gsame[i] /= c->rs;
             c->gfull[i] /= c->rs;
@@ -198,11 +224,11 @@ int gp_run_generated_final(chunk *c, double N, int *found_inf, gp_error *err)
                 for (size_t i = 0; i < n; i++)
                     c->gsame[i] = c->D->sh[c->off + i] + c->D->sl[c->off + i];
             else /* global: (1/W) sum of W S / N */
-                gp_exactsum_div_n(c->gsame, c->sum_nm, c->sp_nm, Nn, n);
+                gp_exactsum_div_n(c->gsame, c->sum_nm, sp_nm, Nn, n);
             break;
-        case GP_RED_MEAN: gp_exactsum_div_n(c->gsame, c->sum_m, c->sp_m, A * W, n); break;
-        case GP_RED_MEAN_NO_DIV: gp_exactsum_div_n(c->gsame, c->sum_m, c->sp_m, W, n); break;
-        default: gp_exactsum_div_n(c->gsame, c->sum_nm, c->sp_nm, W, n); break;
+        case GP_RED_MEAN: gp_exactsum_div_n(c->gsame, c->sum_m, sp_m, A * W, n); break;
+        case GP_RED_MEAN_NO_DIV: gp_exactsum_div_n(c->gsame, c->sum_m, sp_m, W, n); break;
+        default: gp_exactsum_div_n(c->gsame, c->sum_nm, sp_nm, W, n); break;
         }
     }
     final_stats(c, c->gacc, c->gsame, c->gfull);

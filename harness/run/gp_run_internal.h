@@ -42,16 +42,24 @@ typedef struct {
     size_t n;           /* elements in this chunk */
     uint64_t i0;        /* first element */
     double *xs;         /* [n] exact scaled backward output, nudged (see gp_f64_nudge) */
+    double *sqx;        /* [n] this micro-batch's terms of ss_x, written with the stored
+                           gradients, added to ss_x by the attribution in element order */
     void *grad, *acc, *old, *comp, *acc2, *comp2;
     double *err[GP_MECH_GRAD_END]; /* [n] signed local errors per mechanism, unscaled units */
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
     double *sr_prev;       /* [n] u = up - f of the element's previous stochastic rounding in
                               this window (0: none) */
+    double *lag_u, *lag_w; /* the tensor's all-lags record (tensor_state) from this chunk's
+                              first element, when this iteration is recorded, else NULL */
+    size_t lag_lim;        /* elements of this chunk inside the record */
+    int lag_rec;           /* the micro-batch being attributed is the recorded one */
     /* generated tensors: [n] this micro-batch's per-token means m, the exact sums of m
      * and of n_k*m (binary64 + spill, reference/gp_exact.h), the final gradients */
     float *m, *noise;      /* noise: scratch of the signal + noise model */
     double *sum_m, *sum_nm, *gacc, *gsame;
     gp_fixacc *sp_m, *sp_nm;
+    int *sp_used;          /* the lane's flag: some spill of its pool may be non-zero (else
+                              every one is zero: not cleared, not read) */
     double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
     gp_stats *st;          /* this step's statistics of the tensor */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
@@ -127,6 +135,7 @@ struct dist_pool {
     char *racc;               /* [W][CHUNK] each rank's local accumulator (accumulator format) */
     char *val;                /* [W][CHUNK] each rank's value in the reduce dtype */
     char *part, *add, *pold;  /* [CHUNK] the travelling partial sum, the addend, its old value */
+    char *part2;              /* [CHUNK] the compared backend's result of a hop (--compare) */
     double *cerr[GP_MECH_GRAD_END]; /* [CHUNK] the collective's local errors, final units */
     double *sh, *sl;          /* [CHUNK] normalize: rank: g_same as a double-double sum */
 };
@@ -147,6 +156,11 @@ typedef struct {
      * same array when no step can be skipped), made units at the end (docs/scenarios.md,
      * "Estimates at scale": an element's totals over the steps); else NULL */
     double *el_step, *el_tot;
+    /* a stochastic accumulator (not sampled): u and w (gp_sr_lag.h) of the first lag_n
+     * elements' roundings in the last micro-batch of iteration 1 (rank 0's), for the
+     * all-lags test after the run; else NULL */
+    double *lag_u, *lag_w;
+    size_t lag_n;
 } tensor_state;
 
 /* One thread's working memory (a lane): the per-element arrays of CHUNK elements the
@@ -163,6 +177,7 @@ typedef struct {
     void *acc, *comp; /* [CHUNK] uncoupled runs: the chunk's accumulator (and Kahan's) */
     double *gfull;    /* [CHUNK] uncoupled runs: the chunk's exact full-batch gradient */
     uint64_t hist[GP_HIST_BINS];
+    int sp_used;  /* some spill of the pool may be non-zero (chunk.sp_used) */
     struct dist_pool *D; /* data-parallel runs: the ranks' buffers of one window, else NULL */
 } lane;
 

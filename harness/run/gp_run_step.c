@@ -107,8 +107,8 @@ static void optimize_run(sim *S, lane *L, size_t u)
     gp_run_unit_reset(S, U);
     tensor_state *ts = &S->ts[t];
     U->rc = gp_run_optimize_chunk(S, L, t, U->i0[0], min_size(S->sc->tensors[t].size - U->i0[0], CHUNK),
-                           (char *)ts->acc + (size_t)U->i0[0] * ab, ts->gfull + U->i0[0], &U->oc[0], &U->os[0],
-                           &U->first, &U->twin, &U->err);
+                                  (char *)ts->acc + (size_t)U->i0[0] * ab, ts->gfull + U->i0[0], &U->oc[0], &U->os[0],
+                                  &U->first, &U->twin, &U->err);
 }
 
 /* After the accumulation of a coupled step: clip, count what scaling cost, run the
@@ -141,20 +141,25 @@ static int coupled_step(sim *S, int found_inf, float scale, gp_error *err)
                 return rc;
             }
         }
+        /* the sums in locals, in element order as before (a store through st would be
+         * reloaded every element: it may alias the arrays) */
+        double ss_scaling = st->ss_mech[GP_MECH_SCALING], ss_skipped = st->ss_full_skipped;
         for (uint64_t i = 0; i < n; i++) {
             double lost;
             if (found_inf) { /* the whole gradient the reference used */
                 lost = ts->gfull[i] * (S->step.ref_coef.hi + S->step.ref_coef.lo);
-                st->ss_full_skipped += ts->gfull[i] * ts->gfull[i];
+                ss_skipped += ts->gfull[i] * ts->gfull[i];
             } else {
-                double after = gp_fmt_to_f64(af, gp_pack_get(af, ts->acc, i));
-                double b = before ? gp_fmt_to_f64(af, gp_pack_get(af, before, i)) : after;
+                double after = gp_fmt_to_f64_fast(af, gp_pack_get(af, ts->acc, i));
+                double b = before ? gp_fmt_to_f64_fast(af, gp_pack_get(af, before, i)) : after;
                 lost = after - b * (double)right;
                 if (!isfinite(lost))
                     lost = 0; /* non-finite gradients are counted as such */
             }
-            st->ss_mech[GP_MECH_SCALING] += lost * lost;
+            ss_scaling += lost * lost;
         }
+        st->ss_mech[GP_MECH_SCALING] = ss_scaling;
+        st->ss_full_skipped = ss_skipped;
         free(before);
     }
     size_t t = 0;

@@ -177,6 +177,7 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
         c->gfull = L->gfull + off;
     }
     c->xs = p->xs + off;
+    c->sqx = p->sqx + off;
     c->grad = (char *)p->grad + off * gb;
     c->old = (char *)p->old + off * ab;
     c->acc2 = p->acc2 ? (char *)p->acc2 + off * ab : NULL;
@@ -187,7 +188,16 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     }
     c->partial = p->partial + off;
     c->sr_prev = p->sr_prev + off;
-    memset(c->sr_prev, 0, c->n * sizeof(double));
+    if (sc->precision.rounding == GP_ACC_STOCHASTIC) /* read by stochastic rounding's statistics only */
+        memset(c->sr_prev, 0, c->n * sizeof(double));
+    c->lag_u = c->lag_w = NULL; /* recorded: the first iteration (its last micro-batch) */
+    c->lag_lim = 0;
+    c->lag_rec = 0;
+    if (ts->lag_u && S->step_idx == 0 && i0 < ts->lag_n) {
+        c->lag_u = ts->lag_u + i0;
+        c->lag_w = ts->lag_w + i0;
+        c->lag_lim = min_size(ts->lag_n - i0, c->n);
+    }
     c->m = p->m + off;
     c->noise = p->noise + off;
     c->sum_m = p->sum_m + off;
@@ -215,9 +225,7 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
         memset(c->comp, 0, c->n * ab);
     memset(c->partial, 0, c->n * sizeof(double));
     memset(c->sum_m, 0, c->n * sizeof(double));
-    memset(c->sum_nm, 0, c->n * sizeof(double));
-    memset(c->sp_m, 0, c->n * sizeof(gp_fixacc));
-    memset(c->sp_nm, 0, c->n * sizeof(gp_fixacc));
+    memset(c->sum_nm, 0, c->n * sizeof(double)); /* the spills: window_run */
 }
 
 /* The scenario's time limit (gp_deadline_set) has passed: -3. */
@@ -255,6 +263,11 @@ static void window_run(sim *S, lane *L, size_t u)
         U->rc = gp_run_time_up(S, &U->err);
         return;
     }
+    if (L->sp_used) { /* a spill of an earlier window: clear the pool's (else all are zero) */
+        memset(L->c.sp_m, 0, CHUNK * sizeof *L->c.sp_m);
+        memset(L->c.sp_nm, 0, CHUNK * sizeof *L->c.sp_nm);
+        L->sp_used = 0;
+    }
     for (size_t j = 0; j < U->ng; j++)
         chunk_begin(S, L, U, j);
     chunk *G = L->grp;
@@ -271,8 +284,9 @@ static void window_run(sim *S, lane *L, size_t u)
         if (smp)
             U->ref_ss = gp_dd_add(U->ref_ss, gp_dd_mul_d(ss, S->w[c->t]));
         if (!S->coupled)
-            rc = gp_run_optimize_chunk(S, L, c->t, c->i0, c->n, c->acc, c->gfull, &U->oc[j], &U->os[j], &U->first, &U->twin,
-                                &U->err);
+            rc = gp_run_optimize_chunk(S, L, c->t, c->i0, c->n, c->acc, c->gfull, &U->oc[j], &U->os[j], &U->first,
+                                       &U->twin,
+                                       &U->err);
     }
     U->rc = rc;
 }

@@ -1,5 +1,6 @@
 /* gp_runner.c — see gp_runner.h for the model. */
 #include "gp_run_internal.h"
+#include "gp_sr_lag.h"
 
 #include <pthread.h>
 
@@ -28,6 +29,11 @@ static int alloc_tensors(sim *S, gp_error *err)
         }
         if (S->persist && gp_optim_state_alloc(&ts->opt, sc, (size_t)size, optim_with(S), err) != 0)
             return -1;
+        if (sc->precision.rounding == GP_ACC_STOCHASTIC && !S->sampled && size >= 2) { /* gp_sr_lag.h */
+            ts->lag_n = min_size(size, GP_SR_LAG_MAX);
+            if (!(ts->lag_u = calloc(ts->lag_n, sizeof(double))) || !(ts->lag_w = calloc(ts->lag_n, sizeof(double))))
+                return gp_error_set(err, "out of memory (%zu elements)", ts->lag_n);
+        }
         if (S->persist && S->sampled) {
             size_t cells = (size_t)(size ? size : 1) * 2 * GP_NEST;
             if (!(ts->el_tot = calloc(cells, sizeof(double))) ||
@@ -48,8 +54,32 @@ static void free_tensors(sim *S)
         if (S->ts[t].el_step != S->ts[t].el_tot)
             free(S->ts[t].el_step);
         free(S->ts[t].el_tot);
+        free(S->ts[t].lag_u);
+        free(S->ts[t].lag_w);
     }
     free(S->ts);
+}
+
+/* The all-lags test of stochastic rounding (gp_sr_lag.h) on each tensor's record, after
+ * the run: its score into the tensor's statistics (the union bound over the lags of every
+ * tensor tested, so the run's false alarm stays <= 1e-9). Returns 0, or -1 with err. */
+static int sr_lag_scores(sim *S, gp_error *err)
+{
+    uint64_t lags = 0;
+    for (size_t t = 0; t < S->sc->ntensors; t++)
+        lags += S->ts[t].lag_u ? S->ts[t].lag_n - 1 : 0;
+    for (size_t t = 0; t < S->sc->ntensors; t++) {
+        const tensor_state *ts = &S->ts[t];
+        if (!ts->lag_u)
+            continue;
+        size_t worst = 0;
+        double z = gp_sr_lag_score(ts->lag_u, ts->lag_w, ts->lag_n, lags, 1, &worst);
+        if (z < 0)
+            return gp_error_set(err, "out of memory (the all-lags test of %zu elements)", ts->lag_n);
+        S->res->tensors[t].st.sr_lag = z;
+        S->res->tensors[t].st.sr_lag_lags = ts->lag_n - 1;
+    }
+    return 0;
 }
 
 static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters);
@@ -82,6 +112,7 @@ static int alloc_lanes(sim *S, int counters, gp_error *err)
         L->c.gf = sc->precision.grad;
         L->c.af = sc->precision.accumulator;
         L->c.hist = L->hist;
+        L->c.sp_used = &L->sp_used;
         if (!(L->grp = calloc(GP_PLUGIN_MANY_MAX, sizeof *L->grp)) || !(L->wbuf = malloc(CHUNK * sizeof *L->wbuf)) ||
             (carried && !(L->sbuf = malloc(4 * CHUNK * sizeof *L->sbuf))) ||
             alloc_chunk(&L->c, kahan, S->cmp != NULL, counters) != 0 ||
@@ -95,7 +126,8 @@ static int alloc_lanes(sim *S, int counters, gp_error *err)
     }
     for (size_t u = 0; u < S->nunits; u++) {
         unit *U = &S->units[u];
-        if (!(U->gst = malloc(GP_PLUGIN_MANY_MAX * sizeof *U->gst)) || !(U->traj_err = calloc(K ? K : 1, sizeof(double))) ||
+        if (!(U->gst = malloc(GP_PLUGIN_MANY_MAX * sizeof *U->gst)) || !(U->traj_err = calloc(K ? K : 1,
+                                                                                              sizeof(double))) ||
             !(U->traj_ref = calloc(K ? K : 1, sizeof(double))))
             return gp_error_set(err, "out of memory");
     }
@@ -131,14 +163,14 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
         if (!(c->cnt[k] = malloc(CHUNK * sizeof(uint32_t))))
             return -1;
     size_t ab = width_bytes(c->af), gb = width_bytes(c->gf);
-    int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
+    int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->sqx = malloc(CHUNK * sizeof *c->sqx)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
              (c->sr_prev = malloc(CHUNK * sizeof *c->sr_prev)) &&
              (c->grad = malloc(CHUNK * gb)) && (c->old = malloc(CHUNK * ab)) &&
              (!with_cmp || (c->acc2 = malloc(CHUNK * ab))) && (!(with_cmp && kahan) || (c->comp2 = malloc(CHUNK * ab))) &&
              (c->m = malloc(CHUNK * sizeof *c->m)) && (c->noise = malloc(CHUNK * sizeof *c->noise)) && (c->sum_m = malloc(CHUNK * sizeof *c->sum_m)) &&
              (c->sum_nm = malloc(CHUNK * sizeof *c->sum_nm)) && (c->gacc = malloc(CHUNK * sizeof *c->gacc)) &&
-             (c->gsame = malloc(CHUNK * sizeof *c->gsame)) && (c->sp_m = malloc(CHUNK * sizeof *c->sp_m)) &&
-             (c->sp_nm = malloc(CHUNK * sizeof *c->sp_nm));
+             (c->gsame = malloc(CHUNK * sizeof *c->gsame)) && (c->sp_m = calloc(CHUNK, sizeof *c->sp_m)) &&
+             (c->sp_nm = calloc(CHUNK, sizeof *c->sp_nm)); /* zero: window_run clears them after a spill */
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         ok = ok && (c->err[m] = malloc(CHUNK * sizeof(double)));
     return ok ? 0 : -1;
@@ -151,6 +183,7 @@ static void free_chunk(chunk *c)
     free(c->xs);
     free(c->partial);
     free(c->sr_prev);
+    free(c->sqx);
     free(c->grad);
     free(c->old);
     free(c->acc2);
@@ -176,6 +209,7 @@ static void dist_free(struct dist_pool *D)
     free(D->part);
     free(D->add);
     free(D->pold);
+    free(D->part2);
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         free(D->cerr[m]);
     free(D->sh);
@@ -195,7 +229,7 @@ static struct dist_pool *dist_alloc(const gp_scenario *sc)
     size_t W = (size_t)D->W;
     int ok = (D->racc = malloc(W * CHUNK * D->ab)) && (D->val = malloc(W * CHUNK * D->rb)) &&
              (D->part = malloc(CHUNK * D->rb)) && (D->add = malloc(CHUNK * D->rb)) &&
-             (D->pold = malloc(CHUNK * D->rb)) && (D->sh = malloc(CHUNK * sizeof(double))) &&
+             (D->pold = malloc(CHUNK * D->rb)) && (D->part2 = malloc(CHUNK * D->rb)) && (D->sh = malloc(CHUNK * sizeof(double))) &&
              (D->sl = malloc(CHUNK * sizeof(double)));
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         ok = ok && (D->cerr[m] = calloc(CHUNK, sizeof(double)));
@@ -307,6 +341,8 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
                                                                                    sc->loss_scale.update));
     if (rc == 0)
         rc = gp_run_simulate(&S, err);
+    if (rc == 0)
+        rc = sr_lag_scores(&S, err);
     for (int l = 0; rc == 0 && l < S.nlanes; l++) /* integer counts: any order */
         for (int h = 0; h < GP_HIST_BINS; h++)
             res->hist[h] += S.lanes[l].hist[h];
@@ -325,7 +361,7 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         gp_verdict_derive(&tr->st, tr->metric, tr->loss);
         /* a sampled tensor stands for all its elements: its sums count M/n times */
         gp_stats_add_w(&res->st, &tr->st, R->pop[t] ? (double)R->view.tensors[t].size : 1.0,
-                    R->pop[t] ? (double)R->pop[t] : 1.0);
+                       R->pop[t] ? (double)R->pop[t] : 1.0);
         tr->metric[GP_M_SKIPPED_STEPS] = res->skipped_steps;
         tr->metric[GP_M_MIN_LOSS_SCALE] = res->min_loss_scale;
     }
@@ -336,7 +372,8 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
         gp_verdict_all_skipped(res->metric, res->loss);
     if (dist) { /* the collective's own loss: one process has none (the metric stays absent) */
         for (size_t t = 0; t < res->ntensors; t++)
-            res->tensors[t].metric[GP_M_COLLECTIVE_REL_ERR] = gp_verdict_ratio(res->tensors[t].st.coll.ss, res->tensors[t].st.ss_same);
+            res->tensors[t].metric[GP_M_COLLECTIVE_REL_ERR] = gp_verdict_ratio(res->tensors[t].st.coll.ss,
+                                                                               res->tensors[t].st.ss_same);
         res->metric[GP_M_COLLECTIVE_REL_ERR] = gp_verdict_ratio(res->st.coll.ss, res->st.ss_same);
         for (int m = 0; m < GP_NMECH; m++)
             res->coll_loss[m] = gp_verdict_ratio(res->st.coll.ss_mech[m], res->st.ss_full);

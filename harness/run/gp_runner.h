@@ -49,7 +49,10 @@
  * a false alarm per statistic and run of at most 1e-9. The CPU rounds up with probability
  * floor(f 2^32) / 2^32 (README), a drift below 2^-32 per draw, added to (1)'s bound. The
  * metric is |S| / T: a value above 1 fails (a biased rounding, or bits shared by
- * neighbouring elements or reused across micro-batches).
+ * neighbouring elements or reused across micro-batches). (4) sr_lag_corr_score: every lag
+ * at once (gp_sr_lag.h: bits reused with any period below the tensor size), on the draws
+ * of rank 0's last micro-batch of the first iteration, the first 2^21 elements of each
+ * tensor (not in sampled runs); false alarm at most 1e-9 a run.
  *
  * A capture replayed as torch's twin (docs/replay.md): a tensor's `state` sets its initial m, v
  * (and master) and step count T0 (gp_optim.h, "Step counts"); after every optimizer step a
@@ -111,6 +114,9 @@ typedef struct {
     double sr_sum[3], sr_var[3];                    /* stochastic rounding: S and V of the bias,
                                                        element and step statistics */
     uint64_t sr_draws;                              /* stochastic roundings observed */
+    double sr_lag;                                  /* the all-lags score (gp_sr_lag.h), the
+                                                       largest of the tensors tested; merged by max */
+    uint64_t sr_lag_lags;                           /* lags it tested (0: none, the metric absent) */
     gp_optim_counts opt;                            /* optimizer-phase events */
     gp_optim_sums opt_ss;                           /* optimizer-phase sums of squares */
     gp_ratio_sums est[GP_NEST];                     /* per-element ratio sums (sampled runs) */

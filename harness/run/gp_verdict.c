@@ -36,6 +36,11 @@ int gp_default_threshold(const gp_result *r, gp_metric m, double *max)
     case GP_M_SR_BIAS_SCORE: /* the derived bounds of gp_runner.h: false alarm <= 1e-9 each */
     case GP_M_SR_ELEMENT_CORR_SCORE:
     case GP_M_SR_STEP_CORR_SCORE: *max = 1.0; return 0;
+    case GP_M_SR_LAG_CORR_SCORE: /* gp_sr_lag.h's bound: false alarm <= 1e-9 a run */
+        if (r->metric[m] != r->metric[m])
+            return -1;
+        *max = 1.0;
+        return 0;
     case GP_M_TWIN_MISMATCH_COUNT: /* only where a twin was compared: bit for bit */
         if (r->metric[m] != r->metric[m])
             return -1;
@@ -82,6 +87,8 @@ void gp_verdict_derive(const gp_stats *st, double *metric, double *loss)
     metric[GP_M_STATE_UNDERFLOW_FRAC] = oc->state_nonzero ? (double)oc->state_underflow / (double)oc->state_nonzero : 0;
     if (oc->twin_checked) /* a twin was compared (else the metric stays absent) */
         metric[GP_M_TWIN_MISMATCH_COUNT] = (double)oc->twin_mismatch;
+    if (st->sr_lag_lags) /* a stochastic accumulator was tested at every lag (else absent) */
+        metric[GP_M_SR_LAG_CORR_SCORE] = st->sr_lag;
     loss[GP_MECH_NORMALIZATION] = metric[GP_M_NORMALIZATION_REL_ERR];
     for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_SCALING; m++)
         loss[m] = gp_verdict_ratio(st->ss_mech[m], st->ss_full);
@@ -203,6 +210,9 @@ void gp_stats_add(gp_stats *a, const gp_stats *b)
         a->sr_var[j] += b->sr_var[j];
     }
     a->sr_draws += b->sr_draws;
+    if (b->sr_lag_lags && (!a->sr_lag_lags || b->sr_lag > a->sr_lag))
+        a->sr_lag = b->sr_lag;
+    a->sr_lag_lags += b->sr_lag_lags;
     gp_optim_counts_add(&a->opt, &b->opt);
     a->opt_ss.w_err += b->opt_ss.w_err;
     a->opt_ss.w_ref += b->opt_ss.w_ref;

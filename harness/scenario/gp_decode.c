@@ -348,6 +348,11 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
      * bytes remain (explicit values were chosen for the format above: not those) */
     if (!any_values && gp_decoder_pick(d, 8) == 1)
         s->precision.grad = gp_decoder_bool(d) ? GP_FP8_E5M2 : GP_FP8_E4M3;
+    /* fp8 accumulators (issue 27: every format a backend stores into; the unscale and the
+     * clipping store into it too, and a collective without a reduce dtype adds in it), read
+     * last: one scenario in eight where bytes remain */
+    if (gp_decoder_pick(d, 8) == 1)
+        s->precision.accumulator = gp_decoder_bool(d) ? GP_FP8_E5M2 : GP_FP8_E4M3;
     return 0;
 oom:
     gp_scenario_free(s);

@@ -87,7 +87,9 @@ double gp_decode_value(gp_decoder *d, gp_format f, gp_format acc, double ref, in
  * (generated gradients, no Kahan accumulator), data parallelism: 2..8 ranks, any
  * collective, reduce dtype, average, predivide, no_sync, bucket, normalization and
  * per-rank token counts (docs/distributed.md); after that, one generated scenario in
- * eight takes fp8 gradients (e4m3 or e5m2). Every value is inside what
+ * eight takes fp8 gradients (e4m3 or e5m2); last, one scenario in eight (any kind)
+ * takes an fp8 accumulator (e4m3 or e5m2: accumulation, unscaling, clipping and a
+ * collective without a reduce dtype store into it). Every value is inside what
  * gp_scenario_load_string accepts, so gp_scenario_to_yaml of the result loads back
  * (the `decode` fuzz target checks it). `out` owns what it points to (free it with
  * gp_scenario_free). Returns 0, or -1 with err set when out of memory (out is then

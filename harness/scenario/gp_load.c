@@ -54,34 +54,40 @@ static int resolve_replay(loader *L, gp_scenario *s)
                     break;
                 }
                 if (en.fmt != s->precision.grad)
-                    rc = gp_load_fail(L, at, "tensors[%zu] '%s': %s: entry '%s' is %s but precision.grad is %s (the dump "
-                              "holds what the backward wrote: say its dtype)", i, t->name, t->grad.replay, name,
-                              gp_format_name(en.fmt), gp_format_name(s->precision.grad));
+                    rc = gp_load_fail(L, at,
+                                      "tensors[%zu] '%s': %s: entry '%s' is %s but precision.grad is %s (the dump "
+                                      "holds what the backward wrote: say its dtype)", i, t->name, t->grad.replay, name,
+                                      gp_format_name(en.fmt), gp_format_name(s->precision.grad));
                 else if (st == 0 && k == 0)
                     n = en.n;
                 else if (en.n != n)
-                    rc = gp_load_fail(L, at, "tensors[%zu] '%s': %s: entry '%s' has %llu elements, '%s/step0/mb0' has %llu",
-                              i, t->name, t->grad.replay, name, (unsigned long long)en.n, t->grad.replay_key,
-                              (unsigned long long)n);
+                    rc = gp_load_fail(L, at,
+                                      "tensors[%zu] '%s': %s: entry '%s' has %llu elements, '%s/step0/mb0' has %llu",
+                                      i, t->name, t->grad.replay, name, (unsigned long long)en.n, t->grad.replay_key,
+                                      (unsigned long long)n);
                 gp_replay_entry_release(&en);
             }
         gp_replay_close(r);
         if (rc)
             return -1;
         if (n == 0 || n > GP_MAX_TENSOR_SIZE)
-            return gp_load_fail(L, at, "tensors[%zu] '%s': %s: entries of %llu elements (1 to %zu replayed)", i, t->name,
-                        t->grad.replay, (unsigned long long)n, GP_MAX_TENSOR_SIZE);
+            return gp_load_fail(L, at, "tensors[%zu] '%s': %s: entries of %llu elements (1 to %zu replayed)", i,
+                                t->name,
+                                t->grad.replay, (unsigned long long)n, GP_MAX_TENSOR_SIZE);
         if (L->tn[i].size && t->size != n)
-            return gp_load_fail(L, L->tn[i].size, "tensors[%zu].size is %zu but the dump's entries have %llu elements", i,
-                        t->size, (unsigned long long)n);
+            return gp_load_fail(L, L->tn[i].size, "tensors[%zu].size is %zu but the dump's entries have %llu elements",
+                                i,
+                                t->size, (unsigned long long)n);
         t->size = (size_t)n;
         if (t->population && t->population < t->size)
-            return gp_load_fail(L, L->tn[i].population, "tensors[%zu].population is %llu, fewer than the dump's %zu elements "
-                        "(population: the elements of the tensor the dump's entries were sampled from)", i,
-                        (unsigned long long)t->population, t->size);
+            return gp_load_fail(L, L->tn[i].population,
+                                "tensors[%zu].population is %llu, fewer than the dump's %zu elements "
+                                "(population: the elements of the tensor the dump's entries were sampled from)", i,
+                                (unsigned long long)t->population, t->size);
         if (t->sample > t->size)
-            return gp_load_fail(L, L->tn[i].sample, "tensors[%zu].sample is %zu, more than the tensor's %zu elements", i,
-                        t->sample, t->size);
+            return gp_load_fail(L, L->tn[i].sample, "tensors[%zu].sample is %zu, more than the tensor's %zu elements",
+                                i,
+                                t->sample, t->size);
         if (t->weight.kind == GP_DIST_REPLAY) {
             at = L->tn[i].weight;
             gp_replay_entry en;
@@ -92,7 +98,7 @@ static int resolve_replay(loader *L, gp_scenario *s)
                 rc = gp_load_fail(L, at, "tensors[%zu] '%s': %s", i, t->name, e.msg);
             else if (en.n != n)
                 rc = gp_load_fail(L, at, "tensors[%zu] '%s': %s: entry '%s' has %llu elements, the gradients %llu", i,
-                          t->name, t->weight.replay, name, (unsigned long long)en.n, (unsigned long long)n);
+                                  t->name, t->weight.replay, name, (unsigned long long)en.n, (unsigned long long)n);
             if (rc == 0)
                 gp_replay_entry_release(&en);
             gp_replay_close(r);
@@ -103,7 +109,7 @@ static int resolve_replay(loader *L, gp_scenario *s)
             for (int k = 0; k < gp_scenario_step_mb(s, st); k++)
                 if ((uint64_t)gp_scenario_step_tokens(s, st)[k] * (uint64_t)s->batch.accumulation_steps > INT32_MAX)
                     return gp_load_fail(L, at, "tensors[%zu]: replaying a `mean` reduction needs batch.tokens[%d] x "
-                                "accumulation_steps below 2^31", i, k);
+                                        "accumulation_steps below 2^31", i, k);
     }
     return 0;
 }
@@ -119,10 +125,11 @@ static int check_carried_entry(const loader *L, yaml_node_t *at, size_t i, const
         return gp_load_fail(L, at, "tensors[%zu] '%s': %s", i, t->name, e.msg);
     if (en.fmt != fmt)
         rc = gp_load_fail(L, at, "tensors[%zu] '%s': %s: entry '%s' is %s but %s is %s", i, t->name, file, name,
-                  gp_format_name(en.fmt), fmt_key, gp_format_name(fmt));
+                          gp_format_name(en.fmt), fmt_key, gp_format_name(fmt));
     else if (en.n != t->size)
-        rc = gp_load_fail(L, at, "tensors[%zu] '%s': %s: entry '%s' has %llu elements, the gradients %zu", i, t->name, file,
-                  name, (unsigned long long)en.n, t->size);
+        rc = gp_load_fail(L, at, "tensors[%zu] '%s': %s: entry '%s' has %llu elements, the gradients %zu", i, t->name,
+                          file,
+                          name, (unsigned long long)en.n, t->size);
     gp_replay_entry_release(&en);
     return rc;
 }
@@ -137,21 +144,25 @@ static int resolve_carried(loader *L, gp_scenario *s)
 {
     int any_lr_steps = s->optimizer.lr_steps != NULL;
     if (s->optimizer.lr_steps && s->optimizer.nlr_steps != s->steps)
-        return gp_load_fail(L, L->lr_steps, "optimizer.lr_steps has %d entries, steps is %d (one LR per optimizer step)",
-                    s->optimizer.nlr_steps, s->steps);
+        return gp_load_fail(L, L->lr_steps,
+                            "optimizer.lr_steps has %d entries, steps is %d (one LR per optimizer step)",
+                            s->optimizer.nlr_steps, s->steps);
     for (size_t i = 0; i < s->ntensors; i++) {
         gp_tensor_spec *t = &s->tensors[i];
         any_lr_steps |= t->optimizer.lr_steps != NULL;
         if (t->optimizer.lr_steps && t->optimizer.nlr_steps != s->steps)
-            return gp_load_fail(L, L->tn[i].opt_lr_steps, "tensors[%zu].optimizer.lr_steps has %d entries, steps is %d (one "
-                        "LR per optimizer step)", i, t->optimizer.nlr_steps, s->steps);
+            return gp_load_fail(L, L->tn[i].opt_lr_steps,
+                                "tensors[%zu].optimizer.lr_steps has %d entries, steps is %d (one "
+                                "LR per optimizer step)", i, t->optimizer.nlr_steps, s->steps);
         if (s->optimizer.lr_steps && t->optimizer.set_lr && !t->optimizer.lr_steps)
-            return gp_load_fail(L, L->tn[i].opt_lr, "tensors[%zu].optimizer.lr: optimizer.lr_steps gives every step's LR; "
-                        "give this tensor's own lr_steps", i);
+            return gp_load_fail(L, L->tn[i].opt_lr,
+                                "tensors[%zu].optimizer.lr: optimizer.lr_steps gives every step's LR; "
+                                "give this tensor's own lr_steps", i);
     }
     if (any_lr_steps && s->schedule.kind != GP_SCHED_CONSTANT)
-        return gp_load_fail(L, L->sched_name, "schedule.name is %s but lr_steps gives the LR of every step (it replaces lr x "
-                    "schedule): drop one", gp_schedule_name(s->schedule.kind));
+        return gp_load_fail(L, L->sched_name,
+                            "schedule.name is %s but lr_steps gives the LR of every step (it replaces lr x "
+                            "schedule): drop one", gp_schedule_name(s->schedule.kind));
     char name[GP_NAME_MAX * 4];
     for (size_t i = 0; i < s->ntensors; i++) {
         gp_tensor_spec *t = &s->tensors[i];
@@ -161,8 +172,9 @@ static int resolve_carried(loader *L, gp_scenario *s)
         if (t->state.replay) {
             yaml_node_t *at = L->tn[i].state;
             if (s->optimizer.kahan)
-                return gp_load_fail(L, at, "tensors[%zu].state: optimizer.kahan keeps a compensation no entry of the dump "
-                            "holds (torch's AdamW has none)", i);
+                return gp_load_fail(L, at,
+                                    "tensors[%zu].state: optimizer.kahan keeps a compensation no entry of the dump "
+                                    "holds (torch's AdamW has none)", i);
             if (gp_replay_open(t->state.replay, &r, &e) != 0)
                 return gp_load_fail(L, at, "tensors[%zu] '%s': state.replay: %s", i, t->name, e.msg);
             const char *const nm[3] = {"exp_avg", "exp_avg_sq", "master"};
@@ -232,16 +244,16 @@ static int check_size(const loader *L, yaml_node_t *root, yaml_node_t *tensors, 
     uint64_t bpe = gp_run_bytes_per_element(s) + 4; /* + the generated fp32 gradient */
     if (elems > GP_MAX_RUN_BYTES / bpe)
         return gp_load_fail(L, tensors ? tensors : root,
-                    "tensors: %llu elements at %llu bytes each for this configuration (steps > 1 keeps the "
-                    "optimizer state, clipping or loss scaling the whole step) need %.1f GiB: more than the "
-                    "limit of 64 GiB", (unsigned long long)elems, (unsigned long long)bpe,
-                    (double)elems * (double)bpe / 1073741824.0);
+                            "tensors: %llu elements at %llu bytes each for this configuration (steps > 1 keeps the "
+                            "optimizer state, clipping or loss scaling the whole step) need %.1f GiB: more than the "
+                            "limit of 64 GiB", (unsigned long long)elems, (unsigned long long)bpe,
+                            (double)elems * (double)bpe / 1073741824.0);
     uint64_t work = gp_run_work(s);
     if (work > GP_MAX_WORK)
         return gp_load_fail(L, steps ? steps : tensors ? tensors : root,
-                    "the run would take %.3g element-accumulations (steps %d x (%llu elements x %d micro-batches "
-                    "+ %d)): more than the limit of 2^40 (docs/limits.md)", (double)work, s->steps,
-                    (unsigned long long)elems, s->batch.microbatches, GP_RUN_STEP_OVERHEAD);
+                            "the run would take %.3g element-accumulations (steps %d x (%llu elements x %d micro-batches "
+                            "+ %d)): more than the limit of 2^40 (docs/limits.md)", (double)work, s->steps,
+                            (unsigned long long)elems, s->batch.microbatches, GP_RUN_STEP_OVERHEAD);
     return 0;
 }
 
@@ -253,7 +265,7 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
         return -1;
     if (v[K_SWEEP] && !L->sweep_ok)
         return gp_load_fail(L, k[K_SWEEP], "sweep: this file declares a sweep (several scenarios); `gradprec run` "
-                    "expands it (gp_scenario_load_all_*)");
+                            "expands it (gp_scenario_load_all_*)");
     if (v[K_NAME] && gp_load_get_name(L, v[K_NAME], "name", s->name))
         return -1;
     if (v[K_SEED] && gp_load_get_u64(L, v[K_SEED], "seed", &s->seed))
@@ -318,18 +330,20 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
     if (s->optimizer.lowbit && check_lowbit(L, v[K_OPTIMIZER], v[K_SAMPLE], s))
         return -1;
     if (s->thresholds.set[GP_M_TWIN_MISMATCH_COUNT] && !gp_scenario_has_twin(s))
-        return gp_load_fail(L, v[K_THRESHOLDS], "thresholds.twin_mismatch_count: no tensor has a `twin` (torch's state after "
-                    "each step) to compare with");
+        return gp_load_fail(L, v[K_THRESHOLDS],
+                            "thresholds.twin_mismatch_count: no tensor has a `twin` (torch's state after "
+                            "each step) to compare with");
     if (s->loss_scale.nreplay_scales) {
         int replayed = 0;
         for (size_t i = 0; i < s->ntensors; i++)
             replayed |= s->tensors[i].grad.kind == GP_DIST_REPLAY;
         if (!replayed)
             return gp_load_fail(L, v[K_LOSS_SCALE], "loss_scale.replay_scales: no tensor is replayed (the scales the "
-                        "dump's entries carry)");
+                                "dump's entries carry)");
         if (s->loss_scale.nreplay_scales != s->steps)
-            return gp_load_fail(L, v[K_LOSS_SCALE], "loss_scale.replay_scales has %d entries, steps is %d (one scale per "
-                        "optimizer step)", s->loss_scale.nreplay_scales, s->steps);
+            return gp_load_fail(L, v[K_LOSS_SCALE],
+                                "loss_scale.replay_scales has %d entries, steps is %d (one scale per "
+                                "optimizer step)", s->loss_scale.nreplay_scales, s->steps);
     }
     return check_size(L, root, v[K_TENSORS], v[K_STEPS], s);
 }
@@ -402,7 +416,7 @@ int gp_load_read_doc(const char *text, size_t len, const char *origin, yaml_docu
 
 /* The scenario of a parsed document (named default_name unless it says otherwise). */
 int gp_load_parse_doc(yaml_document_t *doc, const char *origin, const char *dir, const char *default_name,
-                     int sweep_ok, gp_scenario *s, gp_error *err)
+                      int sweep_ok, gp_scenario *s, gp_error *err)
 {
     gp_scenario t;
     loader L;
@@ -427,7 +441,7 @@ int gp_load_parse_doc(yaml_document_t *doc, const char *origin, const char *dir,
 }
 
 int gp_load_text(const char *text, size_t len, const char *origin, const char *dir, const char *default_name,
-                gp_scenario *s, gp_error *err)
+                 gp_scenario *s, gp_error *err)
 {
     yaml_document_t doc;
     gp_scenario_init(s);

@@ -61,18 +61,18 @@ yaml_node_t *gp_load_seq_item(const loader *L, const yaml_node_t *n, size_t i)
  * keys[i] (NULL when absent), keyn[i] its key. Rejects a non-mapping, non-scalar
  * keys, unknown keys (listing the allowed ones) and duplicate keys. */
 int gp_load_fields(const loader *L, yaml_node_t *map, const char *path, const char *const *keys,
-                  int nkeys, yaml_node_t **vals, yaml_node_t **keyn)
+                   int nkeys, yaml_node_t **vals, yaml_node_t **keyn)
 {
     for (int i = 0; i < nkeys; i++)
         vals[i] = keyn[i] = NULL;
     if (map->type != YAML_MAPPING_NODE)
         return gp_load_fail(L, map, "%s: expected a mapping, got %s", *path ? path : "the scenario",
-                    gp_load_kind(map));
+                            gp_load_kind(map));
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
         yaml_node_t *k = gp_load_node(L, p->key), *v = gp_load_node(L, p->value);
         if (k->type != YAML_SCALAR_NODE)
             return gp_load_fail(L, k, "%s: a key must be a name, got %s", *path ? path : "the scenario",
-                        gp_load_kind(k));
+                                gp_load_kind(k));
         int i = 0;
         while (i < nkeys && strcmp(gp_load_sval(k), keys[i]) != 0)
             i++;
@@ -85,8 +85,8 @@ int gp_load_fields(const loader *L, yaml_node_t *map, const char *path, const ch
         }
         if (vals[i])
             return gp_load_fail(L, k, "duplicate key '%s'%s%s (first at %lu:%lu)", keys[i], *path ? " in " : "",
-                        path, (unsigned long)keyn[i]->start_mark.line + 1,
-                        (unsigned long)keyn[i]->start_mark.column + 1);
+                                path, (unsigned long)keyn[i]->start_mark.line + 1,
+                                (unsigned long)keyn[i]->start_mark.column + 1);
         vals[i] = v;
         keyn[i] = k;
     }
@@ -145,7 +145,7 @@ int gp_load_get_double(const loader *L, const yaml_node_t *n, const char *path, 
 /* A finite double within [lo, hi] (an open end when lo_open / hi_open; hi = INFINITY
  * for no upper bound). */
 int gp_load_get_double_in(const loader *L, const yaml_node_t *n, const char *path, double lo,
-                         int lo_open, double hi, int hi_open, double *out)
+                          int lo_open, double hi, int hi_open, double *out)
 {
     double v = 0;
     if (gp_load_get_double(L, n, path, &v))
@@ -158,12 +158,12 @@ int gp_load_get_double_in(const loader *L, const yaml_node_t *n, const char *pat
     if (isinf(hi))
         return gp_load_fail(L, n, "%s must be %s %g (got %s)", path, lo_open ? ">" : ">=", lo, gp_load_sval(n));
     return gp_load_fail(L, n, "%s must be in %c%g, %g%c (got %s)", path, lo_open ? '(' : '[', lo, hi,
-                hi_open ? ')' : ']', gp_load_sval(n));
+                        hi_open ? ')' : ']', gp_load_sval(n));
 }
 
 /* A decimal integer in [lo, hi], fully parsed. */
 int gp_load_get_ll(const loader *L, const yaml_node_t *n, const char *path, long long lo,
-                  long long hi, long long *out)
+                   long long hi, long long *out)
 {
     if (number_node(L, n, path, "an integer"))
         return -1;
@@ -240,7 +240,7 @@ int gp_load_get_string(const loader *L, const yaml_node_t *n, const char *path, 
 }
 
 int gp_load_get_enum(const loader *L, const yaml_node_t *n, const char *path,
-                    const char *const *names, int count, int *out)
+                     const char *const *names, int count, int *out)
 {
     const char *t = NULL;
     if (gp_load_get_string(L, n, path, &t))

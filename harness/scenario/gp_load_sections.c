@@ -47,7 +47,7 @@ static int get_scale(const loader *L, yaml_node_t *n, const char *path, double *
         return gp_load_fail(L, n, "%s must be a power of two (got %s)", path, gp_load_sval(n));
     if (ex - 1 < -126 || ex - 1 > 127)
         return gp_load_fail(L, n, "%s must be a power of two between 2^-126 and 2^127, a normal fp32 (got 2^%d)", path,
-                    ex - 1);
+                            ex - 1);
     *out = x;
     return 0;
 }
@@ -83,15 +83,15 @@ int gp_load_parse_loss_scale(const loader *L, yaml_node_t *n, gp_scenario *s)
         }
     }
     if (v[L_GROWTH] && gp_load_get_double_in(L, v[L_GROWTH], "loss_scale.growth", 1.0, 1, INFINITY, 0,
-                                     &s->loss_scale.growth))
+                                             &s->loss_scale.growth))
         return -1;
     if (v[L_BACKOFF] && gp_load_get_double_in(L, v[L_BACKOFF], "loss_scale.backoff", 0.0, 1, 1.0, 1,
-                                      &s->loss_scale.backoff))
+                                              &s->loss_scale.backoff))
         return -1;
     if (v[L_INTERVAL] && gp_load_get_int(L, v[L_INTERVAL], "loss_scale.interval", 1, &s->loss_scale.interval))
         return -1;
     if (v[L_UNSCALE] && gp_load_get_bool(L, v[L_UNSCALE], "loss_scale.unscale_before_clip",
-                                 &s->loss_scale.unscale_before_clip))
+                                         &s->loss_scale.unscale_before_clip))
         return -1;
     if (v[L_UPDATE] && gp_load_get_bool(L, v[L_UPDATE], "loss_scale.update", &s->loss_scale.update))
         return -1;
@@ -135,20 +135,23 @@ int gp_load_parse_optimizer(loader *L, yaml_node_t *n, gp_scenario *s)
         yaml_node_t *b = v[OP_BETAS];
         if (b->type != YAML_SEQUENCE_NODE || gp_load_seq_len(b) != 2)
             return gp_load_fail(L, b, "optimizer.betas: expected a list of two numbers [beta1, beta2], got %s",
-                        b->type == YAML_SEQUENCE_NODE ? "a list of another length" : gp_load_kind(b));
-        if (gp_load_get_double_in(L, gp_load_seq_item(L, b, 0), "optimizer.betas[0]", 0.0, 0, 1.0, 1, &s->optimizer.beta1) ||
-            gp_load_get_double_in(L, gp_load_seq_item(L, b, 1), "optimizer.betas[1]", 0.0, 0, 1.0, 1, &s->optimizer.beta2))
+                                b->type == YAML_SEQUENCE_NODE ? "a list of another length" : gp_load_kind(b));
+        if (gp_load_get_double_in(L, gp_load_seq_item(L, b, 0), "optimizer.betas[0]", 0.0, 0, 1.0, 1,
+                                  &s->optimizer.beta1) ||
+            gp_load_get_double_in(L, gp_load_seq_item(L, b, 1), "optimizer.betas[1]", 0.0, 0, 1.0, 1,
+                                  &s->optimizer.beta2))
             return -1;
     }
     if (v[OP_EPS] && gp_load_get_double_in(L, v[OP_EPS], "optimizer.eps", 0.0, 1, INFINITY, 0, &s->optimizer.eps))
         return -1;
     if (v[OP_WD] && gp_load_get_double_in(L, v[OP_WD], "optimizer.weight_decay", 0.0, 0, INFINITY, 0,
-                                  &s->optimizer.weight_decay))
+                                          &s->optimizer.weight_decay))
         return -1;
     if (v[OP_PARAM] && gp_load_get_format(L, v[OP_PARAM], "optimizer.param", &s->optimizer.param))
         return -1;
     if (v[OP_MASTER] &&
-        gp_load_get_enum(L, v[OP_MASTER], "optimizer.master", gp_master_names, COUNT(gp_master_names), &s->optimizer.master))
+        gp_load_get_enum(L, v[OP_MASTER], "optimizer.master", gp_master_names, COUNT(gp_master_names),
+                         &s->optimizer.master))
         return -1;
     const char *state_name = NULL;
     if (v[OP_STATE] && gp_load_get_string(L, v[OP_STATE], "optimizer.state", &state_name))
@@ -165,11 +168,12 @@ int gp_load_parse_optimizer(loader *L, yaml_node_t *n, gp_scenario *s)
         gp_load_get_enum(L, v[OP_FUSED], "optimizer.fused", gp_fused_names, COUNT(gp_fused_names), &s->optimizer.fused))
         return -1;
     if (v[OP_EVAL] && gp_load_get_enum(L, v[OP_EVAL], "optimizer.evaluation", gp_eval_names, COUNT(gp_eval_names),
-                               &s->optimizer.evaluation))
+                                       &s->optimizer.evaluation))
         return -1;
     if (s->optimizer.evaluation == 6 && gp_torch_sqrt_host_kernel() == GP_MKL_SQRT_NONE) /* torch_cpu_host */
-        return gp_load_fail(L, v[OP_EVAL], "optimizer.evaluation: torch_cpu_host models torch's x86-64 wheel on this host, %s",
-                    GP_TORCH_SQRT_HOST ? "and MKL's sqrt kernel for an Intel CPU without AVX2 and FMA is not modelled"
+        return gp_load_fail(L, v[OP_EVAL],
+                            "optimizer.evaluation: torch_cpu_host models torch's x86-64 wheel on this host, %s",
+                            GP_TORCH_SQRT_HOST ? "and MKL's sqrt kernel for an Intel CPU without AVX2 and FMA is not modelled"
                                        : "and this is not an x86-64 build");
     /* what the AdamW kernels implement (kernels/arith/gp_adamw.h) */
     if (v[OP_PARAM] && s->optimizer.param != GP_FP32 && s->optimizer.param != GP_BF16 && s->optimizer.param != GP_FP16)
@@ -184,15 +188,18 @@ int gp_load_parse_optimizer(loader *L, yaml_node_t *n, gp_scenario *s)
     if (s->optimizer.kahan && s->optimizer.master)
         return gp_load_fail(L, v[OP_KAHAN], "optimizer.kahan: Kahan compensation replaces the master copy; drop one");
     if (s->optimizer.kahan && s->optimizer.stochastic)
-        return gp_load_fail(L, v[OP_KAHAN], "optimizer.kahan: the compensated store rounds to nearest, not stochastically");
+        return gp_load_fail(L, v[OP_KAHAN],
+                            "optimizer.kahan: the compensated store rounds to nearest, not stochastically");
     if (s->optimizer.fused) { /* torch's fused kernel: one dtype, the param updated in place, RNE */
         if (s->optimizer.master || s->optimizer.kahan || s->optimizer.stochastic)
-            return gp_load_fail(L, v[OP_FUSED], "optimizer.fused: torch's fused AdamW updates the param itself, rounding to "
+            return gp_load_fail(L, v[OP_FUSED],
+                                "optimizer.fused: torch's fused AdamW updates the param itself, rounding to "
                                         "nearest (no master, kahan or stochastic); drop one");
         if (!v[OP_STATE])
             s->optimizer.state = s->optimizer.param;
         else if (s->optimizer.state != s->optimizer.param)
-            return gp_load_fail(L, v[OP_STATE], "optimizer.state: torch's fused AdamW keeps m and v in the param's dtype "
+            return gp_load_fail(L, v[OP_STATE],
+                                "optimizer.state: torch's fused AdamW keeps m and v in the param's dtype "
                                         "(%s), got %s", gp_format_name(s->optimizer.param),
                         gp_format_name(s->optimizer.state));
     }
@@ -220,12 +227,12 @@ int gp_load_parse_schedule(loader *L, yaml_node_t *n, gp_scenario *s)
         return -1;
     L->total_given = v[S_TOTAL] != NULL;
     if (v[S_MINLR] && gp_load_get_double_in(L, v[S_MINLR], "schedule.min_lr", 0.0, 0, INFINITY, 0,
-                                    &s->schedule.min_lr))
+                                            &s->schedule.min_lr))
         return -1;
     if (v[S_STEPSIZE] && gp_load_get_int(L, v[S_STEPSIZE], "schedule.step_size", 1, &s->schedule.step_size))
         return -1;
     if (v[S_GAMMA] && gp_load_get_double_in(L, v[S_GAMMA], "schedule.gamma", 0.0, 1, INFINITY, 0,
-                                    &s->schedule.gamma))
+                                            &s->schedule.gamma))
         return -1;
     return 0;
 }
@@ -251,8 +258,8 @@ int gp_load_parse_thresholds(const loader *L, yaml_node_t *n, gp_scenario *s)
         }
         if (seen[m])
             return gp_load_fail(L, k, "duplicate key '%s' in thresholds (first at %lu:%lu)", gp_load_sval(k),
-                        (unsigned long)seen[m]->start_mark.line + 1,
-                        (unsigned long)seen[m]->start_mark.column + 1);
+                                (unsigned long)seen[m]->start_mark.line + 1,
+                                (unsigned long)seen[m]->start_mark.column + 1);
         seen[m] = k;
         char path[PATHLEN];
         gp_load_pathf(path, "threshold for %s", gp_load_sval(k));
@@ -270,7 +277,8 @@ int gp_load_parse_thresholds(const loader *L, yaml_node_t *n, gp_scenario *s)
             s->thresholds.set_min[m] = bv[0] != NULL;
             s->thresholds.set[m] = bv[1] != NULL;
             if (bv[0] && bv[1] && s->thresholds.min[m] > s->thresholds.max[m])
-                return gp_load_fail(L, v, "%s: min %g is above max %g", path, s->thresholds.min[m], s->thresholds.max[m]);
+                return gp_load_fail(L, v, "%s: min %g is above max %g", path, s->thresholds.min[m],
+                                    s->thresholds.max[m]);
             continue;
         }
         if (gp_load_get_double(L, v, path, &s->thresholds.max[m]))
@@ -296,7 +304,7 @@ int gp_load_parse_exact_metrics(const loader *L, yaml_node_t *n, gp_scenario *s)
             char list[400];
             gp_scenario_join(list, sizeof list, names, GP_NMETRICS);
             return gp_load_fail(L, v, "exact_metrics: '%.60s' is not a metric (allowed: %s)",
-                        v->type == YAML_SCALAR_NODE ? gp_load_sval(v) : gp_load_kind(v), list);
+                                v->type == YAML_SCALAR_NODE ? gp_load_sval(v) : gp_load_kind(v), list);
         }
         if (s->exact_metrics[m])
             return gp_load_fail(L, v, "exact_metrics: '%s' is listed twice", gp_load_sval(v));
@@ -369,7 +377,7 @@ int gp_load_parse_distributed(loader *L, yaml_node_t *n, gp_scenario *s)
         s->distributed.reduce_set = 1;
         if (s->distributed.reduce_dtype == GP_FP8_E4M3 || s->distributed.reduce_dtype == GP_FP8_E5M2)
             return gp_load_fail(L, v[DI_RDT], "distributed.reduce_dtype must be fp32, bf16 or fp16 (got %s)",
-                        gp_format_name(s->distributed.reduce_dtype));
+                                gp_format_name(s->distributed.reduce_dtype));
     }
     if (v[DI_AVG]) {
         if (gp_load_get_enum(L, v[DI_AVG], "distributed.average", gp_avg_names, COUNT(gp_avg_names), &e))
@@ -377,11 +385,12 @@ int gp_load_parse_distributed(loader *L, yaml_node_t *n, gp_scenario *s)
         s->distributed.average = (gp_average)e;
     }
     if (v[DI_PRE] && gp_load_get_double_in(L, v[DI_PRE], "distributed.predivide", 1.0, 0, (double)GP_MAX_WORLD, 0,
-                                   &s->distributed.predivide))
+                                           &s->distributed.predivide))
         return -1;
     if (v[DI_NOSYNC] && gp_load_get_bool(L, v[DI_NOSYNC], "distributed.no_sync", &s->distributed.no_sync))
         return -1;
-    if (v[DI_BUCKET] && gp_load_get_ll(L, v[DI_BUCKET], "distributed.bucket_elements", 1, (long long)GP_MAX_TENSOR_SIZE, &x))
+    if (v[DI_BUCKET] && gp_load_get_ll(L, v[DI_BUCKET], "distributed.bucket_elements", 1,
+                                       (long long)GP_MAX_TENSOR_SIZE, &x))
         return -1;
     if (v[DI_BUCKET])
         s->distributed.bucket_elements = (long)x;
@@ -413,28 +422,29 @@ int gp_load_resolve_distributed(loader *L, gp_scenario *s)
     if (!L->dist)
         return 0;
     if ((long long)W * K > GP_MAX_MICROBATCHES)
-        return gp_load_fail(L, v[DI_WORLD] ? v[DI_WORLD] : L->dist, "distributed: world_size %d x %d micro-batches a rank is "
-                    "more than %d micro-batches in all", W, K, GP_MAX_MICROBATCHES);
+        return gp_load_fail(L, v[DI_WORLD] ? v[DI_WORLD] : L->dist,
+                            "distributed: world_size %d x %d micro-batches a rank is "
+                            "more than %d micro-batches in all", W, K, GP_MAX_MICROBATCHES);
     if (v[DI_PRE] && s->distributed.average != GP_AVG_PRE)
         return gp_load_fail(L, v[DI_PRE], "distributed.predivide needs average: pre (average is %s)",
-                    gp_average_name(s->distributed.average));
+                            gp_average_name(s->distributed.average));
     if (v[DI_PRE] && s->distributed.predivide > W)
         return gp_load_fail(L, v[DI_PRE], "distributed.predivide (%g) must be at most world_size (%d)",
-                    s->distributed.predivide, W);
+                            s->distributed.predivide, W);
     if (!v[DI_PRE])
         s->distributed.predivide = s->distributed.collective == GP_COLL_REDUCE_SCATTER ? fsdp_predivide(W) : W;
     if (v[DI_NORM] && s->reduction != GP_RED_TOKEN_MEAN)
         return gp_load_fail(L, v[DI_NORM], "distributed.normalize applies to reduction: token_mean (reduction is %s)",
-                    gp_reduction_name(s->reduction));
+                            gp_reduction_name(s->reduction));
     for (size_t i = 0; i < s->ntensors; i++)
         if (gp_scenario_distributed(s) &&
             (s->tensors[i].grad.kind == GP_DIST_VALUES || s->tensors[i].grad.kind == GP_DIST_REPLAY))
             return gp_load_fail(L, L->dist, "distributed: tensors[%zu] has %s gradients; a simulated collective needs "
-                        "generated ones (docs/distributed.md)", i,
-                        s->tensors[i].grad.kind == GP_DIST_VALUES ? "explicit" : "replayed");
+                                "generated ones (docs/distributed.md)", i,
+                                s->tensors[i].grad.kind == GP_DIST_VALUES ? "explicit" : "replayed");
     if (gp_scenario_distributed(s) && s->precision.rounding == GP_ACC_KAHAN)
         return gp_load_fail(L, L->dist, "distributed: a Kahan-compensated accumulator is not simulated across ranks "
-                    "(docs/distributed.md)");
+                            "(docs/distributed.md)");
     yaml_node_t *t = v[DI_TOKENS];
     if (!t)
         return 0;
@@ -442,7 +452,7 @@ int gp_load_resolve_distributed(loader *L, gp_scenario *s)
         return gp_load_fail(L, t, "distributed.tokens gives every rank's counts: leave batch.tokens out");
     if (t->type != YAML_SEQUENCE_NODE || gp_load_seq_len(t) != (size_t)W)
         return gp_load_fail(L, t, "distributed.tokens: expected a list of %d entries (one per rank), got %s", W,
-                    t->type == YAML_SEQUENCE_NODE ? "another length" : gp_load_kind(t));
+                            t->type == YAML_SEQUENCE_NODE ? "another length" : gp_load_kind(t));
     s->distributed.tokens = malloc((size_t)W * (size_t)K * sizeof *s->distributed.tokens);
     if (!s->distributed.tokens)
         return gp_load_oom(L, t);
@@ -455,8 +465,9 @@ int gp_load_resolve_distributed(loader *L, gp_scenario *s)
             yaml_node_t *item = row;
             if (row->type == YAML_SEQUENCE_NODE) {
                 if (gp_load_seq_len(row) != (size_t)K)
-                    return gp_load_fail(L, row, "distributed.tokens[%d] has %zu entries but batch.microbatches is %d", r,
-                                gp_load_seq_len(row), K);
+                    return gp_load_fail(L, row, "distributed.tokens[%d] has %zu entries but batch.microbatches is %d",
+                                        r,
+                                        gp_load_seq_len(row), K);
                 item = gp_load_seq_item(L, row, (size_t)k);
                 gp_load_pathf(p, "distributed.tokens[%d][%d]", r, k);
             } else {
@@ -469,8 +480,9 @@ int gp_load_resolve_distributed(loader *L, gp_scenario *s)
         }
     }
     if (N > INT32_MAX)
-        return gp_load_fail(L, t, "distributed.tokens: the total N = %llu tokens over every rank does not fit in 2^31-1",
-                    (unsigned long long)N);
+        return gp_load_fail(L, t,
+                            "distributed.tokens: the total N = %llu tokens over every rank does not fit in 2^31-1",
+                            (unsigned long long)N);
     for (int k = 0; k < K; k++) /* rank 0's counts are the batch's */
         s->batch.tokens[k] = s->distributed.tokens[k];
     return 0;

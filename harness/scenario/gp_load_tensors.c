@@ -23,13 +23,13 @@ static int parse_values(const loader *L, yaml_node_t *n, const char *path, gp_di
 {
     if (n->type != YAML_SEQUENCE_NODE)
         return gp_load_fail(L, n, "%s: expected a list of micro-batches (lists of per-token values), got %s",
-                    path, gp_load_kind(n));
+                            path, gp_load_kind(n));
     size_t nmb = gp_load_seq_len(n);
     if (nmb == 0)
         return gp_load_fail(L, n, "%s is empty: give at least one micro-batch", path);
     if (nmb > GP_MAX_MICROBATCHES)
         return gp_load_fail(L, n, "%s has too many micro-batches: %zu (at most %d)", path, nmb,
-                    GP_MAX_MICROBATCHES);
+                            GP_MAX_MICROBATCHES);
     uint64_t total = 0;
     for (size_t k = 0; k < nmb; k++) {
         yaml_node_t *m = gp_load_seq_item(L, n, k);
@@ -44,7 +44,7 @@ static int parse_values(const loader *L, yaml_node_t *n, const char *path, gp_di
     }
     if (total > INT32_MAX)
         return gp_load_fail(L, n, "%s has %llu values in all: the total token count must fit in 2^31-1",
-                    path, (unsigned long long)total);
+                            path, (unsigned long long)total);
     d->ntok = calloc(nmb, sizeof *d->ntok);
     d->values = calloc(nmb, sizeof *d->values);
     if (!d->ntok || !d->values) {
@@ -81,7 +81,8 @@ static int get_replay_ref(const loader *L, yaml_node_t *map, yaml_node_t *rn, ya
     char p[PATHLEN];
     const char *file = NULL, *key = NULL;
     if (!rn || !kn)
-        return gp_load_fail(L, map, "%s: replay needs both 'replay' (the dump) and 'key' (the tensor's name in it)", path);
+        return gp_load_fail(L, map, "%s: replay needs both 'replay' (the dump) and 'key' (the tensor's name in it)",
+                            path);
     gp_load_pathf(p, "%s.replay", path);
     if (gp_load_get_string(L, rn, p, &file))
         return -1;
@@ -123,7 +124,7 @@ static int parse_dist(const loader *L, yaml_node_t *n, const char *path, int is_
         for (int i = 0; i < D_VALUES; i++)
             if (v[i])
                 return gp_load_fail(L, k[i], "%s: '%s' cannot be combined with explicit values", path,
-                            dist_keys[i]);
+                                    dist_keys[i]);
         *values_node = v[D_VALUES];
         gp_load_pathf(p, "%s.values", path);
         return parse_values(L, v[D_VALUES], p, d);
@@ -180,7 +181,7 @@ int gp_load_get_lr_steps(const loader *L, yaml_node_t *q, const char *path, doub
     size_t len = q->type == YAML_SEQUENCE_NODE ? gp_load_seq_len(q) : 0;
     if (len == 0)
         return gp_load_fail(L, q, "%s: expected a list of the LR of each optimizer step, got %s", path,
-                    q->type == YAML_SEQUENCE_NODE ? "an empty list" : gp_load_kind(q));
+                            q->type == YAML_SEQUENCE_NODE ? "an empty list" : gp_load_kind(q));
     if (len > (size_t)INT_MAX / 2)
         return gp_load_fail(L, q, "%s has too many entries", path);
     if (!(*out = malloc(len * sizeof **out)))
@@ -212,16 +213,18 @@ static int parse_carried(loader *L, yaml_node_t *const *v, const char *path, siz
             get_replay_ref(L, v[T_STATE], sv[ST_REPLAY], sv[ST_KEY], p, &t->state.replay, &t->state.key))
             return -1;
         if (!sv[ST_STEP])
-            return gp_load_fail(L, v[T_STATE], "%s: missing required key 'step' (torch's state['step'] when the capture "
-                        "began)", p);
+            return gp_load_fail(L, v[T_STATE],
+                                "%s: missing required key 'step' (torch's state['step'] when the capture "
+                                "began)", p);
         long long step = 0;
         gp_load_pathf(p, "%s.state.step", path);
         if (gp_load_get_ll(L, sv[ST_STEP], p, 0, INT_MAX, &step))
             return -1;
         t->state.step = (long)step;
         if (t->weight.kind != GP_DIST_REPLAY)
-            return gp_load_fail(L, v[T_STATE], "%s.state: the optimizer state at entry needs the weights at entry: replay "
-                        "'weight' too", path);
+            return gp_load_fail(L, v[T_STATE],
+                                "%s.state: the optimizer state at entry needs the weights at entry: replay "
+                                "'weight' too", path);
         L->tn[i].state = v[T_STATE];
     }
     if (v[T_TWIN]) {
@@ -231,7 +234,7 @@ static int parse_carried(loader *L, yaml_node_t *const *v, const char *path, siz
             return -1;
         if (t->grad.kind != GP_DIST_REPLAY)
             return gp_load_fail(L, v[T_TWIN], "%s.twin: torch's state after each step is compared on a replayed run: "
-                        "replay 'grad' too", path);
+                                "replay 'grad' too", path);
         L->tn[i].twin = v[T_TWIN];
     }
     if (v[T_OPT]) {
@@ -248,7 +251,8 @@ static int parse_carried(loader *L, yaml_node_t *const *v, const char *path, siz
             return -1;
         t->optimizer.set_wd = ov[TO_WD] != NULL;
         gp_load_pathf(p, "%s.optimizer.lr_steps", path);
-        if (ov[TO_LR_STEPS] && gp_load_get_lr_steps(L, ov[TO_LR_STEPS], p, &t->optimizer.lr_steps, &t->optimizer.nlr_steps))
+        if (ov[TO_LR_STEPS] && gp_load_get_lr_steps(L, ov[TO_LR_STEPS], p, &t->optimizer.lr_steps,
+                                                    &t->optimizer.nlr_steps))
             return -1;
         L->tn[i].opt_lr = ov[TO_LR];
         L->tn[i].opt_lr_steps = ov[TO_LR_STEPS];
@@ -294,7 +298,8 @@ static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
     if (v[T_POPULATION] && gp_load_get_ll(L, v[T_POPULATION], p, 1, (long long)1 << 62, &population))
         return -1;
     if (v[T_POPULATION] && t->grad.kind != GP_DIST_REPLAY)
-        return gp_load_fail(L, v[T_POPULATION], "%s: population applies to replayed tensors (a dump holding a sample)", p);
+        return gp_load_fail(L, v[T_POPULATION], "%s: population applies to replayed tensors (a dump holding a sample)",
+                            p);
     t->population = (uint64_t)population;
     gp_load_pathf(p, "%s.size", path);
     long long size = t->grad.kind == GP_DIST_VALUES ? 1 : DEFAULT_SIZE;
@@ -305,13 +310,13 @@ static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
     t->size = (size_t)size;
     if (t->grad.kind != GP_DIST_REPLAY && t->sample > t->size) /* replayed: checked against the dump */
         return gp_load_fail(L, v[T_SAMPLE], "%s.sample is %zu, more than the tensor's %zu elements", path, t->sample,
-                    t->size);
+                            t->size);
     L->elements += t->size;
     if (L->elements > MEM_LIMIT_ELEMS)
         return gp_load_fail(L, v[T_SIZE] ? v[T_SIZE] : n,
-                    "%s: the tensors reach %llu elements in all (%.1f GiB at the least 4 bytes each): "
-                    "cannot fit in memory (limit 64 GiB)",
-                    path, (unsigned long long)L->elements, (double)L->elements * 4.0 / 1073741824.0);
+                            "%s: the tensors reach %llu elements in all (%.1f GiB at the least 4 bytes each): "
+                            "cannot fit in memory (limit 64 GiB)",
+                            path, (unsigned long long)L->elements, (double)L->elements * 4.0 / 1073741824.0);
     return 0;
 }
 
@@ -349,8 +354,8 @@ static int check_unique_names(const loader *L, const gp_scenario *s)
         return 0;
     const yaml_node_t *f = L->name_nodes[first];
     return gp_load_fail(L, L->name_nodes[dup], "duplicate tensor name '%s' (first at %lu:%lu)",
-                s->tensors[dup].name, (unsigned long)f->start_mark.line + 1,
-                (unsigned long)f->start_mark.column + 1);
+                        s->tensors[dup].name, (unsigned long)f->start_mark.line + 1,
+                        (unsigned long)f->start_mark.column + 1);
 }
 
 int gp_load_parse_tensors(loader *L, yaml_node_t *n, gp_scenario *s)
@@ -391,7 +396,7 @@ int gp_load_parse_batch(loader *L, yaml_node_t *n, gp_scenario *s)
         return -1;
     if (v[B_MB] && s->batch.microbatches > GP_MAX_MICROBATCHES)
         return gp_load_fail(L, v[B_MB], "batch.microbatches is too large: %d (at most %d)",
-                    s->batch.microbatches, GP_MAX_MICROBATCHES);
+                            s->batch.microbatches, GP_MAX_MICROBATCHES);
     if (v[B_ACC] && gp_load_get_int(L, v[B_ACC], "batch.accumulation_steps", 1, &s->batch.accumulation_steps))
         return -1;
     L->mb = v[B_MB];
@@ -406,7 +411,8 @@ int gp_load_parse_batch(loader *L, yaml_node_t *n, gp_scenario *s)
             return -1;
         L->tok_kind = TOK_INT;
         L->tok_int = (long)x;
-    } else if (t->type == YAML_SEQUENCE_NODE && gp_load_seq_len(t) > 0 && gp_load_seq_item(L, t, 0)->type == YAML_SEQUENCE_NODE) {
+    } else if (t->type == YAML_SEQUENCE_NODE && gp_load_seq_len(t) > 0 &&
+               gp_load_seq_item(L, t, 0)->type == YAML_SEQUENCE_NODE) {
         /* one list per optimizer step: step s has its own micro-batches */
         size_t ns = gp_load_seq_len(t);
         if (ns > (size_t)INT_MAX / 2)
@@ -420,8 +426,9 @@ int gp_load_parse_batch(loader *L, yaml_node_t *n, gp_scenario *s)
             size_t len = q->type == YAML_SEQUENCE_NODE ? gp_load_seq_len(q) : 0;
             gp_load_pathf(p, "batch.tokens[%zu]", st);
             if (q->type != YAML_SEQUENCE_NODE)
-                return gp_load_fail(L, q, "%s: expected the list of step %zu's token counts (one per micro-batch), got %s",
-                            p, st, gp_load_kind(q));
+                return gp_load_fail(L, q,
+                                    "%s: expected the list of step %zu's token counts (one per micro-batch), got %s",
+                                    p, st, gp_load_kind(q));
             if (len == 0)
                 return gp_load_fail(L, q, "%s is an empty list: a step has at least one micro-batch", p);
             if (len > GP_MAX_MICROBATCHES)
@@ -446,7 +453,7 @@ int gp_load_parse_batch(loader *L, yaml_node_t *n, gp_scenario *s)
             return gp_load_fail(L, t, "batch.tokens is an empty list");
         if (len > GP_MAX_MICROBATCHES)
             return gp_load_fail(L, t, "batch.tokens has too many entries: %zu (at most %d)", len,
-                        GP_MAX_MICROBATCHES);
+                                GP_MAX_MICROBATCHES);
         s->batch.tokens = malloc(len * sizeof *s->batch.tokens);
         if (!s->batch.tokens)
             return gp_load_oom(L, t);
@@ -476,7 +483,7 @@ int gp_load_parse_batch(loader *L, yaml_node_t *n, gp_scenario *s)
             return -1;
         if (seqs * hi > GP_MAX_TOKENS)
             return gp_load_fail(L, rv[R_SEQ], "batch.tokens: %lld sequences of up to %lld tokens exceed %ld tokens a "
-                        "micro-batch", seqs, hi, GP_MAX_TOKENS);
+                                "micro-batch", seqs, hi, GP_MAX_TOKENS);
         L->tok_seq = (long)seqs;
         L->tok_kind = TOK_RANGE;
         L->tok_min = (long)lo;
@@ -494,29 +501,32 @@ static int resolve_step_tokens(loader *L, gp_scenario *s, size_t first_v)
     size_t K = L->tok_len;
     if (first_v != SIZE_MAX)
         return gp_load_fail(L, L->tok, "batch.tokens: per-step token counts cannot go with explicit grad values "
-                    "(tensors[%zu].grad.values fixes one batch)", first_v);
+                            "(tensors[%zu].grad.values fixes one batch)", first_v);
     if (L->dist)
         return gp_load_fail(L, L->tok, "batch.tokens: per-step token counts are not simulated with `distributed:` "
-                    "(give one list, or distributed.tokens)");
+                            "(give one list, or distributed.tokens)");
     if (L->tok_steps != (size_t)s->steps)
         return gp_load_fail(L, L->tok, "batch.tokens has %zu step lists but steps is %d (one list per optimizer step)",
-                    L->tok_steps, s->steps);
+                            L->tok_steps, s->steps);
     if (L->mb && (size_t)s->batch.microbatches != K)
-        return gp_load_fail(L, L->mb, "batch.microbatches is %d but the longest step of batch.tokens has %zu micro-batches "
-                    "(with per-step counts, microbatches is the largest K_s)", s->batch.microbatches, K);
+        return gp_load_fail(L, L->mb,
+                            "batch.microbatches is %d but the longest step of batch.tokens has %zu micro-batches "
+                            "(with per-step counts, microbatches is the largest K_s)", s->batch.microbatches, K);
     s->batch.microbatches = (int)K;
     if (!L->acc)
         s->batch.accumulation_steps = (int)K;
     else if ((size_t)s->batch.accumulation_steps < K)
-        return gp_load_fail(L, L->acc, "batch.accumulation_steps (%d) must be at least the largest step of batch.tokens "
-                    "(%zu micro-batches)", s->batch.accumulation_steps, K);
+        return gp_load_fail(L, L->acc,
+                            "batch.accumulation_steps (%d) must be at least the largest step of batch.tokens "
+                            "(%zu micro-batches)", s->batch.accumulation_steps, K);
     for (int st = 0; st < s->steps; st++) {
         uint64_t N = 0;
         for (int k = 0; k < s->batch.step_mb[st]; k++)
             N += (uint64_t)s->batch.step_tokens[st][k];
         if (N > INT32_MAX)
-            return gp_load_fail(L, gp_load_seq_item(L, L->tok, (size_t)st), "batch.tokens[%d]: the total N = %llu tokens does not "
-                        "fit in 2^31-1", st, (unsigned long long)N);
+            return gp_load_fail(L, gp_load_seq_item(L, L->tok, (size_t)st),
+                                "batch.tokens[%d]: the total N = %llu tokens does not "
+                                "fit in 2^31-1", st, (unsigned long long)N);
         if ((size_t)s->batch.step_mb[st] == K && !s->batch.tokens) {
             if (!(s->batch.tokens = malloc(K * sizeof *s->batch.tokens)))
                 return gp_load_oom(L, L->tok);
@@ -561,15 +571,15 @@ int gp_load_resolve_batch(loader *L, yaml_node_t *root, gp_scenario *s)
     for (size_t i = 0; i < s->ntensors; i++)
         if (s->tensors[i].grad.kind == GP_DIST_VALUES && s->tensors[i].grad.nmb != K)
             return gp_load_fail(L, L->vnodes[i], "tensors[%zu].grad.values has %zu micro-batches but %s", i,
-                        s->tensors[i].grad.nmb, ksrc);
+                                s->tensors[i].grad.nmb, ksrc);
     s->batch.microbatches = (int)K;
     if (!L->acc)
         s->batch.accumulation_steps = (int)K;
     else if ((size_t)s->batch.accumulation_steps < K)
         return gp_load_fail(L, L->acc,
-                    "batch.accumulation_steps (%d) must be at least batch.microbatches (%zu); "
-                    "fewer micro-batches than accumulation steps make a partial last window",
-                    s->batch.accumulation_steps, K);
+                            "batch.accumulation_steps (%d) must be at least batch.microbatches (%zu); "
+                            "fewer micro-batches than accumulation steps make a partial last window",
+                            s->batch.accumulation_steps, K);
 
     if (L->tok_kind != TOK_LIST) {
         s->batch.tokens = malloc(K * sizeof *s->batch.tokens);
@@ -600,12 +610,12 @@ int gp_load_resolve_batch(loader *L, yaml_node_t *root, gp_scenario *s)
             if (d->ntok[k] != (size_t)s->batch.tokens[k]) {
                 if (L->tok_kind == TOK_DEFAULT) /* the counts came from tensors[first_v] */
                     return gp_load_fail(L, gp_load_seq_item(L, L->vnodes[i], k),
-                                "tensors[%zu].grad.values[%zu] has %zu token(s) but "
-                                "tensors[%zu].grad.values[%zu] has %ld",
-                                i, k, d->ntok[k], first_v, k, s->batch.tokens[k]);
+                                        "tensors[%zu].grad.values[%zu] has %zu token(s) but "
+                                        "tensors[%zu].grad.values[%zu] has %ld",
+                                        i, k, d->ntok[k], first_v, k, s->batch.tokens[k]);
                 return gp_load_fail(L, gp_load_seq_item(L, L->vnodes[i], k),
-                            "tensors[%zu].grad.values[%zu] has %zu token(s) but batch.tokens[%zu] is %ld",
-                            i, k, d->ntok[k], k, s->batch.tokens[k]);
+                                    "tensors[%zu].grad.values[%zu] has %zu token(s) but batch.tokens[%zu] is %ld",
+                                    i, k, d->ntok[k], k, s->batch.tokens[k]);
             }
     }
     uint64_t N = 0;
@@ -613,8 +623,8 @@ int gp_load_resolve_batch(loader *L, yaml_node_t *root, gp_scenario *s)
         N += (uint64_t)s->batch.tokens[k];
     if (N > INT32_MAX)
         return gp_load_fail(L, L->tok ? L->tok : root,
-                    "batch.tokens: the total N = %llu tokens over %zu micro-batches does not fit "
-                    "in 2^31-1",
-                    (unsigned long long)N, K);
+                            "batch.tokens: the total N = %llu tokens over %zu micro-batches does not fit "
+                            "in 2^31-1",
+                            (unsigned long long)N, K);
     return 0;
 }

@@ -9,7 +9,7 @@ static const char *const names[GP_NMETRICS] = {
     "min_loss_scale", "stale_update_frac", "weight_rel_err", "subnormal_frac", "nonfinite_count",
     "m_rel_err", "v_rel_err", "state_underflow_frac", "scaling_rel_err",
     "sr_bias_score", "sr_element_corr_score", "sr_step_corr_score", "collective_rel_err",
-    "twin_mismatch_count",
+    "twin_mismatch_count", "sr_lag_corr_score",
 };
 
 const char *gp_metric_name(gp_metric m)
@@ -28,7 +28,7 @@ int gp_metric_parse(const char *name, gp_metric *m)
 }
 
 static const char *const mech_names[GP_NMECH] = {
-    "normalization", "underflow", "absorption", "overflow", "rounding", "non-finite", "scaling", "stale update",
+    "normalization", "underflow", "absorption", "overflow", "saturation", "rounding", "non-finite", "scaling", "stale update",
     "state precision", "update formula"};
 
 const char *gp_mechanism_name(gp_mechanism m)

@@ -38,6 +38,10 @@ typedef enum {
                                         master) of the backend that differ in any bit from torch's
                                         after the same step, summed over steps; absent (NaN) without
                                         a twin */
+    GP_M_SR_LAG_CORR_SCORE,          /* stochastic rounding of the accumulator: the largest
+                                        |sum u_(j-L) u_j| / its bound over every lag L of one
+                                        micro-batch (harness/run/gp_sr_lag.h); absent (NaN) without
+                                        a stochastic accumulator */
     GP_NMETRICS
 } gp_metric;
 
@@ -63,6 +67,9 @@ typedef enum {
     GP_MECH_UNDERFLOW,
     GP_MECH_ABSORPTION,
     GP_MECH_OVERFLOW,
+    GP_MECH_SATURATION, /* an overflowing sum stored as the format's max finite (+-), where
+                           round-to-nearest overflows to inf (NaN in e4m3): a saturating
+                           conversion; IEEE's round toward zero stores it so (docs/model.md) */
     GP_MECH_ROUNDING, /* ordinary inexact roundings, no mechanism of the taxonomy */
     GP_MECH_NONFINITE,
     GP_MECH_SCALING,  /* gradients lost to skipped steps, or clipped in the wrong units */

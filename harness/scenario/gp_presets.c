@@ -981,6 +981,82 @@ static const gp_preset presets[] = {
      "fullbatch: sum\n"
      "precision: {grad: fp16, accumulator: fp32}\n"
      "thresholds: {underflow_frac: {min: 0.142857142857, max: 0.142857142858}}\n"},
+    /* Issue 27: every format a backend stores into. fp8 accumulators (OCP OFP8, non-saturating:
+     * e4m3 overflows to NaN, e5m2 to inf; docs/formats.md): a backend that saturates at max
+     * finite instead fails each of these three, naming saturation. */
+    {"fp8-e4m3-accum-overflow",
+     "8 micro-batches of fp32 gradients of about 64 (lognormal, sigma 0.5) summed in an fp8 e4m3 accumulator: "
+     "sums past 464 (448 + half its ulp 32) overflow to e4m3's NaN and stay NaN: fail naming non-finite (e4m3 "
+     "has no infinity: its overflow is a NaN, test_attribution)",
+     "name: fp8-e4m3-accum-overflow\n"
+     "seed: 113\n"
+     "tensors:\n"
+     "  - name: router.logits\n"
+     "    size: 4096\n"
+     "    grad: {dist: lognormal, scale: 64, sigma: 0.5}\n"
+     "batch: {microbatches: 8, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp32, accumulator: fp8_e4m3}\n" EXPECT_FAIL("non-finite")},
+    /* Scaled gradients 1 x 128, summed in e4m3: 128, 256, 384, then 512 > 464 overflows to NaN
+     * in every element: step 1 is skipped and the scale backs off to 64 (sums up to 256,
+     * unscaled to exactly 4); after 2 clean steps it grows to 128 and step 4 is skipped
+     * again: skipped steps 1 and 4, scales 128, 64, 64, 128, 64, 64. Two of six updates
+     * lost: weight_rel_err fails, naming scaling. */
+    {"fp8-e4m3-accum-loss-scale",
+     "fp32 gradients of 1 under a dynamic loss scale of 128 summed in fp8 e4m3 (4 micro-batches) and unscaled "
+     "there: 512 overflows to NaN, steps 1 and 4 are skipped (scales 128, 64, 64, 128, 64, 64): fail naming scaling",
+     "name: fp8-e4m3-accum-loss-scale\n"
+     "seed: 131\n"
+     "tensors:\n"
+     "  - name: w\n"
+     "    size: 4096\n"
+     "    grad: {dist: constant, scale: 1.0, sign: 0.0}\n"
+     "batch: {microbatches: 4, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "steps: 6\n"
+     "precision: {grad: fp32, accumulator: fp8_e4m3}\n"
+     "loss_scale: {mode: dynamic, init: 128, growth: 2, backoff: 0.5, interval: 2}\n" EXPECT_FAIL("scaling")},
+    /* The same in e5m2 at scale 2^14: 16384, 32768, 49152 (1.5 x 2^15), then 65536 > 61440
+     * (57344 + half its ulp 8192) overflows to inf: skipped steps 1 and 4, scales 2^14,
+     * 2^13, 2^13, 2^14, 2^13, 2^13. Clipping stores into e5m2 too: each unscaled gradient
+     * is 4, the norm 4 x 64 = 256, the coefficient 64 / 256 = 1/4: every clipped value 1. */
+    {"fp8-e5m2-accum-loss-scale",
+     "fp32 gradients of 1 under a dynamic loss scale of 2^14 summed in fp8 e5m2, unscaled and clipped there: "
+     "65536 overflows to inf, steps 1 and 4 are skipped (scales 2^14, 2^13, 2^13, 2^14, 2^13, 2^13): fail naming "
+     "scaling",
+     "name: fp8-e5m2-accum-loss-scale\n"
+     "seed: 137\n"
+     "tensors:\n"
+     "  - name: w\n"
+     "    size: 4096\n"
+     "    grad: {dist: constant, scale: 1.0, sign: 0.0}\n"
+     "batch: {microbatches: 4, tokens: 1}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "steps: 6\n"
+     "precision: {grad: fp32, accumulator: fp8_e5m2}\n"
+     "loss_scale: {mode: dynamic, init: 16384, growth: 2, backoff: 0.5, interval: 2}\n"
+     "clip: {max_norm: 64}\n" EXPECT_FAIL("scaling")},
+    /* Issue 27: stochastic rounding on a tensor of more than 2^20 elements, so that random
+     * bits reused at any lag below the tensor size show (sr_lag_corr_score, gp_sr_lag.h).
+     * 2 micro-batches (the second's roundings are the draws the lag test reads). */
+    {"bf16-sr-accum-2p20",
+     "2 micro-batches of positive fp32 gradients summed in bf16 with stochastic rounding over 1,114,112 "
+     "(2^20 + 2^16) elements: no correlation between the roundings at any lag (sr_lag_corr_score <= 1, false "
+     "alarm <= 1e-9); error within sqrt(2) x 2^-8",
+     "name: bf16-sr-accum-2p20\n"
+     "seed: 139\n"
+     "tensors:\n"
+     "  - name: embed\n"
+     "    size: 1114112\n"
+     "    grad: {dist: lognormal, scale: 1.0e-3, sigma: 1.0, sign: 0.0}\n"
+     "batch: {microbatches: 2, tokens: 64}\n"
+     "reduction: sum\n"
+     "fullbatch: sum\n"
+     "precision: {grad: fp32, accumulator: bf16, rounding: stochastic}\n"
+     "thresholds: {grad_rel_err_fullbatch: 0.015625}\n"},
     {NULL, NULL, NULL},
 };
 

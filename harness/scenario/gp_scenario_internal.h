@@ -89,19 +89,19 @@ const char *gp_load_kind(const yaml_node_t *n);
 size_t gp_load_seq_len(const yaml_node_t *n);
 yaml_node_t *gp_load_seq_item(const loader *L, const yaml_node_t *n, size_t i);
 int gp_load_fields(const loader *L, yaml_node_t *map, const char *path, const char *const *keys,
-                  int nkeys, yaml_node_t **vals, yaml_node_t **keyn);
+                   int nkeys, yaml_node_t **vals, yaml_node_t **keyn);
 int gp_load_is_null(const char *t);
 int gp_load_get_double(const loader *L, const yaml_node_t *n, const char *path, double *out);
 int gp_load_get_double_in(const loader *L, const yaml_node_t *n, const char *path, double lo,
-                         int lo_open, double hi, int hi_open, double *out);
+                          int lo_open, double hi, int hi_open, double *out);
 int gp_load_get_ll(const loader *L, const yaml_node_t *n, const char *path, long long lo,
-                  long long hi, long long *out);
+                   long long hi, long long *out);
 int gp_load_get_int(const loader *L, const yaml_node_t *n, const char *path, long long lo, int *out);
 int gp_load_get_u64(const loader *L, const yaml_node_t *n, const char *path, uint64_t *out);
 int gp_load_get_bool(const loader *L, const yaml_node_t *n, const char *path, int *out);
 int gp_load_get_string(const loader *L, const yaml_node_t *n, const char *path, const char **out);
 int gp_load_get_enum(const loader *L, const yaml_node_t *n, const char *path,
-                    const char *const *names, int count, int *out);
+                     const char *const *names, int count, int *out);
 int gp_load_get_format(const loader *L, const yaml_node_t *n, const char *path, gp_format *out);
 int gp_load_get_name(const loader *L, const yaml_node_t *n, const char *path, char *out);
 
@@ -127,8 +127,8 @@ int gp_load_resolve_distributed(loader *L, gp_scenario *s);
 /* gp_load.c */
 int gp_load_read_doc(const char *text, size_t len, const char *origin, yaml_document_t *doc, gp_error *err);
 int gp_load_parse_doc(yaml_document_t *doc, const char *origin, const char *dir, const char *default_name,
-                     int sweep_ok, gp_scenario *s, gp_error *err);
+                      int sweep_ok, gp_scenario *s, gp_error *err);
 int gp_load_text(const char *text, size_t len, const char *origin, const char *dir, const char *default_name,
-                gp_scenario *s, gp_error *err);
+                 gp_scenario *s, gp_error *err);
 
 #endif

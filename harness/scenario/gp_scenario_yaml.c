@@ -176,7 +176,8 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
         gp_format_name(s->precision.grad), gp_format_name(s->precision.accumulator),
         gp_scenario_enum_name(gp_acc_names, COUNT(gp_acc_names), (int)s->precision.rounding),
         bool_name(s->precision.ftz));
-    gp_buf_printf(&b, "loss_scale:\n  mode: %s\n", gp_scenario_enum_name(gp_ls_names, COUNT(gp_ls_names), (int)s->loss_scale.mode));
+    gp_buf_printf(&b, "loss_scale:\n  mode: %s\n", gp_scenario_enum_name(gp_ls_names, COUNT(gp_ls_names),
+                                                                         (int)s->loss_scale.mode));
     put_key_double(&b, "  ", "init", s->loss_scale.init);
     put_key_double(&b, "  ", "growth", s->loss_scale.growth);
     put_key_double(&b, "  ", "backoff", s->loss_scale.backoff);
@@ -241,7 +242,8 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
         if (s->distributed.bucket_elements)
             gp_buf_printf(&b, "  bucket_elements: %ld\n", s->distributed.bucket_elements);
         if (s->reduction == GP_RED_TOKEN_MEAN)
-            gp_buf_printf(&b, "  normalize: %s\n", gp_scenario_enum_name(gp_norm_names, COUNT(gp_norm_names), (int)s->distributed.normalize));
+            gp_buf_printf(&b, "  normalize: %s\n", gp_scenario_enum_name(gp_norm_names, COUNT(gp_norm_names),
+                                                                         (int)s->distributed.normalize));
         if (s->distributed.tokens) {
             gp_buf_printf(&b, "  tokens:\n");
             for (int r = 0; r < s->distributed.world_size; r++) {

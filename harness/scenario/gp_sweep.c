@@ -53,8 +53,9 @@ static int sweep_key(const loader *L, const yaml_node_t *k, const sweep_axis *ax
 {
     if (k->type != YAML_SCALAR_NODE || !sweep_key_ok(gp_load_sval(k)) || strlen(gp_load_sval(k)) >= GP_SWEEP_TEXT)
         return gp_load_fail(L, k, "sweep: a key must be a dotted path such as batch.accumulation_steps or "
-                    "tensors[0].grad.scale (at most %d bytes), or a list of such keys", GP_SWEEP_TEXT - 1);
-    if (strcmp(gp_load_sval(k), "sweep") == 0 || strncmp(gp_load_sval(k), "sweep.", 6) == 0 || strcmp(gp_load_sval(k), "name") == 0)
+                            "tensors[0].grad.scale (at most %d bytes), or a list of such keys", GP_SWEEP_TEXT - 1);
+    if (strcmp(gp_load_sval(k), "sweep") == 0 || strncmp(gp_load_sval(k), "sweep.", 6) == 0 || strcmp(gp_load_sval(k),
+                                                                                                      "name") == 0)
         return gp_load_fail(L, k, "sweep: '%s' cannot be swept", gp_load_sval(k));
     for (int a = 0; a <= na; a++) {
         const sweep_axis *A = a < na ? &ax[a] : cur;
@@ -82,7 +83,7 @@ static int sweep_axes(yaml_document_t *doc, const char *origin, sweep_axis *ax, 
     yaml_node_t *m = gp_load_node(&L, sp->value);
     if (m->type != YAML_MAPPING_NODE || m->data.mapping.pairs.top == m->data.mapping.pairs.start)
         return gp_load_fail(&L, m, "sweep: expected a mapping of keys to lists of values, e.g. "
-                    "{batch.accumulation_steps: [1, 2, 4], reduction: [mean, token_mean]}");
+                            "{batch.accumulation_steps: [1, 2, 4], reduction: [mean, token_mean]}");
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = gp_load_node(&L, p->key), *v = gp_load_node(&L, p->value);
         if (*na == GP_SWEEP_MAX_AXES)
@@ -108,13 +109,13 @@ static int sweep_axes(yaml_document_t *doc, const char *origin, sweep_axis *ax, 
         for (size_t i = 0; i < nv; i++) {
             yaml_node_t *x = gp_load_seq_item(&L, v, i);
             if (zip && (x->type != YAML_SEQUENCE_NODE || gp_load_seq_len(x) != nk))
-                return gp_load_fail(&L, x, "sweep: %s...: each value must be a list of %zu values, one for each key", A->key[0],
-                            nk);
+                return gp_load_fail(&L, x, "sweep: %s...: each value must be a list of %zu values, one for each key",
+                                    A->key[0], nk);
             for (size_t j = 0; j < nk; j++) {
                 yaml_node_t *xj = zip ? gp_load_seq_item(&L, x, j) : x;
                 if (xj->type != YAML_SCALAR_NODE || strlen(gp_load_sval(xj)) >= GP_SWEEP_TEXT)
                     return gp_load_fail(&L, xj, "sweep: %s: each value must be a scalar of at most %d bytes", A->key[j],
-                                GP_SWEEP_TEXT - 1);
+                                        GP_SWEEP_TEXT - 1);
                 A->value[i][j] = zip ? x->data.sequence.items.start[j] : v->data.sequence.items.start[i];
                 snprintf(A->text[i][j], GP_SWEEP_TEXT, "%s", gp_load_sval(xj));
             }
@@ -151,7 +152,8 @@ static int sweep_apply(yaml_document_t *doc, const char *origin, const sweep_axi
             p++;
         yaml_node_t *m = gp_load_node(&L, cur);
         if (m->type != YAML_MAPPING_NODE)
-            return gp_load_fail(&L, gp_load_node(&L, A->keyn), "sweep: %s: '%s' is inside %s, not a mapping", key, comp, gp_load_kind(m));
+            return gp_load_fail(&L, gp_load_node(&L, A->keyn), "sweep: %s: '%s' is inside %s, not a mapping", key,
+                                comp, gp_load_kind(m));
         yaml_node_pair_t *pair = find_pair(doc, m, comp);
         if (!pair) {
             if (idx >= 0)
@@ -240,9 +242,11 @@ static int load_all(const char *text, size_t len, const char *origin, const char
                 if (rc == 0 && c == 0 && (double)np * (double)scenario_bytes(&arr[0]) >
                                              (double)GP_YAML_TREE_FACTOR * (double)len + (double)GP_YAML_TREE_SLACK) {
                     loader L = {.origin = origin, .doc = &d2, .err = err};
-                    rc = gp_load_fail(&L, gp_load_node(&L, ax[0].keyn), "sweep: %zu points of %zu bytes each would hold more than "
-                              "%d times the file's size plus 16 MiB (docs/limits.md)", np, scenario_bytes(&arr[0]),
-                              GP_YAML_TREE_FACTOR);
+                    rc = gp_load_fail(&L, gp_load_node(&L, ax[0].keyn),
+                                      "sweep: %zu points of %zu bytes each would hold more than "
+                                      "%d times the file's size plus 16 MiB (docs/limits.md)", np,
+                                      scenario_bytes(&arr[0]),
+                                      GP_YAML_TREE_FACTOR);
                 }
                 if (rc == 0) {
                     gp_scenario *s = &arr[c];
@@ -262,8 +266,9 @@ static int load_all(const char *text, size_t len, const char *origin, const char
                     snprintf(name + off, sizeof name - off, "]");
                     if (strlen(name) >= GP_NAME_MAX) {
                         loader L = {.origin = origin, .doc = &d2, .err = err};
-                        rc = gp_load_fail(&L, gp_load_node(&L, ax[0].keyn), "sweep: the point's name '%.40s...' is longer than %d "
-                                  "bytes: shorten the scenario's name", name, GP_NAME_MAX - 1);
+                        rc = gp_load_fail(&L, gp_load_node(&L, ax[0].keyn),
+                                          "sweep: the point's name '%.40s...' is longer than %d "
+                                          "bytes: shorten the scenario's name", name, GP_NAME_MAX - 1);
                     } else {
                         memcpy(s->name, name, strlen(name) + 1);
                     }

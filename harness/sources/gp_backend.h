@@ -9,6 +9,7 @@
 
 #include "../../kernels/gp_plugin_abi.h"
 #include "../../base/gp_error.h"
+#include "gp_deadline.h"
 
 struct gp_worker;
 
@@ -46,23 +47,6 @@ const char *gp_backend_fault(const gp_backend *b);
  * by " (REASON)" when the backend gave one on this thread (a Python backend's
  * NotImplementedError, through its worker: gp_worker_refusal). Returns GP_RUN_REFUSED. */
 int gp_backend_refused(const gp_backend *b, const char *what, gp_error *err);
-
-/* The time limit of the scenario this thread runs: gp_deadline_set(s) starts a limit of
- * s seconds from now (s <= 0: no limit). The runner stops a scenario whose limit has
- * passed (gp_deadline_passed), and a plugin worker waits for a call no longer than
- * the limit. Per thread: -j workers each have their own. */
-void gp_deadline_set(double seconds);
-int gp_deadline_passed(void);
-/* Seconds left (a huge value without a limit), and the limit itself (0: none). */
-double gp_deadline_left(void);
-double gp_deadline_limit(void);
-
-/* Check a plugin's table p (ABI version 2 or 3, accumulate/unscale/adamw present, memory
- * kind, device memory only with a CUDA build and device) and copy it into *table (a
- * version 2 table widened, later entries NULL). Returns the table to call: table itself
- * for host memory, the CUDA staging adapter over it for device memory; NULL with why
- * filled ("ABI version 9, but ...", "leaves accumulate, unscale or adamw NULL", ...). */
-const gp_plugin *gp_plugin_table_adopt(const gp_plugin *p, gp_plugin *table, char *why, size_t whylen);
 
 /* Serve a caller's table p, filled at run time (the public API's gradprec_run), in this
  * process: checked and copied by gp_plugin_table_adopt, its functions called as they

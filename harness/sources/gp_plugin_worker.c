@@ -27,7 +27,8 @@
 
 #include "../../kernels/arith/gp_format.h"
 #include "../../kernels/cuda/gp_cuda.h"
-#include "gp_backend.h"
+#include "gp_deadline.h"
+#include "gp_plugin_table.h"
 
 enum { FN_ACC, FN_MANY, FN_UNSCALE, FN_ADAMW, FN_SUMSQ, FN_SCALE, FN_SCALER, FN_N };
 static const char *const fn_names[FN_N] = {"accumulate", "accumulate_many", "unscale", "adamw",

@@ -27,9 +27,10 @@
 #define DUMP_MAX_BYTES ((size_t)1 << 52) /* no practical limit: the file is read in pieces */
 
 typedef struct {
-    const char *name;  /* in the index's names */
+    const char *name;  /* in the index's names (a memory dump: its own, malloc'ed) */
     uint64_t n, off;   /* elements; file offset of element 0 */
     gp_format fmt;
+    void *mem;         /* a memory dump: the entry's bytes (malloc'ed), else NULL */
 } index_entry;
 
 struct gp_replay {
@@ -42,6 +43,8 @@ struct gp_replay {
     size_t nix;
     char *names;         /* their names, NUL-terminated, one after another */
     int access;          /* .npy folder: GP_REPLAY_SEQUENTIAL / _RANDOM, or 0 (atomic) */
+    int is_mem;          /* a memory dump (gp_replay_mem_new): ix holds its entries */
+    size_t cap;          /* a memory dump: entries ix has room for */
     /* registry (under reg_mu) */
     long refs;
     int stale;           /* replaced in the registry by a newer open of a changed file */
@@ -236,7 +239,7 @@ static int st_open(gp_replay *r, gp_error *err)
     json_t *v;
     json_object_foreach(hdr, name, v) nb += strlen(name) + 1;
     span *sp = malloc((ne ? ne : 1) * sizeof *sp);
-    r->ix = malloc((ne ? ne : 1) * sizeof *r->ix);
+    r->ix = calloc(ne ? ne : 1, sizeof *r->ix);
     r->names = malloc(nb ? nb : 1);
     if (!sp || !r->ix || !r->names) {
         free(sp);
@@ -529,6 +532,10 @@ static int npy_entry(const char *file, gp_replay_entry *e, gp_error *err)
 
 static void dump_free(gp_replay *r)
 {
+    for (size_t i = 0; r->is_mem && i < r->nix; i++) {
+        free((char *)r->ix[i].name);
+        free(r->ix[i].mem);
+    }
     if (r->fd >= 0)
         close(r->fd);
     free(r->ix);
@@ -613,6 +620,16 @@ int gp_replay_open(const char *path, gp_replay **out, gp_error *err)
         return gp_error_set(err, "(empty path): no file named");
     if (strlen(path) >= sizeof((gp_replay *)0)->path)
         return gp_error_set(err, "%.200s...: path too long", path);
+    pthread_mutex_lock(&reg_mu);
+    for (gp_replay *r = reg; r; r = r->next)
+        if (r->is_mem && !strcmp(r->real, path)) { /* a memory dump's name shadows any file */
+            r->refs++;
+            n_shared++;
+            *out = r;
+            pthread_mutex_unlock(&reg_mu);
+            return 0;
+        }
+    pthread_mutex_unlock(&reg_mu);
     char real[PATH_MAX];
     struct stat st;
     if (!realpath(path, real) || stat(real, &st) != 0)
@@ -621,7 +638,7 @@ int gp_replay_open(const char *path, gp_replay **out, gp_error *err)
     ident_of(&st, &now);
     pthread_mutex_lock(&reg_mu);
     for (gp_replay *r = reg; r; r = r->next)
-        if (!strcmp(r->real, real)) {
+        if (!r->is_mem && !strcmp(r->real, real)) {
             if (ident_same(&r->id, &now)) {
                 r->refs++;
                 n_shared++;
@@ -656,7 +673,10 @@ void gp_replay_close(gp_replay *r)
         return;
     pthread_mutex_lock(&reg_mu);
     if (--r->refs == 0) {
-        if (r->stale) {
+        if (r->is_mem) { /* nobody can open it again: gone with its last holder */
+            reg_unlink(r);
+            dump_free(r);
+        } else if (r->stale) {
             dump_free(r);
         } else {
             r->idle_since = ++reg_clock;
@@ -722,6 +742,7 @@ int gp_replay_entry_get(gp_replay *r, const char *name, gp_replay_entry *e, gp_e
     e->fmt = x->fmt;
     e->n = x->n;
     e->off = x->off;
+    e->mem = x->mem;
     e->fd = r->fd;
     e->name = x->name;
     e->id = r->id;
@@ -731,7 +752,7 @@ int gp_replay_entry_get(gp_replay *r, const char *name, gp_replay_entry *e, gp_e
 void gp_replay_access(gp_replay *r, int how)
 {
     __atomic_store_n(&r->access, how, __ATOMIC_RELAXED);
-    if (!r->is_dir)
+    if (!r->is_dir && r->fd >= 0)
         advise(r->fd, how);
 }
 
@@ -784,6 +805,10 @@ static int still_same(const gp_replay_entry *e, gp_error *err)
 static int read_bytes(const gp_replay_entry *e, uint64_t at, void *buf, size_t len, gp_error *err)
 {
     size_t got = 0;
+    if (e->mem) { /* a memory dump: its bytes cannot change under the run */
+        memcpy(buf, (const unsigned char *)e->mem + at, len);
+        return 0;
+    }
     if (read_full(e->fd, buf, len, e->off + at, &got) != 0) {
         int x = errno;
         struct stat st;
@@ -840,5 +865,74 @@ int gp_replay_read_idx(const gp_replay_entry *e, const uint64_t *idx, size_t n, 
             out[j + q] = widen(e->fmt, buf + (idx[j + q] - idx[j]) * w);
         j += m;
     }
+    return 0;
+}
+
+/* ---- memory dumps ---- */
+
+int gp_replay_mem_new(const char *name, gp_replay **out, gp_error *err)
+{
+    *out = NULL;
+    if (!name || !*name || strlen(name) >= sizeof((gp_replay *)0)->path)
+        return gp_error_set(err, "memory dump: a name of 1 to %zu bytes", sizeof((gp_replay *)0)->path - 1);
+    gp_replay *r = calloc(1, sizeof *r);
+    if (!r || !(r->real = strdup(name))) {
+        free(r);
+        return gp_error_set(err, "%s: out of memory", name);
+    }
+    r->fd = -1;
+    r->refs = 1;
+    r->is_mem = 1;
+    snprintf(r->path, sizeof r->path, "%s", name);
+    pthread_mutex_lock(&reg_mu);
+    for (gp_replay *q = reg; q; q = q->next)
+        if (q->is_mem && !strcmp(q->real, name)) {
+            pthread_mutex_unlock(&reg_mu);
+            dump_free(r);
+            return gp_error_set(err, "%s: a memory dump of this name is registered", name);
+        }
+    r->next = reg;
+    reg = r;
+    pthread_mutex_unlock(&reg_mu);
+    *out = r;
+    return 0;
+}
+
+void *gp_replay_mem_put(gp_replay *r, const char *entry, gp_format fmt, uint64_t n, gp_error *err)
+{
+    if (!r->is_mem || (fmt != GP_FP32 && fmt != GP_BF16 && fmt != GP_FP16) || n > DUMP_MAX_BYTES / 4) {
+        gp_error_set(err, "%s: entry '%s': not a memory dump, a format other than fp32/bf16/fp16, or too many elements",
+                     r->path, entry);
+        return NULL;
+    }
+    if (r->nix == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 16;
+        index_entry *ix = realloc(r->ix, cap * sizeof *ix);
+        if (!ix) {
+            gp_error_set(err, "%s: entry '%s': out of memory", r->path, entry);
+            return NULL;
+        }
+        r->ix = ix;
+        r->cap = cap;
+    }
+    index_entry *x = &r->ix[r->nix];
+    memset(x, 0, sizeof *x);
+    x->fmt = fmt;
+    x->n = n;
+    if (!(x->name = strdup(entry)) || !(x->mem = calloc(n ? (size_t)n : 1, width(fmt)))) {
+        free((char *)x->name);
+        gp_error_set(err, "%s: entry '%s': out of memory (%llu elements)", r->path, entry, (unsigned long long)n);
+        return NULL;
+    }
+    r->nix++;
+    return x->mem;
+}
+
+int gp_replay_mem_seal(gp_replay *r, gp_error *err)
+{
+    qsort(r->ix, r->nix, sizeof *r->ix, cmp_index);
+    for (size_t i = 1; i < r->nix; i++)
+        if (!strcmp(r->ix[i].name, r->ix[i - 1].name))
+            return gp_error_set(err, "%s: entry '%s' put twice", r->path, r->ix[i].name);
     return 0;
 }

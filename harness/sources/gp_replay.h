@@ -47,6 +47,7 @@ typedef struct {
     uint64_t off;       /* file offset of element 0 */
     int fd;             /* the file read (.npy: the entry's own, closed on release) */
     int own;            /* .npy: fd and name belong to the entry */
+    const void *mem;    /* a memory dump: the entry's bytes (fd is -1), else NULL */
     gp_replay_ident id; /* .npy: the entry's file when it was opened */
 } gp_replay_entry;
 
@@ -107,5 +108,19 @@ void gp_replay_stats_get(gp_replay_stats *s);
 
 /* Drop every dump nobody holds (their files and indexes). */
 void gp_replay_forget_idle(void);
+
+/* Memory dumps: entries a process holds in memory (a streaming session's step,
+ * harness/run/gp_session.h), registered under `name` in place of a file: gp_replay_open(name)
+ * shares it (a memory dump's name shadows a file of that name), and it is freed when its
+ * last reference is released (never kept idle). gp_replay_mem_new registers an empty one
+ * with one reference (0, or -1 with err: a bad name, one already registered, out of
+ * memory). gp_replay_mem_put adds entry `entry` of n elements of fmt (fp32, bf16, fp16)
+ * and returns its bytes (n x width, zeroed) for the caller to fill, or NULL with err.
+ * gp_replay_mem_seal makes the entries findable (0, or -1 with err: an entry put twice).
+ * Entries are put and the dump sealed before anyone else opens it (not thread-safe
+ * against readers); reads are memcpy from the entry's bytes. */
+int gp_replay_mem_new(const char *name, gp_replay **out, gp_error *err);
+void *gp_replay_mem_put(gp_replay *r, const char *entry, gp_format fmt, uint64_t n, gp_error *err);
+int gp_replay_mem_seal(gp_replay *r, gp_error *err);
 
 #endif

@@ -67,6 +67,26 @@ GP_CPU_CLONES static void accumulate_bf16_rne_bf16g(uint16_t *acc, const uint16_
     }
 }
 
+/* fp16 grads into fp32, RNE, no FTZ, when every grad is finite (returns 0 and changes
+ * nothing otherwise): each widened exactly (a normal by moving its bits into fp32's
+ * fields, a subnormal as its integer magnitude times 2^-24, both exact: the value of
+ * gp_fmt_to_f32_bits), then the plain IEEE add as above. */
+GP_CPU_CLONES static int accumulate_f32_rne_f16g(float *acc, const uint16_t *g, uint64_t n)
+{
+    uint32_t bad = 0;
+    for (uint64_t i = 0; i < n; i++)
+        bad |= (uint32_t)((g[i] & 0x7fffu) >= 0x7c00u);
+    if (bad)
+        return 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t mag = g[i] & 0x7fffu, sign = (uint32_t)(g[i] & 0x8000u) << 16;
+        float nrm = gp_f32_from_bits(sign | (mag + ((127u - 15u) << 10)) << 13);
+        float sub = gp_f32_from_bits(sign | gp_f32_bits((float)(int32_t)mag * 0x1p-24f));
+        acc[i] = acc[i] + (mag >= 0x400u ? nrm : sub);
+    }
+    return 1;
+}
+
 static int cpu_accumulate(const gp_plugin_accumulate_args *a)
 {
     gp_format gf = (gp_format)a->grad_format, af = (gp_format)a->acc_format;
@@ -87,6 +107,8 @@ static int cpu_accumulate(const gp_plugin_accumulate_args *a)
         accumulate_bf16_rne_bf16g(a->acc, a->grad, a->n);
         return 0;
     }
+    if (af == GP_FP32 && gf == GP_FP16 && r == GP_ACC_RNE && !a->ftz && accumulate_f32_rne_f16g(a->acc, a->grad, a->n))
+        return 0;
     for (uint64_t i = 0; i < a->n; i++) {
         uint32_t rb = r == GP_ACC_STOCHASTIC ? gp_rand_u32(a->seed, a->stream, a->first_index + i) : 0;
         uint32_t comp = r == GP_ACC_KAHAN ? gp_pack_get(af, a->comp, i) : 0;

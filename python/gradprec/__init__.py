@@ -26,6 +26,7 @@ __all__ = [
     "library_path",
     "scenario_yaml",
     "sample_indices",
+    "Stream",
 ]
 __version__ = "0.1.0"
 
@@ -168,6 +169,49 @@ def _report_entries(report):
     return s if isinstance(s, list) else []
 
 
+def _result(lib, r, out_dir, err):
+    """A RunResult from the result handle r (not freed here); with out_dir, the reports
+    written there."""
+    text = lib.gradprec_result_json(r).decode()
+    report = json.loads(text)
+    entries = _report_entries(report)
+    scenarios = []
+    for i in range(lib.gradprec_result_count(r)):
+        entry = entries[i] if i < len(entries) else {}
+        names = _metric_names(entry)
+        metrics = {m: lib.gradprec_result_metric(r, i, m.encode()) for m in names}
+        tensors = []
+        tentries = entry.get("tensors") if isinstance(entry.get("tensors"), list) else []
+        for t in range(lib.gradprec_result_tensor_count(r, i)):
+            # a tensor's own defined metrics too: one NaN for the scenario as a whole
+            # (left out of its metrics) may be finite for this tensor
+            own = _metric_names(tentries[t]) if t < len(tentries) else []
+            tnames = names + [m for m in own if m not in names]
+            tensors.append(
+                TensorResult(
+                    lib.gradprec_result_tensor_name(r, i, t).decode(),
+                    {m: lib.gradprec_result_tensor_metric(r, i, t, m.encode()) for m in tnames},
+                )
+            )
+        scenarios.append(
+            ScenarioResult(
+                lib.gradprec_result_name(r, i).decode(),
+                lib.gradprec_result_verdict(r, i).decode(),
+                lib.gradprec_result_dominant(r, i).decode(),
+                metrics,
+                tensors,
+                entry,
+            )
+        )
+    written = None
+    if out_dir is not None:
+        rc = lib.gradprec_result_write(r, os.fsencode(os.fspath(out_dir)), err, _ERRLEN)
+        if rc != 0:
+            raise GradprecError(rc, _err(err) or "reports not written (status %d)" % rc)
+        written = os.fspath(out_dir)
+    return RunResult(scenarios, lib.gradprec_result_failed(r), text, written)
+
+
 def run(scenario, backend="cpu", out_dir=None, seed=None, jobs=1, compare=None):
     """Run a scenario (a path, YAML text, or a dict with the keys of docs/scenarios.md;
     a `sweep:` gives several scenarios) on `backend` ("cpu", "cuda", "auto",
@@ -220,44 +264,9 @@ def run(scenario, backend="cpu", out_dir=None, seed=None, jobs=1, compare=None):
     finally:
         lib.gradprec_set_free(s)
     try:
-        r = res
-        text = lib.gradprec_result_json(r).decode()
-        report = json.loads(text)
-        entries = _report_entries(report)
-        scenarios = []
-        for i in range(lib.gradprec_result_count(r)):
-            entry = entries[i] if i < len(entries) else {}
-            names = _metric_names(entry)
-            metrics = {m: lib.gradprec_result_metric(r, i, m.encode()) for m in names}
-            tensors = []
-            tentries = entry.get("tensors") if isinstance(entry.get("tensors"), list) else []
-            for t in range(lib.gradprec_result_tensor_count(r, i)):
-                # a tensor's own defined metrics too: one NaN for the scenario as a whole
-                # (left out of its metrics) may be finite for this tensor
-                own = _metric_names(tentries[t]) if t < len(tentries) else []
-                tnames = names + [m for m in own if m not in names]
-                tensors.append(
-                    TensorResult(
-                        lib.gradprec_result_tensor_name(r, i, t).decode(),
-                        {m: lib.gradprec_result_tensor_metric(r, i, t, m.encode()) for m in tnames},
-                    )
-                )
-            scenarios.append(
-                ScenarioResult(
-                    lib.gradprec_result_name(r, i).decode(),
-                    lib.gradprec_result_verdict(r, i).decode(),
-                    lib.gradprec_result_dominant(r, i).decode(),
-                    metrics,
-                    tensors,
-                    entry,
-                )
-            )
-        written = None
-        if out_dir is not None:
-            rc = lib.gradprec_result_write(r, os.fsencode(os.fspath(out_dir)), err, _ERRLEN)
-            if rc != 0:
-                raise GradprecError(rc, _err(err) or "reports not written (status %d)" % rc)
-            written = os.fspath(out_dir)
-        return RunResult(scenarios, lib.gradprec_result_failed(r), text, written)
+        return _result(lib, res, out_dir, err)
     finally:
         lib.gradprec_result_free(res)
+
+
+from ._stream import Stream  # noqa: E402 (it uses _result above)

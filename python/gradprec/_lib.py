@@ -78,6 +78,26 @@ def _declare(lib):
         "gradprec_serve_plugin": (c.c_int, [c.c_int, cp]),
         "gradprec_set_worker_program": (c.c_int, [c.POINTER(cp)]),
     }
+    u64 = c.c_uint64
+    stream = {  # API minor 1: declared where the library has them (Stream refuses otherwise)
+        "gradprec_api_minor": (c.c_int, []),
+        "gradprec_stream_open": (vp, [cp, sz, cp, c.c_int, cp, sz]),
+        "gradprec_stream_free": (None, [vp]),
+        "gradprec_stream_tensor_count": (sz, [vp]),
+        "gradprec_stream_tensor_name": (cp, [vp, sz]),
+        "gradprec_stream_tensor_size": (u64, [vp, sz]),
+        "gradprec_stream_tensor_fed": (u64, [vp, sz]),
+        "gradprec_stream_tensor_indices": (c.POINTER(u64), [vp, sz]),
+        "gradprec_stream_grad": (c.c_int, [vp, sz, cp, vp, u64, cp, sz]),
+        "gradprec_stream_tokens": (c.c_int, [vp, c.c_int64, cp, sz]),
+        "gradprec_stream_optimizer": (c.c_int, [vp, sz, c.c_int, cp, cp, vp, u64, c.c_int64, cp, sz]),
+        "gradprec_stream_close": (c.c_int, [vp, cp, sz, c.POINTER(vp), c.POINTER(c.c_void_p), cp, sz]),
+        "gradprec_stream_text_free": (None, [vp]),
+        "gradprec_stream_discard": (None, [vp]),
+    }
+    for name, sig in stream.items():
+        if hasattr(lib, name):
+            sigs[name] = sig
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
         f.restype = res

@@ -12,9 +12,11 @@
 # - healthy: the same loop in fp32 at LR 1e-3 with no drop, on_alert='raise' and the
 #   default thresholds: nothing is raised (fp32 accumulation of two equal micro-batches
 #   under token_mean has no normalization error and no stale update at this LR).
-# - equality: the monitored step's record equals `gradprec run` of a capture of the same
-#   step in a second, identical training run (gradprec.torch.capture with the same
-#   sample=, optimizer, seed), every float compared exactly.
+# - equality: the monitored step's record (fed to the C library's streaming session, no
+#   dump) equals `gradprec run` of a capture of the same step in a second, identical
+#   training run (gradprec.torch.capture with the same sample=, optimizer, seed: a dump
+#   on disk replayed), every float compared exactly.
+import contextlib
 import json
 import math
 import os
@@ -353,7 +355,7 @@ def test_scaler_skipped_step_and_scale(tmp_path, replay):
 
 def test_exception_in_training_leaves_the_log(tmp_path, replay):
     """An exception inside a monitored step's micro-batch: the records of the steps before
-    stay, the step's temporary dump is removed, the exception is the training's."""
+    stay, nothing but the log is in the folder, the exception is the training's."""
     model, opt, sched = _bf16_run()
     with pytest.raises(KeyError, match="data loader"):
         with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path, reduction="token_mean", accumulation_steps=A,
@@ -362,6 +364,34 @@ def test_exception_in_training_leaves_the_log(tmp_path, replay):
             with mon.microbatch(tokens=16):
                 raise KeyError("data loader")
     assert [r["step"] for r in _records(tmp_path)] == [0, 1]
+    assert os.listdir(tmp_path) == ["monitor.jsonl"]
+
+
+def test_no_hooks_between_monitored_steps_and_no_dump(tmp_path, replay):
+    """every=3 over 6 steps: the parameters carry tensor hooks in the micro-batches of
+    steps 0 and 3 only (steps 1, 2, 4, 5 run with none: nothing to cost), and the monitor
+    writes nothing but its log at any time (the steps go to the C library's streaming
+    session, not to a dump)."""
+    model, opt, sched = _bf16_run(drop=False)
+    hooked, listings = [], []
+
+    class Probe:
+        def __init__(self, mon):
+            self.mon = mon
+
+        @contextlib.contextmanager
+        def microbatch(self, tokens):
+            with self.mon.microbatch(tokens=tokens):
+                hooked.append(any(bool(p._backward_hooks) for p in model.parameters()))
+                yield self
+                listings.append(sorted(os.listdir(tmp_path)))
+
+    with gpt.monitor(model, optimizer=opt, every=3, out=tmp_path, reduction="token_mean", accumulation_steps=A,
+                     on_alert=lambda a: None) as mon:
+        _loop(Probe(mon), model, opt, sched, 6)
+    assert hooked == [s % 3 == 0 for s in range(6) for _ in range(A)]
+    assert [r["step"] for r in _records(tmp_path)] == [0, 3]
+    assert len(listings) == 6 * A and all(ls == ["monitor.jsonl"] for ls in listings)
     assert os.listdir(tmp_path) == ["monitor.jsonl"]
 
 

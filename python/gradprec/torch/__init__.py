@@ -336,27 +336,15 @@ class Capture:
     def __enter__(self):
         if self._handles or self._spool is not None:
             raise RuntimeError("capture: already entered")
-        from .. import sample_indices
-
         if self.optimizer is not None:  # refused now, before anything is written
             self._plan = _OptimizerPlan(self.optimizer, self._named, self.params, self.master)
         if self.scaler is not None:
             self._scale0 = (float(self.scaler.get_scale()), int(self.scaler._get_growth_tracker()))
-        self._made_dir = not os.path.isdir(self.out_dir)
-        os.makedirs(self.out_dir, exist_ok=True)
         self._spool = {}
         try:
-            for w in (4, 2):  # 4-byte entries first: every entry stays aligned to its width
-                fd, path = tempfile.mkstemp(prefix=".tmp-spool%d-" % w, dir=self.out_dir)
-                self._spool[w] = (os.fdopen(fd, "wb"), path)
+            self._open_store()
             for t, (n, p) in enumerate(self.params):
-                sel = None
-                if self.sample is not None and self.sample < p.numel():
-                    # Tensor t of the scenario this capture writes, the scenario's seed:
-                    # the elements `gradprec run` would sample from the whole dump.
-                    idx = sample_indices(self.seed, t, p.numel(), self.sample)
-                    sel = _torch.frombuffer(idx, dtype=_torch.int64).clone().to(p.device)
-                self._sel[n] = sel
+                self._sel[n] = sel = self._choose(t, p)
                 if self.weights:
                     self._put("%s/weight" % n, p.detach(), sel, list(p.shape))
                 if self._plan is not None:
@@ -370,6 +358,25 @@ class Capture:
             self._discard()
             raise
         return self
+
+    def _open_store(self):
+        """Where the entries go: two spool files in out_dir (made if missing)."""
+        self._made_dir = not os.path.isdir(self.out_dir)
+        os.makedirs(self.out_dir, exist_ok=True)
+        for w in (4, 2):  # 4-byte entries first: every entry stays aligned to its width
+            fd, path = tempfile.mkstemp(prefix=".tmp-spool%d-" % w, dir=self.out_dir)
+            self._spool[w] = (os.fdopen(fd, "wb"), path)
+
+    def _choose(self, t, p):
+        """Captured tensor t's sampled elements (a LongTensor on p's device), None: whole.
+        Tensor t of the scenario this capture writes, the scenario's seed: the elements
+        `gradprec run` would sample from the whole dump."""
+        from .. import sample_indices
+
+        if self.sample is None or self.sample >= p.numel():
+            return None
+        idx = sample_indices(self.seed, t, p.numel(), self.sample)
+        return _torch.frombuffer(idx, dtype=_torch.int64).clone().to(p.device)
 
     def _put_state(self, t, n, where):
         """Writes captured tensor t's optimizer state as n/<where>/exp_avg, exp_avg_sq (and

@@ -7,25 +7,27 @@
             opt.step(); opt.zero_grad()
     # gp/monitor.jsonl: one record per monitored step
 
-Every `every`-th optimizer step is captured with gradprec.torch.capture (the same hooks,
-the C library's sampled elements, the optimizer's state at entry, torch's state after
-the step: the twin) into a temporary folder under `out`, replayed at once in this
-process with gradprec.run (the C runner and its exact references: the numbers are
-gradprec's, none is computed here), summarised as one JSON line, and the folder is
-deleted. Steps in between run with no hook at all. Memory does not grow with the number
-of steps: one step's capture is on disk at a time, and the alert state holds one flag
-per (metric, tensor).
+Every `every`-th optimizer step is fed, from gradprec.torch.capture's hooks (the same
+checks), to a streaming session of the C library (gradprec.Stream, include/gradprec.h
+gradprec_stream_*): each micro-batch's gradients (only the elements the library chose
+under sample=, gathered with index_select), the tokens, the optimizer's state at entry
+and torch's state after the step (the twin). Closing the step runs it as the one-step
+scenario a replay of it would be, in this process, by the C loader and runner (the
+numbers are gradprec's, none is computed here); the step becomes one JSON line. Nothing
+is written but the log. Steps in between run with no hook at all. Memory does not grow
+with the number of steps: one step's fed elements are held at a time, and the alert
+state holds one flag per (metric, tensor).
 """
 import contextlib
 import json
 import math
 import os
-import shutil
+import re
 import sys
-import tempfile
 import warnings
 
-from .. import run as _run
+from .. import Stream
+from . import Capture, _OptimizerPlan, _fmt, _torch
 
 FORMAT = "gradprec-monitor/1"
 LOG_FILE = "monitor.jsonl"
@@ -155,6 +157,56 @@ def _bounds(thresholds):
     return out
 
 
+_ENTRY = re.compile(r"^(.*)/(?:(weight)|state/(\w+)|step\d+/(mb)\d+|step\d+/(\w+))$")
+
+
+class _StepFeed(Capture):
+    """One monitored step: capture's hooks, checks and scenario, each entry fed to the
+    monitor's Stream instead of a spool file (tensor t of the capture is tensor t of the
+    stream's skeleton; its sampled elements are the stream's)."""
+
+    def __init__(self, stream, sel, *args, **kw):
+        super().__init__(*args, **kw)
+        self._stream, self._chosen = stream, sel
+        self._tindex = {n: i for i, (n, _) in enumerate(self.params)}
+
+    def _open_store(self):
+        pass
+
+    def _flush(self):
+        pass
+
+    def _discard(self):
+        self._spool = None
+
+    def _choose(self, t, p):
+        return self._chosen[t]
+
+    def _put(self, entry, t, sel, shape):
+        name, weight, state, mb, after = _ENTRY.match(entry).groups()
+        flat = t.detach().reshape(-1)
+        if sel is not None:
+            flat = flat.index_select(0, sel)
+        flat = flat.to("cpu").contiguous()
+        i, fmt, ptr, n = self._tindex[name], _fmt(flat.dtype, name), flat.data_ptr(), flat.numel()
+        if mb:
+            self._stream.grad(i, fmt, ptr, n)
+        elif weight:
+            self._stream.optimizer(i, False, "param", fmt, ptr, n)
+        elif state:
+            self._stream.optimizer(i, False, state, fmt, ptr, n, self._plan.state(i)[2])
+        else:
+            self._stream.optimizer(i, True, after, fmt, ptr, n)
+
+    @contextlib.contextmanager
+    def microbatch(self, tokens):
+        if isinstance(tokens, _torch.Tensor):
+            tokens = int(tokens.item())
+        with Capture.microbatch(self, tokens):
+            yield self
+        self._stream.tokens(tokens)
+
+
 class Monitor:
     """What `monitor(...)` returns; see monitor() for the arguments."""
 
@@ -188,9 +240,10 @@ class Monitor:
         self.status = status          # None: a one-line status when stderr is a TTY
         self.step_index = 0           # the optimizer step the open (or next) window is (after a log's last)
         self._in_window = 0           # micro-batches of the open window
-        self._cap = None              # the Capture of the monitored step in progress
+        self._cap = None              # the _StepFeed of the monitored step in progress
         self._cap_step = None
-        self._tmp = None
+        self._stream = None           # the gradprec.Stream (from entering)
+        self._sel = None
         self._outside = {}            # (metric, tensor or None) -> True while outside its bounds
         self._hooks = []
         self._log = None
@@ -204,14 +257,17 @@ class Monitor:
     def __enter__(self):
         if self._entered:
             raise RuntimeError("monitor: already entered")
-        from . import Capture, _OptimizerPlan
-
         # refused now, with capture's own lines, before training starts
         cap = Capture(self.model, self.out, self.reduction, self.accumulation_steps, sample=self.sample,
                       params=self.params, optimizer=self.optimizer, scaler=self.scaler, master=self.master,
                       seed=self.seed)
-        if self.optimizer is not None:
-            _OptimizerPlan(self.optimizer, cap._named, cap.params, self.master)
+        # the runner's threads (results do not depend on them): torch's, idle while it runs
+        self._stream = Stream(self._skeleton(cap), jobs=max(1, _torch.get_num_threads()))
+        self._sel = []  # per tensor: the elements the library chose (on the parameter's device), or None
+        for t, (_, p) in enumerate(cap.params):
+            buf = self._stream.indices_buffer(t)
+            self._sel.append(None if buf is None else
+                             _torch.frombuffer(buf, dtype=_torch.int64).clone().to(p.device))
         os.makedirs(self.out, exist_ok=True)
         last = _last_step(self.log_path)
         if last is not None:  # a log of an earlier block: this one's steps follow its steps
@@ -222,6 +278,48 @@ class Monitor:
             self._hooks.append(self.optimizer.register_step_post_hook(self._post_step))
         self._entered = True
         return self
+
+    def _thresholds(self):
+        return {m: ({k: v for k, v in (("min", lo), ("max", hi)) if v is not None}) for m, (lo, hi) in
+                self.bounds.items()}
+
+    def _skeleton(self, cap):
+        """The stream's skeleton: the scenario capture would write, less what each step
+        feeds or sets (gradients, state, token counts, the step's LR and loss scale)."""
+        tensors = []
+        for n, p in cap.params:
+            t = {"name": n, "size": p.numel()}
+            if self.sample is not None and self.sample < p.numel():
+                t["sample"] = self.sample
+            tensors.append(t)
+        f = _fmt(cap.params[0][1].dtype, cap.params[0][0])
+        doc = {"name": "monitor", "seed": self.seed, "tensors": tensors, "reduction": self.reduction,
+               "fullbatch": cap.fullbatch, "precision": {"grad": f, "accumulator": f},
+               "thresholds": self._thresholds()}
+        if self.accumulation_steps is not None:
+            doc["batch"] = {"accumulation_steps": self.accumulation_steps}
+        if self.optimizer is not None:
+            cap._plan = _OptimizerPlan(self.optimizer, cap._named, cap.params, self.master)
+            cap._lrs = [cap._plan.lrs("monitor")]
+            doc["optimizer"] = cap._optimizer_block(0)
+            del doc["optimizer"]["lr_steps"]  # each step's
+        if cap.scaler is not None:
+            cap._scale0 = (float(cap.scaler.get_scale()), int(cap.scaler._get_growth_tracker()))
+            cap._scales = [cap._scale0[0]]
+            doc["loss_scale"] = cap._loss_scale_block()
+            del doc["loss_scale"]["replay_scales"]  # each step's
+        return doc
+
+    @staticmethod
+    def _overrides(doc):
+        """The step's own settings from capture's one-step scenario `doc` (merged over the
+        skeleton by the session): everything but what the session writes itself."""
+        ov = {k: v for k, v in doc.items() if k not in ("tensors", "steps", "batch", "seed")}
+        ov["batch"] = {"accumulation_steps": doc["batch"]["accumulation_steps"]}
+        tens = {t["name"]: {"optimizer": t["optimizer"]} for t in doc["tensors"] if "optimizer" in t}
+        if tens:
+            ov["tensors"] = tens
+        return ov
 
     def __exit__(self, etype, evalue, tb):
         for h in self._hooks:
@@ -234,6 +332,7 @@ class Monitor:
                 self._finish_step()
         finally:
             self._drop_capture()
+            self._stream.free()
             if self._log is not None:
                 self._log.close()
                 self._log = None
@@ -297,41 +396,36 @@ class Monitor:
             self._finish_step()
 
     def _start_step(self):
-        from . import Capture
-
-        self._tmp = tempfile.mkdtemp(prefix=".step%d-" % self.step_index, dir=self.out)
-        th = {m: ({k: v for k, v in (("min", lo), ("max", hi)) if v is not None}) for m, (lo, hi) in
-              self.bounds.items()}
-        cap = Capture(self.model, self._tmp, self.reduction, self.accumulation_steps, sample=self.sample,
-                      params=self.params, optimizer=self.optimizer, scaler=self.scaler, master=self.master,
-                      seed=self.seed, name="step%d" % self.step_index, scenario={"thresholds": th})
+        cap = _StepFeed(self._stream, self._sel, self.model, self.out, self.reduction, self.accumulation_steps,
+                        sample=self.sample, params=self.params, optimizer=self.optimizer, scaler=self.scaler,
+                        master=self.master, seed=self.seed, name="step%d" % self.step_index,
+                        scenario={"thresholds": self._thresholds()})
         try:
             cap.__enter__()
         except BaseException:
+            self._cap = cap
             self._drop_capture()
             raise
         self._cap, self._cap_step = cap, self.step_index
 
     def _drop_capture(self):
+        """Removes the step's hooks and drops what it fed (nothing once closed)."""
         if self._cap is not None:
             self._cap._remove_hooks()
-            self._cap._discard()
             self._cap = None
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
+            self._stream.discard()
 
     def _finish_step(self):
-        """Writes the monitored step's dump, replays it, logs the record, raises alerts,
-        deletes the dump."""
+        """Closes the monitored step's stream step (the C runner judges it), logs the
+        record, raises alerts."""
         cap, step = self._cap, self._cap_step
         try:
+            cap._remove_hooks()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # capture's notes about its own dump
-                cap.__exit__(None, None, None)
-            self._cap = None
+                cap._finish()  # the open window closed, torch's state after the step fed
             scale = cap._scales[0] if cap.scaler is not None else None
-            res = _run(cap.paths["scenario"])
+            res = self._stream.close(self._overrides(cap.scenario()))
         finally:
             self._drop_capture()
         rec = self._record(step, res[0], cap, scale)
@@ -469,8 +563,8 @@ def monitor(model, optimizer=None, scaler=None, every=1, sample=None, out="gradp
     Used as capture is: `with mon.microbatch(tokens=n):` around each micro-batch's
     backward; reduction, accumulation_steps, optimizer, scaler, sample, params, master,
     seed mean what they mean for gradprec.torch.capture (the same checks and refusals).
-    Each monitored step is captured to a temporary folder in `out`, replayed by the C
-    library (gradprec.run) and deleted; one JSON line per monitored step is appended to
+    Each monitored step is fed to a streaming session of the C library (gradprec.Stream:
+    no dump) and judged when it closes; one JSON line per monitored step is appended to
     `out`/monitor.jsonl (format gradprec-monitor/1).
 
     thresholds: {metric: max or {min, max}} as a scenario's `thresholds:`; they replace

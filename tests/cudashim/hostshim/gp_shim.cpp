@@ -18,7 +18,7 @@
 
 /* gradprec's rounding, included before cuda_runtime.h: here it is the CPU emulation's
  * code (GP_SHIM_CUDA not yet defined), which the shim's intrinsics call. */
-#include "../../arith/gp_accum.h"
+#include "../../../kernels/arith/gp_accum.h"
 
 #include "cuda_runtime.h"
 
