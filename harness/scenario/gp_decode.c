@@ -3,6 +3,8 @@
  * scenario that gp_scenario_load_string would refuse. */
 #include "gp_decode.h"
 
+#include "../../kernels/cpu/gp_lowbit.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,6 +355,17 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
      * last: one scenario in eight where bytes remain */
     if (gp_decoder_pick(d, 8) == 1)
         s->precision.accumulator = gp_decoder_bool(d) ? GP_FP8_E5M2 : GP_FP8_E4M3;
+    /* a low-bit optimizer state (optimizer.state: bnb8_blockwise, torchao_*; issue 25), read
+     * last: one scenario in eight where bytes remain and the loader allows it (the plain
+     * variant, generated gradients); every tensor then one or two of the state's blocks */
+    if (!any_values && !s->optimizer.master && !s->optimizer.kahan && !s->optimizer.stochastic &&
+        gp_decoder_pick(d, 8) == 1) {
+        s->optimizer.lowbit = 1 + gp_decoder_pick(d, GP_LOWBIT_COUNT - 1);
+        s->optimizer.state = GP_FP32;
+        size_t B = gp_lowbit_block((gp_lowbit)s->optimizer.lowbit);
+        for (size_t t = 0; t < s->ntensors; t++)
+            s->tensors[t].size = B * (size_t)gp_decoder_int(d, 1, 2);
+    }
     return 0;
 oom:
     gp_scenario_free(s);
