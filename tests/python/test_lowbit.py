@@ -103,7 +103,8 @@ def inputs(gen, n_blocks, block, sgn):
 def bnb_bin_edges():
     """Blocks of absmax 1 whose other elements lie within 3 ulps of the edges of
     bitsandbytes' 65536 lookup bins: (u + 1) * 0.5 * 65535 + 0.5 within rounding of an
-    integer, where an FMA (one rounding instead of two) would pick the neighbouring bin."""
+    integer, where the truncation and the scaling (x times the rounded reciprocal of the
+    absmax, not x / absmax: 262,071 codes would differ) decide the bin."""
     k = torch.arange(1, 65535, dtype=torch.float64)
     u = ((k - 0.5) / 65535 * 2 - 1).float()
     vals = [u]
@@ -142,7 +143,7 @@ def test_bnb_quantize_dequantize_bit_for_bit():
     # bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (block 256, the
     # optimizer's maps) on the CPU: codes, absmax and dequantized values equal gradprec's,
     # for 2 x 1,048,576 values of every kind (inputs) and 2 x 460,288 values at the edges
-    # of the CPU quantizer's lookup bins (where the (u+1)*0.5*65535 + 0.5 roundings decide).
+    # of the CPU quantizer's lookup bins (where the truncation of (u+1)*0.5*65535 + 0.5 decides).
     F = _need("bitsandbytes.functional")
     gen = torch.Generator().manual_seed(25)
     n = 0
