@@ -447,38 +447,40 @@ static gp_lowbit lowbit_of(const char *what, const char *state, uint64_t n, char
     return GP_LOWBIT_NONE;
 }
 
-int gradprec_lowbit_quantize(const char *state, int is_signed, uint64_t n, const float *x, uint8_t *codes,
-                             float *scales, char *err, size_t errlen)
+/* gradprec_lowbit_quantize (quantize != 0) or _dequantize: the state checked, the arrays
+ * non-NULL, then the conversion between x and (codes, scales). */
+static int lowbit_convert(const char *what, int quantize, const char *state, int is_signed, uint64_t n, float *x,
+                          uint8_t *codes, float *scales, char *err, size_t errlen)
 {
     char msg[256];
-    gp_lowbit f = lowbit_of("lowbit_quantize", state, n, msg, sizeof msg);
+    gp_lowbit f = lowbit_of(what, state, n, msg, sizeof msg);
     if (f != GP_LOWBIT_NONE && n && (!x || !codes || !scales)) {
-        snprintf(msg, sizeof msg, "lowbit_quantize: x, codes and scales must be non-NULL");
+        snprintf(msg, sizeof msg, "%s: x, codes and scales must be non-NULL", what);
         f = GP_LOWBIT_NONE;
     }
     if (f == GP_LOWBIT_NONE) {
         copy_err(err, errlen, msg);
         return GRADPREC_BAD_INPUT;
     }
-    gp_lowbit_quantize(f, is_signed != 0, x, (size_t)n, codes, scales);
+    if (quantize)
+        gp_lowbit_quantize(f, is_signed != 0, x, (size_t)n, codes, scales);
+    else
+        gp_lowbit_dequantize(f, is_signed != 0, codes, scales, (size_t)n, x);
     return GRADPREC_OK;
+}
+
+int gradprec_lowbit_quantize(const char *state, int is_signed, uint64_t n, const float *x, uint8_t *codes,
+                             float *scales, char *err, size_t errlen)
+{
+    return lowbit_convert("lowbit_quantize", 1, state, is_signed, n, (float *)(uintptr_t)x, codes, scales, err,
+                          errlen);
 }
 
 int gradprec_lowbit_dequantize(const char *state, int is_signed, uint64_t n, const uint8_t *codes,
                                const float *scales, float *x, char *err, size_t errlen)
 {
-    char msg[256];
-    gp_lowbit f = lowbit_of("lowbit_dequantize", state, n, msg, sizeof msg);
-    if (f != GP_LOWBIT_NONE && n && (!x || !codes || !scales)) {
-        snprintf(msg, sizeof msg, "lowbit_dequantize: codes, scales and x must be non-NULL");
-        f = GP_LOWBIT_NONE;
-    }
-    if (f == GP_LOWBIT_NONE) {
-        copy_err(err, errlen, msg);
-        return GRADPREC_BAD_INPUT;
-    }
-    gp_lowbit_dequantize(f, is_signed != 0, codes, scales, (size_t)n, x);
-    return GRADPREC_OK;
+    return lowbit_convert("lowbit_dequantize", 0, state, is_signed, n, x, (uint8_t *)(uintptr_t)codes,
+                          (float *)(uintptr_t)scales, err, errlen);
 }
 
 int gradprec_lowbit_adamw_step(const char *state, const char *param_format, const char *evaluation, double lr,

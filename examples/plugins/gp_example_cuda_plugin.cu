@@ -222,7 +222,8 @@ static __global__ void adamw_kernel(gp_plugin_adamw_args a, adamw_scalars k)
 static int adamw(const gp_plugin_adamw_args *a)
 {
     if (a->rounding != GP_PLUGIN_RNE || !supported(a->param_format) || !supported(a->grad_format) ||
-        !supported(a->state_format) || a->variant < GP_PLUGIN_ADAMW_PLAIN || a->variant > GP_PLUGIN_ADAMW_KAHAN)
+        !supported(a->state_format) || a->variant < GP_PLUGIN_ADAMW_PLAIN || a->variant > GP_PLUGIN_ADAMW_KAHAN ||
+        (a->struct_size >= sizeof *a && a->state_quant != GP_PLUGIN_STATE_PLAIN)) /* m, v as arrays only */
         return 1;
     double t = (double)a->step;
     double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);

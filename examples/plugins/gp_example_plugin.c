@@ -345,7 +345,8 @@ static int adamw(const gp_plugin_adamw_args *a)
     int sr = a->rounding == GP_PLUGIN_STOCHASTIC; /* of the stored bf16 weights (not Kahan) */
     if ((a->rounding != GP_PLUGIN_RNE && !(sr && pf == GP_PLUGIN_BF16 && a->variant != GP_PLUGIN_ADAMW_KAHAN)) ||
         !supported(pf) || !readable(a->grad_format) || !supported(sf) ||
-        a->variant < GP_PLUGIN_ADAMW_PLAIN || a->variant > GP_PLUGIN_ADAMW_KAHAN)
+        a->variant < GP_PLUGIN_ADAMW_PLAIN || a->variant > GP_PLUGIN_ADAMW_KAHAN ||
+        (a->struct_size >= sizeof *a && a->state_quant != GP_PLUGIN_STATE_PLAIN)) /* m, v as arrays only */
         return 1;
     if (*a->found_inf)
         return 0; /* a skipped step */

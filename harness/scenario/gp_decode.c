@@ -3,6 +3,8 @@
  * scenario that gp_scenario_load_string would refuse. */
 #include "gp_decode.h"
 
+#include "../../kernels/cpu/gp_lowbit.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,8 +360,11 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
      * bytes 0x5ca1 (so that the committed corpus, whose inputs may have bytes left here,
      * decodes as before; libFuzzer's comparison tracing finds the constant): every kind
      * the runner takes (MX with each element format and rule, nvfp4:single, fp8
-     * blockwise 1x128 and delayed) and every option */
-    if (!any_values && gp_decoder_range(d, 0, 0xffff) == 0x5ca1) {
+     * blockwise 1x128 and delayed) and every option. The two bytes are only consumed when
+     * they match, so that the low-bit state below reads the same bytes with or without it. */
+    gp_decoder peek = *d;
+    if (!any_values && gp_decoder_range(&peek, 0, 0xffff) == 0x5ca1) {
+        *d = peek;
         gp_scaled_cfg *q = &s->precision.grad_sc;
         memset(q, 0, sizeof *q);
         q->sat = q->two_level = 1;
@@ -394,6 +399,17 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
         q->mode = gp_decoder_bool(d) ? GP_STOCHASTIC : GP_RNE;
         s->precision.grad = GP_FP32;
         s->precision.grad_scaled = 1;
+    }
+    /* a low-bit optimizer state (optimizer.state: bnb8_blockwise, torchao_*; issue 25), read
+     * last: one scenario in eight where bytes remain and the loader allows it (the plain
+     * variant, generated gradients); every tensor then one or two of the state's blocks */
+    if (!any_values && !s->optimizer.master && !s->optimizer.kahan && !s->optimizer.stochastic &&
+        gp_decoder_pick(d, 8) == 1) {
+        s->optimizer.lowbit = 1 + gp_decoder_pick(d, GP_LOWBIT_COUNT - 1);
+        s->optimizer.state = GP_FP32;
+        size_t B = gp_lowbit_block((gp_lowbit)s->optimizer.lowbit);
+        for (size_t t = 0; t < s->ntensors; t++)
+            s->tensors[t].size = B * (size_t)gp_decoder_int(d, 1, 2);
     }
     return 0;
 oom:

@@ -207,7 +207,7 @@ int gp_load_parse_optimizer(loader *L, yaml_node_t *n, gp_scenario *s)
     if (v[OP_PARAM] && s->optimizer.param != GP_FP32 && s->optimizer.param != GP_BF16 && s->optimizer.param != GP_FP16)
         return gp_load_fail(L, v[OP_PARAM], "optimizer.param: expected fp32, bf16 or fp16");
     if (v[OP_STATE] && s->optimizer.state != GP_FP32 && s->optimizer.state != GP_BF16 && s->optimizer.state != GP_FP16)
-        return gp_load_fail(L, v[OP_STATE], "optimizer.state: expected fp32, bf16, fp16 or a low-bit state "
+        return gp_load_fail(L, v[OP_STATE], "optimizer.state: expected fp32, bf16 or fp16, or a low-bit state "
                             "(bnb8_blockwise, torchao_8bit, torchao_4bit, torchao_fp8)");
     if (s->optimizer.lowbit && (s->optimizer.master || s->optimizer.kahan || s->optimizer.stochastic ||
                                 s->optimizer.fused))

@@ -96,19 +96,6 @@
     "optimizer: {lr: 1.0e-3, " OPT "}\n"                                                \
     "steps: 10\n"
 
-#define ADAM_STATE_8BIT(NAME, STATE)                                                    \
-    "name: " NAME "\n"                                                                  \
-    "seed: 13\n"                                                                        \
-    "tensors:\n"                                                                        \
-    "  - name: embed.weight\n"                                                          \
-    "    size: 4096\n"                                                                  \
-    "    grad: {dist: lognormal, scale: 1.0e-7, sigma: 1.0, outliers: {frac: 0.004, scale: 10000}}\n" \
-    "batch: {microbatches: 1, tokens: 1}\n"                                             \
-    "reduction: sum\n"                                                                  \
-    "fullbatch: sum\n"                                                                  \
-    "optimizer: {lr: 1.0e-3, state: " STATE "}\n"                                      \
-    "steps: 10\n"
-
 /* fp16 gradients N(0, 1e-5^2) of 4096 elements under a GradScaler (2^16) and clipping at
  * max_norm 1: the true norm is about 1e-5 * 64 = 6.4e-4, nothing to clip. Clipped before
  * unscaling, the scaled norm 2^16 * 6.4e-4 = 41.9 is compared with 1, and every gradient
@@ -918,19 +905,6 @@ static const gp_preset presets[] = {
      "stored as 0",
      ADAM_STATE_OPT("adam-state-fp32-fp16-master-tiny-grads",
                     "state: fp32, param: fp16, master: fp32, weight_decay: 0.0")},
-    /* 8-bit AdamW state (torchao.optim.AdamW8bit: one scale per 256 elements, the dynamic map's
-     * smallest non-zero code 5.5e-7 (m) and 3.25e-7 (v) of the block's absmax): lognormal gradients
-     * around 1e-7 with one element in 250 ten thousand times larger, about one per block. A block's v
-     * absmax is the outlier's (1e-3)^2 (1 - beta2) = 1e-9; the typical element's v, 1e-17, is 1e-8 of
-     * it, below half the smallest code: stored as 0 (so are m's below 2.75e-7 of the block's largest).
-     * The next step rebuilds v from its own gradient alone: v-hat too small, updates too large. */
-    {"adam-state-8bit-tiny-grads",
-     "torchao's AdamW8bit state (optimizer.state: torchao_8bit) of tiny gradients (1e-7) with an outlier ten "
-     "thousand times larger in most 256-element blocks: the tiny elements' v falls below the block's smallest "
-     "code and is stored as 0 (state_underflow_frac 0.44), their updates grow (weight_rel_err 0.48)",
-     ADAM_STATE_8BIT("adam-state-8bit-tiny-grads", "torchao_8bit") EXPECT_FAIL("state precision")},
-    {"adam-state-8bit-fp32-tiny-grads", "the same gradients with fp32 state: nothing underflows",
-     ADAM_STATE_8BIT("adam-state-8bit-fp32-tiny-grads", "fp32")},
     {"fp16-overflow-sparse-embedding",
      "fp16-overflow-scale-backoff on a sparse embedding: 90% of the rows are not in the batch (gradient exactly 0), "
      "the others 1.5, which overflow fp16 at 2^16: the overflow is found among the zeros, step 1 is skipped, the "

@@ -391,6 +391,9 @@ static int dev_adamw(const gp_plugin_adamw_args *a)
         !gp_adamw_fused_ok((gp_format)a->param_format, (gp_format)a->state_format,
                            a->rounding == GP_PLUGIN_RNE ? GP_RNE : GP_STOCHASTIC, a->master || a->comp))
         return 1;
+    /* a low-bit optimizer state (kernels/cpu/gp_lowbit.h): the libraries' CPU steps, not on the device */
+    if (a->struct_size >= sizeof *a && a->state_quant != GP_PLUGIN_STATE_PLAIN)
+        return 1;
     /* torch's CPU sqrt on AMD Zen 4, Intel AVX-512 or this host (gp_torch_sqrt.h) is host code only */
     if (a->struct_size >= offsetof(gp_plugin_adamw_args, evaluation) + sizeof a->evaluation &&
         (a->evaluation == GP_PLUGIN_EVAL_TORCH_CPU_ZEN4 || a->evaluation == GP_PLUGIN_EVAL_TORCH_CPU_INTEL_AVX512 ||

@@ -6,10 +6,11 @@
 # value is the library's; gradprec's side is libgradprec.so's gradprec_lowbit_* functions
 # through the package's ctypes binding. Each test prints how many values it compared.
 import ctypes
-import struct
+import os
 
 import pytest
 
+from conftest import REPO
 from gradprec import _lib
 
 torch = pytest.importorskip("torch")
@@ -102,7 +103,8 @@ def inputs(gen, n_blocks, block, sgn):
 def bnb_bin_edges():
     """Blocks of absmax 1 whose other elements lie within 3 ulps of the edges of
     bitsandbytes' 65536 lookup bins: (u + 1) * 0.5 * 65535 + 0.5 within rounding of an
-    integer, where an FMA (one rounding instead of two) would pick the neighbouring bin."""
+    integer, where the truncation and the scaling (x times the rounded reciprocal of the
+    absmax, not x / absmax: 262,071 codes would differ) decide the bin."""
     k = torch.arange(1, 65535, dtype=torch.float64)
     u = ((k - 0.5) / 65535 * 2 - 1).float()
     vals = [u]
@@ -141,7 +143,7 @@ def test_bnb_quantize_dequantize_bit_for_bit():
     # bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (block 256, the
     # optimizer's maps) on the CPU: codes, absmax and dequantized values equal gradprec's,
     # for 2 x 1,048,576 values of every kind (inputs) and 2 x 460,288 values at the edges
-    # of the CPU quantizer's lookup bins (where the (u+1)*0.5*65535 + 0.5 roundings decide).
+    # of the CPU quantizer's lookup bins (where the truncation of (u+1)*0.5*65535 + 0.5 decides).
     F = _need("bitsandbytes.functional")
     gen = torch.Generator().manual_seed(25)
     n = 0
@@ -316,29 +318,32 @@ def _cli_run(cli, tmp_path, *args):
     return p, rep
 
 
+EXAMPLE = os.path.join(REPO, "examples", "scenarios", "adamw-8bit-state-tiny-grads.yaml")
+
+
 @pytest.mark.parametrize("subject,state,model", [
     ("BnbAdamW8bit", "bnb8_blockwise", "bnb8_blockwise/torch_cpu_host"),
     ("TorchaoAdamW8bit", "torchao_8bit", "torchao_8bit"),
 ])
 def test_cli_subject_names_the_model_it_matched(cli, tmp_path, subject, state, model):
-    # `gradprec run --backend python:gradprec.torch:SUBJECT` on preset
-    # adam-state-8bit-tiny-grads with the subject's state (gradprec show, the state
-    # replaced): the library's own optimizer steps gradprec's arrays; the report names
-    # the model it equalled bit for bit (report.json adamw_models.matched and the note),
-    # no step is an update formula, and the expectation (fail, state precision) is met
-    # for torchao (exit 0). bitsandbytes' CPU quantizer maps values below 1.5e-5 of the
-    # block's absmax to a code of about that size rather than to 0 (its 65536-bin
-    # table): nothing underflows, so its verdict is the subject's own, printed.
+    # `gradprec run FILE --backend python:gradprec.torch:SUBJECT` on
+    # examples/scenarios/adamw-8bit-state-tiny-grads.yaml with the subject's state: the
+    # library's own optimizer steps gradprec's arrays; the report names the model it
+    # equalled bit for bit (report.json adamw_models.matched and the note), no step is an
+    # update formula, and for torchao the file's expectation (fail, state precision: v of
+    # tiny gradients stored as 0) is met, exit 0. bitsandbytes' CPU quantizer maps values
+    # below about 1.5e-5 of the block's absmax to a code of about that size rather than to
+    # 0 (its 65536-bin table): nothing underflows, so its verdict is its own, printed.
     _need("bitsandbytes" if subject.startswith("Bnb") else "torchao.optim")
     if model.endswith("_host") and not _host_sqrt_ok():
         pytest.skip("torch_cpu_host's sqrt is not modelled on this host")
-    import subprocess
-
-    text = subprocess.run([cli, "show", "adam-state-8bit-tiny-grads"], capture_output=True, text=True,
-                          check=True).stdout
-    assert "  state: torchao_8bit\n" in text  # the key round-trips through show
+    text = open(EXAMPLE).read()
+    assert "state: torchao_8bit}" in text
     scenario = tmp_path / "s.yaml"
-    scenario.write_text(text.replace("state: torchao_8bit", "state: " + state))
+    scenario.write_text(text.replace("state: torchao_8bit", "state: " + state)
+                        .replace("expect: {verdict: fail, mechanism: state precision}\n",
+                                 "" if state != "torchao_8bit" else "expect: {verdict: fail, mechanism: state "
+                                 "precision}\n"))
     p, rep = _cli_run(cli, tmp_path, str(scenario), "--backend", "python:gradprec.torch:" + subject)
     assert rep is not None, p.stderr
     sc = rep["scenarios"][0]
@@ -353,6 +358,19 @@ def test_cli_subject_names_the_model_it_matched(cli, tmp_path, subject, state, m
     print("%s: matched %s, verdict %s (%s), state_underflow_frac %.3g" % (
         subject, sc["adamw_models"]["matched"], sc["verdict"], sc["dominant_mechanism"],
         sc["metrics"]["state_underflow_frac"]))
+
+
+def test_show_round_trips_the_state(cli, tmp_path):
+    # gradprec show writes the low-bit state back under its name, and what it writes loads
+    # to the same scenario (shown again: equal text)
+    import subprocess
+
+    a = subprocess.run([cli, "show", EXAMPLE], capture_output=True, text=True, check=True).stdout
+    assert "  state: torchao_8bit\n" in a
+    f = tmp_path / "shown.yaml"
+    f.write_text(a)
+    b = subprocess.run([cli, "show", str(f)], capture_output=True, text=True, check=True).stdout
+    assert a == b
 
 
 def test_cli_refusals(cli, tmp_path):
@@ -370,12 +388,12 @@ def test_cli_refusals(cli, tmp_path):
         p, rep = _cli_run(cli, tmp_path / str(i), str(f))
         assert p.returncode == 2 and rep is None, (text, p.returncode, p.stderr)
         assert why in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
-    # a torch AdamW subject refuses a low-bit state (its m, v are uint8 codes): refused, status 2
-    p, rep = _cli_run(cli, tmp_path / "t", "--preset", "adam-state-8bit-fp32-tiny-grads", "--preset",
-                      "adam-state-8bit-tiny-grads", "--backend", "python:gradprec.torch:AdamW")
-    sc = {s["name"]: s for s in rep["scenarios"]}
-    assert sc["adam-state-8bit-tiny-grads"]["verdict"] == "refused", sc["adam-state-8bit-tiny-grads"]["verdict"]
-    assert "optimizer.state: fp32" in json_text(sc["adam-state-8bit-tiny-grads"])
+    # a torch AdamW subject refuses a low-bit state (its m, v are uint8 codes): refused, and
+    # every scenario refused is exit 2 (the reports written)
+    p, rep = _cli_run(cli, tmp_path / "t", EXAMPLE, "--backend", "python:gradprec.torch:AdamW")
+    sc = rep["scenarios"][0]
+    assert p.returncode == 2 and sc["verdict"] == "refused", (p.returncode, sc["verdict"])
+    assert "optimizer.state: fp32" in json_text(sc)
 
 
 def json_text(x):
