@@ -523,7 +523,8 @@ int gp_run_unscale(chunk *c, int *found_inf, gp_error *err)
             c->st->rounded_nonzero++;
             CNT_EL(c, CNT_RND, i);
         }
-        gp_mechanism m = classify(c->af, exact, nb, 0);
+        /* an overflow kept at max finite: saturation (gp_attrib.h) */
+        gp_mechanism m = gp_attrib_saturated(c->af, nb, exact, 0) ? GP_MECH_SATURATION : classify(c->af, exact, nb, 0);
         if (m == GP_MECH_UNDERFLOW) {
             c->st->underflow++;
             CNT_EL(c, CNT_UND, i);

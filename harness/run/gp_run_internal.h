@@ -61,6 +61,9 @@ typedef struct {
     int *sp_used;          /* the lane's flag: some spill of its pool may be non-zero (else
                               every one is zero: not cleared, not read) */
     double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
+    gp_dd *ref_ss;         /* the window's sum of squares of gfull (the reference's clipping
+                              norm), continued by final_stats in element order; NULL: the
+                              window adds them itself (window_run) */
     gp_stats *st;          /* this step's statistics of the tensor */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
     uint64_t *hist;        /* [GP_HIST_BINS] the thread's histogram of the exact outputs */
