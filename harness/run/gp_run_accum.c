@@ -48,6 +48,21 @@ static inline double note_output(double x, double xw, uint64_t *hist)
     return 0.0;
 }
 
+/* A stored gradient's mechanism m and local error delta: counted (underflow, overflow)
+ * and noted (note_error). */
+static inline void note_stored(chunk *c, size_t i, gp_mechanism m, double delta)
+{
+    if (m == GP_MECH_UNDERFLOW) {
+        c->st->underflow++;
+        CNT_EL(c, CNT_UND, i);
+    }
+    if (m == GP_MECH_OVERFLOW) {
+        c->st->overflow++;
+        CNT_EL(c, CNT_OVF, i);
+    }
+    note_error(c, i, m, delta);
+}
+
 /* The stored gradients of elements [i0, i1) of one micro-batch, one at a time: round xs to
  * the grad dtype (RNE, as the backward writes it) with events, and count what happened;
  * the squares of the unscaled outputs into sqx (note_output). */
@@ -80,15 +95,7 @@ GP_HOT void store_range(chunk *c, size_t i0, size_t i1, gp_format gf)
             }
         }
         gp_mechanism m = gp_classify_v(gf, xs, g, v, ev);
-        if (m == GP_MECH_UNDERFLOW) {
-            st->underflow++;
-            CNT_EL(c, CNT_UND, i);
-        }
-        if (m == GP_MECH_OVERFLOW) {
-            st->overflow++;
-            CNT_EL(c, CNT_OVF, i);
-        }
-        note_error(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
+        note_stored(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
     }
 }
 
@@ -189,15 +196,7 @@ static void store_scaled(chunk *c, int k)
             m = GP_MECH_OVERFLOW;
         else if (xs != 0 && v == 0)
             m = GP_MECH_UNDERFLOW;
-        if (m == GP_MECH_UNDERFLOW) {
-            st->underflow++;
-            CNT_EL(c, CNT_UND, i);
-        }
-        if (m == GP_MECH_OVERFLOW) {
-            st->overflow++;
-            CNT_EL(c, CNT_OVF, i);
-        }
-        note_error(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
+        note_stored(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
     }
 }
 

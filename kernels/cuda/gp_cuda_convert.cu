@@ -54,14 +54,6 @@ extern "C" int gp_cuda_probe(char *why, size_t whylen)
     return (int)e;
 }
 
-#define GP_CUDA_TRY(call)                                                                   \
-    do {                                                                                    \
-        cudaError_t e_ = (call);                                                            \
-        if (e_ != cudaSuccess) {                                                            \
-            gp_error_set(err, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            goto fail;                                                                      \
-        }                                                                                   \
-    } while (0)
 
 extern "C" int gp_cuda_convert_range(gp_format f, gp_rmode mode, int ftz, uint64_t seed,
                                      uint32_t start, size_t n, uint32_t *out_bits,

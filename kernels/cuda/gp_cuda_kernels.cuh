@@ -39,4 +39,15 @@ template <unsigned allowed = GP_FMT_ALL, typename Fn> static inline int gp_with_
     return 0;
 }
 
+/* In a host entry point with a gp_error *err and a `fail:` label: run a CUDA call, and on
+ * an error set err (file, line, the call, CUDA's message) and jump to fail. */
+#define GP_CUDA_TRY(call)                                                                   \
+    do {                                                                                    \
+        cudaError_t e_ = (call);                                                            \
+        if (e_ != cudaSuccess) {                                                            \
+            gp_error_set(err, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            goto fail;                                                                      \
+        }                                                                                   \
+    } while (0)
+
 #endif

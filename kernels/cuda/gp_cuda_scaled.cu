@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "gp_cuda.h"
+#include "gp_cuda_kernels.cuh"
 
 __global__ void gp_scaled_kernel(gp_scaled_cfg c, size_t rows, size_t cols, size_t bc, float ts, float given,
                                  uint64_t seed, uint64_t stream, const float *x, float *y, uint8_t *codes,
@@ -25,14 +26,6 @@ __global__ void gp_scaled_kernel(gp_scaled_cfg c, size_t rows, size_t cols, size
     }
 }
 
-#define GP_CUDA_TRY(call)                                                                           \
-    do {                                                                                            \
-        cudaError_t e_ = (call);                                                                    \
-        if (e_ != cudaSuccess) {                                                                    \
-            gp_error_set(err, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            goto fail;                                                                              \
-        }                                                                                           \
-    } while (0)
 
 extern "C" int gp_cuda_scaled_quantize(const gp_scaled_cfg *c, size_t rows, size_t cols, const float *x, float *y,
                                        uint8_t *codes, float *scales, float ts, float given, uint64_t seed,

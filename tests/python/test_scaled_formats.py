@@ -343,3 +343,38 @@ def test_delayed_scaling_by_hand():
     assert np.float32(d("fp8_e5m2", 7.0)) == np.float32(57344.0 / 7.0)
     assert d("fp8_e4m3", 3.0, pow2=True) == 128.0
     assert np.isnan(d("mxfp4", 1.0))
+
+
+def test_nvfp4_two_level_reciprocal_at_e2m1_midpoints():
+    # Two-level NVFP4 multiplies x by r = fp32(fp32(1 / ts) / s) (torchao's nvfp4_quantize,
+    # "to match the MSLK triton kernel"); r' = fp32(1 / (ts * s)) is often an ulp away. The
+    # difference shows only for x * r within an ulp of an e2m1 midpoint (0.25, 0.75, 1.25,
+    # 1.75, 2.5, 3.5, 5): here 15 elements per block sit on the 17 fp32 neighbours of
+    # midpoint / r, r computed with numpy from torchao's own scales (the block's amax, its
+    # first element, keeps the scales). Compared bit for bit with torchao; the blocks where
+    # r != r' are counted (they must exist, else the data could not tell the two apart).
+    rng = np.random.default_rng(11)
+    nb = 4096
+    amax = (rng.uniform(1, 2, size=nb) * np.exp2(rng.integers(-20, 20, size=nb))).astype(np.float32)
+    x = np.zeros((nb, 16), dtype=np.float32)
+    x[:, 0] = amax
+    x[:, 1:] = amax[:, None] * 1e-3
+    pts = nv.per_tensor_amax_to_scale(torch.from_numpy(x).abs().max())
+    t = nv.NVFP4Tensor.to_nvfp4(torch.from_numpy(x.reshape(-1, 128)), per_tensor_scale=pts)
+    s = t.scale.view(torch.uint8).numpy().ravel().view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    ts = np.float32(pts.numpy())
+    r = (np.float32(1) / ts) / s
+    r1 = np.float32(1) / (ts * s)
+    mids = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], dtype=np.float32)
+    centre = (mids[rng.integers(0, 7, size=(nb, 15))] / r[:, None]).astype(np.float32)
+    step = rng.integers(-8, 9, size=(nb, 15)).astype(np.int32)
+    x[:, 1:] = (centre.view(np.int32) + step).view(np.float32) * rng.choice([-1, 1], size=(nb, 15)).astype(np.float32)
+    xt = torch.from_numpy(x.reshape(-1, 128))
+    t = nv.NVFP4Tensor.to_nvfp4(xt, per_tensor_scale=pts)
+    assert (t.scale.view(torch.uint8).numpy().ravel().view(ml_dtypes.float8_e4m3fn).astype(np.float32) == s).all()
+    y, _, scales, mts = formats.quantize(x.reshape(-1, 128), "nvfp4")
+    assert np.float32(mts) == ts and same_bits(scales, s).all()
+    assert same_bits(y, t.dequantize(torch.float32).numpy()).all()
+    differ = int((r != r1).sum())
+    assert differ > 0
+    report("NVFP4 two-level at e2m1 midpoints (%d of %d blocks with r != r')" % (differ, nb), x.size)
