@@ -26,20 +26,28 @@ Run from the repository root with the build's library:
   PYTHONPATH=$PWD/python GRADPREC_LIB=$PWD/build/libgradprec.so \\
     /work/main/.venv/bin/python bench/monitor_overhead.py
 """
-import argparse
-import contextlib
-import resource
-import shutil
-import sys
-import tempfile
-import time
+import os
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+# Idle OpenMP threads sleep instead of spinning (set before torch loads libgomp; an
+# OMP_WAIT_POLICY in the environment wins): on a machine shared with other work, torch's
+# spinning threads turned a 36 ms step into 0.6-3.4 s and made the ratios noise; both
+# loops run under the same policy.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import gradprec.torch as gpt
-from capture_scale import host_line
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import gradprec.torch as gpt  # noqa: E402
+from capture_scale import host_line  # noqa: E402
 
 VOCAB, DIM, HEADS, FF, LAYERS, SEQ, BATCH, K = 1024, 256, 4, 1024, 2, 64, 4, 2
 
@@ -158,7 +166,7 @@ def main():
     ap.add_argument("--every", default="1,10", help="the monitored settings beside the plain loop: 1, 10 or 1,10")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="time the parts of N monitored steps")
     a = ap.parse_args()
-    print(host_line(), flush=True)
+    print(host_line() + "; OMP_WAIT_POLICY=%s" % os.environ.get("OMP_WAIT_POLICY"), flush=True)
     if a.profile:
         return profile(a.profile)
     print("torch %s, %d threads; model: %d parameters in %d tensors, bf16, K = %d micro-batches of %d tokens"

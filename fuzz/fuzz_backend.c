@@ -3,7 +3,8 @@
  * Bug oracle: the input decodes to a scenario (harness/scenario/gp_decode.h: dtypes, rounding,
  * FTZ, reductions, token counts, loss scaler, clipping and its order, LR schedule,
  * AdamW variant and hyper-parameters, 1-8 steps), which runs on the CPU emulation with
- * the backend under test compared at every accumulation, unscale and AdamW step. Any
+ * the backend under test compared at every accumulation, unscale and AdamW step, and at
+ * every hop of a simulated collective (docs/distributed.md). Any
  * element whose bits differ (NaN-ness for NaNs), or a backend that writes during a
  * skipped step, is a crash. The backend under test: $GP_FUZZ_BACKEND (a --backend
  * spec: plugin:PATH.so, cuda), else CUDA when a device is present, else the example
@@ -72,8 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                   "optimizer mismatches, %llu writes in skipped steps; first difference: %s\n%s",
                   under->label, (unsigned long long)r.st.mismatches, (unsigned long long)r.st.opt.mismatches,
                   (unsigned long long)r.st.opt.skip_writes, first, yaml ? yaml : "");
-    /* stochastic rounding as a random process (gp_runner.h): each score above 1 has a
-     * false-alarm probability below 1e-9 for a correct backend */
+    /* stochastic rounding as a random process (gp_runner.h; every lag: gp_sr_lag.h): each
+     * score above 1 has a false-alarm probability below 1e-9 for a correct backend */
     for (int j = GP_M_SR_BIAS_SCORE; j <= GP_M_SR_STEP_CORR_SCORE; j++)
         GP_FUZZ_CHECK(!(r.metric[j] > 1.0), "backend %s: stochastic rounding fails %s = %g (> 1)", under->label,
                       gp_metric_name((gp_metric)j), r.metric[j]);

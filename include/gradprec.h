@@ -131,6 +131,36 @@ GRADPREC_API int gradprec_adamw_step(const char *variant, const char *param_form
 GRADPREC_API int gradprec_torch_sqrtf(const char *evaluation, uint64_t n, const float *x, float *y, char *err,
                                       size_t errlen);
 
+/* ---- scaled and block formats (docs/formats.md, "Scaled and block formats") ---- */
+
+/* Quantize the rows x cols fp32 tensor x (row-major, host memory) to the scaled format
+ * `format` ("fp8_e4m3:current", "fp8_e5m2:blockwise_1x128:pow2", "mxfp4:rceil",
+ * "nvfp4:sr", ...: the names of docs/formats.md) and write what it dequantizes to into y
+ * (may be x). codes (rows*cols bytes, may be NULL): each element's code (fp6/fp4 in the
+ * low bits). scales (may be NULL): the blocks' scales as fp32 values, row-major over the
+ * blocks, nscales of room (gradprec_format_info says how many): the multiplier s of
+ * fp8 (x*s is cast), 2^(E8M0-127) or NaN of MX, the e4m3 block scale of NVFP4.
+ * tensor_scale (may be NULL): NVFP4's fp32 tensor scale (1 for ":single"). scale_in:
+ * the multiplier of "…:delayed" (gradprec_fp8_delayed_scale); ignored otherwise. seed:
+ * the Philox seed of ":sr" (element i draws gp_rand_u32(seed, 0, i)). Returns
+ * GRADPREC_OK, or GRADPREC_BAD_INPUT with one line in err (unknown name or option, a NULL
+ * array, too few scales, rows*cols above 2^40). */
+GRADPREC_API int gradprec_quantize(const char *format, uint64_t rows, uint64_t cols, const float *x, float *y,
+                                   uint8_t *codes, float *scales, uint64_t nscales, float *tensor_scale,
+                                   float scale_in, uint64_t seed, char *err, size_t errlen);
+
+/* Transformer Engine's DelayedScaling scale from the amax its history chose (max or
+ * most recent of the last L steps), margin and the previous scale: fp32(fp32(max/amax) /
+ * 2^margin), `prev` when amax is 0 or not finite; pow2 rounds it down to a power of two.
+ * format: "fp8_e4m3" or "fp8_e5m2" (options allowed). NaN for a bad format or |margin| >
+ * 126. */
+GRADPREC_API float gradprec_fp8_delayed_scale(const char *format, float amax, int margin, float prev, int pow2);
+
+/* The canonical name of a scaled format (every non-default option spelled, e.g. "mxfp4"
+ * -> "mxfp4:floor") into canonical[0..n) (may be NULL), and the number of scales of a
+ * rows x cols tensor into *nscales (may be NULL). GRADPREC_OK or GRADPREC_BAD_INPUT. */
+GRADPREC_API int gradprec_format_info(const char *format, char *canonical, size_t n, uint64_t rows, uint64_t cols,
+                                      uint64_t *nscales, char *err, size_t errlen);
 /* Low-bit optimizer state (optimizer.state: bnb8_blockwise, torchao_8bit, torchao_4bit,
  * torchao_fp8; kernels/cpu/gp_lowbit.h gives each rule and its source), to check
  * gradprec's models against the libraries they model. quantize: n finite floats x (n a

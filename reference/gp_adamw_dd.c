@@ -129,24 +129,11 @@ void gp_adamw_dd_state_get(const gp_adamw_dd_state *st, size_t i, double *w, dou
 
 /* ---- the clipping norm ---- */
 
-/* gp_dd_add(acc, {p, e}) with the first TwoSum, that of acc.hi and p, done as Fast2Sum on
- * the operands ordered by magnitude (both are >= 0: max and min order them): the result
- * of an error-free sum is unique (s = RN(a + b), and a + b - s exactly, +0 when it is
- * zero in both: x - x = +0 to nearest), so the pair, and all that follows, are the same;
- * the loop-carried path is two dependent additions shorter. */
+/* The loop of gp_dd_sumsq_add: gp_dd_sumsq_step (gp_adamw_dd.h) per element. */
 GP_DD_CLONES static gp_dd gp_dd_sumsq_add_clones(gp_dd acc, const double *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        double p, e;
-        gp_dd_two_prod(x[i], x[i], &p, &e);
-        double big = acc.hi >= p ? acc.hi : p, small = acc.hi >= p ? p : acc.hi;
-        gp_dd s;
-        s.hi = acc.hi + p;
-        s.lo = small - (s.hi - big);
-        gp_dd t = gp_dd_two_sum(acc.lo, e);
-        gp_dd v = gp_dd_fast_two_sum(s.hi, s.lo + t.hi);
-        acc = gp_dd_fast_two_sum(v.hi, t.lo + v.lo);
-    }
+    for (size_t i = 0; i < n; i++)
+        acc = gp_dd_sumsq_step(acc, x[i]);
     return acc;
 }
 

@@ -245,6 +245,27 @@ static inline gp_dd gp_dd_sqrt(gp_dd x)
     return gp_dd_fast_two_sum(sh, sl);
 }
 
+/* acc + x^2: one term of gp_dd_sumsq_add (below), for a caller that adds the squares in
+ * a loop of its own (the runner's final statistics); acc.hi >= 0. gp_dd_add(acc, {p, e})
+ * of the exact square p + e with the first TwoSum, that of acc.hi and p, done as
+ * Fast2Sum on the operands ordered by magnitude (both are >= 0: max and min order them):
+ * the result of an error-free sum is unique (s = RN(a + b), and a + b - s exactly, +0
+ * when it is zero in both: x - x = +0 to nearest), so the pair, and all that follows,
+ * are the same; the loop-carried path is two dependent additions shorter. In a
+ * function with GP_DD_CLONES, so that its fma is an instruction. */
+static inline gp_dd gp_dd_sumsq_step(gp_dd acc, double x)
+{
+    double p, e;
+    gp_dd_two_prod(x, x, &p, &e);
+    double big = acc.hi >= p ? acc.hi : p, small = acc.hi >= p ? p : acc.hi;
+    gp_dd s;
+    s.hi = acc.hi + p;
+    s.lo = small - (s.hi - big);
+    gp_dd t = gp_dd_two_sum(acc.lo, e);
+    gp_dd v = gp_dd_fast_two_sum(s.hi, s.lo + t.hi);
+    return gp_dd_fast_two_sum(v.hi, t.lo + v.lo);
+}
+
 /* acc + x[0]^2 + ... + x[n-1]^2 in DD, in that order, each square an exact TwoProd
  * (p, e) added by gp_dd_add: acc = gp_dd_add(acc, {p, e}) (the reference's clipping
  * norm). acc.hi >= 0 (a sum of squares, started at 0). An FMA clone where the CPU has

@@ -2,7 +2,8 @@
 # Creates the project-local virtual environment .venv/ (gitignored) for gradprec's Python
 # package and its tests: numpy, safetensors, torch (PyPI's default wheel), pytest, the
 # third-party optimizers tested as subjects (torch-optimi, torchao, bitsandbytes and its
-# one other dependency, packaging; installed without their dependencies so that torch is
+# one other dependency, packaging; ml_dtypes, an oracle of the scaled formats; installed
+# without their dependencies so that torch is
 # never replaced), tensorboard (the monitor's
 # SummaryWriter), and ./python itself. Idempotent: what is already installed is kept (torch is large), only
 # ./python is reinstalled, offline. GP_VENV=DIR picks another folder, PYTHON=... the
@@ -36,9 +37,10 @@ fi
 
 # Optimizers under test (tests/python/test_backends.py, test_lowbit.py): Python packages
 # over torch; bitsandbytes' wheel carries its own CPU library (the 8-bit quantizer that
-# optimizer.state: bnb8_blockwise models; docs/python.md, "Low-bit optimizers").
+# optimizer.state: bnb8_blockwise models; docs/python.md, "Low-bit optimizers"); torchao
+# and ml_dtypes are also the oracles of the scaled formats (tests/python/test_scaled_formats.py).
 extra=()
-for pair in optimi:torch-optimi torchao:torchao packaging:packaging bitsandbytes:bitsandbytes; do
+for pair in optimi:torch-optimi torchao:torchao packaging:packaging bitsandbytes:bitsandbytes ml_dtypes:ml-dtypes; do
   mod="${pair%%:*}"
   if ! "$py" -c "import $mod" >/dev/null 2>&1; then extra+=("${pair##*:}"); fi
 done

@@ -499,6 +499,18 @@ static void test_f32_ulp_equals_definition(void **state)
                 double got = gp_f32_ulp(x), want = ulp32_definition(x);
                 if (gp_f64_bits(got) != gp_f64_bits(want))
                     fail_msg("gp_f32_ulp(%a) = %a, definition %a", x, got, want);
+                /* the reciprocal: exactly 1 / ulp, and a product by it equals the quotient by
+                 * the ulp (normal, subnormal, overflowing, zero, inf and NaN dividends) */
+                double r = gp_f32_ulp_recip(x);
+                if (gp_f64_bits(r) != gp_f64_bits(1.0 / want))
+                    fail_msg("gp_f32_ulp_recip(%a) = %a, 1/ulp %a", x, r, 1.0 / want);
+                const double ys[] = {1.0 + 0x1p-52, 0x1.fffffffffffffp1023, 0x1p-1074, 3 * 0x1p-1070, 0.0, -5.5e-300,
+                                     INFINITY, NAN, (double)gp_rand_u32(9, E, (uint64_t)k) * 0x1p-40};
+                for (size_t q = 0; q < sizeof ys / sizeof *ys; q++) {
+                    double a = ys[q] * r, b = ys[q] / want;
+                    if (gp_f64_bits(a) != gp_f64_bits(b) && !(a != a && b != b))
+                        fail_msg("%a * recip(%a) = %a, / ulp %a", ys[q], x, a, b);
+                }
                 checked++;
             }
         }

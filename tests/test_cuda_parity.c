@@ -19,6 +19,7 @@
  * per segment, bit for bit (NaNs as NaNs); then accumulate per segment on a second
  * staged table of the device kernels, open at the same time. */
 #define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "harness/sources/gp_backend.h"
+#include "kernels/gp_scaled_tensor.h"
 #include "harness/scenario/gp_presets.h"
 #include "harness/run/gp_runner.h"
 #include "kernels/arith/gp_accum.h"
@@ -207,6 +209,58 @@ static size_t check_accumulate_many(const gp_plugin *second)
     return bad;
 }
 
+/* The scaled formats (gp_cuda_scaled.cu) against the CPU's gp_scaled_quantize: every MX
+ * element format and rule (torchao or spec), nvfp4 one and two level, fp8 blockwise 1x128
+ * (pow2, nosat) and delayed, round to nearest and stochastic, on 64 x 256 values of every
+ * magnitude (2^-140 .. 2^120, zeros, one NaN and one inf row); codes, scales and values
+ * bit for bit (NaN: NaN). Returns the mismatches. */
+static size_t check_scaled(void)
+{
+    enum { R = 64, C = 256 };
+    static float x[R * C], y1[R * C], y2[R * C], s1[R * C], s2[R * C];
+    static uint8_t q1[R * C], q2[R * C];
+    uint64_t rng = 2511;
+    for (int i = 0; i < R * C; i++) {
+        uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z ^= z >> 27;
+        int e = (int)(z % 261) - 140, row = i / C;
+        x[i] = row % 16 == 3 ? 0.0f : (float)ldexp((double)(int32_t)(z >> 40) / 8388608.0, row % 4 == 1 ? e : e / 8);
+    }
+    x[5 * C + 7] = NAN;
+    x[9 * C + 100] = -INFINITY;
+    const char *names[] = {"mxfp8_e4m3", "mxfp8_e5m2:rceil", "mxfp6_e2m3:ceil", "mxfp6_e3m2:even:torchao",
+                           "mxfp4:rceil:torchao", "mxfp4:sr", "nvfp4", "nvfp4:single:sr",
+                           "fp8_e4m3:blockwise_1x128", "fp8_e5m2:blockwise_1x128:pow2:nosat",
+                           "fp8_e4m3:delayed:sr", "fp8_e4m3:delayed:nosat"};
+    size_t bad = 0, n = 0;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        gp_scaled_cfg c;
+        char why[192];
+        gp_error e = {""};
+        if (gp_scaled_parse(names[k], &c, why, sizeof why) != 0) {
+            fprintf(stderr, "%s\n", why);
+            return 1;
+        }
+        float ts = 1.0f, given = 3.0f;
+        gp_scaled_quantize(&c, R, C, x, y1, q1, s1, &ts, given, 9, 4, 0, NULL);
+        if (gp_cuda_scaled_quantize(&c, R, C, x, y2, q2, s2, ts, given, 9, 4, &e) != 0) {
+            fprintf(stderr, "%s: %s\n", names[k], e.msg);
+            return 1;
+        }
+        uint64_t ns = gp_scaled_nscales(&c, R, C);
+        for (int i = 0; i < R * C; i++) {
+            uint32_t a = gp_f32_bits(y1[i]), b = gp_f32_bits(y2[i]);
+            bad += !(a == b || (y1[i] != y1[i] && y2[i] != y2[i])) || q1[i] != q2[i];
+        }
+        for (uint64_t i = 0; i < ns; i++)
+            bad += !(gp_f32_bits(s1[i]) == gp_f32_bits(s2[i]) || (s1[i] != s1[i] && s2[i] != s2[i]));
+        n += R * C;
+    }
+    printf("CUDA parity: scaled formats, %zu values of 12 recipes: %zu mismatches\n", n, bad);
+    return bad;
+}
+
 int main(void)
 {
     int ndev = gp_cuda_device_count();
@@ -233,6 +287,7 @@ int main(void)
                 }
     printf("CUDA parity: %zu conversions compared, %zu mismatches (%s)\n", total, bad,
            full ? "all 2^32 fp32 inputs per format and mode" : "sampled slices");
+    bad += check_scaled();
     free(bits);
     free(ev);
     gp_error e = {""};

@@ -493,6 +493,54 @@ static void test_round_trip(void **state)
     gp_scenario_free(&s);
 }
 
+/* precision.grad with a scaled or block format (docs/formats.md): every kind the runner
+ * takes, each rule and option, loaded, printed back under its canonical name and reloaded
+ * equal; the kinds it does not take and bad options refused at the value. */
+static void test_scaled_grad(void **state)
+{
+    (void)state;
+    static const char *const names[][2] = {
+        {"mxfp8_e4m3", "mxfp8_e4m3:floor"},      {"mxfp8_e5m2:rceil", NULL},
+        {"mxfp6_e2m3:ceil:torchao", NULL},       {"mxfp6_e3m2:even:sr", NULL},
+        {"mxfp4", "mxfp4:floor"},                {"nvfp4:single", NULL},
+        {"nvfp4:sr:single", "nvfp4:single:sr"},  {"fp8_e4m3:blockwise_1x128", NULL},
+        {"fp8_e5m2:blockwise_1x128:pow2:nosat:sr", NULL},
+        {"fp8_e4m3:delayed", "fp8_e4m3:delayed:hist=1024:max:margin=0"},
+        {"fp8_e5m2:delayed:most_recent:hist=4:margin=2:nosat", "fp8_e5m2:delayed:hist=4:most_recent:margin=2:nosat"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char text[160], want[128];
+        snprintf(text, sizeof text, "precision: {grad: \"%s\", accumulator: bf16}\n", names[i][0]);
+        snprintf(want, sizeof want, "  grad: %s\n", names[i][1] ? names[i][1] : names[i][0]);
+        gp_scenario s;
+        gp_error err = {{0}};
+        if (load_str(text, &s, &err) != 0) {
+            fprintf(stderr, "%s: %s\n", names[i][0], err.msg);
+            fail();
+        }
+        assert_int_equal(s.precision.grad_scaled, 1);
+        assert_int_equal(s.precision.grad, GP_FP32); /* stored: the dequantized values */
+        char *y = gp_scenario_to_yaml(&s);
+        if (!strstr(y, want)) {
+            fprintf(stderr, "%s printed as:\n%s", names[i][0], y);
+            fail();
+        }
+        free(y);
+        assert_round_trip(&s);
+        gp_scenario_free(&s);
+    }
+    expect_str_error("precision: {grad: \"mxfp4:bogus\"}", "1:19", "unknown option 'bogus' of mxfp4");
+    expect_str_error("precision: {grad: mxfp5}", "1:19", "unknown scaled format 'mxfp5'");
+    expect_str_error("precision: {grad: \"fp8_e4m3:current\"}", "1:19", "needs the whole tensor's amax");
+    expect_str_error("precision: {grad: \"fp8_e4m3:delayed:hist=0\"}", "1:19", "1 to 1024 steps");
+    expect_str_error("precision: {grad: \"fp8_e4m3:delayed:margin=99\"}", "1:19", "0 to 64");
+    expect_str_error("precision: {grad: \"fp8_e4m3:hist=4\"}", "1:19", "unknown option 'hist=4'");
+    expect_str_error("precision: {grad: nvfp4}", "1:19", "needs the whole tensor's amax");
+    expect_str_error("precision: {grad: \"fp8_e4m3:blockwise_128x128\"}", "1:19", "needs the whole tensor's amax");
+    expect_str_error("precision: {grad: \"mxfp4:pow2\"}", "1:19", "unknown option 'pow2' of mxfp4");
+    expect_str_error("sample: 10\nprecision: {grad: mxfp4}", "2:12", "cannot run with `sample:`");
+}
+
 /* optimizer.fused: torch_cpu: the state follows the param when not given; printed back. */
 static void test_fused_optimizer(void **state)
 {
@@ -674,6 +722,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tokens_forms),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_fused_optimizer),
+        cmocka_unit_test(test_scaled_grad),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_inline),
         cmocka_unit_test(test_file_names),

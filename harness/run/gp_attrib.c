@@ -319,7 +319,9 @@ GP_ATTRIB_CLONES static int gp_unscale_block_clones(gp_format af, const void *ol
                                                     double errw, double *const *err, uint64_t *rounded_nonzero,
                                                     uint64_t *underflow)
 {
-    if ((af != GP_BF16 && af != GP_FP16 && af != GP_FP32) || !all_finite(af, old, n) || !all_finite(af, acc, n))
+    /* a saturated output (+-max finite) takes the per-element path, which names it */
+    if ((af != GP_BF16 && af != GP_FP16 && af != GP_FP32) || !all_below(af, old, n, gp_fmt_get(af).inf) ||
+        !all_below(af, acc, n, gp_fmt_get(af).maxfin))
         return 0;
     double *eu = err[GP_MECH_UNDERFLOW], *er = err[GP_MECH_ROUNDING];
     switch (af) {

@@ -153,7 +153,8 @@ int gp_output_terms(const double *xs, size_t n, double scale, double inv, double
  * the stored value v with no events: underflow when gp_fmt_underflow_loss, else
  * rounding), err[m][i] += (v - exact) * errw for its mechanism m, *rounded_nonzero += the
  * non-zero exact values, *underflow += the underflows. Returns 1; returns 0 and changes
- * nothing for another format or a non-finite value. Vectorised like gp_attrib_block
+ * nothing for another format, a non-finite value, or a stored value of +-max finite (the
+ * runner's loop names a saturated one, gp_attrib_saturated). Vectorised like gp_attrib_block
  * (tests/test_accum.c). */
 int gp_unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
                      double *const *err, uint64_t *rounded_nonzero, uint64_t *underflow);

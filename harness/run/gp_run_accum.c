@@ -142,8 +142,71 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
     }
 }
 
-__attribute__((flatten, noinline)) void gp_run_store_grads(chunk *c)
+/* The stored gradients of micro-batch k in a scaled or block format (precision.grad_sc):
+ * the chunk's exact outputs rounded to fp32 (the backward's fp32 gradient), quantized
+ * block by block (a block never straddles chunks: CHUNK is a multiple of 128, 32 and 16,
+ * and chunks start at multiples of CHUNK) and stored as the fp32 values they dequantize
+ * to, which the backend accumulates. Mechanisms against the exact output: non-finite
+ * outputs are non-finite; a non-finite result of a finite output (fp8 ":nosat" past its
+ * max) and a saturated element (clamped to the element's max) are overflow; a non-zero
+ * output stored as zero is underflow (below half the smallest subnormal of its block's
+ * scale: the block's amax set the scale); the rest rounding. Stochastic rounding draws
+ * gp_rand_u32(seed, gp_stream_id(GP_STREAM_SCALED_SR, t, step, micro-batch), element). */
+static void store_scaled(chunk *c, int k)
 {
+    const gp_scaled_cfg *q = &c->sc->precision.grad_sc;
+    gp_stats *st = c->st;
+    double scale = c->s, errw = c->errw, inv = scale_inverse(scale);
+    float x32[CHUNK], y32[CHUNK];
+    unsigned ev[CHUNK];
+    for (size_t i = 0; i < c->n; i++) {
+        x32[i] = (float)c->xs[i]; /* round to nearest even: the fp32 gradient */
+        ev[i] = 0;
+    }
+    uint64_t stream = gp_stream_id(GP_STREAM_SCALED_SR, c->t, (uint64_t)c->step, (uint64_t)(c->mb_base + k));
+    gp_scaled_quantize(q, 1, c->n, x32, y32, NULL, NULL, NULL, c->given, c->sc->seed, stream, c->i0, ev);
+    float amax = gp_sc_amax(x32, (long)c->n, 1);
+    if (amax > st->grad_amax || amax != amax)
+        st->grad_amax = amax;
+    for (size_t i = 0; i < c->n; i++) {
+        double xs = c->xs[i], v = (double)y32[i];
+        double x = gp_attrib_unscaled(xs, scale, inv), xw = x * errw;
+        c->partial[i] += xw;
+        c->sqx[i] = note_output(x, xw, c->hist);
+        gp_pack_set(GP_FP32, c->grad, i, gp_f32_bits(y32[i]));
+        if (xs != 0) {
+            st->rounded_nonzero++;
+            CNT_EL(c, CNT_RND, i);
+        }
+        if (v != 0) {
+            st->stored_nonzero++;
+            CNT_EL(c, CNT_STORED, i);
+        }
+        gp_mechanism m = GP_MECH_ROUNDING;
+        if (!isfinite(xs))
+            m = GP_MECH_NONFINITE;
+        else if (!isfinite(v) || (ev[i] & GP_EV_OVERFLOW))
+            m = GP_MECH_OVERFLOW;
+        else if (xs != 0 && v == 0)
+            m = GP_MECH_UNDERFLOW;
+        if (m == GP_MECH_UNDERFLOW) {
+            st->underflow++;
+            CNT_EL(c, CNT_UND, i);
+        }
+        if (m == GP_MECH_OVERFLOW) {
+            st->overflow++;
+            CNT_EL(c, CNT_OVF, i);
+        }
+        note_error(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
+    }
+}
+
+__attribute__((flatten, noinline)) void gp_run_store_grads(chunk *c, int k)
+{
+    if (c->sc->precision.grad_scaled) {
+        store_scaled(c, k);
+        return;
+    }
     switch (c->gf) {
     case GP_BF16: store_grads_fmt(c, GP_BF16); break;
     case GP_FP16: store_grads_fmt(c, GP_FP16); break;
@@ -461,7 +524,8 @@ int gp_run_unscale(chunk *c, int *found_inf, gp_error *err)
             c->st->rounded_nonzero++;
             CNT_EL(c, CNT_RND, i);
         }
-        gp_mechanism m = classify(c->af, exact, nb, 0);
+        /* an overflow kept at max finite: saturation (gp_attrib.h) */
+        gp_mechanism m = gp_attrib_saturated(c->af, nb, exact, 0) ? GP_MECH_SATURATION : classify(c->af, exact, nb, 0);
         if (m == GP_MECH_UNDERFLOW) {
             c->st->underflow++;
             CNT_EL(c, CNT_UND, i);

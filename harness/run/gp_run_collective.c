@@ -110,18 +110,23 @@ static int coll_hop(chunk *c, void *X, const void *Y, int hop, double w, gp_erro
             c->st->coll.adds_nonzero++;
             CNT_EL(c, CNT_ADD, i);
         }
-        if (g != 0 && nb == ob) {
+        /* saturated: an overflow kept at max finite (gp_attrib.h), before absorption */
+        int sat = gp_attrib_saturated(rd, nb, s, e);
+        if (sat || (g != 0 && nb == ob)) {
+            gp_mechanism m = sat ? GP_MECH_SATURATION : GP_MECH_ABSORPTION;
             double d = ((nv - s) - e) * w;
             if (s != 0 || e != 0) {
                 c->st->rounded_nonzero++;
                 c->st->coll.roundings++;
                 CNT_EL(c, CNT_RND, i);
             }
-            c->st->absorbed++;
-            c->st->coll.absorbed++;
-            CNT_EL(c, CNT_ABS, i);
-            c->err[GP_MECH_ABSORPTION][i] += d;
-            D->cerr[GP_MECH_ABSORPTION][c->off + i] += d;
+            if (!sat) {
+                c->st->absorbed++;
+                c->st->coll.absorbed++;
+                CNT_EL(c, CNT_ABS, i);
+            }
+            c->err[m][i] += d;
+            D->cerr[m][c->off + i] += d;
             continue;
         }
         coll_round(c, i, rd, s, e, nb, isinf(nv) && isfinite(s) ? GP_EV_OVERFLOW : 0, w);

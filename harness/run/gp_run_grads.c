@@ -37,7 +37,7 @@ static double reduction_den(const gp_scenario *sc, long nk, double N)
 
 /* ---- statistics of the final gradients ---- */
 
-static void final_stats(chunk *c, const double *gacc, const double *gsame, const double *gfull)
+GP_DD_CLONES static void final_stats(chunk *c, const double *gacc, const double *gsame, const double *gfull)
 {
     gp_stats *st = c->st;
     /* the sums in locals (each in element order, as before): stores through st would
@@ -51,8 +51,11 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
         ss_mech[m] = st->ss_mech[m];
         err[m] = c->err[m];
     }
+    gp_dd ref = c->ref_ss ? *c->ref_ss : gp_dd_from_double(0.0); /* its chain overlaps the sums' */
     for (size_t i = 0; i < c->n; i++) {
         double a = gacc[i], s = gsame[i], f = gfull[i];
+        if (c->ref_ss)
+            ref = gp_dd_sumsq_step(ref, f);
         if (!isfinite(a))
             nonfinite++;
         ss_full += f * f;
@@ -61,7 +64,7 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
         ss_acc_full += (a - f) * (a - f);
         ss_acc_same += (a - s) * (a - s);
         ss_same_full += (s - f) * (s - f);
-        double u = fabs(a - s) / gp_f32_ulp(s);
+        double u = fabs(a - s) * gp_f32_ulp_recip(s); /* = fabs(a - s) / gp_f32_ulp(s) */
         if (u > max_ulp || u != u)
             max_ulp = u;
         for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
@@ -94,6 +97,8 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
     st->max_ulp = max_ulp;
     for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
         st->ss_mech[m] = ss_mech[m];
+    if (c->ref_ss)
+        *c->ref_ss = ref;
 }
 
 static void dist_same_add(chunk *c)
@@ -139,7 +144,7 @@ int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err)
         dist_same_add(c);
     if (gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n) + gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, (uint32_t)nk, c->n))
         *c->sp_used = 1;
-    gp_run_store_grads(c);
+    gp_run_store_grads(c, k);
     return 0;
 }
 
@@ -191,7 +196,7 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
     if (gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n) +
         gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n))
         *c->sp_used = 1;
-    gp_run_store_grads(c);
+    gp_run_store_grads(c, k);
     return 0;
 }
 
@@ -258,7 +263,7 @@ int gp_run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found_inf
         mpq_mul(x, x, tmp);
         double d = gp_exact_q_nearest(x, &sticky);
         c->xs[0] = gp_f64_nudge(d, sticky);
-        gp_run_store_grads(c);
+        gp_run_store_grads(c, k);
         int arc = gp_run_accumulate(c, 1, k, err);
         if (arc != 0) {
             mpq_clears(S, x, same, full, tmp, NULL);

@@ -61,6 +61,9 @@ typedef struct {
     int *sp_used;          /* the lane's flag: some spill of its pool may be non-zero (else
                               every one is zero: not cleared, not read) */
     double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
+    gp_dd *ref_ss;         /* the window's sum of squares of gfull (the reference's clipping
+                              norm), continued by final_stats in element order; NULL: the
+                              window adds them itself (window_run) */
     gp_stats *st;          /* this step's statistics of the tensor */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
     uint64_t *hist;        /* [GP_HIST_BINS] the thread's histogram of the exact outputs */
@@ -84,6 +87,7 @@ typedef struct {
     double tm_mul, tm_den; /* token_mean: x = tm_mul * S / tm_den (W and N, or 1 and N_r) */
     struct dist_pool *D;   /* the ranks' buffers, else NULL */
     size_t off;            /* this chunk's offset in the pool's per-element arrays */
+    float given;           /* precision.grad ":delayed": this step's multiplier */
 } chunk;
 
 /* Count an event of element i in the per-element counters (runs with sampling). */
@@ -156,6 +160,11 @@ typedef struct {
      * same array when no step can be skipped), made units at the end (docs/scenarios.md,
      * "Estimates at scale": an element's totals over the steps); else NULL */
     double *el_step, *el_tot;
+    /* precision.grad ":delayed": the multiplier this step quantizes with (0: none yet, 1
+     * is used: TE's initial scale) and the amax of the steps so far, newest last */
+    float dscale;
+    float amax_hist[1024];
+    int nhist;
     /* a stochastic accumulator (not sampled): u and w (gp_sr_lag.h) of the first lag_n
      * elements' roundings in the last micro-batch of iteration 1 (rank 0's), for the
      * all-lags test after the run; else NULL */
@@ -258,7 +267,7 @@ typedef struct {
  * GP_RUN_REFUSED, with the backend's reason when it gave one), anything else a failure (-1). */
 int gp_run_backend_failure(const gp_backend *b, const char *what, int rc, gp_error *err);
 /* The stored gradients of one micro-batch of chunk c. */
-void gp_run_store_grads(chunk *c);
+void gp_run_store_grads(chunk *c, int k);
 /* Micro-batch k of the chunks G[0..ng), whose gradients are stored: accumulate on the
  * backend(s), attribute. */
 int gp_run_accumulate(chunk *G, size_t ng, int k, gp_error *err);

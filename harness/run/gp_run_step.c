@@ -320,6 +320,25 @@ static void step_inputs(sim *S, const gp_schedule_params *sched, int it)
 }
 
 /* All iterations: accumulate → unscale → clip → AdamW → scale update. */
+/* Transformer Engine's DelayedScaling after one optimizer step of a tensor (one amax per
+ * step: the largest |fp32 gradient| of its micro-batches; TE records one per
+ * fp8_autocast region, i.e. per micro-batch under accumulation): the step's amax joins
+ * the history (the last q->hist kept), and the next step quantizes with
+ * gp_fp8_scale_delayed of its max (or the newest, most_recent), margin, the scale so far. */
+static void delayed_update(const gp_scaled_cfg *q, tensor_state *ts, float amax)
+{
+    if (ts->nhist == q->hist) {
+        memmove(ts->amax_hist, ts->amax_hist + 1, (size_t)(q->hist - 1) * sizeof *ts->amax_hist);
+        ts->nhist--;
+    }
+    ts->amax_hist[ts->nhist++] = amax;
+    float a = ts->amax_hist[ts->nhist - 1];
+    for (int i = 0; !q->most_recent && i < ts->nhist; i++)
+        if (ts->amax_hist[i] > a || ts->amax_hist[i] != ts->amax_hist[i])
+            a = ts->amax_hist[i];
+    ts->dscale = gp_fp8_scale_delayed(q->elem, a, q->margin, ts->dscale != 0 ? ts->dscale : 1.0f, q->pow2);
+}
+
 int gp_run_simulate(sim *S, gp_error *err)
 {
     const gp_scenario *sc = S->sc;
@@ -361,6 +380,9 @@ int gp_run_simulate(sim *S, gp_error *err)
             t_backend++;
         }
         rc = gp_run_accumulate_step(S, &found_inf, err);
+        if (rc == 0 && sc->precision.grad_scaled && sc->precision.grad_sc.kind == GP_SC_DELAYED)
+            for (size_t t = 0; t < sc->ntensors; t++)
+                delayed_update(&sc->precision.grad_sc, &S->ts[t], (float)S->step_st[t].grad_amax);
         if (rc == 0 && res->clip_by_step && !found_inf)
             clip_interval(S, it - 1);
         if (rc == 0 && S->coupled) {

@@ -161,6 +161,7 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->rs = S->rscale;
     c->shrink = pow(sc->tensors[t].grad.shrink, c->step); /* binary64 pow: 1 for shrink 1 or step 0 */
     c->st = &U->gst[j];
+    c->given = ts->dscale != 0 ? ts->dscale : 1.0f;
     c->traj_err = U->traj_err;
     c->traj_ref = U->traj_ref;
     c->first = &U->first;
@@ -272,13 +273,19 @@ static void window_run(sim *S, lane *L, size_t u)
         chunk_begin(S, L, U, j);
     chunk *G = L->grp;
     const gp_tensor_spec *spec = &S->sc->tensors[G[0].t];
-    int rc = spec->grad.kind == GP_DIST_VALUES ? gp_run_explicit(&G[0], spec, S->N, &U->found_inf, &U->err)
-                                               : run_generated(G, U->ng, S->N, &U->found_inf, &U->err);
+    int explicit_values = spec->grad.kind == GP_DIST_VALUES, fused = !explicit_values && !G[0].D;
+    for (size_t j = 0; j < U->ng; j++) /* a sampled chunk's squares are weighted below, in order */
+        fused &= S->w[G[j].t] == 1.0;
+    for (size_t j = 0; j < U->ng; j++) /* the clipping norm's sum in final_stats, the same order */
+        G[j].ref_ss = fused ? &U->ref_ss : NULL;
+    int rc = explicit_values ? gp_run_explicit(&G[0], spec, S->N, &U->found_inf, &U->err)
+                             : run_generated(G, U->ng, S->N, &U->found_inf, &U->err);
     for (size_t j = 0; j < U->ng && rc == 0; j++) {
         chunk *c = &G[j];
         int smp = S->w[c->t] != 1.0;
         gp_dd ss = {0.0, 0.0}, *to = smp ? &ss : &U->ref_ss;
-        *to = gp_dd_sumsq_add(*to, c->gfull, c->n); /* the reference's clipping norm */
+        if (!fused)
+            *to = gp_dd_sumsq_add(*to, c->gfull, c->n); /* the reference's clipping norm */
         /* a sampled tensor's elements stand for M_h / n_h elements each: the estimate of
          * the whole model's norm (gp_runner.h) */
         if (smp)

@@ -114,6 +114,9 @@ typedef struct {
     double sr_sum[3], sr_var[3];                    /* stochastic rounding: S and V of the bias,
                                                        element and step statistics */
     uint64_t sr_draws;                              /* stochastic roundings observed */
+    double grad_amax;                               /* largest |fp32 gradient| quantized to a
+                                                       scaled format (delayed scaling's amax;
+                                                       merged by max, never weighted) */
     double sr_lag;                                  /* the all-lags score (gp_sr_lag.h), the
                                                        largest of the tensors tested; merged by max */
     uint64_t sr_lag_lags;                           /* lags it tested (0: none, the metric absent) */

@@ -180,6 +180,8 @@ void gp_stats_add_w(gp_stats *a, const gp_stats *b, double den, double num)
 
 void gp_stats_add(gp_stats *a, const gp_stats *b)
 {
+    if (b->grad_amax > a->grad_amax || b->grad_amax != b->grad_amax)
+        a->grad_amax = b->grad_amax;
     for (int e = 0; e < GP_NEST; e++)
         gp_ratio_merge(&a->est[e], &b->est[e]);
     a->ss_full += b->ss_full;
@@ -337,7 +339,8 @@ void gp_verdict_judge(const gp_scenario *sc, gp_result *r)
     if (st->opt.formula) /* the subject is not AdamW: its other losses are not AdamW's */
         r->dominant = GP_MECH_FORMULA;
     int fired = st->underflow || st->absorbed || st->overflow || st->nonfinite || r->loss[GP_MECH_NORMALIZATION] > 0 ||
-                r->skipped_steps || st->opt.stale || st->opt.state_underflow || r->loss[GP_MECH_SCALING] > 0;
+                r->skipped_steps || st->opt.stale || st->opt.state_underflow || r->loss[GP_MECH_SCALING] > 0 ||
+                r->loss[GP_MECH_SATURATION] > 0;
     if (r->verdict == GP_PASS && fired)
         r->verdict = GP_WARN;
     for (int i = 0; i < GP_NMETRICS; i++)

@@ -82,6 +82,23 @@ int gp_advise_alternatives_states(const gp_scenario *sc, int states, gp_alternat
             alt[n++] = (gp_alternative){lowbit[k].kind, lowbit[k].label, lowbit[k].change,
                                         gp_lowbit_bytes_per_element(lowbit[k].f) - mv};
     }
+    /* scaled gradients (docs/formats.md): transient per micro-batch, no state bytes; their
+     * bytes per element written (the bandwidth) are in docs/advise.md */
+    const gp_scaled_cfg *q = &sc->precision.grad_sc;
+    int plain_fp8 = !sc->precision.grad_scaled && (g == GP_FP8_E4M3 || g == GP_FP8_E5M2);
+    if (plain_fp8)
+        alt[n++] = (gp_alternative){GP_ALT_FP8_BLOCKWISE, "fp8 1x128 block scales",
+                                    g == GP_FP8_E4M3 ? "precision.grad: fp8_e4m3:blockwise_1x128"
+                                                     : "precision.grad: fp8_e5m2:blockwise_1x128", 0};
+    if (plain_fp8)
+        alt[n++] = (gp_alternative){GP_ALT_MXFP8, "MXFP8 (rceil)",
+                                    g == GP_FP8_E4M3 ? "precision.grad: mxfp8_e4m3:rceil"
+                                                     : "precision.grad: mxfp8_e5m2:rceil", 0};
+    if (sc->precision.grad_scaled && q->kind == GP_SC_MX && q->rule != GP_MX_RCEIL)
+        alt[n++] = (gp_alternative){GP_ALT_MX_RCEIL, "rceil scale rule", "precision.grad: the same with :rceil", 0};
+    if (sc->precision.grad_scaled && q->mode == GP_RNE)
+        alt[n++] = (gp_alternative){GP_ALT_SR_GRAD, "stochastic-rounding gradient",
+                                    "precision.grad: the same with :sr", 0};
     return n;
 }
 
@@ -127,6 +144,21 @@ int gp_advise_scenario(const gp_scenario *sc, const gp_alternative *a, gp_scenar
         out->optimizer.lowbit = GP_LOWBIT_TORCHAO_FP8;
         out->optimizer.state = GP_FP32;
         break;
+    case GP_ALT_FP8_BLOCKWISE:
+    case GP_ALT_MXFP8: {
+        gp_scaled_cfg *q = &out->precision.grad_sc;
+        memset(q, 0, sizeof *q);
+        q->kind = a->kind == GP_ALT_MXFP8 ? GP_SC_MX : GP_SC_BLOCK_1X128;
+        q->elem = out->precision.grad == GP_FP8_E5M2 ? GP_EL_E5M2 : GP_EL_E4M3;
+        q->rule = GP_MX_RCEIL;
+        q->sat = q->two_level = 1;
+        q->mode = GP_RNE;
+        out->precision.grad = GP_FP32;
+        out->precision.grad_scaled = 1;
+        break;
+    }
+    case GP_ALT_MX_RCEIL: out->precision.grad_sc.rule = GP_MX_RCEIL; break;
+    case GP_ALT_SR_GRAD: out->precision.grad_sc.mode = GP_STOCHASTIC; break;
     default: break;
     }
     char name[2 * GP_NAME_MAX];

@@ -22,6 +22,10 @@ typedef enum {
     GP_ALT_STATE_TORCHAO8,       /* optimizer.state: torchao_8bit */
     GP_ALT_STATE_TORCHAO4,       /* optimizer.state: torchao_4bit */
     GP_ALT_STATE_TORCHAO_FP8,    /* optimizer.state: torchao_fp8 */
+    GP_ALT_FP8_BLOCKWISE,        /* plain fp8 grads -> precision.grad: fp8_*:blockwise_1x128 */
+    GP_ALT_MXFP8,                /* plain fp8 grads -> precision.grad: mxfp8_*:rceil */
+    GP_ALT_MX_RCEIL,             /* MX grads under another rule -> the same with :rceil */
+    GP_ALT_SR_GRAD,              /* scaled grads rounded to nearest -> the same with :sr */
     GP_NALT
 } gp_alt_kind;
 

@@ -327,6 +327,14 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
         return -1;
     if (resolve_carried(L, s))
         return -1;
+    if (s->precision.grad_scaled) { /* a block needs its neighbours: no sampled elements */
+        int sampled = s->sample != 0;
+        for (size_t i = 0; i < s->ntensors; i++)
+            sampled |= s->tensors[i].sample != 0;
+        if (sampled)
+            return gp_load_fail(L, v[K_PRECISION], "precision.grad: a scaled format quantizes blocks of neighbouring "
+                                "elements; it cannot run with `sample:` (drop one)");
+    }
     if (s->optimizer.lowbit && check_lowbit(L, v[K_OPTIMIZER], v[K_SAMPLE], s))
         return -1;
     if (s->thresholds.set[GP_M_TWIN_MISMATCH_COUNT] && !gp_scenario_has_twin(s))

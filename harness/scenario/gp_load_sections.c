@@ -8,6 +8,34 @@
 
 /* ---- the remaining sections ---- */
 
+/* precision.grad: a plain format, or a scaled or block format by its name
+ * (docs/formats.md "Scaled and block formats"; those whose scales are local to blocks of
+ * a tensor's consecutive elements: the runner quantizes chunk by chunk). */
+static int gp_load_get_grad_format(const loader *L, const yaml_node_t *n, gp_scenario *s)
+{
+    const char *t = NULL;
+    char why[192];
+    if (gp_load_get_string(L, n, "precision.grad", &t))
+        return -1;
+    if (gp_format_parse(t, &s->precision.grad) == 0) {
+        s->precision.grad_scaled = 0;
+        return 0;
+    }
+    if (!strchr(t, ':') && strncmp(t, "mx", 2) != 0 && strncmp(t, "nvfp4", 5) != 0)
+        return gp_load_get_format(L, n, "precision.grad", &s->precision.grad); /* its message */
+    gp_scaled_cfg c;
+    if (gp_scaled_parse(t, &c, why, sizeof why) != 0)
+        return gp_load_fail(L, n, "precision.grad: %s", why);
+    if (c.kind == GP_SC_CURRENT || c.kind == GP_SC_BLOCK_128X128 || (c.kind == GP_SC_NVFP4 && c.two_level))
+        return gp_load_fail(L, n, "precision.grad: '%.60s' needs the whole tensor's amax of the micro-batch "
+                            "(per-tensor current, 128x128 or two-level scales): not in the runner yet; use "
+                            ":delayed, :blockwise_1x128, an MX format or nvfp4:single", t);
+    s->precision.grad = GP_FP32;
+    s->precision.grad_scaled = 1;
+    s->precision.grad_sc = c;
+    return 0;
+}
+
 enum { P_GRAD, P_ACC, P_ROUNDING, P_FTZ, P_N };
 static const char *const precision_keys[P_N] = {"grad", "accumulator", "rounding", "ftz"};
 
@@ -17,7 +45,7 @@ int gp_load_parse_precision(const loader *L, yaml_node_t *n, gp_scenario *s)
     int e = 0;
     if (gp_load_fields(L, n, "precision", precision_keys, P_N, v, k))
         return -1;
-    if (v[P_GRAD] && gp_load_get_format(L, v[P_GRAD], "precision.grad", &s->precision.grad))
+    if (v[P_GRAD] && gp_load_get_grad_format(L, v[P_GRAD], s))
         return -1;
     if (v[P_ACC] && gp_load_get_format(L, v[P_ACC], "precision.accumulator", &s->precision.accumulator))
         return -1;

@@ -106,13 +106,27 @@ int gp_metric_parse(const char *name, gp_metric *m);
  * (E = 2047) gives 2^-24, the definition with glibc's frexp (e = 0; C leaves e
  * unspecified); max_ulp_err never depends on it (|a - x| is then inf or NaN).
  * tests/test_accum.c checks it against the definition bit for bit. */
-static inline double gp_f32_ulp(double x)
+static inline int gp_f32_ulp_exp(double x) /* gp_f32_ulp(x) = 2^this, in [-149, 1000] */
 {
     uint64_t b;
     memcpy(&b, &x, sizeof b);
     int e = (int)(b >> 52 & 0x7ff) - 1023;
     e = e == 1024 ? -1 : e < -126 ? -126 : e;
-    b = (uint64_t)(e - 23 + 1023) << 52;
+    return e - 23;
+}
+
+static inline double gp_f32_ulp(double x)
+{
+    uint64_t b = (uint64_t)(gp_f32_ulp_exp(x) + 1023) << 52;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* 1 / gp_f32_ulp(x), exactly (a power of two in [2^-1000, 2^149]): y * this is y /
+ * gp_f32_ulp(x) for every y (both the one rounding of the same real), without a division. */
+static inline double gp_f32_ulp_recip(double x)
+{
+    uint64_t b = (uint64_t)(1023 - gp_f32_ulp_exp(x)) << 52;
     memcpy(&x, &b, sizeof x);
     return x;
 }

@@ -5,6 +5,7 @@
 #ifndef GP_SCENARIO_H
 #define GP_SCENARIO_H
 
+#include "../../kernels/gp_scaled_tensor.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -105,7 +106,10 @@ typedef struct {
     gp_fullbatch fullbatch; /* default mean */
 
     struct {
-        gp_format grad;           /* dtype the backward writes, default fp32 */
+        gp_format grad;           /* dtype the backward writes, default fp32 (fp32 when
+                                     grad_scaled: the dequantized values) */
+        int grad_scaled;          /* the grad is a scaled or block format (grad_sc) */
+        gp_scaled_cfg grad_sc;    /* ... its recipe (kernels/gp_scaled_tensor.h) */
         gp_format accumulator;    /* default fp32 */
         gp_acc_rounding rounding; /* default rne */
         int ftz;                  /* default false */

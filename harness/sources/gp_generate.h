@@ -13,7 +13,8 @@
 
 /* What a stream is for. */
 enum { GP_STREAM_GRAD = 0, GP_STREAM_WEIGHT = 1, GP_STREAM_ACCUM_SR = 2, GP_STREAM_PARAM_SR = 3,
-       GP_STREAM_NOISE = 4, GP_STREAM_SAMPLE = 5 /* the elements a `sample:` chooses */ };
+       GP_STREAM_NOISE = 4, GP_STREAM_SAMPLE = 5 /* the elements a `sample:` chooses */,
+       GP_STREAM_SCALED_SR = 6 /* stochastic rounding of a scaled grad format's elements */ };
 
 /* The micro-batch index of the shared signal's stream (token_snr > 0): above every real
  * micro-batch (GP_MAX_MICROBATCHES = 2^16), inside the stream's 17 bits. */

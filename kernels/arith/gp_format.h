@@ -89,12 +89,11 @@ GP_ARITH int gp_fmt_isinf(gp_format f, uint32_t bits)
     return i.inf != 0 && mag == i.inf;
 }
 
-/* Widen a value of format f to binary64 bits. Exact for every finite value and
+/* Widen a value of the format described by i to binary64 bits. Exact for every finite value and
  * infinity; a NaN keeps its sign and payload (a signalling NaN stays signalling:
  * this is a bit move, like PyTorch's bf16->fp32 `<< 16`). Reports nothing. */
-GP_ARITH uint64_t gp_fmt_to_f64_bits(gp_format f, uint32_t bits)
+GP_ARITH uint64_t gp_fmt_widen_info(gp_fmt_info i, uint32_t bits)
 {
-    gp_fmt_info i = gp_fmt_get(f);
     uint32_t sbit = 1u << (i.width - 1);
     uint64_t neg = (bits & sbit) ? (1ull << 63) : 0;
     uint32_t mag = bits & (sbit - 1u);
@@ -112,8 +111,13 @@ GP_ARITH uint64_t gp_fmt_to_f64_bits(gp_format f, uint32_t bits)
     uint64_t e = (uint64_t)(k + l + 1023);      /* always a binary64 normal */
     return neg | (e << 52) | ((sig << (52 - l)) & 0xfffffffffffffull);
 }
+/* gp_fmt_widen_info on format f's description. */
+GP_ARITH uint64_t gp_fmt_to_f64_bits(gp_format f, uint32_t bits)
+{
+    return gp_fmt_widen_info(gp_fmt_get(f), bits);
+}
 
-/* Round the binary64 value with bits `u` to format f.
+/* Round the binary64 value with bits `u` to the format described by i.
  * mode: GP_RNE, GP_RTZ, or GP_STOCHASTIC with 32 random bits `rbits` (rounds away
  *   from zero iff rbits < floor(f * 2^32), f in [0,1) the position between the
  *   neighbours; exact values never move).
@@ -123,11 +127,13 @@ GP_ARITH uint64_t gp_fmt_to_f64_bits(gp_format f, uint32_t bits)
  *   behaviour); RTZ gives +-max finite (IEEE). Events OVERFLOW|INEXACT.
  * NaN: sign kept, payload's top bits kept, quiet bit set (e4m3: its one NaN); a
  *   signalling NaN reports INVALID. Infinity into e4m3 gives NaN with INVALID.
+ * A format with neither infinity nor NaN (inf == qnan == 0: the OCP MX element formats
+ *   fp6 e2m3/e3m2, fp4 e2m1 of gp_scaled.h) saturates at max finite on overflow, and a
+ *   NaN or infinity becomes a zero of the same sign with INVALID.
  * Events are OR-ed into *ev when ev is non-NULL; returns the bits of the result. */
-GP_ARITH uint32_t gp_fmt_from_f64_bits(gp_format f, uint64_t u, gp_rmode mode,
-                                       uint32_t rbits, int ftz, unsigned *ev)
+GP_ARITH uint32_t gp_fmt_round_info(gp_fmt_info i, uint64_t u, gp_rmode mode,
+                                    uint32_t rbits, int ftz, unsigned *ev)
 {
-    gp_fmt_info i = gp_fmt_get(f);
     uint32_t sign = (uint32_t)(u >> 63) << (i.width - 1);
     uint32_t e = (uint32_t)(u >> 52) & 0x7ffu;
     uint64_t m = u & 0xfffffffffffffull;
@@ -139,11 +145,16 @@ GP_ARITH uint32_t gp_fmt_from_f64_bits(gp_format f, uint64_t u, gp_rmode mode,
                 flags |= GP_EV_INVALID;
             out = i.inf ? (sign | i.inf | (1u << (i.p - 2)) | (uint32_t)(m >> (53 - i.p)))
                         : (sign | i.qnan);
+            if (!i.inf && !i.qnan)
+                flags |= GP_EV_INVALID;
         } else if (i.inf) {
             out = sign | i.inf;
-        } else {
+        } else if (i.qnan) {
             out = sign | i.qnan;
             flags |= GP_EV_INVALID;
+        } else {                                /* no inf, no NaN: saturate (as ml_dtypes) */
+            out = sign | i.maxfin;
+            flags |= GP_EV_OVERFLOW | GP_EV_INEXACT;
         }
     } else if (e == 0 && m == 0) {
         out = sign;
@@ -189,7 +200,7 @@ GP_ARITH uint32_t gp_fmt_from_f64_bits(gp_format f, uint64_t u, gp_rmode mode,
             uint64_t mag = kept < half ? kept : ((uint64_t)(q - qmin) << (i.p - 1)) + kept;
             if (mag > i.maxfin) {
                 flags |= GP_EV_OVERFLOW | GP_EV_INEXACT;
-                mag = mode == GP_RTZ ? i.maxfin : (i.inf ? i.inf : i.qnan);
+                mag = mode == GP_RTZ ? i.maxfin : (i.inf ? i.inf : (i.qnan ? i.qnan : i.maxfin));
             } else if (inexact) {
                 flags |= GP_EV_INEXACT;
                 if (X < i.emin)
@@ -201,6 +212,12 @@ GP_ARITH uint32_t gp_fmt_from_f64_bits(gp_format f, uint64_t u, gp_rmode mode,
     if (ev)
         *ev |= flags;
     return out;
+}
+/* gp_fmt_round_info on format f's description. */
+GP_ARITH uint32_t gp_fmt_from_f64_bits(gp_format f, uint64_t u, gp_rmode mode,
+                                       uint32_t rbits, int ftz, unsigned *ev)
+{
+    return gp_fmt_round_info(gp_fmt_get(f), u, mode, rbits, ftz, ev);
 }
 
 /* gp_fmt_from_f64_bits(f, u, GP_RNE, 0, ftz, ev) with a fast path for fp32, bf16 and fp16:

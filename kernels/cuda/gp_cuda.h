@@ -9,6 +9,7 @@
 
 #include "../../base/gp_error.h"
 #include "../arith/gp_format.h"
+#include "../arith/gp_scaled.h"
 #include "../gp_plugin_abi.h"
 
 #ifdef __cplusplus
@@ -34,6 +35,16 @@ int gp_cuda_probe(char *why, size_t whylen);
  * buffers are the caller's. Returns 0, or -1 with err set (no device, CUDA error). */
 int gp_cuda_convert_range(gp_format f, gp_rmode mode, int ftz, uint64_t seed, uint32_t start,
                           size_t n, uint32_t *out_bits, uint8_t *out_ev, gp_error *err);
+
+/* The scaled format c on the rows x cols fp32 tensor x (host memory), on the device, one
+ * thread per row block (gp_scaled_row_block, as the CPU's gp_scaled_quantize): y the
+ * dequantized values, codes, and scales (one per block, row-major). ts: NVFP4's tensor
+ * scale; given: the multiplier of per-tensor delayed scaling. Not for :current and
+ * :blockwise_128x128 (their scale spans rows: the host computes it). Random bits
+ * gp_rand_u32(seed, stream, element). Returns 0, or -1 with err set. */
+int gp_cuda_scaled_quantize(const gp_scaled_cfg *c, size_t rows, size_t cols, const float *x, float *y,
+                            uint8_t *codes, float *scales, float ts, float given, uint64_t seed, uint64_t stream,
+                            gp_error *err);
 
 /* The kernels of gp_cuda_accum.cu as a device-memory table (memory GP_PLUGIN_DEVICE):
  * every array, found_inf, scale and tracker pointer is a device pointer; the argument

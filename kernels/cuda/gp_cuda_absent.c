@@ -21,6 +21,15 @@ int gp_cuda_convert_range(gp_format f, gp_rmode mode, int ftz, uint64_t seed, ui
     return gp_error_set(err, "the CUDA backend was not built (nvcc not found at configure time)");
 }
 
+int gp_cuda_scaled_quantize(const gp_scaled_cfg *c, size_t rows, size_t cols, const float *x, float *y,
+                            uint8_t *codes, float *scales, float ts, float given, uint64_t seed, uint64_t stream,
+                            gp_error *err)
+{
+    (void)c; (void)rows; (void)cols; (void)x; (void)y; (void)codes; (void)scales; (void)ts; (void)given;
+    (void)seed; (void)stream;
+    return gp_error_set(err, "the CUDA backend was not built (nvcc not found at configure time)");
+}
+
 const gp_plugin *gp_cuda_device_plugin(void)
 {
     return NULL;

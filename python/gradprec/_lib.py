@@ -67,6 +67,12 @@ def _declare(lib):
              c.c_uint64, vp, vp, vp, vp, cp, sz],
         ),
         "gradprec_torch_sqrtf": (c.c_int, [cp, c.c_uint64, vp, vp, cp, sz]),
+        "gradprec_quantize": (
+            c.c_int,
+            [cp, c.c_uint64, c.c_uint64, vp, vp, vp, vp, c.c_uint64, vp, c.c_float, c.c_uint64, cp, sz],
+        ),
+        "gradprec_fp8_delayed_scale": (c.c_float, [cp, c.c_float, c.c_int, c.c_float, c.c_int]),
+        "gradprec_format_info": (c.c_int, [cp, cp, sz, c.c_uint64, c.c_uint64, c.POINTER(c.c_uint64), cp, sz]),
         "gradprec_lowbit_quantize": (c.c_int, [cp, c.c_int, c.c_uint64, vp, vp, vp, cp, sz]),
         "gradprec_lowbit_dequantize": (c.c_int, [cp, c.c_int, c.c_uint64, vp, vp, vp, cp, sz]),
         "gradprec_lowbit_adamw_step": (

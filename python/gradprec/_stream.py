@@ -17,6 +17,8 @@ class Stream:
     """A streaming session; `skeleton` is a scenario dict or YAML text (gradprec.h,
     gradprec_stream_open, says what it holds)."""
 
+    _h = None
+
     def __init__(self, skeleton, backend="cpu", jobs=1):
         lib = _lib.lib()
         if not hasattr(lib, "gradprec_stream_open") or lib.gradprec_api_minor() < 1:
@@ -83,6 +85,7 @@ class Stream:
         self._lib.gradprec_stream_discard(self._h)
 
     def free(self):
+        """Frees the session (and a step being fed); closing it again is a no-op."""
         if self._h:
             self._lib.gradprec_stream_free(self._h)
             self._h = None

@@ -130,3 +130,39 @@ def test_tensor_metric_finite_where_the_scenario_is_undefined(tmp_path):
     assert "normalization_rel_err" not in sc.report["metrics"]
     assert math.isnan(sc.metrics.get("normalization_rel_err", float("nan")))
     assert sc.tensor("b").metrics["normalization_rel_err"] == 0.0
+
+
+def test_stream_session():
+    """gradprec.Stream over gradprec_stream_*: the sampled elements are
+    gradprec.sample_indices' (the public call), a whole tensor fed is gathered to the same
+    elements as a gathered feed (identical reports), fp32 integer gradients summed
+    (reduction and full batch `sum`) accumulate exactly (error 0: every partial sum of
+    small integers is exact in fp32), and a call
+    out of order is refused with the library's one line (BadInputError), the session
+    going on."""
+    import ctypes
+
+    sk = {"name": "s", "seed": 5, "tensors": [{"name": "a", "size": 100, "sample": 10}, {"name": "b", "size": 4}],
+          "precision": {"grad": "fp32", "accumulator": "fp32"}, "reduction": "sum", "fullbatch": "sum"}
+    st = gradprec.Stream(sk)
+    assert st.names == ["a", "b"] and st.sizes == [100, 4] and st.fed == [10, 4]
+    idx = st.indices(0)
+    assert idx == list(gradprec.sample_indices(5, 0, 100, 10)) and st.indices(1) is None
+    whole = (ctypes.c_float * 100)(*range(100))
+    gathered = (ctypes.c_float * 10)(*[float(i) for i in idx])
+    b = (ctypes.c_float * 4)(1, 2, 3, 4)
+    reports = []
+    for feed in (whole, gathered):
+        for k in range(2):
+            st.grad(0, "fp32", ctypes.addressof(feed), len(feed))
+            st.grad(1, "fp32", ctypes.addressof(b), 4)
+            st.tokens(3 + k)
+        r = st.close()
+        assert r[0].metrics["grad_rel_err_fullbatch"] == 0.0
+        reports.append(json.loads(r.json)["scenarios"][0]["metrics"])
+    assert reports[0] == reports[1]
+    with pytest.raises(gradprec.BadInputError, match="^stream: tokens: no gradient"):
+        st.tokens(3)
+    with pytest.raises(gradprec.BadInputError, match="9 elements"):
+        st.grad(0, "fp32", ctypes.addressof(gathered), 9)
+    st.free()
