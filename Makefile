@@ -1,12 +1,19 @@
-# Quick start: `make run` (install what is missing, build, run the main job) and
-# `make test` (the whole suite: a plain build, then again under ASan+UBSan, then the default
-# suite's branch coverage in build-cov, alone: `make test-coverage`).
+# Quick start: `make run` (install what is missing, build, run the main job), `make check`
+# (the fast tests: a developer's loop), `make test` (the suite, sampled where it is heaviest)
+# and `make test-full` (everything: CI's command, .ci/run). docs/testing.md, Labels.
+#   make build      gradprec, libgradprec.so and the example plugins (no tests)
+#   make check      the test programs of the fast set, then CTest labels unit and cli
+#                   without `slow`, in build-check/ (plain, no CUDA backend)
+#   make test       every test program; under ASan+UBSan and in the plain build every CTest
+#                   case but those labelled full (and python, coverage: run after, alone:
+#                   `make test-coverage`, `make test-python`)
+#   make test-full  the same with the cases labelled full (the heaviest shim and PTX runs)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 COV_BUILD ?= build-cov
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build build-asan build-cov build-clang-release run test test-python test-coverage test-asan fuzz fuzz-smoke bench clean
+.PHONY: all deps build build-tests build-asan build-cov build-clang-release run check test test-full test-python test-coverage fuzz fuzz-smoke bench clean
 
 all: build
 
@@ -19,11 +26,14 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+build-tests: build
+	cmake --build $(BUILD) -j $(JOBS) --target gp_tests
+
 $(ASAN_BUILD)/CMakeCache.txt: | deps
 	cmake -S . -B $(ASAN_BUILD) -DGP_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DGP_SANITIZE=ON -DGP_CUDA=OFF
 
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target all gp_tests
 
 # The coverage build (tests/coverage.py): only gradprec and the example plugin, with the CPU
 # backend and the runner instrumented (-DGP_COVERAGE=ON).
@@ -44,21 +54,39 @@ build-clang-release: deps
 run: build
 	./$(BUILD)/gradprec run || [ $$? -eq 1 ]
 
+# The fast set (labels unit and cli, not slow): what a developer runs after each change, in
+# its own build without the CUDA backend (no case of the fast set runs nvcc's objects, and
+# nvcc's two architectures are most of a fresh build's time).
+CHECK_BUILD ?= build-check
+$(CHECK_BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(CHECK_BUILD) -DGP_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_CUDA=OFF
+
+check: deps $(CHECK_BUILD)/CMakeCache.txt
+	cmake --build $(CHECK_BUILD) -j $(JOBS) --target gp_check_tests
+	cd $(CHECK_BUILD) && ctest --output-on-failure -j $(JOBS) -L '^(unit|cli)$$' -LE '^(slow|full)$$'
+
 # The sanitizer run goes first, then the plain build, then the default suite's branch
 # coverage (`make test-coverage`: the coverage build makes only gradprec and the example
-# plugin); the Python tests (tests/python, in the
-# project-local .venv that scripts/install-python.sh keeps) run last over the plain
-# build's libgradprec.so, so the last line printed is pytest's summary.
-test: build build-asan
-	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+# plugin); the Python tests (tests/python, in the project-local .venv that
+# scripts/install-python.sh keeps) run last over the plain build's libgradprec.so, so the
+# last line printed is pytest's summary. `make test` leaves out the cases labelled full
+# (tests/labels.cmake: a sample of the host-shim parity runs and planted kernel bugs runs
+# instead), `make test-full` runs them too.
+TEST_EXCLUDE = $(if $(FULL),'^(python|coverage)$$','^(full|python|coverage)$$')
+test: build-tests build-asan
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE $(TEST_EXCLUDE)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE $(TEST_EXCLUDE)
 	$(MAKE) --no-print-directory test-coverage
 	$(MAKE) --no-print-directory test-python
+
+test-full:
+	$(MAKE) --no-print-directory test FULL=1
 
 test-coverage: build-cov
 	cd $(COV_BUILD) && ctest --output-on-failure -L coverage
 
 test-python: build
+	cmake --build $(BUILD) -j $(JOBS) --target gp_abi_layout
 	@scripts/install-python.sh
 	GRADPREC_LIB=$(CURDIR)/$(BUILD)/libgradprec.so GP_BUILD=$(CURDIR)/$(BUILD) \
 	  .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
@@ -77,7 +105,8 @@ fuzz-smoke: fuzz
 	fuzz/smoke.sh build-fuzz $(FUZZ_SECONDS)
 
 bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target gp_bench
 	./$(BUILD)/bench/gp_bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(COV_BUILD) build-fuzz build-clang-release
+	rm -rf $(BUILD) $(ASAN_BUILD) $(COV_BUILD) $(CHECK_BUILD) build-fuzz build-clang-release

@@ -19,6 +19,7 @@
 #include "../kernels/cpu/gp_cpu_backend.h"
 #include "../kernels/cpu/gp_lowbit.h"
 #include "../kernels/gp_names.h"
+#include "../kernels/gp_vocab.h"
 #include "../reports/gp_report_set.h"
 
 struct gradprec_set {
@@ -56,6 +57,19 @@ int gradprec_api_minor(void)
 const char *gradprec_version(void)
 {
     return GP_VERSION_STRING;
+}
+
+const char *gradprec_vocab_name(const char *kind, int i)
+{
+    for (int k = 0; kind && k < GP_VOCAB_NKINDS; k++)
+        if (strcmp(kind, gp_vocab_kind_name((gp_vocab_kind)k)) == 0)
+            return gp_vocab_name((gp_vocab_kind)k, i);
+    return NULL;
+}
+
+int gradprec_format_bits(int i)
+{
+    return i >= 0 && i < GP_NFORMATS ? gp_fmt_get((gp_format)i).width : 0;
 }
 
 static gradprec_set *make_set(int rc, gp_scenario *sc, size_t n, const gp_error *e, char *err, size_t errlen)
@@ -343,15 +357,10 @@ int gradprec_adamw_step(const char *variant, const char *param_format, const cha
                         double weight_decay, int64_t step, uint64_t n, const void *grad, void *param, void *m,
                         void *v, char *err, size_t errlen)
 {
-    static const struct { const char *name; int32_t id; } vars[] = {
-        {"plain", GP_PLUGIN_ADAMW_PLAIN},
-        {"one_store", GP_PLUGIN_ADAMW_ONE_STORE},
-        {"torch_fused_cpu", GP_PLUGIN_ADAMW_TORCH_FUSED_CPU}};
     char msg[256];
-    int32_t id = -1;
-    for (size_t i = 0; variant && i < sizeof vars / sizeof vars[0]; i++)
-        if (strcmp(variant, vars[i].name) == 0)
-            id = vars[i].id;
+    int32_t id = gp_vocab_parse(GP_VOCAB_ADAMW_VARIANT, variant); /* = GP_PLUGIN_ADAMW_* */
+    if (id != GP_PLUGIN_ADAMW_PLAIN && id != GP_PLUGIN_ADAMW_ONE_STORE && id != GP_PLUGIN_ADAMW_TORCH_FUSED_CPU)
+        id = -1; /* master and kahan need arrays this call does not take */
     gp_format pf, sf, gf;
     if (id < 0) {
         snprintf(msg, sizeof msg, "adamw_step: variant '%s': expected plain, one_store or torch_fused_cpu",

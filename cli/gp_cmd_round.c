@@ -25,12 +25,14 @@ static const char round_usage[] =
     "  --seed N    seed for stochastic rounding (default 0)\n"
     "  --json      one JSON object a line: input, format, mode, bits, value, hex, flags\n";
 
-/* If s is exactly a binary64, store it in *d and return 1. */
+/* If s is exactly a binary64, store it in *d and return 1. MPFR's exponent range and
+ * flags (global state) are the caller's again on return. */
 static int exact_double(const char *s, double *d)
 {
     mpfr_t v;
     mpfr_init2(v, 53);
     mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+    mpfr_flags_t flags = mpfr_flags_save();
     mpfr_set_emin(-1073);   /* binary64: smallest subnormal 2^-1074 = 0.1 * 2^-1073 */
     mpfr_set_emax(1024);
     int t = mpfr_strtofr(v, s, NULL, 0, MPFR_RNDN);
@@ -38,9 +40,10 @@ static int exact_double(const char *s, double *d)
     int ok = t == 0 && !mpfr_inf_p(v) && !mpfr_nan_p(v);
     if (ok)
         *d = mpfr_get_d(v, MPFR_RNDN);
+    mpfr_clear(v);
     mpfr_set_emin(emin);
     mpfr_set_emax(emax);
-    mpfr_clear(v);
+    mpfr_flags_restore(flags, MPFR_FLAGS_ALL);
     return ok;
 }
 

@@ -22,6 +22,7 @@
 #include "harness/scenario/gp_decode.h"
 #include "gp_fuzz_check.h"
 #include "kernels/gp_names.h"
+#include "kernels/gp_vocab.h"
 #include "reference/gp_exact.h"
 
 /* ==== the a-priori error bound ====
@@ -152,7 +153,7 @@ static double bound_kahan(const double *ax, int n, const round_model *m)
 
 /* ==== the target ==== */
 
-static const char *const rounding_names[] = {"rne", "rtz", "stochastic", "kahan"};
+#define rounding_names(r) gp_vocab_name(GP_VOCAB_ACC_ROUNDING, (int)(r)) /* kernels/gp_vocab.h */
 
 /* (mechanism set x relative-error bucket), then the error/bound bucket */
 GP_FUZZ_COUNTERS counters[GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + GP_FUZZ_BUCKETS];
@@ -176,7 +177,7 @@ static void write_finding(const uint8_t *data, size_t size, const gp_accum_case 
              "%s: |error| %a, relative %.3e (bucket %u), bound %a, error/bound %.3e\n"
              "replay: gradprec run THIS_FILE (cpu backend, same seed)\n",
              gp_fuzz_hash(data, size), size, gp_format_name(c->grad), gp_format_name(c->acc),
-             rounding_names[c->rounding], c->ftz, c->n, c->seed, names, S, gp_fmt_to_f64(c->acc, acc),
+             rounding_names(c->rounding), c->ftz, c->n, c->seed, names, S, gp_fmt_to_f64(c->acc, acc),
              ai.width / 4, (unsigned)acc, checked ? "checked" : "not checked (overflow or non-finite)", err, rel,
              gp_fuzz_bucket(rel), bound, bound > 0 ? err / bound : (err > 0 ? INFINITY : 0.0));
     gp_fuzz_finding("accumulate", data, size, header, &s);
@@ -211,7 +212,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       "step %d: production 0x%x (comp 0x%x) != instrumented 0x%x (comp 0x%x); acc %s grad %s "
                       "rounding %s ftz %d x=%a",
                       k, pacc, pcomp, acc, comp, gp_format_name(af), gp_format_name(gf),
-                      rounding_names[c.rounding], c.ftz, (double)x);
+                      rounding_names(c.rounding), c.ftz, (double)x);
         ev_all |= ev;
         if (gp_fuzz_is_subnormal(gf, c.bits[k]) || gp_fuzz_is_subnormal(af, acc) ||
             (c.rounding == GP_ACC_KAHAN && gp_fuzz_is_subnormal(af, comp)))
@@ -249,7 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         GP_FUZZ_CHECK(err <= bound * EVAL_MARGIN,
                       "acc %s grad %s rounding %s ftz %d n %d seed %" PRIu64 ": |A - S| = %a > bound %a "
                       "(A = %a bits 0x%x, S = %a, sum|x| error/bound %.6g)",
-                      gp_format_name(af), gp_format_name(gf), rounding_names[c.rounding], c.ftz, c.n, c.seed,
+                      gp_format_name(af), gp_format_name(gf), rounding_names(c.rounding), c.ftz, c.n, c.seed,
                       err, bound, gp_fmt_to_f64(af, acc), acc, S, err / bound);
         gp_fuzz_feature(counters, GP_FUZZ_NMECH * GP_FUZZ_BUCKETS + gp_fuzz_bucket(bound > 0 ? err / bound : 0));
     }

@@ -12,6 +12,7 @@
 
 #include "gp_fuzz_check.h"
 #include "reference/gp_oracle.h"
+#include "kernels/gp_vocab.h"
 
 GP_FUZZ_COUNTERS counters[GP_FUZZ_NMECH * GP_FUZZ_BUCKETS];
 
@@ -29,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2)
         return 0;
     gp_format f = (gp_format)(data[0] % GP_NFORMATS);
-    gp_rmode mode = (gp_rmode)((data[1] & 3) % 3);
+    gp_rmode mode = (gp_rmode)((data[1] & 3) % gp_vocab_count(GP_VOCAB_RMODE)); /* kernels/gp_vocab.h */
     int ftz = (data[1] >> 2) & 1;
     int f32 = (data[1] >> 3) & 1;
     uint32_t rbits = (uint32_t)take_le(data, size, 2, 4);

@@ -84,6 +84,7 @@
 #include "harness/run/gp_runner.h"
 #include "gp_fuzz_check.h"
 #include "kernels/gp_names.h"
+#include "kernels/gp_vocab.h"
 #include "kernels/arith/gp_philox.h"
 #include "reference/gp_exact.h"
 
@@ -302,7 +303,8 @@ static int check_partial_window(const gp_accum_case *c)
     gp_error e = {""};
     static const char *const red[] = {"token_mean", "mean", "mean_no_div", "sum"}, *const fb[] = {"mean", "sum"};
     static const char *const gf[] = {"fp32", "bf16", "fp16"}, *const af[] = {"fp32", "bf16"};
-    static const char *const rnd[] = {"rne", "kahan", "rtz", "stochastic"};
+    /* the policies this relation holds for, in the decoder's order (names: kernels/gp_vocab.h) */
+    static const gp_acc_rounding rnd[] = {GP_ACC_RNE, GP_ACC_KAHAN, GP_ACC_RTZ, GP_ACC_STOCHASTIC};
     uint64_t i = 1000;
     uint32_t wa = draw(c, i++);
     int A = (wa & 1u) ? 2 << ((wa >> 1) % 4) : 2 + (int)((wa >> 1) % 15); /* half: a power of two */
@@ -329,7 +331,7 @@ static int check_partial_window(const gp_accum_case *c)
                  "seed: %u\nbatch: {accumulation_steps: %d, microbatches: %d, tokens: [%s]}\n"
                  "reduction: %s\nfullbatch: %s\nprecision: {grad: %s, accumulator: %s, rounding: %s}\n",
                  size, ldexp(1.0, ex), sd, twin == 1 ? K : A, K, tok, red[twin == 2 ? 2 : R], fb[F], gf[g], af[a],
-                 rnd[ro]);
+                 gp_vocab_name(GP_VOCAB_ACC_ROUNDING, (int)rnd[ro]));
         gp_scenario s;
         GP_FUZZ_CHECK(gp_scenario_load_string(text, strlen(text), "meta", &s, &e) == 0, "%s\n%s", e.msg, text);
         GP_FUZZ_CHECK(gp_run_scenario(&s, cpu, NULL, &r[twin], &e) == 0, "%s\n%s", e.msg, text);

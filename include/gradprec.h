@@ -49,6 +49,17 @@ GRADPREC_API int gradprec_api_minor(void);
 /* The library's version, "MAJOR.MINOR.PATCH" (static string). */
 GRADPREC_API const char *gradprec_version(void);
 
+/* The names of a vocabulary, in the order of their values (the plugin ABI's values where
+ * kernels/gp_plugin_abi.h has them): kind "format", "rounding" (a conversion's mode),
+ * "acc_rounding" (an accumulator's policy), "adamw_variant" or "adamw_evaluation".
+ * Returns the name of value i (a static string), NULL past the last value or for an
+ * unknown kind. */
+GRADPREC_API const char *gradprec_vocab_name(const char *kind, int i);
+
+/* Storage bits of the format whose value is i (gradprec_vocab_name("format", i)), 0 past
+ * the last. */
+GRADPREC_API int gradprec_format_bits(int i);
+
 /* ---- scenarios ---- */
 
 /* Load the scenario file at path (a `sweep:` expands into one scenario per point;

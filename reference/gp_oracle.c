@@ -214,9 +214,11 @@ int gp_oracle_round_str(gp_format f, const char *s, gp_rmode mode, uint32_t rbit
 {
     mpfr_t probe;
     char *end = NULL;
+    mpfr_flags_t flags = mpfr_flags_save(); /* the probe's inexact is not the caller's */
     mpfr_init2(probe, 8);
     mpfr_strtofr(probe, s, &end, 0, MPFR_RNDN);
     mpfr_clear(probe);
+    mpfr_flags_restore(flags, MPFR_FLAGS_ALL);
     if (end == s || *end != '\0' || s[0] == ' ' || s[0] == '\t')
         return gp_error_set(err, "'%s' is not a number", s);
     source src = {NULL, s};

@@ -49,7 +49,7 @@ if [ -n "${GP_PREBUILT:-}" ]; then
     rows+=("| prebuilt binaries | used | | \`$build\` |")
 else
     step "configure + build (nvcc, sm_80/sm_90)" build.log \
-        sh -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build '$build' -j $(nproc)"
+        sh -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build '$build' -j $(nproc) --target all gp_tests gp_bench_cuda_adamw"
     if ! grep -q "CUDA backend ON" "$out/build.log"; then
         rows+=("| CUDA backend | FAIL | | nvcc not found at configure time: the device tests would only skip |")
         status=1

@@ -5,7 +5,7 @@
 # one other dependency, packaging; ml_dtypes, an oracle of the scaled formats; installed
 # without their dependencies so that torch is
 # never replaced), tensorboard (the monitor's
-# SummaryWriter), and ./python itself. Idempotent: what is already installed is kept (torch is large), only
+# SummaryWriter), jsonschema (tests/report.schema.json), and ./python itself. Idempotent: what is already installed is kept (torch is large), only
 # ./python is reinstalled, offline. GP_VENV=DIR picks another folder, PYTHON=... the
 # interpreter (default: Debian's python3, whose venv module scripts/install-deps.sh installs).
 set -euo pipefail
@@ -24,7 +24,7 @@ py="$venv/bin/python"
 
 # module name -> PyPI name; a module that imports is left as it is.
 missing=()
-for pair in numpy:numpy safetensors:safetensors torch:torch pytest:pytest setuptools:setuptools; do
+for pair in numpy:numpy safetensors:safetensors torch:torch pytest:pytest setuptools:setuptools jsonschema:jsonschema; do
   mod="${pair%%:*}"
   if ! "$py" -c "import $mod" >/dev/null 2>&1; then missing+=("${pair##*:}"); fi
 done
@@ -32,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-python: installing ${missing[*]} from PyPI"
   "$py" -m pip install --disable-pip-version-check -q "${missing[@]}"
 else
-  echo "install-python: numpy, safetensors, torch, pytest present in $venv"
+  echo "install-python: numpy, safetensors, torch, pytest, jsonschema present in $venv"
 fi
 
 # Optimizers under test (tests/python/test_backends.py, test_lowbit.py): Python packages

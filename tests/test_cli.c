@@ -2,6 +2,8 @@
  * of `round` and `explain`, exit codes, and one-line errors with nothing on stdout. */
 #include <string.h>
 
+#include <mpfr.h>
+
 #include "gp_test.h"
 
 #include "cli/gp_cli.h"
@@ -72,6 +74,27 @@ static void test_round_fp16_exact_decimal(void **state)
     assert_non_null(b);
     assert_true(a < b);
     assert_non_null(strstr(r.out, "\"flags\":[\"inexact\",\"underflow\"]"));
+}
+
+/* `round` parses each VALUE with MPFR in binary64's exponent range (exact_double): the
+ * caller's range and flags are as they were (issue 28 item 6). A caller's own range is set
+ * first, and a value that underflows and one that is inexact raise flags inside. */
+static void test_round_restores_mpfr_state(void **state)
+{
+    (void)state;
+    mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+    mpfr_set_emin(-5000);
+    mpfr_set_emax(5000);
+    mpfr_clear_flags();
+    mpfr_set_divby0();
+    run_result r = RUN("gradprec", "round", "--format", "bf16", "1e-400", "0.1", "1.5");
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(mpfr_get_emin(), -5000);
+    assert_int_equal(mpfr_get_emax(), 5000);
+    assert_int_equal(mpfr_flags_save(), MPFR_FLAGS_DIVBY0);
+    mpfr_set_emin(emin);
+    mpfr_set_emax(emax);
+    mpfr_clear_flags();
 }
 
 static void test_round_human_and_modes(void **state)
@@ -179,6 +202,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_bf16_ties),
+        cmocka_unit_test(test_round_restores_mpfr_state),
         cmocka_unit_test(test_round_fp16_exact_decimal),
         cmocka_unit_test(test_round_nan_sign),
         cmocka_unit_test(test_round_human_and_modes),

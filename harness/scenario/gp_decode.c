@@ -12,6 +12,7 @@
 
 #include "../sources/gp_generate.h"
 #include "../../kernels/arith/gp_philox.h"
+#include "../../kernels/gp_vocab.h" /* the rounding policies the decoder picks among */
 
 /* ---- the byte reader ---- */
 
@@ -245,7 +246,7 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
 
     s->precision.grad = decode_format(d);
     s->precision.accumulator = decode_format(d);
-    s->precision.rounding = (gp_acc_rounding)gp_decoder_pick(d, 4);
+    s->precision.rounding = (gp_acc_rounding)gp_decoder_pick(d, gp_vocab_count(GP_VOCAB_ACC_ROUNDING));
     s->precision.ftz = gp_decoder_bool(d);
     s->reduction = (gp_reduction)gp_decoder_pick(d, 4);
     s->fullbatch = (gp_fullbatch)gp_decoder_pick(d, 2);
@@ -359,8 +360,11 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
      * bytes 0x5ca1 (so that the committed corpus, whose inputs may have bytes left here,
      * decodes as before; libFuzzer's comparison tracing finds the constant): every kind
      * the runner takes (MX with each element format and rule, nvfp4:single, fp8
-     * blockwise 1x128 and delayed) and every option */
-    if (!any_values && gp_decoder_range(d, 0, 0xffff) == 0x5ca1) {
+     * blockwise 1x128 and delayed) and every option. The two bytes are only consumed when
+     * they match, so that the low-bit state below reads the same bytes with or without it. */
+    gp_decoder peek = *d;
+    if (!any_values && gp_decoder_range(&peek, 0, 0xffff) == 0x5ca1) {
+        *d = peek;
         gp_scaled_cfg *q = &s->precision.grad_sc;
         memset(q, 0, sizeof *q);
         q->sat = q->two_level = 1;
@@ -423,7 +427,7 @@ void gp_decode_accum(const uint8_t *data, size_t size, gp_accum_case *c)
     memset(c, 0, sizeof *c);
     c->grad = decode_format(d);
     c->acc = decode_format(d);
-    c->rounding = (gp_acc_rounding)gp_decoder_pick(d, 4);
+    c->rounding = (gp_acc_rounding)gp_decoder_pick(d, gp_vocab_count(GP_VOCAB_ACC_ROUNDING));
     c->ftz = gp_decoder_bool(d);
     c->seed = gp_decoder_range(d, 0, UINT32_MAX);
     size_t describable = 1 + d->size / 3; /* an addend takes >= 3 bytes: region + payload */

@@ -147,14 +147,12 @@ size_t gp_scenario_inputs(const gp_scenario *s, const char **paths, size_t cap)
 const char *const gp_dist_names[] = {"normal", "lognormal", "laplace", "pareto", "constant"};
 const char *const gp_red_names[] = {"token_mean", "mean", "mean_no_div", "sum"};
 const char *const gp_fb_names[] = {"mean", "sum"};
-const char *const gp_acc_names[] = {"rne", "rtz", "stochastic", "kahan"};
+const char *const gp_acc_names[] = {GP_VOCAB_ACC_ROUNDINGS(GP_VOCAB_NAME_ABI)}; /* kernels/gp_vocab.h */
 const char *const gp_ls_names[] = {"none", "static", "dynamic"};
 const char *const gp_master_names[] = {"none", "fp32"};
 const char *const gp_fused_names[] = {"none", "torch_cpu"};
 const char *const gp_opt_names[] = {"adamw"};
-const char *const gp_eval_names[] = {"torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4",
-                                         "torch_cuda_foreach", "torch_cpu_intel_avx512",
-                                         "torch_cpu_host", "torch_cpu_foreach"}; /* gp_adamw_eval order */
+const char *const gp_eval_names[] = {GP_VOCAB_ADAMW_EVALS(GP_VOCAB_NAME_ABI)}; /* kernels/gp_vocab.h */
 const char *const gp_sched_names[] = {"constant", "cosine", "linear", "inverse_sqrt", "step"};
 const char *const gp_coll_names[] = {"ring", "tree", "reduce_scatter"};
 const char *const gp_avg_names[] = {"pre", "post", "op"};

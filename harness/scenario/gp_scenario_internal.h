@@ -21,6 +21,7 @@
 
 #include "../../kernels/arith/gp_philox.h"
 #include "../../kernels/gp_names.h"
+#include "../../kernels/gp_vocab.h"
 
 #if defined(__GNUC__)
 #define GP_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -39,12 +40,12 @@
 extern const char *const gp_dist_names[5];
 extern const char *const gp_red_names[4];
 extern const char *const gp_fb_names[2];
-extern const char *const gp_acc_names[4];
+extern const char *const gp_acc_names[GP_VOCAB_COUNT(GP_VOCAB_ACC_ROUNDINGS)];
 extern const char *const gp_ls_names[3];
 extern const char *const gp_master_names[2];
 extern const char *const gp_fused_names[2];
 extern const char *const gp_opt_names[1];
-extern const char *const gp_eval_names[8];
+extern const char *const gp_eval_names[GP_VOCAB_COUNT(GP_VOCAB_ADAMW_EVALS)];
 extern const char *const gp_sched_names[5];
 extern const char *const gp_coll_names[3];
 extern const char *const gp_avg_names[3];

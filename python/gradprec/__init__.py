@@ -7,9 +7,12 @@ Nothing numeric happens here: every number comes from the C library.
     res = gradprec.run("dump/scenario.yaml", out_dir="reports")
     print(res.scenarios[0].verdict, res.scenarios[0].metrics["normalization_rel_err"])
 """
+from __future__ import annotations
+
 import ctypes
 import json
 import os
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from . import _lib, _yaml
 from ._errors import BadInputError, GradprecError, InternalError
@@ -33,23 +36,23 @@ __version__ = "0.1.0"
 _ERRLEN = 1024
 
 
-def library_version():
+def library_version() -> str:
     """The loaded libgradprec's version string ("MAJOR.MINOR.PATCH")."""
     return _lib.lib().gradprec_version().decode()
 
 
-def library_path():
+def library_path() -> str:
     """The path libgradprec.so was loaded from (see gradprec._lib for the search order)."""
     return _lib.path()
 
 
-def scenario_yaml(doc):
+def scenario_yaml(doc: Mapping[str, Any]) -> str:
     """The YAML text gradprec reads for a scenario given as a dict (keys as in
     docs/scenarios.md)."""
     return _yaml.dump(doc)
 
 
-def sample_indices(seed, tensor, population, n):
+def sample_indices(seed: int, tensor: int, population: int, n: int) -> "ctypes.Array[ctypes.c_uint64]":
     """The n elements (distinct, increasing, each < population) that `sample: n` on the
     scenario's tensor number `tensor` (0-based) with seed `seed` replays: the C runner's
     own choice (gradprec_sample_indices), returned as a ctypes array of uint64 (a
@@ -65,9 +68,9 @@ def sample_indices(seed, tensor, population, n):
 class TensorResult:
     """One tensor of one scenario: its name and its metrics (dict name -> float)."""
 
-    def __init__(self, name, metrics):
-        self.name = name
-        self.metrics = metrics
+    def __init__(self, name: str, metrics: Dict[str, float]) -> None:
+        self.name: str = name
+        self.metrics: Dict[str, float] = metrics
 
     def __repr__(self):
         return "TensorResult(%r)" % self.name
@@ -79,19 +82,20 @@ class ScenarioResult:
     of TensorResult), and `report`, its entry of report.json as a dict (configuration,
     sampling estimates, notes...)."""
 
-    def __init__(self, name, verdict, dominant, metrics, tensors, report):
-        self.name = name
-        self.verdict = verdict
-        self.dominant = dominant
-        self.metrics = metrics
-        self.tensors = tensors
-        self.report = report
+    def __init__(self, name: str, verdict: str, dominant: str, metrics: Dict[str, float],
+                 tensors: List[TensorResult], report: Dict[str, Any]) -> None:
+        self.name: str = name
+        self.verdict: str = verdict
+        self.dominant: str = dominant
+        self.metrics: Dict[str, float] = metrics
+        self.tensors: List[TensorResult] = tensors
+        self.report: Dict[str, Any] = report
 
     @property
-    def passed(self):
+    def passed(self) -> bool:
         return self.verdict != "fail"
 
-    def tensor(self, name):
+    def tensor(self, name: str) -> TensorResult:
         for t in self.tensors:
             if t.name == name:
                 return t
@@ -106,18 +110,18 @@ class RunResult:
     their thresholds), `json` (report.json's exact text), `report` (that text parsed),
     `out_dir` (where the report files were written, or None)."""
 
-    def __init__(self, scenarios, failed, json_text, out_dir):
-        self.scenarios = scenarios
-        self.failed = failed
-        self.json = json_text
-        self.report = json.loads(json_text)
-        self.out_dir = out_dir
+    def __init__(self, scenarios: List[ScenarioResult], failed: int, json_text: str, out_dir: Optional[str]) -> None:
+        self.scenarios: List[ScenarioResult] = scenarios
+        self.failed: int = failed
+        self.json: str = json_text
+        self.report: Dict[str, Any] = json.loads(json_text)
+        self.out_dir: Optional[str] = out_dir
 
     @property
-    def passed(self):
+    def passed(self) -> bool:
         return self.failed == 0
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Union[int, str]) -> ScenarioResult:
         if isinstance(key, str):
             for s in self.scenarios:
                 if s.name == key:
@@ -125,10 +129,10 @@ class RunResult:
             raise KeyError(key)
         return self.scenarios[key]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.scenarios)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ScenarioResult]:
         return iter(self.scenarios)
 
     def __repr__(self):
@@ -212,7 +216,8 @@ def _result(lib, r, out_dir, err):
     return RunResult(scenarios, lib.gradprec_result_failed(r), text, written)
 
 
-def run(scenario, backend="cpu", out_dir=None, seed=None, jobs=1, compare=None):
+def run(scenario: Union[str, "os.PathLike[str]", Mapping[str, Any]], backend: Any = "cpu", out_dir: Optional[str] = None,
+        seed: Optional[int] = None, jobs: int = 1, compare: Optional[str] = None) -> RunResult:
     """Run a scenario (a path, YAML text, or a dict with the keys of docs/scenarios.md;
     a `sweep:` gives several scenarios) on `backend` ("cpu", "cuda", "auto",
     "plugin:PATH.so", "python:MODULE:NAME", or a Python backend object: one with

@@ -41,6 +41,8 @@ def _declare(lib):
     sigs = {
         "gradprec_api_version": (c.c_int, []),
         "gradprec_version": (cp, []),
+        "gradprec_vocab_name": (cp, [cp, c.c_int]),
+        "gradprec_format_bits": (c.c_int, [c.c_int]),
         "gradprec_load_file": (vp, [cp, cp, sz]),
         "gradprec_load_yaml": (vp, [cp, sz, cp, cp, sz]),
         "gradprec_set_count": (sz, [vp]),
@@ -152,3 +154,28 @@ def path():
     """The file the library was loaded from (loads it if needed)."""
     lib()
     return _path
+
+
+_vocab = {}
+
+
+def vocab(kind):
+    """The names of one of the library's vocabularies (kernels/gp_vocab.h), in the order of
+    their values (the plugin ABI's): kind "format", "rounding", "acc_rounding",
+    "adamw_variant" or "adamw_evaluation". A tuple of str; loads the library."""
+    if kind not in _vocab:
+        out = []
+        while True:
+            name = lib().gradprec_vocab_name(kind.encode(), len(out))
+            if name is None:
+                break
+            out.append(name.decode())
+        if not out:
+            raise GradprecError(3, "the library has no vocabulary %r" % kind)
+        _vocab[kind] = tuple(out)
+    return _vocab[kind]
+
+
+def format_bytes(fmt):
+    """Storage bytes of the format whose value is fmt (an index of vocab("format"))."""
+    return lib().gradprec_format_bits(fmt) // 8

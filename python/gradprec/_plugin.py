@@ -15,15 +15,26 @@ names the entry and the exception).
 import ctypes
 import threading
 
+from ._lib import format_bytes, vocab
+
 ABI_VERSION = 3
-FORMATS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")  # GP_PLUGIN_FP32 ... (values 0..4)
-ROUNDINGS = ("rne", "rtz", "stochastic", "kahan")
-VARIANTS = ("plain", "one_store", "master", "kahan", "torch_fused_cpu")
-EVALUATIONS = ("torch_cuda", "torch_cpu", "unfused", "torch_cpu_zen4", "torch_cuda_foreach",
-               "torch_cpu_intel_avx512", "torch_cpu_host", "torch_cpu_foreach")
-_WIDTH = (4, 2, 2, 1, 1)
+# The names of the ABI's values come from the library (kernels/gp_vocab.h): vocab("format")
+# for GP_PLUGIN_FP32 ..., "acc_rounding", "adamw_variant", "adamw_evaluation".
+_VOCAB = {"FORMATS": "format", "ROUNDINGS": "acc_rounding", "VARIANTS": "adamw_variant",
+          "EVALUATIONS": "adamw_evaluation"}
+
+
+def __getattr__(name):  # FORMATS, ROUNDINGS, VARIANTS, EVALUATIONS: the library's lists
+    if name in _VOCAB:
+        return vocab(_VOCAB[name])
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def _name(kind, i):
+    names = vocab(kind)
+    return names[i] if 0 <= i < len(names) else i
 # optimizer state storage (GP_PLUGIN_STATE_*): plain, then the low-bit states of
-# kernels/cpu/gp_lowbit.h, by the names of optimizer.state
+# kernels/cpu/gp_lowbit.h, by the names of optimizer.state (not yet a list of kernels/gp_vocab.h)
 STATES = ("plain", "bnb8_blockwise", "torchao_8bit", "torchao_4bit", "torchao_fp8")
 
 _u32, _i32, _u64, _i64, _vp = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_int64, ctypes.c_void_p
@@ -94,17 +105,21 @@ def tensor_at(address, fmt, n):
     """A 1-D torch tensor of n elements of gradprec format `fmt` (an index of FORMATS)
     viewing the memory at `address` (no copy; writes go to gradprec's array). bf16 and
     fp16 are torch.bfloat16 / torch.float16, fp8 torch.float8_e4m3fn / float8_e5m2.
-    None for a NULL address."""
+    None for a NULL address; NotImplementedError for a format torch has no dtype of."""
     global _DTYPES
     torch = _torch()
-    if _DTYPES is None:
-        _DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2)
+    if _DTYPES is None:  # torch's dtype of each gradprec format name
+        _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+                   "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
     if not address:
         return None
+    name = _name("format", fmt)
+    if name not in _DTYPES:
+        raise NotImplementedError("format %s has no torch dtype here" % name)
     if n == 0:
-        return torch.empty(0, dtype=_DTYPES[fmt])
-    buf = (ctypes.c_uint8 * (n * _WIDTH[fmt])).from_address(address)
-    return torch.frombuffer(buf, dtype=_DTYPES[fmt])
+        return torch.empty(0, dtype=_DTYPES[name])
+    buf = (ctypes.c_uint8 * (n * format_bytes(fmt))).from_address(address)
+    return torch.frombuffer(buf, dtype=_DTYPES[name])
 
 
 class _Args:
@@ -123,15 +138,15 @@ class _Args:
 
 def _accumulate_args(a):
     n = a.n
-    return _Args(a, grad_format=FORMATS[a.grad_format], acc_format=FORMATS[a.acc_format],
-                 rounding=ROUNDINGS[a.rounding], ftz=bool(a.ftz), seed=a.seed, stream=a.stream,
+    return _Args(a, grad_format=_name("format", a.grad_format), acc_format=_name("format", a.acc_format),
+                 rounding=_name("acc_rounding", a.rounding), ftz=bool(a.ftz), seed=a.seed, stream=a.stream,
                  first_index=a.first_index, n=n, microbatch=a.microbatch,
                  grad=tensor_at(a.grad, a.grad_format, n), acc=tensor_at(a.acc, a.acc_format, n),
                  comp=tensor_at(a.comp, a.acc_format, n))
 
 
 def _unscale_args(a):
-    return _Args(a, acc_format=FORMATS[a.acc_format], ftz=bool(a.ftz), inv_scale=a.inv_scale, n=a.n,
+    return _Args(a, acc_format=_name("format", a.acc_format), ftz=bool(a.ftz), inv_scale=a.inv_scale, n=a.n,
                  acc=tensor_at(a.acc, a.acc_format, a.n), found_inf=False)
 
 
@@ -163,14 +178,14 @@ def _adamw_args(a):
         extra = dict(block=a.block, m_codes=_bytes_at(a.m_codes, n, torch.uint8),
                      v_codes=_bytes_at(a.v_codes, n, torch.uint8), m_scales=_bytes_at(a.m_scales, nb, torch.float32),
                      v_scales=_bytes_at(a.v_scales, nb, torch.float32))
-    return _Args(a, param_format=FORMATS[a.param_format],
-                 state_format=STATES[quant] if quant else FORMATS[a.state_format], **extra,
-                 grad_format=FORMATS[a.grad_format],
-                 variant=VARIANTS[a.variant] if 0 <= a.variant < len(VARIANTS) else a.variant,
-                 rounding=ROUNDINGS[a.rounding], lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps,
+    return _Args(a, param_format=_name("format", a.param_format),
+                 state_format=STATES[quant] if quant else _name("format", a.state_format), **extra,
+                 grad_format=_name("format", a.grad_format),
+                 variant=_name("adamw_variant", a.variant),
+                 rounding=_name("acc_rounding", a.rounding), lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps,
                  weight_decay=a.weight_decay, step=a.step, inv_scale=a.inv_scale,
                  found_inf=bool(a.found_inf[0]), seed=a.seed, stream=a.stream, first_index=a.first_index, n=n,
-                 evaluation=EVALUATIONS[ev] if 0 <= ev < len(EVALUATIONS) else ev,
+                 evaluation=_name("adamw_evaluation", ev),
                  grad=tensor_at(a.grad, a.grad_format, n), param=tensor_at(a.param, a.param_format, n),
                  master=tensor_at(a.master, 0, n), comp=tensor_at(a.comp, a.param_format, n),
                  m=extra["m_codes"] if quant else tensor_at(a.m, a.state_format, n),
@@ -178,11 +193,11 @@ def _adamw_args(a):
 
 
 def _sumsq_args(a):
-    return _Args(a, format=FORMATS[a.format], n=a.n, grad=tensor_at(a.grad, a.format, a.n), sumsq=None)
+    return _Args(a, format=_name("format", a.format), n=a.n, grad=tensor_at(a.grad, a.format, a.n), sumsq=None)
 
 
 def _scale_args(a):
-    return _Args(a, format=FORMATS[a.format], ftz=bool(a.ftz), coef=a.coef, n=a.n,
+    return _Args(a, format=_name("format", a.format), ftz=bool(a.ftz), coef=a.coef, n=a.n,
                  grad=tensor_at(a.grad, a.format, a.n))
 
 

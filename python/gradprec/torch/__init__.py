@@ -24,7 +24,10 @@ torch's param, m, v (and master) after every optimizer step (KEY/step<S>/param, 
 the replay's twin check. Nothing is computed here beyond copying and indexing tensors;
 gradprec does the arithmetic.
 """
+from __future__ import annotations
+
 import contextlib
+from typing import Any, Dict, Iterator, Optional
 import fnmatch
 import json
 import os
@@ -507,7 +510,7 @@ class Capture:
             self._after += 1
 
     @contextlib.contextmanager
-    def microbatch(self, tokens):
+    def microbatch(self, tokens: int) -> Iterator[None]:
         """Records the gradients of the backward run inside this block as one micro-batch
         of `tokens` tokens (the count your loss normalisation uses: n_k)."""
         if isinstance(tokens, _torch.Tensor):
@@ -558,7 +561,7 @@ class Capture:
             self._close()
 
     @contextlib.contextmanager
-    def paused(self):
+    def paused(self) -> Iterator[None]:
         """Backward passes inside this block are not recorded (an evaluation, a probe,
         a reference gradient): outside microbatch() blocks they would be refused."""
         if self._current is not None:
@@ -569,7 +572,7 @@ class Capture:
         finally:
             self._paused = False
 
-    def step(self):
+    def step(self) -> None:
         """Marks an optimizer step: closes the current window (if any micro-batch is open
         in it). Windows of `accumulation_steps` micro-batches close by themselves, and
         `optimizer=`'s step closes the open one; under a GradScaler a skipped step does
@@ -675,7 +678,7 @@ class Capture:
             out["weight_decay"] = wd
         return out or None
 
-    def scenario(self):
+    def scenario(self) -> Dict[str, Any]:
         """The scenario (a dict) that replays what was captured."""
         K, A, toks = self._check()
         if K > A:
@@ -746,7 +749,7 @@ class Capture:
             self._index.append(("%s/step%d/mb%d" % (n, S, K), _ST_DTYPES[dt], shape, w, off, count * w))
         self._absent = []
 
-    def write(self):
+    def write(self) -> None:
         """Writes grads.safetensors, scenario.yaml and capture.json into out_dir (each via
         a temporary file renamed into place) and returns their paths (also in .paths).
         grads.safetensors is assembled from the spool files: its header, then their bytes
@@ -855,7 +858,8 @@ def _write_text(path, text):
         f.write(text)
 
 
-def capture(model, out_dir, reduction, accumulation_steps=None, **kw):
+def capture(model: "_torch.nn.Module", out_dir: str, reduction: str, accumulation_steps: Optional[int] = None,
+            **kw: Any) -> Capture:
     """A context manager recording each micro-batch's gradient of each trainable
     parameter of `model` and writing, on exit, `out_dir`/grads.safetensors,
     scenario.yaml (what `gradprec run` replays) and capture.json (shapes, dtypes, token

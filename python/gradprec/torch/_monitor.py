@@ -18,7 +18,10 @@ is written but the log. Steps in between run with no hook at all. Memory does no
 with the number of steps: one step's fed elements are held at a time, and the alert
 state holds one flag per (metric, tensor).
 """
+from __future__ import annotations
+
 import contextlib
+from typing import Any, Dict, Iterator, Optional
 import json
 import math
 import os
@@ -342,7 +345,7 @@ class Monitor:
         return False
 
     @contextlib.contextmanager
-    def microbatch(self, tokens):
+    def microbatch(self, tokens: int) -> Iterator[None]:
         """One micro-batch's backward (tokens: the count your loss normalisation uses).
         In a monitored step it is capture's microbatch(); otherwise only counted."""
         if not self._entered:
@@ -363,7 +366,7 @@ class Monitor:
             if self.optimizer is None and self._cap is not None:
                 self._finish_step()
 
-    def step(self):
+    def step(self) -> None:
         """Ends the open window early (a partial window), as capture's step()."""
         if self._in_window:
             if self._cap is not None:
@@ -373,7 +376,7 @@ class Monitor:
                 self._finish_step()
 
     @contextlib.contextmanager
-    def paused(self):
+    def paused(self) -> Iterator[None]:
         """Backward passes inside this block are not training (an evaluation, a probe)."""
         if self._cap is not None:
             with self._cap.paused():
@@ -555,8 +558,10 @@ class Monitor:
         sys.stderr.flush()
 
 
-def monitor(model, optimizer=None, scaler=None, every=1, sample=None, out="gradprec-monitor", reduction="mean",
-            accumulation_steps=None, thresholds=None, on_alert="warn", writer=None, **kw):
+def monitor(model: Any, optimizer: Any = None, scaler: Any = None, every: int = 1, sample: Optional[int] = None,
+            out: str = "gradprec-monitor", reduction: str = "mean", accumulation_steps: Optional[int] = None,
+            thresholds: Optional[Dict[str, Any]] = None, on_alert: str = "warn", writer: Any = None,
+            **kw: Any) -> Monitor:
     """A context manager that judges every `every`-th optimizer step of a training loop
     against gradprec's exact references while it trains (docs/monitor.md).
 

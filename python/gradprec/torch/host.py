@@ -1,4 +1,6 @@
 """Which optimizer.evaluation matches this host's torch (docs/python.md)."""
+from __future__ import annotations
+
 import ctypes
 import functools
 
@@ -36,7 +38,7 @@ def _model_sqrt(evaluation, x):
 
 
 @functools.lru_cache(maxsize=None)
-def sqrt_evaluation():
+def sqrt_evaluation() -> str:
     """The optimizer.evaluation for torch's CPU AdamW with fp32 state on this host: the
     first of SQRT_EVALUATIONS whose fp32 sqrt (libgradprec's gradprec_torch_sqrtf) equals
     torch.sqrt of an fp32 CPU tensor bit for bit (NaNs as NaNs) on a fixed probe of about
