@@ -401,10 +401,11 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
         s->precision.grad_scaled = 1;
     }
     /* a low-bit optimizer state (optimizer.state: bnb8_blockwise, torchao_*; issue 25), read
-     * last: one scenario in eight where bytes remain and the loader allows it (the plain
-     * variant, generated gradients); every tensor then one or two of the state's blocks */
+     * last, behind the two bytes 0x10b1 (the committed corpus decodes as before) and where
+     * the loader allows it (the plain variant, generated gradients); every tensor then one
+     * or two of the state's blocks */
     if (!any_values && !s->optimizer.master && !s->optimizer.kahan && !s->optimizer.stochastic &&
-        gp_decoder_pick(d, 8) == 1) {
+        gp_decoder_range(d, 0, 0xffff) == 0x10b1) {
         s->optimizer.lowbit = 1 + gp_decoder_pick(d, GP_LOWBIT_COUNT - 1);
         s->optimizer.state = GP_FP32;
         size_t B = gp_lowbit_block((gp_lowbit)s->optimizer.lowbit);

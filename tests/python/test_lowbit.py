@@ -400,3 +400,19 @@ def json_text(x):
     import json
 
     return json.dumps(x)
+
+
+def test_cli_advise_lists_the_states(cli):
+    # `gradprec advise` on the 8-bit example (a low-bit state already) offers fp32 state and
+    # the other low-bit states with their bytes per parameter for m and v (docs/advise.md):
+    # fp32 8 - 2.03125 = +5.96875, 4-bit 1.0625 - 2.03125 = -0.96875; fp32 state passes
+    import json
+    import subprocess
+
+    p = subprocess.run([cli, "advise", EXAMPLE, "--json"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    rows = {a["label"]: a for a in json.loads(p.stdout)["alternatives"]}
+    assert rows["fp32 optimizer state"]["bytes_per_param"] == 5.96875, rows["fp32 optimizer state"]
+    assert rows["4-bit state (torchao)"]["bytes_per_param"] == -0.96875
+    assert rows["fp32 optimizer state"]["verdict"] == "pass"
+    assert "8-bit state (torchao)" not in rows  # the scenario's own
