@@ -228,6 +228,20 @@ static size_t compare(gp_format f, const void *a, size_t ao, const void *b, size
     return first;
 }
 
+/* Which elements did the backend write: diff[j] set where param (or its Kahan compensation
+ * or master) differs from before the step, mv_changed[j] where m or v does. */
+static void mark_writes(const gp_optim_state *o, gp_format pf, gp_format sf, size_t off, size_t n, uint8_t *diff,
+                        uint8_t *mv_changed)
+{
+    compare(pf, o->param, off, o->old_param, n, diff);
+    if (o->comp)
+        compare(pf, o->comp, off, o->old_comp, n, diff);
+    if (o->master)
+        compare(GP_FP32, o->master, off, o->old_master, n, diff);
+    compare(sf, o->m, off, o->old_m, n, mv_changed);
+    compare(sf, o->v, off, o->old_v, n, mv_changed);
+}
+
 /* compare() between the backend's output `name` (a, offset ao) and the compared one's
  * (b), recording the first disagreement of the step. */
 static void compare_outputs(const gp_optim_step *s, const char *name, gp_format f, const void *a, size_t ao,
@@ -812,13 +826,7 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
     if (s->found_inf) { /* what did the backend write? It should have written nothing */
         memset(diff, 0, n);
         memset(mv_changed, 0, n);
-        compare(pf, o->param, off, o->old_param, n, diff);
-        if (o->comp)
-            compare(pf, o->comp, off, o->old_comp, n, diff);
-        if (o->master)
-            compare(GP_FP32, o->master, off, o->old_master, n, diff);
-        compare(sf, o->m, off, o->old_m, n, mv_changed);
-        compare(sf, o->v, off, o->old_v, n, mv_changed);
+        mark_writes(o, pf, sf, off, n, diff, mv_changed);
         for (size_t j = 0; j < n; j++)
             cnt->skip_writes += diff[j] | mv_changed[j];
     } else {
@@ -836,13 +844,7 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
     }
 
     /* what did the backend write? */
-    compare(pf, o->param, off, o->old_param, n, diff);
-    if (o->comp)
-        compare(pf, o->comp, off, o->old_comp, n, diff);
-    if (o->master)
-        compare(GP_FP32, o->master, off, o->old_master, n, diff);
-    compare(sf, o->m, off, o->old_m, n, mv_changed);
-    compare(sf, o->v, off, o->old_v, n, mv_changed);
+    mark_writes(o, pf, sf, off, n, diff, mv_changed);
     if (s->found_inf) {
         for (size_t j = 0; j < n; j++)
             cnt->skip_writes += diff[j] | mv_changed[j];
