@@ -275,7 +275,8 @@ static int weight_metric(int m)
 
 /* The verdict and the dominant mechanism. A failed metric that counts one mechanism
  * (underflow_frac, absorbed_frac, stale_update_frac, scaling_rel_err, ...) names it;
- * several: the one with the largest loss. Otherwise a mechanism counts as a loss only beyond the
+ * several: the one with the largest loss; but a saturation loss (no count of its own)
+ * larger than every other loss is named first (gradient failures). Otherwise a mechanism counts as a loss only beyond the
  * floor of its level (gradient mechanisms: floor_grad; stale and state: floor_weight;
  * normalization, scaling and non-finite: beyond 0), so a scenario that lost nothing
  * beyond its formats names none. When only weight metrics failed, the dominant one is
