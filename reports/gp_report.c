@@ -209,6 +209,24 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         note(o, "%llu overflows happened in the skipped steps (the scaler discarded those gradients); "
              "overflow_count counts the applied steps only",
              (unsigned long long)r->st.overflow_skipped);
+    if (sc->precision.grad_scaled) { /* precision.grad in a scaled format: what to change */
+        const gp_scaled_cfg *q = &sc->precision.grad_sc;
+        if (r->st.stale_sat)
+            note(o, "stale scale: %llu gradient elements saturated at %g under delayed scaling: the delayed scale "
+                 "from the amax history (%d steps) was %g, the current amax needs %g: use current or blockwise "
+                 "scaling, or a margin (:margin=M divides the scale by 2^M; docs/formats.md)",
+                 (unsigned long long)r->st.stale_sat, gp_elem_max(q->elem), q->hist, r->st.stale_scale,
+                 r->st.stale_need);
+        else if (r->loss[GP_MECH_SATURATION] > 0)
+            note(o, "saturation: gradients clamped to the format's largest value %g lost %.3g of the gradient: "
+                 "%s (docs/formats.md)", gp_elem_max(q->elem), r->loss[GP_MECH_SATURATION],
+                 q->kind == GP_SC_MX ? "the MX scale rule puts a block's amax above the element's range: use :rceil, "
+                                       "which never saturates"
+                                     : "the scale puts the amax above the element's range: lower it (a margin)");
+        if (r->st.overflow && !q->sat)
+            note(o, "the non-saturating cast (:nosat) turned %llu overflowing gradients into NaN or inf: drop :nosat "
+                 "(saturate) or lower the scale", (unsigned long long)r->st.overflow);
+    }
     if (sc->clip.max_norm > 0 && sc->loss_scale.mode != GP_LS_NONE && !sc->loss_scale.unscale_before_clip)
         note(o, "gradients are clipped before unscaling: the clip compares max_norm with the scaled norm");
     if (r->emulated_clip_scaler)

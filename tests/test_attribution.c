@@ -150,6 +150,71 @@ static void test_rtz_saturation(void **state)
     gp_result_free(&r);
 }
 
+/* Scaled gradients (issue 25 item 2). One element (explicit values: a block of one), one
+ * micro-batch of one token 480, sum/sum. MXFP8 e4m3 under the OCP spec's floor rule: the
+ * block's shared scale is X = 2^(floor(log2 amax) - 8) (8: e4m3's largest exponent) =
+ * 2^(8 - 8) = 1, so 480 / X = 480 lies beyond e4m3's max 448 (= 1.110b x 2^8; 480 would be
+ * 1.111b x 2^8, the NaN code of e4m3fn; 480 > 448 + 32 / 2 overflows to nearest): the
+ * saturating MX cast stores 448, saturation (not overflow). Error -32: loss[saturation] =
+ * sqrt(32^2) / sqrt(480^2) = 32 / 480 (gp_verdict_ratio: sqrt(num) / sqrt(den), both roots
+ * exact), nothing else lost, overflow_count 0; grad_rel_err_fullbatch = 1/15 fails the
+ * default threshold (1e-3: fp32's floor) and the verdict names saturation. */
+static void test_mx_block_saturation(void **state)
+{
+    (void)state;
+    static const char yaml[] = "reduction: sum\nfullbatch: sum\n"
+                               "precision: {grad: mxfp8_e4m3, accumulator: fp32}\n"
+                               "tensors:\n  - name: w\n    grad: {values: [[480.0]]}\n";
+    gp_result r;
+    run_text(yaml, &r);
+    assert_true(r.loss[GP_MECH_SATURATION] == 32.0 / 480.0);
+    assert_true(r.loss[GP_MECH_OVERFLOW] == 0);
+    assert_true(r.loss[GP_MECH_ROUNDING] == 0);
+    assert_true(r.loss[GP_MECH_UNDERFLOW] == 0);
+    assert_true(r.metric[GP_M_OVERFLOW_COUNT] == 0);
+    assert_true(r.metric[GP_M_GRAD_REL_ERR_FULLBATCH] == 32.0 / 480.0);
+    assert_true(r.st.stale_sat == 0); /* not delayed scaling: no stale scale */
+    assert_int_equal(r.verdict, GP_FAIL);
+    assert_int_equal(r.dominant, GP_MECH_SATURATION);
+    gp_result_free(&r);
+}
+
+/* fp8 e4m3 with delayed scaling (Transformer Engine: the first step uses the initial
+ * scale 1; the history is empty). One element, one token 480, sum/sum. With the saturating
+ * cast, 480 x 1 > 448 is clamped to 448: saturation (loss 32 / 480), and it is a stale scale: 1 saturated element, the delayed scale
+ * was 1, the current amax 480 needed 448 / 480. With ":nosat" the OCP cast stores 480 as
+ * NaN (e4m3 has no inf): overflow_count 1 (a failed count: it names overflow, as before
+ * this change), nonfinite_count 1, nothing counts as saturation or stale scale. */
+static void test_delayed_stale_saturation(void **state)
+{
+    (void)state;
+    static const char sat[] = "reduction: sum\nfullbatch: sum\n"
+                              "precision: {grad: \"fp8_e4m3:delayed:hist=16\", accumulator: fp32}\n"
+                              "tensors:\n  - name: w\n    grad: {values: [[480.0]]}\n";
+    gp_result r;
+    run_text(sat, &r);
+    assert_true(r.loss[GP_MECH_SATURATION] == 32.0 / 480.0);
+    assert_true(r.loss[GP_MECH_OVERFLOW] == 0);
+    assert_true(r.metric[GP_M_OVERFLOW_COUNT] == 0);
+    assert_true(r.st.stale_sat == 1);
+    assert_true(r.st.stale_scale == 1.0);
+    assert_true(r.st.stale_need == 448.0 / 480.0);
+    assert_int_equal(r.verdict, GP_FAIL);
+    assert_int_equal(r.dominant, GP_MECH_SATURATION);
+    gp_result_free(&r);
+    static const char nosat[] = "reduction: sum\nfullbatch: sum\n"
+                                "precision: {grad: \"fp8_e4m3:delayed:hist=16:nosat\", accumulator: fp32}\n"
+                                "tensors:\n  - name: w\n    grad: {values: [[480.0]]}\n";
+    run_text(nosat, &r);
+    assert_true(r.metric[GP_M_OVERFLOW_COUNT] == 1);
+    assert_true(r.metric[GP_M_NONFINITE_COUNT] == 1);
+    assert_true(r.loss[GP_MECH_SATURATION] == 0);
+    assert_true(r.st.stale_sat == 0);
+    assert_int_equal(r.verdict, GP_FAIL);
+    assert_int_equal(r.dominant, GP_MECH_OVERFLOW);
+    gp_result_free(&r);
+}
+
 /* gp_attrib_saturated at the overflow thresholds, by hand: e4m3's max finite 448 =
  * 1.110b x 2^8 (bits 0x7e), its ulp 32: 464 is the tie between 448 (even significand) and
  * 480, so it rounds to 448 (no overflow: not saturated); 464 plus any positive error rounds
@@ -177,6 +242,8 @@ int main(void)
         cmocka_unit_test(test_unscale_overflow_split),
         cmocka_unit_test(test_rtz_saturation),
         cmocka_unit_test(test_saturated_thresholds),
+        cmocka_unit_test(test_mx_block_saturation),
+        cmocka_unit_test(test_delayed_stale_saturation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

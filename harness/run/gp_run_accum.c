@@ -192,11 +192,23 @@ static void store_scaled(chunk *c, int k)
         gp_mechanism m = GP_MECH_ROUNDING;
         if (!isfinite(xs))
             m = GP_MECH_NONFINITE;
-        else if (!isfinite(v) || (ev[i] & GP_EV_OVERFLOW))
+        else if (!isfinite(v)) /* :nosat's overflow: NaN (e4m3) or inf */
             m = GP_MECH_OVERFLOW;
+        else if (ev[i] & GP_EV_OVERFLOW) /* clamped to the format's largest value */
+            m = GP_MECH_SATURATION;
         else if (xs != 0 && v == 0)
             m = GP_MECH_UNDERFLOW;
         note_stored(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
+        if (m == GP_MECH_SATURATION && q->kind == GP_SC_DELAYED)
+            st->stale_sat++;
+    }
+    /* delayed scaling: the largest amax * scale of a saturating chunk (its scale, the scale its amax needed) */
+    double need = gp_elem_max(q->elem) / amax;
+    if (q->kind == GP_SC_DELAYED && amax == amax && (double)amax * c->given > gp_elem_max(q->elem) &&
+        (double)c->given / need > st->stale_ratio) {
+        st->stale_ratio = (double)c->given / need;
+        st->stale_scale = c->given;
+        st->stale_need = need;
     }
 }
 

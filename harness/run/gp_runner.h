@@ -117,6 +117,10 @@ typedef struct {
     double grad_amax;                               /* largest |fp32 gradient| quantized to a
                                                        scaled format (delayed scaling's amax;
                                                        merged by max, never weighted) */
+    uint64_t stale_sat;                             /* precision.grad ":delayed": saturated elements */
+    double stale_ratio, stale_scale, stale_need;    /* the largest (history's scale) / (the scale
+                                                       this amax needed) of a saturating chunk, with
+                                                       both scales; merged by the largest ratio */
     double sr_lag;                                  /* the all-lags score (gp_sr_lag.h), the
                                                        largest of the tensors tested; merged by max */
     uint64_t sr_lag_lags;                           /* lags it tested (0: none, the metric absent) */

@@ -164,7 +164,7 @@ void gp_stats_add_w(gp_stats *a, const gp_stats *b, double den, double num)
     for (int m = 0; m < GP_NMECH; m++)
         W(ss_mech[m]);
     WC(rounded_nonzero); WC(underflow); WC(adds_nonzero); WC(absorbed); WC(overflow); WC(stored_nonzero);
-    WC(subnormal); WC(nonfinite); WC(replay_nonfinite); WC(overflow_skipped); WC(mismatches);
+    WC(subnormal); WC(nonfinite); WC(stale_sat); WC(replay_nonfinite); WC(overflow_skipped); WC(mismatches);
     WC(opt.nonzero); WC(opt.stale); WC(opt.state_nonzero); WC(opt.state_underflow); WC(opt.skip_writes);
     WC(opt.mismatches); WC(opt.formula);
     W(opt_ss.w_err); W(opt_ss.w_ref); W(opt_ss.m_err); W(opt_ss.m_ref); W(opt_ss.v_err); W(opt_ss.v_ref);
@@ -182,6 +182,13 @@ void gp_stats_add(gp_stats *a, const gp_stats *b)
 {
     if (b->grad_amax > a->grad_amax || b->grad_amax != b->grad_amax)
         a->grad_amax = b->grad_amax;
+    a->stale_sat += b->stale_sat;
+    if (b->stale_ratio > a->stale_ratio ||
+        (b->stale_ratio == a->stale_ratio && b->stale_ratio > 0 && b->stale_scale < a->stale_scale)) {
+        a->stale_ratio = b->stale_ratio;
+        a->stale_scale = b->stale_scale;
+        a->stale_need = b->stale_need;
+    }
     for (int e = 0; e < GP_NEST; e++)
         gp_ratio_merge(&a->est[e], &b->est[e]);
     a->ss_full += b->ss_full;
@@ -268,7 +275,8 @@ static int weight_metric(int m)
 
 /* The verdict and the dominant mechanism. A failed metric that counts one mechanism
  * (underflow_frac, absorbed_frac, stale_update_frac, scaling_rel_err, ...) names it;
- * several: the one with the largest loss. Otherwise a mechanism counts as a loss only beyond the
+ * several: the one with the largest loss; but a saturation loss (no count of its own)
+ * larger than every other loss is named first (gradient failures). Otherwise a mechanism counts as a loss only beyond the
  * floor of its level (gradient mechanisms: floor_grad; stale and state: floor_weight;
  * normalization, scaling and non-finite: beyond 0), so a scenario that lost nothing
  * beyond its formats names none. When only weight metrics failed, the dominant one is
@@ -319,6 +327,17 @@ void gp_verdict_judge(const gp_scenario *sc, gp_result *r)
             best = r->loss[m];
             r->dominant = m;
         }
+    }
+    /* saturation (no count of its own, floor 0) larger than every other loss is named before
+     * a failed count and the first mechanism beyond its floor: a saturating scaled format's
+     * clamp outweighs the underflow of its blocks (issue 25) */
+    int sat_largest = !weights_only && r->loss[GP_MECH_SATURATION] > 0;
+    for (int m = 0; m < GP_NMECH && sat_largest; m++)
+        if (m != GP_MECH_SATURATION && !(r->loss[m] < r->loss[GP_MECH_SATURATION]))
+            sat_largest = 0;
+    if (sat_largest) {
+        best = r->loss[GP_MECH_SATURATION];
+        r->dominant = GP_MECH_SATURATION;
     }
     for (int m = 0; m < GP_NMECH && r->dominant == GP_NMECH; m++) {
         int weight_mech = m == GP_MECH_STALE || m == GP_MECH_STATE || m == GP_MECH_FORMULA;
