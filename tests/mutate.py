@@ -127,8 +127,8 @@ MUTANTS = [
      '    b ^= (uint64_t)(1 & ((w3 >> 16) < c->neg_cut)) << 63;', 'sign flips for normal distributions too'),
     # issue 27: one mutant of each class the seeded-bug campaign found passing
     ('kernels/arith/gp_format.h',
-     '                mag = mode == GP_RTZ ? i.maxfin : (i.inf ? i.inf : i.qnan);',
-     '                mag = mode == GP_RTZ || f >= GP_FP8_E4M3 ? i.maxfin : (i.inf ? i.inf : i.qnan);',
+     '                mag = mode == GP_RTZ ? i.maxfin : (i.inf ? i.inf : (i.qnan ? i.qnan : i.maxfin));',
+     '                mag = mode == GP_RTZ || i.p <= 4 ? i.maxfin : (i.inf ? i.inf : (i.qnan ? i.qnan : i.maxfin));',
      'fp8 overflow saturates'),
     ('kernels/cpu/gp_cpu_backend.c',
      'uint32_t rb = r == GP_ACC_STOCHASTIC ? gp_rand_u32(a->seed, a->stream, a->first_index + i) : 0;',
