@@ -238,9 +238,15 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
             put_key_double(&b, "  ", gp_metric_name((gp_metric)m), s->thresholds.max[m]);
         }
     if (gp_scenario_distributed(s)) {
-        gp_buf_printf(&b, "distributed:\n  world_size: %d\n  collective: %s\n  reduce_dtype: %s\n  average: %s\n",
-            s->distributed.world_size, gp_collective_name(s->distributed.collective),
-            gp_format_name(gp_scenario_reduce_dtype(s)), gp_average_name(s->distributed.average));
+        /* an fp8 accumulator's collective adds in fp8 when no reduce_dtype is given, which
+         * the key itself cannot say (it takes fp32, bf16, fp16): left out then */
+        gp_format rd = gp_scenario_reduce_dtype(s);
+        int fp8_default = !s->distributed.reduce_set && (rd == GP_FP8_E4M3 || rd == GP_FP8_E5M2);
+        gp_buf_printf(&b, "distributed:\n  world_size: %d\n  collective: %s\n", s->distributed.world_size,
+                      gp_collective_name(s->distributed.collective));
+        if (!fp8_default)
+            gp_buf_printf(&b, "  reduce_dtype: %s\n", gp_format_name(rd));
+        gp_buf_printf(&b, "  average: %s\n", gp_average_name(s->distributed.average));
         if (s->distributed.average == GP_AVG_PRE)
             put_key_double(&b, "  ", "predivide", s->distributed.predivide);
         gp_buf_printf(&b, "  no_sync: %s\n", bool_name(s->distributed.no_sync));
