@@ -4,10 +4,11 @@
 #   make build      gradprec, libgradprec.so and the example plugins (no tests)
 #   make check      the test programs of the fast set, then CTest labels unit and cli
 #                   without `slow`, in build-check/ (plain, no CUDA backend)
-#   make test       every test program; under ASan+UBSan and in the plain build every CTest
-#                   case but those labelled full (and python, coverage: run after, alone:
-#                   `make test-coverage`, `make test-python`)
-#   make test-full  the same with the cases labelled full (the heaviest shim and PTX runs)
+#   make test       every test program; in the plain build every CTest case but those
+#                   labelled full (pytest among them), then under ASan+UBSan the same but
+#                   python: 10 minutes on an idle 2-core machine (docs/testing.md, Time)
+#   make test-full  every case of both builds (the full ones too), then the branch coverage
+#                   (`make test-coverage`); `make test-python` runs all of pytest alone
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 COV_BUILD ?= build-cov
@@ -65,19 +66,21 @@ check: deps $(CHECK_BUILD)/CMakeCache.txt
 	cmake --build $(CHECK_BUILD) -j $(JOBS) --target gp_check_tests
 	cd $(CHECK_BUILD) && ctest --output-on-failure -j $(JOBS) -L '^(unit|cli)$$' -LE '^(slow|full)$$'
 
-# The sanitizer run goes first, then the plain build, then the default suite's branch
-# coverage (`make test-coverage`: the coverage build makes only gradprec and the example
-# plugin); the Python tests (tests/python, in the project-local .venv that
-# scripts/install-python.sh keeps) run last over the plain build's libgradprec.so, so the
-# last line printed is pytest's summary. `make test` leaves out the cases labelled full
-# (tests/labels.cmake: a sample of the host-shim parity runs and planted kernel bugs runs
-# instead), `make test-full` runs them too.
-TEST_EXCLUDE = $(if $(FULL),'^(python|coverage)$$','^(full|python|coverage)$$')
+# `make test` (at most 10 minutes on an idle 2-core machine, docs/testing.md "Time"): both
+# builds, the project's .venv (scripts/install-python.sh: torch is downloaded once), then the
+# plain build's CTest cases with the Python tests as two of them (pytest, one process,
+# starts first and the other cases run beside it), then the sanitizer run; every case
+# labelled full is left out (tests/labels.cmake: the heaviest shim, PTX, net and Python
+# cases, and under ASan+UBSan the slow ones: a sample of each kind still runs).
+# `make test-full` (CI, .ci/run) runs every case of both builds, then the default suite's
+# branch coverage (`make test-coverage`, in build-cov/: gradprec and the example plugin).
+PLAIN_EXCLUDE = $(if $(FULL),'^coverage$$','^(full|coverage)$$')
+ASAN_EXCLUDE = $(if $(FULL),'^(python|coverage)$$','^(full|python|coverage)$$')
 test: build-tests build-asan
-	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE $(TEST_EXCLUDE)
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE $(TEST_EXCLUDE)
-	$(MAKE) --no-print-directory test-coverage
-	$(MAKE) --no-print-directory test-python
+	@scripts/install-python.sh
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE $(PLAIN_EXCLUDE)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE $(ASAN_EXCLUDE)
+	$(if $(FULL),$(MAKE) --no-print-directory test-coverage)
 
 test-full:
 	$(MAKE) --no-print-directory test FULL=1

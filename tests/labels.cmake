@@ -22,24 +22,41 @@ set(GP_LABEL_RULES
     "^cuda_shim_" shim
     "^coverage_" coverage
     "^python_" python)
-# The heaviest cases (seconds of CPU on the 2-core EPYC at load ~3, NOTES-house.md): make
-# test runs one parity order (forward), two of the seven planted kernel bugs
-# (access_past_end, wrong_grid_stride), the sm_90 PTX check; the rest only in make test-full.
+# The heaviest cases (seconds of CPU on the 2-core EPYC, docs/testing.md "Time"): make test
+# runs one parity order (forward), one of the seven bugs planted in the kernels
+# (access_past_end) and the one planted in the example CUDA plugin, the sm_90 PTX check, 9 of the 29 wrong plugins of the net (the
+# example, and one or two per kind of bug: accumulation, clipping, Kahan, non-finite
+# values, scaler, stochastic rounding, optimizer, fp8), one of the four seeded gate bugs
+# and the Python tests but tests/python/conftest.py's FULL_ONLY; the rest only in make
+# test-full.
 set(GP_FULL_ONLY
     "^cuda_shim_parity_(shuffle7|reverse)$"
-    "^cuda_shim_planted_(search_off_by_one|missing_barrier|swapped_lanes|wrong_shuffle_offset|sumsq_read_past_end)_fails_parity$"
-    "^cuda_ptx_check_sm_80$")
+    "^cuda_shim_planted_(search_off_by_one|missing_barrier|swapped_lanes|wrong_shuffle_offset|sumsq_read_past_end|wrong_grid_stride)_fails_parity$"
+    "^cuda_ptx_check_sm_80$"
+    "^default_suite_net/(found_inf_after_unscale|inv_scale_fp16|sumsq_sequential|adamw_comp_negated|master_stale|[mv]_unfused)$"
+    "^default_suite_net/(misses_(pos|neg)inf|scaler_(backoff_keeps_tracker|growth_(to_inf|first|early))|window_of_four)$"
+    "^default_suite_net/(sr_(shared_pairs|same_each_microbatch|period_2_16)|ftz_ignored|rtz_as_rne|fp8_e4m3_bias)$"
+    "^seeded_gate/(sr_period_2_16|scaler_growth_(early|late))$"
+    "^python_tests_full$")
+
+# Under ASan+UBSan (GP_SANITIZE) also `full`: the `slow` cases below and those that run the
+# default suite or the shim many times (each 15-50 s of CPU there); make test's sanitizer
+# run keeps every other unit, cli, hostile, corpus, shim and gpu case.
+set(GP_FULL_UNDER_SANITIZERS
+    "^examples_scenarios_run$" "^cuda_shim_example_plugin_(reverse|shuffle7)$"
+    "^cli_run_(coupled_wd|eps_in_sqrt)_plugin_fails_suite$" "^fuzz_wrong_plugins_caught_from_corpus$")
 
 # Unit and cli cases of more than ~3 s of CPU each on the 2-core EPYC (the default suite run
-# several times, headless chromium, the MPFR-heavy replay and sampling checks): in make test,
-# not in make check.
+# several times, headless chromium, the MPFR-heavy replay and sampling checks): in make test's
+# plain run (under the sanitizers: make test-full), not in make check.
 set(GP_SLOW
     "^test_(html|replay|sample|threads)$"
     "^cli_run_(same_seed_same_bytes|four_shards_merge_identical)$"
     "^cli_show_presets_round_trip$" "^threads_ten_tensors_same_bytes$")
 
 # gp_label_tests(): label every test of the current directory by GP_LABEL_RULES (first match),
-# keeping labels it already has, adding `full` by GP_FULL_ONLY and `slow` by GP_SLOW; a test no rule names stops
+# keeping labels it already has, adding `full` by GP_FULL_ONLY (and, under the sanitizers,
+# by GP_SLOW and GP_FULL_UNDER_SANITIZERS) and `slow` by GP_SLOW; a test no rule names stops
 # the configuration (a new test needs its kind here).
 function(gp_label_tests)
   get_property(tests DIRECTORY PROPERTY TESTS)
@@ -72,6 +89,13 @@ function(gp_label_tests)
         list(APPEND labels slow)
       endif()
     endforeach()
+    if(GP_SANITIZE)
+      foreach(re ${GP_SLOW} ${GP_FULL_UNDER_SANITIZERS})
+        if(t MATCHES "${re}")
+          list(APPEND labels full)
+        endif()
+      endforeach()
+    endif()
     set_tests_properties(${t} PROPERTIES LABELS "${labels}")
   endforeach()
   if(unlabelled)
