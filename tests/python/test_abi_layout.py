@@ -56,9 +56,12 @@ def test_names_come_from_the_library():
     assert gpp.ROUNDINGS == gl.vocab("acc_rounding")
     assert gpp.VARIANTS == gl.vocab("adamw_variant")
     assert gpp.EVALUATIONS == gl.vocab("adamw_evaluation")
+    assert gpp.STATES == gl.vocab("state")
     # spot values fixed by the plugin ABI (kernels/gp_plugin_abi.h): GP_PLUGIN_BF16 = 1,
-    # GP_PLUGIN_KAHAN = 3, GP_PLUGIN_ADAMW_MASTER = 2, GP_PLUGIN_EVAL_TORCH_CPU_FOREACH = 7
+    # GP_PLUGIN_KAHAN = 3, GP_PLUGIN_ADAMW_MASTER = 2, GP_PLUGIN_EVAL_TORCH_CPU_FOREACH = 7,
+    # GP_PLUGIN_STATE_PLAIN = 0, GP_PLUGIN_STATE_TORCHAO_4BIT = 3
     assert gpp.FORMATS[1] == "bf16" and gpp.ROUNDINGS[3] == "kahan"
+    assert gpp.STATES[0] == "plain" and gpp.STATES[3] == "torchao_4bit"
     assert gpp.VARIANTS[2] == "master" and gpp.EVALUATIONS[7] == "torch_cpu_foreach"
     assert gl.lib().gradprec_vocab_name(b"no_such_kind", 0) is None
     assert gl.lib().gradprec_vocab_name(b"format", len(gpp.FORMATS)) is None
