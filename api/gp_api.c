@@ -64,6 +64,10 @@ const char *gradprec_vocab_name(const char *kind, int i)
     for (int k = 0; kind && k < GP_VOCAB_NKINDS; k++)
         if (strcmp(kind, gp_vocab_kind_name((gp_vocab_kind)k)) == 0)
             return gp_vocab_name((gp_vocab_kind)k, i);
+    if (kind && strcmp(kind, "metric") == 0) /* the harness's lists (gp_metrics.h) */
+        return gp_metric_name((gp_metric)i);
+    if (kind && strcmp(kind, "mechanism") == 0)
+        return i >= 0 && i < GP_NMECH ? gp_mechanism_name((gp_mechanism)i) : NULL;
     return NULL;
 }
 

@@ -51,7 +51,10 @@ GRADPREC_API const char *gradprec_version(void);
 
 /* The names of a vocabulary, in the order of their values (the plugin ABI's values where
  * kernels/gp_plugin_abi.h has them): kind "format", "rounding" (a conversion's mode),
- * "acc_rounding" (an accumulator's policy), "adamw_variant" or "adamw_evaluation".
+ * "acc_rounding" (an accumulator's policy), "adamw_variant", "adamw_evaluation" or
+ * "state" (optimizer state storage, GP_PLUGIN_STATE_*: "plain", then the low-bit states),
+ * "metric" (report.json's metric names, in report order) or "mechanism" (the loss
+ * mechanisms, in the verdict's precedence order).
  * Returns the name of value i (a static string), NULL past the last value or for an
  * unknown kind. */
 GRADPREC_API const char *gradprec_vocab_name(const char *kind, int i);

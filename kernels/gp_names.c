@@ -6,6 +6,7 @@
 
 #include "arith/gp_accum.h"
 #include "arith/gp_adamw.h"
+#include "cpu/gp_lowbit.h"
 #include "gp_plugin_abi.h"
 #include "gp_vocab.h"
 
@@ -16,6 +17,7 @@ static const char *const rmode_names[] = {GP_VOCAB_RMODES(GP_VOCAB_ENTRY)};
 static const char *const acc_names[] = {GP_VOCAB_ACC_ROUNDINGS(GP_VOCAB_NAME_ABI)};
 static const char *const variant_names[] = {GP_VOCAB_ADAMW_VARIANTS(GP_VOCAB_NAME_ABI)};
 static const char *const eval_names[] = {GP_VOCAB_ADAMW_EVALS(GP_VOCAB_NAME_ABI)};
+static const char *const state_names[] = {GP_VOCAB_LOWBIT_STATES(GP_VOCAB_NAME_ABI)};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* The value of each entry is its position, and the ABI constant equals the enum's. */
@@ -30,16 +32,19 @@ enum { GP_VOCAB_RMODES(GP_VOCAB_POS) gp_vocab_nrmodes_ };
 enum { GP_VOCAB_ACC_ROUNDINGS(GP_VOCAB_POS_ABI) gp_vocab_nacc_ };
 enum { GP_VOCAB_ADAMW_VARIANTS(GP_VOCAB_POS_ABI) gp_vocab_nvariants_ };
 enum { GP_VOCAB_ADAMW_EVALS(GP_VOCAB_POS_ABI) gp_vocab_nevals_ };
+enum { GP_VOCAB_LOWBIT_STATES(GP_VOCAB_POS_ABI) gp_vocab_nstates_ };
 GP_VOCAB_FORMATS(GP_VOCAB_CHECK_ABI)
 GP_VOCAB_RMODES(GP_VOCAB_CHECK)
 GP_VOCAB_ACC_ROUNDINGS(GP_VOCAB_CHECK_ABI)
 GP_VOCAB_ADAMW_VARIANTS(GP_VOCAB_CHECK_ABI)
 GP_VOCAB_ADAMW_EVALS(GP_VOCAB_CHECK_ABI)
+GP_VOCAB_LOWBIT_STATES(GP_VOCAB_CHECK_ABI)
 _Static_assert((int)gp_vocab_nformats_ == (int)GP_NFORMATS, "gp_format has a value gp_vocab.h's GP_VOCAB_FORMATS lacks");
 _Static_assert((int)gp_vocab_nrmodes_ == (int)GP_STOCHASTIC + 1, "gp_rmode: GP_VOCAB_RMODES must end with its last value");
 _Static_assert((int)gp_vocab_nacc_ == (int)GP_ACC_KAHAN + 1, "gp_acc_rounding: GP_VOCAB_ACC_ROUNDINGS must end with its last value");
 _Static_assert((int)gp_vocab_nvariants_ == (int)GP_ADAMW_TORCH_FUSED_CPU + 1, "gp_adamw_variant: GP_VOCAB_ADAMW_VARIANTS must end with its last value");
 _Static_assert((int)gp_vocab_nevals_ == (int)GP_ADAMW_TORCH_CPU_FOREACH + 1, "gp_adamw_eval: GP_VOCAB_ADAMW_EVALS must end with its last value");
+_Static_assert((int)gp_vocab_nstates_ == (int)GP_LOWBIT_COUNT, "gp_lowbit has a value gp_vocab.h's GP_VOCAB_LOWBIT_STATES lacks");
 
 static const struct {
     const char *kind;
@@ -51,6 +56,7 @@ static const struct {
     [GP_VOCAB_ACC_ROUNDING] = {"acc_rounding", acc_names, COUNT(acc_names)},
     [GP_VOCAB_ADAMW_VARIANT] = {"adamw_variant", variant_names, COUNT(variant_names)},
     [GP_VOCAB_ADAMW_EVAL] = {"adamw_evaluation", eval_names, COUNT(eval_names)},
+    [GP_VOCAB_LOWBIT_STATE] = {"state", state_names, COUNT(state_names)},
 };
 
 const char *gp_vocab_kind_name(gp_vocab_kind k)

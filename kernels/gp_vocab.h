@@ -57,6 +57,16 @@
     X(GP_ADAMW_TORCH_CPU_HOST, GP_PLUGIN_EVAL_TORCH_CPU_HOST, "torch_cpu_host")                    \
     X(GP_ADAMW_TORCH_CPU_FOREACH, GP_PLUGIN_EVAL_TORCH_CPU_FOREACH, "torch_cpu_foreach")
 
+/* Optimizer state storage (gp_lowbit, kernels/cpu/gp_lowbit.h; GP_PLUGIN_STATE_*): plain (m, v
+ * in a float format, not a name optimizer.state takes), then the low-bit states
+ * optimizer.state names. */
+#define GP_VOCAB_LOWBIT_STATES(X)                                                                  \
+    X(GP_LOWBIT_NONE, GP_PLUGIN_STATE_PLAIN, "plain")                                              \
+    X(GP_LOWBIT_BNB8, GP_PLUGIN_STATE_BNB8_BLOCKWISE, "bnb8_blockwise")                            \
+    X(GP_LOWBIT_TORCHAO8, GP_PLUGIN_STATE_TORCHAO_8BIT, "torchao_8bit")                            \
+    X(GP_LOWBIT_TORCHAO4, GP_PLUGIN_STATE_TORCHAO_4BIT, "torchao_4bit")                            \
+    X(GP_LOWBIT_TORCHAO_FP8, GP_PLUGIN_STATE_TORCHAO_FP8, "torchao_fp8")
+
 /* Each list's length, as a constant expression: GP_VOCAB_COUNT(GP_VOCAB_ACC_ROUNDINGS). */
 #define GP_VOCAB_PLUS_ONE(...) +1
 #define GP_VOCAB_COUNT(LIST) (0 LIST(GP_VOCAB_PLUS_ONE))
@@ -70,11 +80,12 @@ typedef enum {
     GP_VOCAB_ACC_ROUNDING = 2,
     GP_VOCAB_ADAMW_VARIANT = 3,
     GP_VOCAB_ADAMW_EVAL = 4,
-    GP_VOCAB_NKINDS = 5
+    GP_VOCAB_LOWBIT_STATE = 5,
+    GP_VOCAB_NKINDS = 6
 } gp_vocab_kind;
 
 /* The kind's name as the C API spells it: "format", "rounding", "acc_rounding",
- * "adamw_variant", "adamw_evaluation"; NULL past the end. */
+ * "adamw_variant", "adamw_evaluation", "state"; NULL past the end. */
 const char *gp_vocab_kind_name(gp_vocab_kind k);
 /* The name of value i of kind k (i = the enum value = the ABI value), NULL past the end. */
 const char *gp_vocab_name(gp_vocab_kind k, int i);

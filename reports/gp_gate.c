@@ -13,41 +13,49 @@
 
 /* ---- metric kinds and tolerances ---- */
 
-typedef enum { DIR_LARGER_WORSE, DIR_SMALLER_WORSE, DIR_AWAY_FROM_ONE } direction;
-
 static int ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-static direction metric_direction(const char *metric)
+/* A gradprec metric's line of GP_METRICS (harness/scenario/gp_metrics.h), or NULL. */
+static const gp_metric_info *known(const char *metric)
 {
-    if (strcmp(metric, "grad_norm_ratio") == 0)
-        return DIR_AWAY_FROM_ONE;
-    if (strcmp(metric, "min_loss_scale") == 0)
-        return DIR_SMALLER_WORSE;
-    return DIR_LARGER_WORSE;
+    gp_metric m;
+    return gp_metric_parse(metric, &m) == 0 ? gp_metric_get(m) : NULL;
+}
+
+/* Larger is worse for a name gradprec does not know. */
+static gp_metric_dir metric_direction(const char *metric)
+{
+    const gp_metric_info *mi = known(metric);
+    return mi ? mi->dir : GP_DIR_LARGER_WORSE;
+}
+
+/* The tolerance class of GP_METRICS; for a name gradprec does not know, by its suffix:
+ * *_count exact, *_frac a fraction, else an error metric. */
+static gp_metric_tol tolerance_class(const char *metric)
+{
+    const gp_metric_info *mi = known(metric);
+    return mi                             ? mi->tol
+           : ends_with(metric, "_count") ? GP_TOL_EXACT
+           : ends_with(metric, "_frac")  ? GP_TOL_FRACTION
+                                         : GP_TOL_ERROR;
 }
 
 int gp_gate_exact_metric(const char *metric)
 {
-    return ends_with(metric, "_count") || strcmp(metric, "skipped_steps") == 0 ||
-           strcmp(metric, "min_loss_scale") == 0;
+    return tolerance_class(metric) == GP_TOL_EXACT;
 }
 
 gp_gate_tol gp_gate_builtin_tolerance(const char *metric)
 {
-    gp_gate_tol t = {0.10, 1e-12};
-    if (ends_with(metric, "_count") || strcmp(metric, "skipped_steps") == 0 ||
-        strcmp(metric, "min_loss_scale") == 0) {
-        t.rel = 0;
-        t.abs = 0;
-    } else if (ends_with(metric, "_frac")) {
-        t.rel = 0;
-        t.abs = 1e-4;
+    switch (tolerance_class(metric)) {
+    case GP_TOL_EXACT: return (gp_gate_tol){0, 0};
+    case GP_TOL_FRACTION: return (gp_gate_tol){0, 1e-4};
+    default: return (gp_gate_tol){0.10, 1e-12};
     }
-    return t;
 }
 
 gp_gate_tol gp_gate_tolerance(const gp_gate_tolerances *t, const char *metric)
@@ -243,9 +251,9 @@ static gp_gate_item *add_item(ctx *c, gp_gate_status st, const char *scenario, c
     return it;
 }
 
-static double badness(direction d, double v)
+static double badness(gp_metric_dir d, double v)
 {
-    return d == DIR_AWAY_FROM_ONE ? fabs(v - 1) : d == DIR_SMALLER_WORSE ? -v : v;
+    return d == GP_DIR_AWAY_FROM_ONE ? fabs(v - 1) : d == GP_DIR_SMALLER_WORSE ? -v : v;
 }
 
 double gp_gate_noise(double sb, int nb, double sc, int nc)
@@ -280,12 +288,12 @@ static int interval_of(const json_t *iv, const char *metric, double *lo, double 
 }
 
 /* The badness (badness()) of every value in [lo, hi]: [*blo, *bhi]. */
-static void badness_range(direction d, double lo, double hi, double *blo, double *bhi)
+static void badness_range(gp_metric_dir d, double lo, double hi, double *blo, double *bhi)
 {
     double a = badness(d, lo), b = badness(d, hi);
     *blo = fmin(a, b);
     *bhi = fmax(a, b);
-    if (d == DIR_AWAY_FROM_ONE && lo <= 1 && 1 <= hi)
+    if (d == GP_DIR_AWAY_FROM_ONE && lo <= 1 && 1 <= hi)
         *blo = 0; /* |v - 1| is 0 inside */
 }
 
@@ -333,7 +341,7 @@ static void compare_metric(ctx *c, const char *scenario, const char *tensor, con
         it->new_quoted = n.quoted;
         return;
     }
-    direction d = metric_direction(metric);
+    gp_metric_dir d = metric_direction(metric);
     gp_gate_tol t = gp_gate_tolerance(c->tol, metric);
     double bo = badness(d, o.v), bn = badness(d, n.v);
     if (bo == bn)
@@ -354,7 +362,7 @@ static void compare_metric(ctx *c, const char *scenario, const char *tensor, con
     if (isinf(bo) || isinf(bn)) {
         st = bn > bo ? GP_GATE_REGRESSED : GP_GATE_IMPROVED;
     } else {
-        double basis = d == DIR_AWAY_FROM_ONE ? bo : fabs(o.v);
+        double basis = d == GP_DIR_AWAY_FROM_ONE ? bo : fabs(o.v);
         noise = gp_gate_noise(sb, nb, sc, nc);
         limit = fmax(fmax(t.abs, t.rel * basis), noise);
         st = bn - bo > limit ? GP_GATE_REGRESSED : bo - bn > limit ? GP_GATE_IMPROVED : GP_GATE_UNCHANGED;
@@ -699,7 +707,7 @@ static void put_where(gp_buf *f, const gp_gate_item *it)
 static void tolerance_text(gp_buf *f, const gp_gate_item *it)
 {
     char a[32], b[32];
-    int away = metric_direction(it->metric) == DIR_AWAY_FROM_ONE;
+    int away = metric_direction(it->metric) == GP_DIR_AWAY_FROM_ONE;
     double d = fabs(badness(metric_direction(it->metric), it->new_value) -
                     badness(metric_direction(it->metric), it->old_value));
     gp_buf_printf(f, " (%s%s by %s, ", away ? "|v-1| " : "", it->status == GP_GATE_REGRESSED ? "worse" : "better",

@@ -4,8 +4,10 @@
  * classify every change as unchanged (within tolerance), improved or regressed, or, for a
  * quantity determined exactly (gp_gate_exact_metric), as changed in either direction.
  *
- * Direction: larger is worse for every metric except grad_norm_ratio (worse = farther
- * from 1: |v - 1| is compared) and min_loss_scale (smaller is worse). A change is a
+ * Direction, tolerance class and the exact set: each metric's line of GP_METRICS
+ * (harness/scenario/gp_metrics.h). Larger is worse for every metric except grad_norm_ratio
+ * (worse = farther from 1: |v - 1| is compared) and min_loss_scale (smaller is worse), and
+ * for any name gradprec does not know. A change is a
  * regression when the new value is worse than the old by more than
  * max(abs, rel * |old|) (for grad_norm_ratio, old is |old - 1|); an improvement when
  * it is better by more than that. A verdict that got worse (pass -> warn,
@@ -46,7 +48,8 @@ typedef struct {
 } gp_gate_tolerances;
 
 /* 1 for a quantity the configuration determines exactly (no sampling error, no
- * tolerance makes sense): counts (*_count), skipped_steps and min_loss_scale (and, per
+ * tolerance makes sense; GP_TOL_EXACT in GP_METRICS, and any other name ending in _count):
+ * counts (*_count), skipped_steps and min_loss_scale (and, per
  * scenario, the per-step loss_scale_by_step and skipped_by_step, compared step by step).
  * With the built-in tolerance (0) and no spread over seeds or sampling interval on either
  * side, any difference is CHANGED with both values, never improved; a tolerances file
@@ -55,9 +58,10 @@ typedef struct {
  * either side): those are compared for equality whatever the tolerance. */
 int gp_gate_exact_metric(const char *metric);
 
-/* The built-in tolerance of a metric name (also for names gradprec does not know):
- * counts (*_count, skipped_steps) and min_loss_scale rel 0 abs 0; fractions (*_frac)
- * rel 0 abs 1e-4; everything else (the error metrics) rel 0.10 abs 1e-12. */
+/* The built-in tolerance of a metric name, by its class in GP_METRICS (a name gradprec
+ * does not know: by its suffix, *_count exact, *_frac a fraction, else an error metric):
+ * exact (counts *_count, skipped_steps, min_loss_scale) rel 0 abs 0; fractions (*_frac)
+ * rel 0 abs 1e-4; the error metrics rel 0.10 abs 1e-12. */
 gp_gate_tol gp_gate_builtin_tolerance(const char *metric);
 
 /* The tolerance applied to a metric under t (NULL: built-ins only). */

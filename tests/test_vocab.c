@@ -5,12 +5,23 @@
  *   docs/scenarios.md   the *format* type's list; precision.rounding's and
  *                       optimizer.evaluation's rows: every name, in order
  *   docs/commands.md    `round --mode a|b|c`: every conversion rounding mode, in order
+ * and optimizer.state's low-bit names (GP_VOCAB_LOWBIT_STATES after "plain"); and the
+ * metric and mechanism lists of harness/scenario/gp_metrics.h (GP_METRICS, GP_MECHANISMS):
+ *   docs/scenarios.md   `thresholds`: every metric, in report order; the default
+ *                       thresholds' table: the metrics with a rule, each rule's value; the
+ *                       metric each mechanism counts; the weight-level metrics; the
+ *                       mechanisms' precedence: every mechanism, in order
+ *   docs/model.md       the metric table: every metric once
+ *   docs/gate.md        the direction line: the metrics not larger-worse; the tolerance
+ *                       table's exact row: the exact metrics beside *_count
  * argv[1]: the source folder. */
 #include "gp_test.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "harness/scenario/gp_metrics.h"
 #include "kernels/arith/gp_format.h"
 #include "kernels/gp_vocab.h"
 
@@ -36,10 +47,10 @@ static void doc_line(const char *doc, const char *key, int anywhere, char *buf, 
 }
 
 /* The names between backticks in s up to `end` (or the end), in order, checked against
- * kind's list: the same names, in the same order. */
-static void expect_backticked(const char *where, const char *s, const char *end, gp_vocab_kind kind)
+ * kind's list from position `first` on: the same names, in the same order. */
+static void expect_backticked_from(const char *where, const char *s, const char *end, gp_vocab_kind kind, int first)
 {
-    int i = 0;
+    int i = first;
     const char *p = s;
     while ((p = strchr(p, '`')) && (!end || p < end)) {
         const char *q = strchr(p + 1, '`');
@@ -54,6 +65,11 @@ static void expect_backticked(const char *where, const char *s, const char *end,
     }
     if (i != gp_vocab_count(kind))
         fail_msg("%s: %d names, the library's list has %d", where, i, gp_vocab_count(kind));
+}
+
+static void expect_backticked(const char *where, const char *s, const char *end, gp_vocab_kind kind)
+{
+    expect_backticked_from(where, s, end, kind, 0);
 }
 
 static void test_formats_table(void **state)
@@ -115,6 +131,10 @@ static void test_scenario_keys(void **state)
     doc_line("docs/scenarios.md", "| `evaluation` |", 0, line, sizeof line);
     s = line + strlen("| `evaluation` |");
     expect_backticked("docs/scenarios.md optimizer.evaluation", s, strchr(s, '|'), GP_VOCAB_ADAMW_EVAL);
+    doc_line("docs/scenarios.md", "| `state` |", 0, line, sizeof line);
+    s = strstr(line, "a low-bit state:");
+    assert_non_null(s);
+    expect_backticked_from("docs/scenarios.md optimizer.state", s, strchr(s, '|'), GP_VOCAB_LOWBIT_STATE, 1);
 }
 
 static void test_round_modes(void **state)
@@ -135,6 +155,195 @@ static void test_round_modes(void **state)
     assert_int_equal(i, gp_vocab_count(GP_VOCAB_RMODE));
 }
 
+/* ---- metrics and mechanisms (harness/scenario/gp_metrics.h) ---- */
+
+/* SRC/doc whole (static: one at a time). */
+static const char *read_doc(const char *doc)
+{
+    static char whole[1 << 20];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", src, doc);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(whole, 1, sizeof whole - 1, f);
+    fclose(f);
+    whole[n] = '\0';
+    return whole;
+}
+
+/* The text of doc from the first `from` on (its end: the caller's). */
+static const char *doc_at(const char *doc, const char *from)
+{
+    const char *s = strstr(read_doc(doc), from);
+    if (!s)
+        fail_msg("%s: no text '%s'", doc, from);
+    return s;
+}
+
+/* Count, per metric, the backticked metric names of [s, end) in seen[] (added); returns
+ * how many backticked words were there. */
+static int count_metrics(const char *s, const char *end, int *seen)
+{
+    int words = 0;
+    for (const char *p = s; (p = strchr(p, '`')) && p < end; words++) {
+        const char *q = strchr(p + 1, '`');
+        assert_non_null(q);
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(q - p - 1), p + 1);
+        gp_metric m;
+        if (gp_metric_parse(name, &m) == 0)
+            seen[m]++;
+        p = q + 1;
+    }
+    return words;
+}
+
+static void test_metric_lists(void **state)
+{
+    (void)state;
+    /* scenarios.md `thresholds`: every metric, in report order (the enum's) */
+    const char *s = doc_at("docs/scenarios.md", "report.json can be given, in report.json's order:");
+    int i = 0;
+    for (const char *p = s; (p = strchr(p, '`')) && p < strchr(s, '('); i++) {
+        const char *q = strchr(p + 1, '`');
+        const char *want = gp_metric_name((gp_metric)i);
+        if (!want || strncmp(p + 1, want, strlen(want)) != 0 || q - p - 1 != (long)strlen(want))
+            fail_msg("docs/scenarios.md thresholds: name %d is '%.*s', the list has '%s'", i, (int)(q - p - 1), p + 1,
+                     want ? want : "(none)");
+        p = q + 1;
+    }
+    assert_int_equal(i, GP_NMETRICS);
+
+    /* model.md's metric table: every metric in its first column, once */
+    int seen[GP_NMETRICS] = {0};
+    s = doc_at("docs/model.md", "| metric | meaning |");
+    for (const char *row = strchr(s, '\n') + 1; *row == '|'; row = strchr(row, '\n') + 1)
+        count_metrics(row, strchr(row + 1, '|'), seen);
+    for (i = 0; i < GP_NMETRICS; i++)
+        if (seen[i] != 1)
+            fail_msg("docs/model.md: metric %s is in the table %d times", gp_metric_name((gp_metric)i), seen[i]);
+
+    /* scenarios.md's default thresholds: the metrics with a rule, once each, with its value */
+    memset(seen, 0, sizeof seen);
+    s = doc_at("docs/scenarios.md", "| metric | default threshold |");
+    for (const char *row = strchr(s, '\n') + 1; *row == '|'; row = strchr(row, '\n') + 1) {
+        const char *bar = strchr(row + 1, '|');
+        int before[GP_NMETRICS];
+        memcpy(before, seen, sizeof seen);
+        count_metrics(row, bar, seen);
+        for (i = 0; i < GP_NMETRICS; i++) {
+            if (seen[i] == before[i])
+                continue;
+            const gp_metric_info *mi = gp_metric_get((gp_metric)i);
+            const char *rule = bar + 2;
+            int ok = mi->thr == GP_THR_FLOOR_GRAD     ? strncmp(rule, "max(1e-3, 2 × floor_grad)", 26) == 0
+                     : mi->thr == GP_THR_FLOOR_WEIGHT ? strncmp(rule, "max(1e-3, 2 × floor_weight)", 28) == 0
+                     : mi->thr == GP_THR_NONE         ? 0
+                                                      : strtod(rule, NULL) == mi->value;
+            if (!ok)
+                fail_msg("docs/scenarios.md default thresholds: %s is '%.30s', the list's rule %d value %g",
+                         mi->name, rule, (int)mi->thr, mi->value);
+        }
+    }
+    for (i = 0; i < GP_NMETRICS; i++)
+        if (seen[i] != (gp_metric_get((gp_metric)i)->thr != GP_THR_NONE))
+            fail_msg("docs/scenarios.md default thresholds: %s is in the table %d times", gp_metric_name((gp_metric)i),
+                     seen[i]);
+
+    /* scenarios.md: the metrics that count one mechanism by themselves, "(`a`: mech, `b` / `c`: mech, ...)" */
+    int mech[GP_NMETRICS];
+    for (i = 0; i < GP_NMETRICS; i++)
+        mech[i] = -1;
+    s = doc_at("docs/scenarios.md", "counts one mechanism by itself (") + strlen("counts one mechanism by itself (");
+    const char *end = strchr(s, ')');
+    int pending[GP_NMETRICS], npending = 0;
+    for (const char *p = s; p < end;) {
+        if (*p == '`') {
+            const char *q = strchr(p + 1, '`');
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(q - p - 1), p + 1);
+            gp_metric m;
+            if (gp_metric_parse(name, &m) != 0)
+                fail_msg("docs/scenarios.md mechanisms: '%s' is no metric", name);
+            pending[npending++] = (int)m;
+            p = q + 1;
+        } else if (*p == ':') {
+            size_t k = strcspn(p + 2, ",)");
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)k, p + 2);
+            gp_mechanism g;
+            if (gp_mechanism_parse(name, &g) != 0)
+                fail_msg("docs/scenarios.md mechanisms: '%s' is no mechanism", name);
+            for (int j = 0; j < npending; j++)
+                mech[pending[j]] = (int)g;
+            npending = 0;
+            p += 2 + k;
+        } else
+            p++;
+    }
+    for (i = 0; i < GP_NMETRICS; i++) {
+        gp_mechanism want = gp_metric_get((gp_metric)i)->mech;
+        if (mech[i] != (want == GP_NMECH ? -1 : (int)want))
+            fail_msg("docs/scenarios.md: %s counts mechanism %d, the list's %d", gp_metric_name((gp_metric)i), mech[i],
+                     (int)want);
+    }
+
+    /* scenarios.md: the weight-level metrics */
+    memset(seen, 0, sizeof seen);
+    s = doc_at("docs/scenarios.md", "When only\nweight metrics failed (");
+    count_metrics(s, strchr(s, ')'), seen);
+    for (i = 0; i < GP_NMETRICS; i++)
+        if (seen[i] != (gp_metric_get((gp_metric)i)->level == GP_LEVEL_WEIGHT))
+            fail_msg("docs/scenarios.md weight metrics: %s listed %d times", gp_metric_name((gp_metric)i), seen[i]);
+
+    /* gate.md: the metrics not larger-worse, and the exact ones (beside *_count) */
+    memset(seen, 0, sizeof seen);
+    s = doc_at("docs/gate.md", "- **Direction:**");
+    count_metrics(s, strchr(s, '\n'), seen);
+    for (i = 0; i < GP_NMETRICS; i++)
+        if (seen[i] != (gp_metric_get((gp_metric)i)->dir != GP_DIR_LARGER_WORSE))
+            fail_msg("docs/gate.md Direction: %s listed %d times", gp_metric_name((gp_metric)i), seen[i]);
+    memset(seen, 0, sizeof seen);
+    s = doc_at("docs/gate.md", "| counts (`*_count`");
+    count_metrics(s, strchr(s, '\n'), seen);
+    for (i = 0; i < GP_NMETRICS; i++) {
+        const gp_metric_info *mi = gp_metric_get((gp_metric)i);
+        size_t n = strlen(mi->name);
+        int count = n > 6 && strcmp(mi->name + n - 6, "_count") == 0, frac = n > 5 && strcmp(mi->name + n - 5, "_frac") == 0;
+        /* the gate classes a name it does not know by these suffixes: the list keeps to them */
+        if ((mi->tol == GP_TOL_EXACT) != (count || seen[i]) || (mi->tol == GP_TOL_FRACTION) != frac)
+            fail_msg("docs/gate.md tolerances: %s is class %d, the table's row says otherwise", mi->name, (int)mi->tol);
+    }
+}
+
+static void test_mechanisms(void **state)
+{
+    (void)state;
+    /* the verdict's precedence: every mechanism, in the list's order */
+    const char *s = doc_at("docs/scenarios.md", "first mechanism, in the order ") + strlen("first mechanism, in the order ");
+    const char *end = strstr(s, ", whose loss");
+    assert_non_null(end);
+    int i = 0;
+    for (const char *p = s; p < end; i++) {
+        char name[64];
+        size_t k = 0;
+        while (p + k < end && p[k] != ',')
+            k++;
+        snprintf(name, sizeof name, "%.*s", (int)k, p);
+        for (char *c = name; *c; c++)
+            if (*c == '\n')
+                *c = ' ';
+        if (i >= GP_NMECH || strcmp(name, gp_mechanism_name((gp_mechanism)i)) != 0)
+            fail_msg("docs/scenarios.md precedence: mechanism %d is '%s', the list's '%s'", i, name,
+                     i < GP_NMECH ? gp_mechanism_name((gp_mechanism)i) : "(none)");
+        p += k + (p + k < end ? 2 : 0);
+    }
+    assert_int_equal(i, GP_NMECH);
+    gp_mechanism m;
+    assert_int_equal(gp_mechanism_parse("none", &m), -1);
+    assert_string_equal(gp_mechanism_name(GP_NMECH), "none");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -146,6 +355,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_formats_table),
         cmocka_unit_test(test_scenario_keys),
         cmocka_unit_test(test_round_modes),
+        cmocka_unit_test(test_metric_lists),
+        cmocka_unit_test(test_mechanisms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

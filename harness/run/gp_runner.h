@@ -231,7 +231,8 @@ double gp_format_floor(gp_format grad, gp_format acc, double ss_x, double ss_sam
 /* The default threshold of metric m for scenario sc with result r (used where the
  * scenario sets none); returns 0 and sets *max, or -1 when m has no default. Format-aware:
  * grad_rel_err_fullbatch <= max(1e-3, 2 r->floor_grad), weight_rel_err <= max(1e-3,
- * 2 r->floor_weight); the rest are constants. */
+ * 2 r->floor_weight); the rest are constants (the rule of m's line in GP_METRICS,
+ * harness/scenario/gp_metrics.h). */
 int gp_default_threshold(const gp_result *r, gp_metric m, double *max);
 
 /* Run scenario sc on backend b; when cmp is non-NULL, run it too on identical inputs

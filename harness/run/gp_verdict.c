@@ -25,27 +25,16 @@ double gp_format_floor(gp_format grad, gp_format acc, double ss_x, double ss_sam
 
 int gp_default_threshold(const gp_result *r, gp_metric m, double *max)
 {
-    switch (m) {
-    case GP_M_GRAD_REL_ERR_FULLBATCH: *max = fmax(GP_BASE_REL_ERR, GP_FLOOR_FACTOR * r->floor_grad); return 0;
-    case GP_M_UNDERFLOW_FRAC: *max = 0.01; return 0;
-    case GP_M_ABSORBED_FRAC: *max = 0.01; return 0;
-    case GP_M_OVERFLOW_COUNT: *max = 0; return 0;
-    case GP_M_NONFINITE_COUNT: *max = 0; return 0;
-    case GP_M_STALE_UPDATE_FRAC: *max = 0.05; return 0;
-    case GP_M_WEIGHT_REL_ERR: *max = fmax(GP_BASE_REL_ERR, GP_FLOOR_FACTOR * r->floor_weight); return 0;
-    case GP_M_SR_BIAS_SCORE: /* the derived bounds of gp_runner.h: false alarm <= 1e-9 each */
-    case GP_M_SR_ELEMENT_CORR_SCORE:
-    case GP_M_SR_STEP_CORR_SCORE: *max = 1.0; return 0;
-    case GP_M_SR_LAG_CORR_SCORE: /* gp_sr_lag.h's bound: false alarm <= 1e-9 a run */
+    const gp_metric_info *mi = gp_metric_get(m); /* its rule: GP_METRICS (gp_metrics.h) */
+    switch (mi ? mi->thr : GP_THR_NONE) {
+    case GP_THR_FLOOR_GRAD: *max = fmax(GP_BASE_REL_ERR, GP_FLOOR_FACTOR * r->floor_grad); return 0;
+    case GP_THR_FLOOR_WEIGHT: *max = fmax(GP_BASE_REL_ERR, GP_FLOOR_FACTOR * r->floor_weight); return 0;
+    case GP_THR_DEFINED:
         if (r->metric[m] != r->metric[m])
             return -1;
-        *max = 1.0;
+        *max = mi->value;
         return 0;
-    case GP_M_TWIN_MISMATCH_COUNT: /* only where a twin was compared: bit for bit */
-        if (r->metric[m] != r->metric[m])
-            return -1;
-        *max = 0;
-        return 0;
+    case GP_THR_FIXED: *max = mi->value; return 0;
     default: return -1;
     }
 }
@@ -245,34 +234,6 @@ void gp_stats_add(gp_stats *a, const gp_stats *b)
         a->coll.ss_mech[m] += b->coll.ss_mech[m];
 }
 
-/* The mechanism a metric counts by itself (underflow_frac: underflow, ...); GP_NMECH for
- * the metrics that sum several (the error norms, the norm ratio). */
-static gp_mechanism metric_mechanism(gp_metric m)
-{
-    switch (m) {
-    case GP_M_NORMALIZATION_REL_ERR: return GP_MECH_NORMALIZATION;
-    case GP_M_UNDERFLOW_FRAC: return GP_MECH_UNDERFLOW;
-    case GP_M_ABSORBED_FRAC: return GP_MECH_ABSORPTION;
-    case GP_M_OVERFLOW_COUNT: return GP_MECH_OVERFLOW;
-    case GP_M_NONFINITE_COUNT: return GP_MECH_NONFINITE;
-    case GP_M_SKIPPED_STEPS:
-    case GP_M_MIN_LOSS_SCALE:
-    case GP_M_SCALING_REL_ERR: return GP_MECH_SCALING;
-    case GP_M_STALE_UPDATE_FRAC: return GP_MECH_STALE;
-    case GP_M_STATE_UNDERFLOW_FRAC:
-    case GP_M_M_REL_ERR:
-    case GP_M_V_REL_ERR: return GP_MECH_STATE;
-    default: return GP_NMECH;
-    }
-}
-
-/* Metrics judged on the optimizer's result (the rest: on the accumulated gradient). */
-static int weight_metric(int m)
-{
-    return m == GP_M_WEIGHT_REL_ERR || m == GP_M_STALE_UPDATE_FRAC || m == GP_M_M_REL_ERR || m == GP_M_V_REL_ERR ||
-           m == GP_M_STATE_UNDERFLOW_FRAC;
-}
-
 /* The verdict and the dominant mechanism. A failed metric that counts one mechanism
  * (underflow_frac, absorbed_frac, stale_update_frac, scaling_rel_err, ...) names it;
  * several: the one with the largest loss; but a saturation loss (no count of its own)
@@ -309,7 +270,7 @@ void gp_verdict_judge(const gp_scenario *sc, gp_result *r)
                                             (r->has_min[i] && !(lo >= r->threshold_min[i])));
         if (r->failed[i]) {
             r->verdict = GP_FAIL;
-            if (weight_metric(i))
+            if (gp_metric_get((gp_metric)i)->level == GP_LEVEL_WEIGHT)
                 weight_failed = 1;
             else
                 grad_failed = 1;
@@ -320,7 +281,7 @@ void gp_verdict_judge(const gp_scenario *sc, gp_result *r)
     double best = 0;
     /* A failed metric that counts one mechanism names it (the largest loss among those) */
     for (int i = 0; i < GP_NMETRICS; i++) {
-        gp_mechanism m = metric_mechanism((gp_metric)i);
+        gp_mechanism m = gp_metric_get((gp_metric)i)->mech; /* GP_NMECH: it sums several */
         /* an undefined (NaN) metric fails closed but names no mechanism */
         if (r->failed[i] && m != GP_NMECH && r->metric[i] == r->metric[i] &&
             (r->dominant == GP_NMECH || r->loss[m] > best)) {

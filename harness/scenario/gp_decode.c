@@ -406,7 +406,7 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
      * or two of the state's blocks */
     if (!any_values && !s->optimizer.master && !s->optimizer.kahan && !s->optimizer.stochastic &&
         gp_decoder_range(d, 0, 0xffff) == 0x10b1) {
-        s->optimizer.lowbit = 1 + gp_decoder_pick(d, GP_LOWBIT_COUNT - 1);
+        s->optimizer.lowbit = 1 + (int)gp_decoder_pick(d, (unsigned)gp_vocab_count(GP_VOCAB_LOWBIT_STATE) - 1);
         s->optimizer.state = GP_FP32;
         size_t B = gp_lowbit_block((gp_lowbit)s->optimizer.lowbit);
         for (size_t t = 0; t < s->ntensors; t++)

@@ -206,9 +206,15 @@ int gp_load_parse_optimizer(loader *L, yaml_node_t *n, gp_scenario *s)
     /* what the AdamW kernels implement (kernels/arith/gp_adamw.h) */
     if (v[OP_PARAM] && s->optimizer.param != GP_FP32 && s->optimizer.param != GP_BF16 && s->optimizer.param != GP_FP16)
         return gp_load_fail(L, v[OP_PARAM], "optimizer.param: expected fp32, bf16 or fp16");
-    if (v[OP_STATE] && s->optimizer.state != GP_FP32 && s->optimizer.state != GP_BF16 && s->optimizer.state != GP_FP16)
-        return gp_load_fail(L, v[OP_STATE], "optimizer.state: expected fp32, bf16 or fp16, or a low-bit state "
-                            "(bnb8_blockwise, torchao_8bit, torchao_4bit, torchao_fp8)");
+    if (v[OP_STATE] && s->optimizer.state != GP_FP32 && s->optimizer.state != GP_BF16 && s->optimizer.state != GP_FP16) {
+        const char *names[GP_LOWBIT_COUNT]; /* the low-bit states: GP_VOCAB_LOWBIT_STATES after "plain" */
+        for (int i = 1; i < GP_LOWBIT_COUNT; i++)
+            names[i - 1] = gp_vocab_name(GP_VOCAB_LOWBIT_STATE, i);
+        char list[200];
+        gp_scenario_join(list, sizeof list, names, GP_LOWBIT_COUNT - 1);
+        return gp_load_fail(L, v[OP_STATE], "optimizer.state: expected fp32, bf16 or fp16, or a low-bit state (%s)",
+                            list);
+    }
     if (s->optimizer.lowbit && (s->optimizer.master || s->optimizer.kahan || s->optimizer.stochastic ||
                                 s->optimizer.fused))
         return gp_load_fail(L, v[OP_STATE], "optimizer.state: %s is a library's AdamW on the param itself, rounding "

@@ -3,33 +3,37 @@
 
 #include <string.h>
 
-static const char *const names[GP_NMETRICS] = {
-    "grad_rel_err_fullbatch", "grad_rel_err_rounding", "normalization_rel_err", "max_ulp_err",
-    "underflow_frac", "absorbed_frac", "overflow_count", "grad_norm_ratio", "skipped_steps",
-    "min_loss_scale", "stale_update_frac", "weight_rel_err", "subnormal_frac", "nonfinite_count",
-    "m_rel_err", "v_rel_err", "state_underflow_frac", "scaling_rel_err",
-    "sr_bias_score", "sr_element_corr_score", "sr_step_corr_score", "collective_rel_err",
-    "twin_mismatch_count", "sr_lag_corr_score",
-};
+#define GP_METRIC_INFO(E, NAME, DIR, TOL, THR, VALUE, MECH, LEVEL) {NAME, DIR, TOL, THR, VALUE, MECH, LEVEL},
+static const gp_metric_info metrics[GP_NMETRICS] = {GP_METRICS(GP_METRIC_INFO)};
+
+const gp_metric_info *gp_metric_get(gp_metric m)
+{
+    return (unsigned)m < GP_NMETRICS ? &metrics[m] : NULL;
+}
 
 const char *gp_metric_name(gp_metric m)
 {
-    return (unsigned)m < GP_NMETRICS ? names[m] : NULL;
+    return (unsigned)m < GP_NMETRICS ? metrics[m].name : NULL;
 }
 
 int gp_metric_parse(const char *name, gp_metric *m)
 {
     for (int i = 0; i < GP_NMETRICS; i++)
-        if (strcmp(name, names[i]) == 0) {
+        if (strcmp(name, metrics[i].name) == 0) {
             *m = (gp_metric)i;
             return 0;
         }
     return -1;
 }
 
-static const char *const mech_names[GP_NMECH] = {
-    "normalization", "underflow", "absorption", "overflow", "saturation", "rounding", "non-finite", "scaling", "stale update",
-    "state precision", "update formula"};
+/* Each mechanism's enum value is its position in GP_MECHANISMS, and the list has them all. */
+#define GP_MECH_POS(E, NAME) E##_pos_,
+#define GP_MECH_CHECK(E, NAME) _Static_assert((int)(E) == (int)E##_pos_, #E " is not at its position in GP_MECHANISMS");
+#define GP_MECH_NAME(E, NAME) NAME,
+enum { GP_MECHANISMS(GP_MECH_POS) gp_mech_count_ };
+GP_MECHANISMS(GP_MECH_CHECK)
+_Static_assert((int)gp_mech_count_ == (int)GP_NMECH, "gp_mechanism has a value GP_MECHANISMS lacks");
+static const char *const mech_names[GP_NMECH] = {GP_MECHANISMS(GP_MECH_NAME)};
 
 const char *gp_mechanism_name(gp_mechanism m)
 {

@@ -1,67 +1,30 @@
-/* gp_metrics.h — the metric names of DESIGN.md §5, the mechanism names of §1 and the
- * verdicts, spelled once, used by thresholds and expectations, report.json, Markdown
- * and the gate. */
+/* gp_metrics.h — the metrics of DESIGN.md §5 (GP_METRICS), the mechanisms of §1
+ * (GP_MECHANISMS) and the verdicts, each a list spelled once, used by thresholds and
+ * expectations, the verdict, report.json, Markdown and the gate. */
 #ifndef GP_METRICS_H
 #define GP_METRICS_H
 
 #include <stdint.h>
 #include <string.h>
 
-typedef enum {
-    GP_M_GRAD_REL_ERR_FULLBATCH = 0, /* ||g_acc - g_full|| / ||g_full|| */
-    GP_M_GRAD_REL_ERR_ROUNDING,      /* ||g_acc - g_same|| / ||g_same|| */
-    GP_M_NORMALIZATION_REL_ERR,      /* ||g_same - g_full|| / ||g_full|| */
-    GP_M_MAX_ULP_ERR,                /* max |g_acc - g_same| in fp32 ulps of g_same */
-    GP_M_UNDERFLOW_FRAC,             /* underflow events / non-zero exact values rounded */
-    GP_M_ABSORBED_FRAC,              /* absorbed additions / additions of a non-zero addend */
-    GP_M_OVERFLOW_COUNT,             /* overflow events */
-    GP_M_GRAD_NORM_RATIO,            /* ||g_acc|| / ||g_full|| */
-    GP_M_SKIPPED_STEPS,              /* optimizer steps skipped on a non-finite gradient */
-    GP_M_MIN_LOSS_SCALE,             /* smallest loss scale reached */
-    GP_M_STALE_UPDATE_FRAC,          /* weights unchanged though the exact update was non-zero */
-    GP_M_WEIGHT_REL_ERR,             /* ||w_T - w_T,exact|| / ||w_T,exact|| */
-    GP_M_SUBNORMAL_FRAC,             /* stored gradients that are subnormal / non-zero stored */
-    GP_M_NONFINITE_COUNT,            /* non-finite values in the final gradient */
-    GP_M_M_REL_ERR,                  /* ||m_T - m_T,exact|| / ||m_T,exact|| (Adam's first moment) */
-    GP_M_V_REL_ERR,                  /* ||v_T - v_T,exact|| / ||v_T,exact|| (second moment) */
-    GP_M_STATE_UNDERFLOW_FRAC,       /* m or v stored as 0 from a non-zero value / non-zero values */
-    GP_M_SCALING_REL_ERR,            /* gradient lost to skipped steps or mis-ordered clipping,
-                                        over all steps / ||g_full|| */
-    GP_M_SR_BIAS_SCORE,              /* stochastic rounding of the accumulator as a random process
-                                        (gp_runner.h): |sum of (up - f)| / its derived bound */
-    GP_M_SR_ELEMENT_CORR_SCORE,      /* ... neighbouring elements' roundings: |sum u_i u_(i+1)| / bound */
-    GP_M_SR_STEP_CORR_SCORE,         /* ... one element on consecutive micro-batches: / bound */
-    GP_M_COLLECTIVE_REL_ERR,         /* distributed only: ||the simulated collective's own rounding
-                                        errors, summed per element|| / ||g_same||; absent (NaN) in
-                                        one process */
-    GP_M_TWIN_MISMATCH_COUNT,        /* replay of a capture with `twin`: element-outputs (param, m, v,
-                                        master) of the backend that differ in any bit from torch's
-                                        after the same step, summed over steps; absent (NaN) without
-                                        a twin */
-    GP_M_SR_LAG_CORR_SCORE,          /* stochastic rounding of the accumulator: the largest
-                                        |sum u_(j-L) u_j| / its bound over every lag L of one
-                                        micro-batch (harness/run/gp_sr_lag.h); absent (NaN) without
-                                        a stochastic accumulator */
-    GP_NMETRICS
-} gp_metric;
+/* The loss mechanisms of DESIGN.md §1, each loss is attributed to one; in the order of the
+ * verdict's precedence (docs/scenarios.md, The mechanism a verdict names) and of report.json's
+ * loss_by_mechanism. X(ENUM, "name"): the names of report.json and `expect: {mechanism: }`.
+ * gp_metrics.c asserts each enum value is its position and the count; tests/test_vocab.c
+ * checks docs/scenarios.md's precedence list. Adding one: docs/extending.md. */
+#define GP_MECHANISMS(X)                                                                           \
+    X(GP_MECH_NORMALIZATION, "normalization")                                                      \
+    X(GP_MECH_UNDERFLOW, "underflow")                                                              \
+    X(GP_MECH_ABSORPTION, "absorption")                                                            \
+    X(GP_MECH_OVERFLOW, "overflow")                                                                \
+    X(GP_MECH_SATURATION, "saturation")                                                            \
+    X(GP_MECH_ROUNDING, "rounding")                                                                \
+    X(GP_MECH_NONFINITE, "non-finite")                                                             \
+    X(GP_MECH_SCALING, "scaling")                                                                  \
+    X(GP_MECH_STALE, "stale update")                                                               \
+    X(GP_MECH_STATE, "state precision")                                                            \
+    X(GP_MECH_FORMULA, "update formula")
 
-/* The ratios a sampled run estimates with an interval (harness/sources/gp_sample.h): units are
- * elements; y / x per element. */
-enum {
-    GP_EST_FULL = 0, /* grad_rel_err_fullbatch^2: (g_acc - g_full)^2 / g_full^2 */
-    GP_EST_ROUND,    /* grad_rel_err_rounding^2: (g_acc - g_same)^2 / g_same^2 */
-    GP_EST_NORM,     /* normalization_rel_err^2: (g_same - g_full)^2 / g_full^2 */
-    GP_EST_RATIO,    /* grad_norm_ratio^2: g_acc^2 / g_full^2 */
-    GP_EST_ABSORBED, /* absorbed_frac: absorbed additions / additions of a non-zero addend */
-    GP_EST_UNDERFLOW,/* underflow_frac: underflows / roundings of a non-zero exact value */
-    GP_EST_SUBNORMAL,/* subnormal_frac: subnormal stored gradients / non-zero ones */
-    GP_EST_OVERFLOW, /* overflow_count / X (x = 1 per element and step: the estimate of a
-                        total is X^ R^, X^ = the element-steps of the population) */
-    GP_EST_NONFINITE,/* nonfinite_count / X, likewise */
-    GP_NEST
-};
-
-/* The loss mechanisms of DESIGN.md §1, each loss is attributed to one. */
 typedef enum {
     GP_MECH_NORMALIZATION = 0,
     GP_MECH_UNDERFLOW,
@@ -80,6 +43,132 @@ typedef enum {
     GP_NMECH
 } gp_mechanism;
 
+/* The metrics, one line each, in report order (report.json, report.md, the table; the
+ * enum's values): everything said about a metric is said here, and the rest is made from
+ * this list: the enum, the names (gp_metric_name/parse), the default thresholds
+ * (gp_default_threshold), the mechanism a failed metric names and its level (the
+ * verdict), the gate's direction, tolerance class and exact set (reports/gp_gate.c).
+ * tests/test_vocab.c checks docs/scenarios.md (thresholds, default thresholds) and
+ * docs/model.md's metric table against it. Adding a metric: docs/extending.md.
+ *
+ * X(ENUM, "name", DIR, TOL, THRESHOLD, VALUE, MECHANISM, LEVEL):
+ *  DIR        which way it gets worse for the gate: GP_DIR_LARGER_WORSE, GP_DIR_SMALLER_WORSE,
+ *             GP_DIR_AWAY_FROM_ONE (|v - 1| compared)
+ *  TOL        the gate's built-in tolerance class: GP_TOL_ERROR (rel 0.10, abs 1e-12),
+ *             GP_TOL_FRACTION (abs 1e-4), GP_TOL_EXACT (determined exactly: compared for
+ *             equality, any difference CHANGED)
+ *  THRESHOLD  the default threshold's rule (docs/scenarios.md, Verdicts): GP_THR_NONE,
+ *             GP_THR_FIXED (VALUE), GP_THR_DEFINED (VALUE where the metric is a number, else
+ *             none), GP_THR_FLOOR_GRAD / GP_THR_FLOOR_WEIGHT (max(1e-3, 2 x the floor))
+ *  MECHANISM  the mechanism it counts by itself, named when it fails; GP_NMECH: several
+ *  LEVEL      GP_LEVEL_GRAD (the accumulated gradient) or GP_LEVEL_WEIGHT (the optimizer's
+ *             result: judged apart, gp_verdict_judge) */
+#define GP_METRICS(X)                                                                              \
+    /* ||g_acc - g_full|| / ||g_full|| */                                                          \
+    X(GP_M_GRAD_REL_ERR_FULLBATCH, "grad_rel_err_fullbatch", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,    \
+      GP_THR_FLOOR_GRAD, 0, GP_NMECH, GP_LEVEL_GRAD)                                               \
+    /* ||g_acc - g_same|| / ||g_same|| */                                                          \
+    X(GP_M_GRAD_REL_ERR_ROUNDING, "grad_rel_err_rounding", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,      \
+      GP_THR_NONE, 0, GP_NMECH, GP_LEVEL_GRAD)                                                     \
+    /* ||g_same - g_full|| / ||g_full|| */                                                         \
+    X(GP_M_NORMALIZATION_REL_ERR, "normalization_rel_err", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,      \
+      GP_THR_NONE, 0, GP_MECH_NORMALIZATION, GP_LEVEL_GRAD)                                        \
+    /* max |g_acc - g_same| in fp32 ulps of g_same */                                              \
+    X(GP_M_MAX_ULP_ERR, "max_ulp_err", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,                          \
+      GP_THR_NONE, 0, GP_NMECH, GP_LEVEL_GRAD)                                                     \
+    /* underflow events / non-zero exact values rounded */                                         \
+    X(GP_M_UNDERFLOW_FRAC, "underflow_frac", GP_DIR_LARGER_WORSE, GP_TOL_FRACTION,                 \
+      GP_THR_FIXED, 0.01, GP_MECH_UNDERFLOW, GP_LEVEL_GRAD)                                        \
+    /* absorbed additions / additions of a non-zero addend */                                      \
+    X(GP_M_ABSORBED_FRAC, "absorbed_frac", GP_DIR_LARGER_WORSE, GP_TOL_FRACTION,                   \
+      GP_THR_FIXED, 0.01, GP_MECH_ABSORPTION, GP_LEVEL_GRAD)                                       \
+    /* overflow events */                                                                          \
+    X(GP_M_OVERFLOW_COUNT, "overflow_count", GP_DIR_LARGER_WORSE, GP_TOL_EXACT,                    \
+      GP_THR_FIXED, 0, GP_MECH_OVERFLOW, GP_LEVEL_GRAD)                                            \
+    /* ||g_acc|| / ||g_full|| */                                                                   \
+    X(GP_M_GRAD_NORM_RATIO, "grad_norm_ratio", GP_DIR_AWAY_FROM_ONE, GP_TOL_ERROR,                 \
+      GP_THR_NONE, 0, GP_NMECH, GP_LEVEL_GRAD)                                                     \
+    /* optimizer steps skipped on a non-finite gradient */                                         \
+    X(GP_M_SKIPPED_STEPS, "skipped_steps", GP_DIR_LARGER_WORSE, GP_TOL_EXACT,                      \
+      GP_THR_NONE, 0, GP_MECH_SCALING, GP_LEVEL_GRAD)                                              \
+    /* smallest loss scale reached */                                                              \
+    X(GP_M_MIN_LOSS_SCALE, "min_loss_scale", GP_DIR_SMALLER_WORSE, GP_TOL_EXACT,                   \
+      GP_THR_NONE, 0, GP_MECH_SCALING, GP_LEVEL_GRAD)                                              \
+    /* weights unchanged though the exact update was non-zero */                                   \
+    X(GP_M_STALE_UPDATE_FRAC, "stale_update_frac", GP_DIR_LARGER_WORSE, GP_TOL_FRACTION,           \
+      GP_THR_FIXED, 0.05, GP_MECH_STALE, GP_LEVEL_WEIGHT)                                          \
+    /* ||w_T - w_T,exact|| / ||w_T,exact|| */                                                      \
+    X(GP_M_WEIGHT_REL_ERR, "weight_rel_err", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,                    \
+      GP_THR_FLOOR_WEIGHT, 0, GP_NMECH, GP_LEVEL_WEIGHT)                                           \
+    /* stored gradients that are subnormal / non-zero stored */                                    \
+    X(GP_M_SUBNORMAL_FRAC, "subnormal_frac", GP_DIR_LARGER_WORSE, GP_TOL_FRACTION,                 \
+      GP_THR_NONE, 0, GP_NMECH, GP_LEVEL_GRAD)                                                     \
+    /* non-finite values in the final gradient */                                                  \
+    X(GP_M_NONFINITE_COUNT, "nonfinite_count", GP_DIR_LARGER_WORSE, GP_TOL_EXACT,                  \
+      GP_THR_FIXED, 0, GP_MECH_NONFINITE, GP_LEVEL_GRAD)                                           \
+    /* ||m_T - m_T,exact|| / ||m_T,exact|| (Adam's first moment) */                                \
+    X(GP_M_M_REL_ERR, "m_rel_err", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,                              \
+      GP_THR_NONE, 0, GP_MECH_STATE, GP_LEVEL_WEIGHT)                                              \
+    /* ||v_T - v_T,exact|| / ||v_T,exact|| (second moment) */                                      \
+    X(GP_M_V_REL_ERR, "v_rel_err", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,                              \
+      GP_THR_NONE, 0, GP_MECH_STATE, GP_LEVEL_WEIGHT)                                              \
+    /* m or v stored as 0 from a non-zero value / non-zero values */                               \
+    X(GP_M_STATE_UNDERFLOW_FRAC, "state_underflow_frac", GP_DIR_LARGER_WORSE, GP_TOL_FRACTION,     \
+      GP_THR_NONE, 0, GP_MECH_STATE, GP_LEVEL_WEIGHT)                                              \
+    /* gradient lost to skipped steps or mis-ordered clipping, over all steps / ||g_full|| */      \
+    X(GP_M_SCALING_REL_ERR, "scaling_rel_err", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,                  \
+      GP_THR_NONE, 0, GP_MECH_SCALING, GP_LEVEL_GRAD)                                              \
+    /* stochastic rounding of the accumulator as a random process (gp_runner.h): |sum of         \
+       (up - f)| / its derived bound (the bounds: false alarm <= 1e-9 each) */                     \
+    X(GP_M_SR_BIAS_SCORE, "sr_bias_score", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,                      \
+      GP_THR_FIXED, 1.0, GP_NMECH, GP_LEVEL_GRAD)                                                  \
+    /* ... neighbouring elements' roundings: |sum u_i u_(i+1)| / bound */                          \
+    X(GP_M_SR_ELEMENT_CORR_SCORE, "sr_element_corr_score", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,      \
+      GP_THR_FIXED, 1.0, GP_NMECH, GP_LEVEL_GRAD)                                                  \
+    /* ... one element on consecutive micro-batches: / bound */                                    \
+    X(GP_M_SR_STEP_CORR_SCORE, "sr_step_corr_score", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,           \
+      GP_THR_FIXED, 1.0, GP_NMECH, GP_LEVEL_GRAD)                                                  \
+    /* distributed only: ||the simulated collective's own rounding errors, summed per element||  \
+       / ||g_same||; absent (NaN) in one process */                                                \
+    X(GP_M_COLLECTIVE_REL_ERR, "collective_rel_err", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,            \
+      GP_THR_NONE, 0, GP_NMECH, GP_LEVEL_GRAD)                                                     \
+    /* replay of a capture with `twin`: element-outputs (param, m, v, master) of the backend     \
+       that differ in any bit from torch's after the same step, summed over steps; absent (NaN)  \
+       without a twin, where it has no threshold; with one: bit for bit (0) */                     \
+    X(GP_M_TWIN_MISMATCH_COUNT, "twin_mismatch_count", GP_DIR_LARGER_WORSE, GP_TOL_EXACT,          \
+      GP_THR_DEFINED, 0, GP_NMECH, GP_LEVEL_GRAD)                                                  \
+    /* stochastic rounding of the accumulator: the largest |sum u_(j-L) u_j| / its bound over    \
+       every lag L of one micro-batch (harness/run/gp_sr_lag.h: false alarm <= 1e-9 a run);      \
+       absent (NaN) without a stochastic accumulator */                                            \
+    X(GP_M_SR_LAG_CORR_SCORE, "sr_lag_corr_score", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,              \
+      GP_THR_DEFINED, 1.0, GP_NMECH, GP_LEVEL_GRAD)
+
+typedef enum { GP_DIR_LARGER_WORSE, GP_DIR_SMALLER_WORSE, GP_DIR_AWAY_FROM_ONE } gp_metric_dir;
+typedef enum { GP_TOL_ERROR, GP_TOL_FRACTION, GP_TOL_EXACT } gp_metric_tol;
+typedef enum { GP_THR_NONE, GP_THR_FIXED, GP_THR_DEFINED, GP_THR_FLOOR_GRAD, GP_THR_FLOOR_WEIGHT } gp_metric_thr;
+typedef enum { GP_LEVEL_GRAD, GP_LEVEL_WEIGHT } gp_metric_level;
+
+#define GP_METRIC_ENUM(E, NAME, DIR, TOL, THR, VALUE, MECH, LEVEL) E,
+typedef enum { GP_METRICS(GP_METRIC_ENUM) GP_NMETRICS } gp_metric;
+
+/* The ratios a sampled run estimates with an interval (harness/sources/gp_sample.h): units are
+ * elements; y / x per element. */
+enum {
+    GP_EST_FULL = 0, /* grad_rel_err_fullbatch^2: (g_acc - g_full)^2 / g_full^2 */
+    GP_EST_ROUND,    /* grad_rel_err_rounding^2: (g_acc - g_same)^2 / g_same^2 */
+    GP_EST_NORM,     /* normalization_rel_err^2: (g_same - g_full)^2 / g_full^2 */
+    GP_EST_RATIO,    /* grad_norm_ratio^2: g_acc^2 / g_full^2 */
+    GP_EST_ABSORBED, /* absorbed_frac: absorbed additions / additions of a non-zero addend */
+    GP_EST_UNDERFLOW,/* underflow_frac: underflows / roundings of a non-zero exact value */
+    GP_EST_SUBNORMAL,/* subnormal_frac: subnormal stored gradients / non-zero ones */
+    GP_EST_OVERFLOW, /* overflow_count / X (x = 1 per element and step: the estimate of a
+                        total is X^ R^, X^ = the element-steps of the population) */
+    GP_EST_NONFINITE,/* nonfinite_count / X, likewise */
+    GP_NEST
+};
+
+
+
 /* A scenario's verdict. */
 typedef enum { GP_PASS = 0, GP_WARN = 1, GP_FAIL = 2 } gp_verdict;
 
@@ -96,6 +185,21 @@ int gp_verdict_parse(const char *name, gp_verdict *v);
 const char *gp_metric_name(gp_metric m);
 /* Look a metric up by name; returns 0 and sets *m, or -1. */
 int gp_metric_parse(const char *name, gp_metric *m);
+
+/* One line of GP_METRICS: the metric's name, gate direction and tolerance class, default
+ * threshold rule (and its value), the mechanism it counts, its level. */
+typedef struct {
+    const char *name;
+    gp_metric_dir dir;
+    gp_metric_tol tol;
+    gp_metric_thr thr;
+    double value;
+    gp_mechanism mech;
+    gp_metric_level level;
+} gp_metric_info;
+
+/* Metric m's line of GP_METRICS; NULL for an out-of-range id. */
+const gp_metric_info *gp_metric_get(gp_metric m);
 
 /* The spacing of binary32 values at |x|, the unit of GP_M_MAX_ULP_ERR: 2^(e-24) for |x| in
  * [2^(e-1), 2^e), 2^-149 below fp32's normal range (x = 0 included); defined as

@@ -6,29 +6,20 @@
 #include <string.h>
 
 #include "../arith/gp_accum.h"
-#include "../gp_plugin_abi.h"
+#include "../gp_vocab.h"
 #include "gp_lowbit_maps.h"
 
-_Static_assert((int)GP_LOWBIT_BNB8 == (int)GP_PLUGIN_STATE_BNB8_BLOCKWISE &&
-                   (int)GP_LOWBIT_TORCHAO8 == (int)GP_PLUGIN_STATE_TORCHAO_8BIT &&
-                   (int)GP_LOWBIT_TORCHAO4 == (int)GP_PLUGIN_STATE_TORCHAO_4BIT &&
-                   (int)GP_LOWBIT_TORCHAO_FP8 == (int)GP_PLUGIN_STATE_TORCHAO_FP8,
-               "gp_lowbit and the plugin ABI's state codes agree");
-
-static const char *const g_names[GP_LOWBIT_COUNT] = {NULL, "bnb8_blockwise", "torchao_8bit", "torchao_4bit",
-                                                     "torchao_fp8"};
-
+/* The names and the ABI's GP_PLUGIN_STATE_* values: kernels/gp_vocab.h's
+ * GP_VOCAB_LOWBIT_STATES (gp_names.c asserts they agree with gp_lowbit). */
 const char *gp_lowbit_name(gp_lowbit f)
 {
-    return f > GP_LOWBIT_NONE && f < GP_LOWBIT_COUNT ? g_names[f] : NULL;
+    return f > GP_LOWBIT_NONE ? gp_vocab_name(GP_VOCAB_LOWBIT_STATE, (int)f) : NULL;
 }
 
 gp_lowbit gp_lowbit_parse(const char *name)
 {
-    for (int f = 1; name && f < GP_LOWBIT_COUNT; f++)
-        if (strcmp(name, g_names[f]) == 0)
-            return (gp_lowbit)f;
-    return GP_LOWBIT_NONE;
+    int f = gp_vocab_parse(GP_VOCAB_LOWBIT_STATE, name);
+    return f > 0 ? (gp_lowbit)f : GP_LOWBIT_NONE;
 }
 
 size_t gp_lowbit_block(gp_lowbit f)

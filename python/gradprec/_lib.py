@@ -162,7 +162,9 @@ _vocab = {}
 def vocab(kind):
     """The names of one of the library's vocabularies (kernels/gp_vocab.h), in the order of
     their values (the plugin ABI's): kind "format", "rounding", "acc_rounding",
-    "adamw_variant" or "adamw_evaluation". A tuple of str; loads the library."""
+    "adamw_variant", "adamw_evaluation", "state" (optimizer state storage: "plain", then
+    the low-bit states), "metric" (report order) or "mechanism" (the verdict's precedence).
+    A tuple of str; loads the library."""
     if kind not in _vocab:
         out = []
         while True:

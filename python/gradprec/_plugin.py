@@ -19,12 +19,13 @@ from ._lib import format_bytes, vocab
 
 ABI_VERSION = 3
 # The names of the ABI's values come from the library (kernels/gp_vocab.h): vocab("format")
-# for GP_PLUGIN_FP32 ..., "acc_rounding", "adamw_variant", "adamw_evaluation".
+# for GP_PLUGIN_FP32 ..., "acc_rounding", "adamw_variant", "adamw_evaluation", "state"
+# (GP_PLUGIN_STATE_*: plain, then the low-bit states of optimizer.state).
 _VOCAB = {"FORMATS": "format", "ROUNDINGS": "acc_rounding", "VARIANTS": "adamw_variant",
-          "EVALUATIONS": "adamw_evaluation"}
+          "EVALUATIONS": "adamw_evaluation", "STATES": "state"}
 
 
-def __getattr__(name):  # FORMATS, ROUNDINGS, VARIANTS, EVALUATIONS: the library's lists
+def __getattr__(name):  # FORMATS, ROUNDINGS, VARIANTS, EVALUATIONS, STATES: the library's lists
     if name in _VOCAB:
         return vocab(_VOCAB[name])
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
@@ -33,9 +34,6 @@ def __getattr__(name):  # FORMATS, ROUNDINGS, VARIANTS, EVALUATIONS: the library
 def _name(kind, i):
     names = vocab(kind)
     return names[i] if 0 <= i < len(names) else i
-# optimizer state storage (GP_PLUGIN_STATE_*): plain, then the low-bit states of
-# kernels/cpu/gp_lowbit.h, by the names of optimizer.state (not yet a list of kernels/gp_vocab.h)
-STATES = ("plain", "bnb8_blockwise", "torchao_8bit", "torchao_4bit", "torchao_fp8")
 
 _u32, _i32, _u64, _i64, _vp = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_int64, ctypes.c_void_p
 
@@ -170,7 +168,7 @@ def _adamw_args(a):
     n = a.n
     full = a.struct_size >= ctypes.sizeof(AdamwArgs)
     ev = a.evaluation if full else 0
-    quant = a.state_quant if full and 0 < a.state_quant < len(STATES) else 0
+    quant = a.state_quant if full and 0 < a.state_quant < len(vocab("state")) else 0
     torch = _torch() if quant else None
     extra = {}
     if quant:
@@ -179,7 +177,7 @@ def _adamw_args(a):
                      v_codes=_bytes_at(a.v_codes, n, torch.uint8), m_scales=_bytes_at(a.m_scales, nb, torch.float32),
                      v_scales=_bytes_at(a.v_scales, nb, torch.float32))
     return _Args(a, param_format=_name("format", a.param_format),
-                 state_format=STATES[quant] if quant else _name("format", a.state_format), **extra,
+                 state_format=_name("state", quant) if quant else _name("format", a.state_format), **extra,
                  grad_format=_name("format", a.grad_format),
                  variant=_name("adamw_variant", a.variant),
                  rounding=_name("acc_rounding", a.rounding), lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps,

@@ -2,7 +2,9 @@
 # - every ctypes Structure of python/gradprec/_plugin.py has C's size and each field C's
 #   offset (tests/gp_abi_layout.c prints them from offsetof/sizeof), and the same fields;
 # - the names of the ABI's values come from the library (gradprec_vocab_name), and each
-#   format's storage width is torch's (an independent source) where torch has the dtype.
+#   format's storage width is torch's (an independent source) where torch has the dtype;
+# - the metric and mechanism names the monitor keeps (gradprec.torch._monitor) are the
+#   library's (harness/scenario/gp_metrics.h), so a renamed metric fails here.
 import ctypes
 import os
 import subprocess
@@ -56,12 +58,30 @@ def test_names_come_from_the_library():
     assert gpp.ROUNDINGS == gl.vocab("acc_rounding")
     assert gpp.VARIANTS == gl.vocab("adamw_variant")
     assert gpp.EVALUATIONS == gl.vocab("adamw_evaluation")
+    assert gpp.STATES == gl.vocab("state")
     # spot values fixed by the plugin ABI (kernels/gp_plugin_abi.h): GP_PLUGIN_BF16 = 1,
-    # GP_PLUGIN_KAHAN = 3, GP_PLUGIN_ADAMW_MASTER = 2, GP_PLUGIN_EVAL_TORCH_CPU_FOREACH = 7
+    # GP_PLUGIN_KAHAN = 3, GP_PLUGIN_ADAMW_MASTER = 2, GP_PLUGIN_EVAL_TORCH_CPU_FOREACH = 7,
+    # GP_PLUGIN_STATE_PLAIN = 0, GP_PLUGIN_STATE_TORCHAO_4BIT = 3
     assert gpp.FORMATS[1] == "bf16" and gpp.ROUNDINGS[3] == "kahan"
+    assert gpp.STATES[0] == "plain" and gpp.STATES[3] == "torchao_4bit"
     assert gpp.VARIANTS[2] == "master" and gpp.EVALUATIONS[7] == "torch_cpu_foreach"
     assert gl.lib().gradprec_vocab_name(b"no_such_kind", 0) is None
     assert gl.lib().gradprec_vocab_name(b"format", len(gpp.FORMATS)) is None
+
+
+def test_metric_and_mechanism_names_are_the_librarys():
+    metrics, mechs = gl.vocab("metric"), gl.vocab("mechanism")
+    # spot values fixed by report.json's order and the verdict's precedence (docs/scenarios.md)
+    assert metrics[0] == "grad_rel_err_fullbatch" and metrics[6] == "overflow_count"
+    assert mechs[0] == "normalization" and mechs[8] == "stale update"
+    assert len(set(metrics)) == len(metrics) and len(set(mechs)) == len(mechs)
+    assert gl.lib().gradprec_vocab_name(b"metric", len(metrics)) is None
+    assert gl.lib().gradprec_vocab_name(b"mechanism", -1) is None
+    from gradprec.torch import _monitor as mon
+    named = set(mon.RECORDED) | set(mon.OPTIMIZER_METRICS) | set(mon.MECHANISM_OF) | set(mon.DEFAULT_THRESHOLDS)
+    named.discard("update_formula_steps")  # a count of report.json's, not a metric
+    assert named - set(metrics) == set()
+    assert set(mon.MECHANISM_OF.values()) - set(mechs) == set()
 
 
 def test_format_widths_are_torchs():
