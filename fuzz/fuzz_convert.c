@@ -1,6 +1,8 @@
 /* fuzz_convert.c — libFuzzer target: a format conversion of kernels/arith against the
  * MPFR oracle, bit for bit, events included. Input layout:
- *   byte 0: format (mod 5); byte 1: bits 0-1 mode (mod 3), bit 2 FTZ, bit 3 fp32 input;
+ *   byte 0: format (mod GP_NFORMATS); byte 1: bits 0-1 mode (mod the length of
+ *   GP_VOCAB_RMODES: two bits reach 4 modes, a fifth needs a wider field and a new
+ *   corpus), bit 2 FTZ, bit 3 fp32 input;
  *   bytes 2-5: random bits for stochastic rounding;
  *   then 8 bytes of binary64 (or 4 bytes of binary32 when bit 3 is set), little-endian;
  *   missing bytes read as zero.

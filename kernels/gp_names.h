@@ -7,11 +7,11 @@
 
 #include "arith/gp_format.h"
 
-/* "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2". */
+/* The name of f in GP_VOCAB_FORMATS (kernels/gp_vocab.h): "fp32", "bf16", ... */
 const char *gp_format_name(gp_format f);
 /* Parse a format name (also accepts "e4m3"/"e5m2"); returns 0 or -1. */
 int gp_format_parse(const char *s, gp_format *f);
-/* "rne", "rtz", "stochastic". */
+/* The name of m in GP_VOCAB_RMODES (kernels/gp_vocab.h): "rne", "rtz", ... */
 const char *gp_rmode_name(gp_rmode m);
 int gp_rmode_parse(const char *s, gp_rmode *m);
 /* The name of one event bit: "inexact", "underflow", "overflow", "invalid", "absorbed". */

@@ -3,8 +3,8 @@
  * emulation runs. One kernel per format (a template: the format is switched on once per
  * launch). Each thread converts one fp32 pattern: the bits by the hardware's conversion
  * where CUDA has one (bf16/fp16, RNE or RTZ, no FTZ: __float2bfloat16_rn/_rz,
- * __float2half_rn/_rz via gp_fmt_store_f32), else by gradprec's rounding (stochastic,
- * FTZ, fp8, fp32); the events always by gradprec's rounding (the hardware reports none).
+ * __float2half_rn/_rz via gp_fmt_store_f32), else by gradprec's rounding (every other
+ * mode of kernels/gp_vocab.h, FTZ, fp8, fp32); the events always by gradprec's rounding (the hardware reports none).
  * Random bits come from Philox(seed, 0, pattern), never from thread ids.
  * Build: part of gradprec_core when nvcc is found (nvcc --fmad=false, sm_80/sm_90).
  * Run:   build/tests/test_cuda_parity (skips with CTest code 77 without a device). */
@@ -20,7 +20,7 @@ __global__ void gp_convert_range_kernel(gp_rmode mode, int ftz, uint64_t seed, u
                                         uint32_t *bits, uint8_t *ev)
 {
     constexpr gp_format f = (gp_format)F;
-    int hw = gp_fmt_hw(f) && !ftz && mode != GP_STOCHASTIC;
+    int hw = gp_fmt_hw(f) && !ftz && (mode == GP_RNE || mode == GP_RTZ); /* the modes cvt has */
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (; i < n; i += stride) {
