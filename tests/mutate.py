@@ -1,37 +1,46 @@
 #!/usr/bin/env python3
-"""Mutation score of the project's own tests (issue 18 item 8).
+"""Mutation score of the project's own tests (issue 18 item 8, issue 27 item 8).
 
-Applies, one at a time, each one-line source mutation of MUTANTS (below) to
-kernels/arith and harness in a scratch copy of the tree (the tracked files, copied to a
-temporary folder: the working tree is never touched), rebuilds incrementally, runs the
-test subset TESTS, and reports which mutants the tests kill. A mutant is killed when a
-test fails. A mutant that does not compile is reported and not counted (each of the
-list below compiles). The score is killed / mutants.
+Applies, one at a time, each one-line source mutation of MUTANTS (below) to kernels and
+harness in a scratch copy of the tracked files (the working tree is never touched), rebuilds
+incrementally in one kept build folder, runs the test subset TESTS, and reports which
+mutants the tests kill. A mutant is killed when a test fails. A mutant that does not
+compile is reported and not counted (each of the list below compiles). The score is
+killed / mutants.
 
-Usage: tests/mutate.py [--source ROOT] [--keep DIR] [--only N,...] [--jobs N]
-  --keep DIR: build in DIR (kept between invocations: a second run rebuilds only what
-  the mutants touch); default a fresh temporary folder, removed at the end.
+Usage: tests/mutate.py [--source ROOT] [--keep DIR] [--only N,...] [--jobs N] [--check]
+  --keep DIR: the scratch copy (DIR/src), its build (DIR/build) and DIR/mutate.log; default
+  ROOT/build-mutate (ignored by git). Kept between runs: the next run copies only the files
+  that changed and rebuilds what depends on them.
   --only: run the listed mutant numbers (1-based) only.
-Exit status: 0 when the score is above 90%, 1 otherwise, 2 on bad usage or when the
-unmutated tree fails the subset (nothing can be judged then).
+  --check: only check that every mutant applies (its text occurs once in its file, outside
+  code compiled only in the coverage build); a run checks this first too and stops (exit 2)
+  when one does not apply.
+Exit status: 0 when the score is above 90%, 1 otherwise, 2 on bad usage, a mutant that does
+not apply, or when the unmutated tree fails the subset (nothing can be judged then); 130
+when interrupted (SIGINT, SIGTERM, SIGHUP: the mutated file is restored first, and the next
+run rebuilds it).
 
-The subset (docs/testing.md, "Mutation score"), chosen so that one run of the 30 mutants
-fits in about an hour on two heavily loaded cores (a mutated header rebuilds every file
-that includes it): the unit suites of the formats, Philox, accumulation, AdamW, the
-scaler and clipping, the runner's attribution around non-finite values
-(test_attribution: scenarios of one element), the oracle sweep shortened to GP_SWEEP_N=20000 hard values per
-format and mode, and the default suite gated against ci/baseline.json. Not run: the ASan
-pass, test_accumulate, test_verdicts, the --compare and wrong-plugin tests, the fuzz
-corpora, hostile inputs, reports and the CUDA shim (slow, or about other layers; a
-mutant of the comparison code itself needs the wrong plugins to be killed, so none is
-in the list).
+Mutants run grouped by file (in file order, then by number): the file is restored once its
+last mutant has run, so a mutated header's dependents rebuild once per mutant plus once for
+the restore of the file, not once more per mutant. Only the targets the subset needs are
+built (TARGETS).
+
+The subset (docs/testing.md, "Mutation score"): the unit suites of the formats, Philox,
+accumulation, AdamW, the scaler and clipping, the runner's attribution around non-finite
+values and stale updates (test_attribution: scenarios of a few elements), the oracle sweep
+shortened to GP_SWEEP_N=20000 hard values per format and mode, and the default suite gated
+against ci/baseline.json. The tests take about 10 s an unmutated run; rebuilding after a
+mutated header (up to about 50 files) is most of each mutant's time. Not run: the ASan pass,
+test_accumulate, test_verdicts, the --compare and wrong-plugin tests, the fuzz corpora,
+hostile inputs, reports and the CUDA shim (slow, or about other layers).
 """
 import argparse
 import os
+import signal
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 TESTS = ["test_philox", "test_formats", "test_accum", "test_adamw", "test_scaler", "test_clip", "test_attribution",
@@ -117,10 +126,12 @@ MUTANTS = [
     ('harness/run/gp_run_grads.c',
      '    if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */',
      '    if (c->shrink != 1.0 && 0) /* the shrunk value, made fp32, is the exact input */', 'shrink ignored'),
-    # harness/run/gp_optim.c
+    # harness/run/gp_optim.c (the vector path attribute_block, what every build but the
+    # coverage build runs; the per-element `#else` form is compiled only with
+    # GP_VECTOR_BLOCKS=0, so a mutant there is equivalent: --check refuses such mutants)
     ('harness/run/gp_optim.c',
-     '            if (nonzero && !diff[j]) {',
-     '            if (!diff[j]) {', 'stale counted for zero updates'),
+     '        uint64_t stale = nonzero & (uint64_t)(diff[j] == 0);',
+     '        uint64_t stale = (uint64_t)(diff[j] == 0);', 'stale counted for zero updates'),
     # harness/sources/gp_generate.c
     ('harness/sources/gp_generate.c',
      '    b ^= (uint64_t)(c->signed_dist & ((w3 >> 16) < c->neg_cut)) << 63;',
@@ -154,14 +165,38 @@ MUTANTS = [
 STILLBORN = "does not compile"
 
 
+class Interrupted(Exception):
+    pass
+
+
+def on_signal(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
 def sh(cmd, cwd, env=None, log=None):
-    r = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    """Runs cmd in its own process group (an interrupt ends the whole group: no compiler
+    left writing into the build); its output goes to log. Returns (exit status, output)."""
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate()
+    except BaseException:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+        raise
     if log is not None:
-        log.write(r.stdout)
-    return r.returncode, r.stdout
+        log.write(out)
+        log.flush()
+    return p.returncode, out
 
 
 def copy_tree(src, dst):
+    """Copies src's tracked files to dst, only those whose bytes differ (the others keep
+    their mtime: the build stays incremental; a file a killed run left mutated differs and
+    is copied back, with a new mtime, so what depends on it rebuilds)."""
     files = subprocess.run(["git", "ls-files", "-z"], cwd=src, capture_output=True, check=True).stdout.split(b"\0")
     for f in files:
         if not f:
@@ -172,9 +207,47 @@ def copy_tree(src, dst):
             continue
         d = os.path.join(dst, f)
         if os.path.exists(d) and open(s, "rb").read() == open(d, "rb").read():
-            continue  # unchanged: keep its mtime, the build stays incremental
+            continue
         os.makedirs(os.path.dirname(d), exist_ok=True)
-        shutil.copy(s, d)  # a new mtime: make rebuilds what depends on it
+        shutil.copy(s, d)
+
+
+def coverage_only_lines(text):
+    """The line numbers (1-based) of text inside the `#else` branch of an `#if
+    GP_VECTOR_BLOCKS`: code compiled only in the coverage build, where a mutant is
+    equivalent in every build the subset runs."""
+    stack, dead = [], set()  # stack: [is a GP_VECTOR_BLOCKS conditional, in its #else]
+    for n, line in enumerate(text.splitlines(), 1):
+        t = line.strip().replace(" ", "")
+        if t.startswith("#if"):
+            stack.append([t == "#ifGP_VECTOR_BLOCKS", False])
+        elif t.startswith("#else") or t.startswith("#elif"):
+            if stack:
+                stack[-1][1] = True
+        elif t.startswith("#endif"):
+            if stack:
+                stack.pop()
+        elif any(v and e for v, e in stack):
+            dead.add(n)
+    return dead
+
+
+def check_mutants(source):
+    """None when every mutant applies to source, else what does not."""
+    for n, (f, old, new, _) in enumerate(MUTANTS, 1):
+        path = os.path.join(source, f)
+        if not os.path.isfile(path):
+            return "mutant %d: no file %s" % (n, f)
+        text = open(path).read()
+        if text.count(old) != 1:
+            return "mutant %d (%s): its original text occurs %d times in %s, not once" % (n, MUTANTS[n - 1][3],
+                                                                                          text.count(old), f)
+        if old == new:
+            return "mutant %d: the replacement is the original" % n
+        first = text[:text.index(old)].count("\n") + 1
+        if set(range(first, first + old.count("\n") + 1)) & coverage_only_lines(text):
+            return "mutant %d: %s line %d is compiled only in the coverage build (GP_VECTOR_BLOCKS=0)" % (n, f, first)
+    return None
 
 
 def build_and_test(tree, build, jobs, log):
@@ -191,6 +264,20 @@ def build_and_test(tree, build, jobs, log):
     return "failed: " + (", ".join(bad) if bad else "ctest exit %d" % rc)
 
 
+def host_line():
+    """CPU model, family/model (/proc/cpuinfo), cores and the load average: the figures' host."""
+    info = {}
+    try:
+        for line in open("/proc/cpuinfo"):
+            k, _, v = line.partition(":")
+            info.setdefault(k.strip(), v.strip())
+    except OSError:
+        pass
+    return "%s, family %s model %s, %d cores, load %.1f %.1f %.1f" % (
+        info.get("model name", "?"), info.get("cpu family", "?"), info.get("model", "?"), os.cpu_count() or 0,
+        *os.getloadavg())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -199,48 +286,59 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--check", action="store_true", help="only check that every mutant applies")
     a = ap.parse_args()
-    for n, (f, old, new, _) in enumerate(MUTANTS, 1):
-        text = open(os.path.join(a.source, f)).read()
-        if text.count(old) != 1:
-            print("mutate.py: mutant %d: the original text occurs %d times in %s" % (n, text.count(old), f),
-                  file=sys.stderr)
-            return 2
+    bad = check_mutants(a.source)
+    if bad:
+        print("mutate.py: %s" % bad, file=sys.stderr)
+        return 2
     if a.check:
         print("mutate.py: %d mutants, each applies once" % len(MUTANTS))
         return 0
     pick = list(range(1, len(MUTANTS) + 1))
     if a.only:
-        pick = [int(x) for x in a.only.split(",")]
-    work = a.keep or tempfile.mkdtemp(prefix="gp-mutate-")
+        try:
+            pick = [int(x) for x in a.only.split(",")]
+        except ValueError:
+            pick = [0]
+        if any(n < 1 or n > len(MUTANTS) for n in pick):
+            print("mutate.py: --only takes mutant numbers 1..%d" % len(MUTANTS), file=sys.stderr)
+            return 2
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    start, host0 = time.time(), host_line()
+    work = os.path.abspath(a.keep or os.path.join(a.source, "build-mutate"))
     tree, build = os.path.join(work, "src"), os.path.join(work, "build")
     os.makedirs(tree, exist_ok=True)
-    copy_tree(a.source, tree)
     log = open(os.path.join(work, "mutate.log"), "w")
-    print("mutate.py: scratch copy in %s (log: mutate.log there)" % work, flush=True)
-    if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
-        rc, out = sh(["cmake", "-S", tree, "-B", build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DGP_CUDA=OFF"], tree, log=log)
-        if rc != 0:
-            print(out, file=sys.stderr)
-            return 2
-    t0 = time.time()
-    why = build_and_test(tree, build, a.jobs, log)
-    if why:
-        print("mutate.py: the unmutated tree fails the subset (%s): nothing to judge" % why, file=sys.stderr)
-        return 2
-    print("mutate.py: unmutated tree passes the subset (%.0f s)" % (time.time() - t0), flush=True)
+    print("mutate.py: scratch copy and build in %s (log: mutate.log there)" % work, flush=True)
     killed, survived, stillborn = 0, [], []
+    current = None  # (path, original text) of the file now mutated in the copy
     try:
-        for n in pick:
+        copy_tree(a.source, tree)
+        if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+            rc, out = sh(["cmake", "-S", tree, "-B", build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DGP_CUDA=OFF"], tree,
+                         log=log)
+            if rc != 0:
+                print(out, file=sys.stderr)
+                return 2
+        t0 = time.time()
+        why = build_and_test(tree, build, a.jobs, log)
+        if why:
+            print("mutate.py: the unmutated tree fails the subset (%s): nothing to judge" % why, file=sys.stderr)
+            return 2
+        print("mutate.py: unmutated tree passes the subset (%.0f s)" % (time.time() - t0), flush=True)
+        # grouped by file: each file restored once, after its last mutant
+        for n in sorted(pick, key=lambda n: (MUTANTS[n - 1][0], n)):
             f, old, new, what = MUTANTS[n - 1]
             path = os.path.join(tree, f)
-            orig = open(path).read()
-            open(path, "w").write(orig.replace(old, new))
+            if current and current[0] != path:
+                open(current[0], "w").write(current[1])
+                current = None
+            if current is None:
+                current = (path, open(path).read())
+            open(path, "w").write(current[1].replace(old, new))
             t0 = time.time()
             log.write("\n==== mutant %d: %s: %s\n" % (n, f, what))
-            try:
-                why = build_and_test(tree, build, a.jobs, log)
-            finally:
-                open(path, "w").write(orig)
+            why = build_and_test(tree, build, a.jobs, log)
             if why == STILLBORN:
                 stillborn.append(n)
             elif why:
@@ -250,10 +348,14 @@ def main():
             label = "n/a" if why == STILLBORN else "killed" if why else "SURVIVED"
             print("mutant %2d %-8s %-24s %s (%.0f s)%s" % (n, label, f.split("/")[-1], what,
                                                           time.time() - t0, " -- " + why if why else ""), flush=True)
+    except Interrupted as e:
+        print("mutate.py: interrupted (%s)%s" % (e, "; %s restored in the copy" % current[0] if current else ""),
+              file=sys.stderr)
+        return 130
     finally:
+        if current:
+            open(current[0], "w").write(current[1])
         log.close()
-        if not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
     total = len(pick) - len(stillborn)  # a mutant that does not compile is no test of the tests
     for n in stillborn:
         print("not counted (does not compile): mutant %d" % n)
@@ -261,6 +363,8 @@ def main():
     print("mutation score: %d of %d mutants killed (%.1f%%)" % (killed, total, score))
     for n in survived:
         print("survivor %d: %s: %s" % (n, MUTANTS[n - 1][0], MUTANTS[n - 1][3]))
+    print("time: %.1f min; host at start: %s; at the end: load %.1f %.1f %.1f" % (
+        (time.time() - start) / 60, host0, *os.getloadavg()))
     return 0 if score > 90.0 else 1
 
 

@@ -234,6 +234,37 @@ static void test_saturated_thresholds(void **state)
     assert_false(gp_attrib_saturated(GP_FP8_E5M2, 0x7au, 70000.0, 0.0));
 }
 
+/* Stale updates count only non-zero exact updates (docs/model.md: stale_update_frac =
+ * updates that left the stored weight unchanged / non-zero exact updates). Two tensors of
+ * 4 elements, bf16 weights at 1.0 without a master, weight_decay 0, lr 1e-3, 2 steps of one
+ * micro-batch of one token (sum/sum). "moves": gradient 1e-3, so Adam's step is
+ * lr * m^/(sqrt(v^) + eps) = 1e-3 * |g|/(|g| + 1e-8) ~ 1e-3, below half the bf16 ulp under
+ * 1.0 (the next value down is 1 - 2^-8, the rounding boundary 1 - 2^-9 = 1 - 1.95e-3): every
+ * non-zero update leaves the weight unchanged, 4 x 2 = 8 stale of 8 non-zero. "still": the
+ * same gradient under its own lr 0 (a torch param group with lr 0, docs/scenarios.md), so
+ * the exact update lr * m^/(sqrt(v^) + eps) is 0 and there is no decay (lr * wd = 0): no
+ * update at all, neither non-zero nor stale though its weight did not change. Totals:
+ * nonzero 8, stale 8, stale_update_frac 1 (counting the zero updates as stale: 16 of 8). */
+static void test_zero_update_not_stale(void **state)
+{
+    (void)state;
+    static const char yaml[] =
+        "tensors:\n"
+        "  - {name: moves, size: 4, grad: {dist: constant, scale: 1.0e-3, sign: 0.0},\n"
+        "     weight: {dist: constant, scale: 1.0, sign: 0.0}}\n"
+        "  - {name: still, size: 4, grad: {dist: constant, scale: 1.0e-3, sign: 0.0},\n"
+        "     weight: {dist: constant, scale: 1.0, sign: 0.0}, optimizer: {lr: 0.0}}\n"
+        "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nfullbatch: sum\n"
+        "optimizer: {lr: 1.0e-3, weight_decay: 0.0, param: bf16}\nsteps: 2\n";
+    gp_result r;
+    run_text(yaml, &r);
+    assert_int_equal(r.st.opt.nonzero, 8);
+    assert_int_equal(r.st.opt.stale, 8);
+    assert_true(r.metric[GP_M_STALE_UPDATE_FRAC] == 1.0);
+    assert_true(r.stale_by_step[0] == 1.0 && r.stale_by_step[1] == 1.0);
+    gp_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_saturated_thresholds),
         cmocka_unit_test(test_mx_block_saturation),
         cmocka_unit_test(test_delayed_stale_saturation),
+        cmocka_unit_test(test_zero_update_not_stale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

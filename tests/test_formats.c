@@ -107,6 +107,46 @@ static void test_nan_payloads(void **state)
     gp_assert_bits(gp_fmt_isinf(GP_FP8_E5M2, 0xfc), 1, "e5m2 -inf");
 }
 
+/* gp_fmt_agree's contract (gp_format.h): equal bits, or both NaN. The bit patterns by hand
+ * from the format definitions (IEEE 754 binary32/binary16, bf16 = binary32's top half, OCP
+ * OFP8: e4m3's only NaN is S.1111.111, e5m2's NaNs are S.11111.{01,10,11}). In each format: two
+ * different NaNs agree (either sign); a NaN and a number do not, in either order (a NaN
+ * against 1.0, against the largest finite value, against an infinity); +0 and -0 do not
+ * (different bits); a value agrees with itself. 5 formats, 11 pairs each. */
+static void test_agree(void **state)
+{
+    (void)state;
+    static const struct {
+        gp_format f;
+        uint32_t nan1, nan2, one, maxfin, inf, negzero; /* inf 0: none (e4m3) */
+    } c[] = {
+        {GP_FP32, 0x7fc00000u, 0xff800001u, 0x3f800000u, 0x7f7fffffu, 0x7f800000u, 0x80000000u},
+        {GP_BF16, 0x7fc0u, 0xff81u, 0x3f80u, 0x7f7fu, 0x7f80u, 0x8000u},
+        {GP_FP16, 0x7e00u, 0xfc01u, 0x3c00u, 0x7bffu, 0x7c00u, 0x8000u},
+        {GP_FP8_E4M3, 0x7fu, 0xffu, 0x38u, 0x7eu, 0, 0x80u},
+        {GP_FP8_E5M2, 0x7eu, 0xfdu, 0x3cu, 0x7bu, 0x7cu, 0x80u},
+    };
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        gp_format f = c[k].f;
+        assert_true(gp_fmt_agree(f, c[k].nan1, c[k].nan2));
+        assert_true(gp_fmt_agree(f, c[k].nan2, c[k].nan1));
+        assert_false(gp_fmt_agree(f, c[k].nan1, c[k].one));
+        assert_false(gp_fmt_agree(f, c[k].one, c[k].nan1));
+        assert_false(gp_fmt_agree(f, c[k].maxfin, c[k].nan2));
+        assert_false(gp_fmt_agree(f, c[k].nan2, c[k].maxfin));
+        assert_false(gp_fmt_agree(f, 0, c[k].negzero));
+        assert_true(gp_fmt_agree(f, c[k].one, c[k].one));
+        assert_true(gp_fmt_agree(f, c[k].negzero, c[k].negzero));
+        if (c[k].inf) {
+            assert_false(gp_fmt_agree(f, c[k].inf, c[k].nan1));
+            assert_false(gp_fmt_agree(f, c[k].nan1, c[k].inf));
+        } else { /* e4m3 has no infinity: the max against the other-signed NaN instead */
+            assert_false(gp_fmt_agree(f, c[k].maxfin, c[k].nan1));
+            assert_false(gp_fmt_agree(f, c[k].nan1, c[k].maxfin));
+        }
+    }
+}
+
 /* Typed values: conversions keep the type; widening is exact. */
 static void test_typed(void **state)
 {
@@ -192,6 +232,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_cases),
         cmocka_unit_test(test_nan_payloads),
+        cmocka_unit_test(test_agree),
         cmocka_unit_test(test_typed),
         cmocka_unit_test(test_roundtrip_bf16),
         cmocka_unit_test(test_roundtrip_fp16),
