@@ -283,6 +283,10 @@ GP_ARITH uint32_t gp_fmt_to_f32_bits(gp_format f, uint32_t bits)
 {
     if (f == GP_FP32)
         return bits;
+#ifndef GP_HW_CONVERT
+    if (f == GP_BF16) /* bf16 is fp32's upper half: every pattern, NaN payloads included */
+        return (bits & 0xffffu) << 16;
+#endif
 #ifdef GP_HW_CONVERT
     if (f == GP_BF16)
         return gp_f32_bits(__bfloat162float(__ushort_as_bfloat16((unsigned short)bits)));
