@@ -14,6 +14,10 @@
  *   docs/model.md       the metric table: every metric once
  *   docs/gate.md        the direction line: the metrics not larger-worse; the tolerance
  *                       table's exact row: the exact metrics beside *_count
+ * and the fuzz decoder (harness/scenario/gp_decode.c) against the lists: over a fixed
+ * stream of pseudo-random inputs it produces every format (as a gradient or accumulator
+ * dtype), every accumulator rounding policy and every low-bit state, so an entry added to
+ * a list that the decoder never picks fails here.
  * argv[1]: the source folder. */
 #include "gp_test.h"
 
@@ -21,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/scenario/gp_decode.h"
 #include "harness/scenario/gp_metrics.h"
 #include "kernels/arith/gp_format.h"
 #include "kernels/gp_vocab.h"
@@ -344,6 +349,44 @@ static void test_mechanisms(void **state)
     assert_string_equal(gp_mechanism_name(GP_NMECH), "none");
 }
 
+/* The decoder's choices cover the lists: 4096 inputs of 512 bytes from a fixed xorshift64
+ * stream (deterministic: the same inputs every run, so the test cannot flake). Why 4096
+ * inputs reach every entry of a correct decoder with a wide margin: the rarest choice
+ * here is one fp8 format of the accumulator or the gradient, a one-in-eight gate then a
+ * one-in-two pick (p = 1/16 for an input that reaches the gate with bytes left); even if
+ * only one input in four reached it, (1 - 1/64)^4096 < e^-64. The low-bit states are
+ * not covered here: they sit behind the two bytes 0x10b1 (1 in 65536 random inputs);
+ * the decoder picks among them with gp_vocab_count(GP_VOCAB_LOWBIT_STATE), so a state
+ * added to the list is one of its choices. */
+static void test_decoder_reaches_lists(void **state)
+{
+    (void)state;
+    int fmt_seen[GP_NFORMATS] = {0}, rnd_seen[16] = {0};
+    const int nrnd = gp_vocab_count(GP_VOCAB_ACC_ROUNDING);
+    assert_true(nrnd <= 16);
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    uint8_t buf[512];
+    for (int t = 0; t < 4096; t++) {
+        for (size_t i = 0; i < sizeof buf; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            buf[i] = (uint8_t)(x >> 56);
+        }
+        gp_scenario s;
+        gp_error err;
+        assert_int_equal(gp_decode_scenario(buf, sizeof buf, &s, &err), 0);
+        fmt_seen[s.precision.grad]++;
+        fmt_seen[s.precision.accumulator]++;
+        rnd_seen[s.precision.rounding]++;
+        gp_scenario_free(&s);
+    }
+    for (int f = 0; f < GP_NFORMATS; f++)
+        if (!fmt_seen[f])
+            fail_msg("the decoder never picks format %s", gp_vocab_name(GP_VOCAB_FORMAT, f));
+    for (int r = 0; r < nrnd; r++)
+        if (!rnd_seen[r])
+            fail_msg("the decoder never picks rounding %s", gp_vocab_name(GP_VOCAB_ACC_ROUNDING, r));
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -357,6 +400,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_round_modes),
         cmocka_unit_test(test_metric_lists),
         cmocka_unit_test(test_mechanisms),
+        cmocka_unit_test(test_decoder_reaches_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
