@@ -160,12 +160,13 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
     if (gp_scenario_distributed(sc)) {
         const gp_coll_stats *c = &r->st.coll;
         double pre, post;
+        char rname[128];
         gp_coll_factors(sc, &pre, &post);
         note(o, "collective: %s over %d ranks in %s (%s%s; divided by %g before the sum, %g after): "
              "collective_rel_err %.3g; %llu of %llu additions absorbed, %llu overflows (docs/distributed.md)",
              sc->distributed.collective == GP_COLL_REDUCE_SCATTER ? "reduce-scatter"
              : sc->distributed.collective == GP_COLL_TREE ? "tree all-reduce" : "ring all-reduce",
-             sc->distributed.world_size, gp_format_name(gp_scenario_reduce_dtype(sc)),
+             sc->distributed.world_size, gp_scenario_reduce_name(sc, rname, sizeof rname),
              sc->distributed.no_sync ? "once per window" : "on every micro-batch: no no_sync()",
              sc->distributed.average == GP_AVG_OP ? ", NCCL's average op" : "", pre, post,
              r->metric[GP_M_COLLECTIVE_REL_ERR], (unsigned long long)c->absorbed,
@@ -176,9 +177,11 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
                  r->metric[GP_M_GRAD_REL_ERR_ROUNDING], r->twin_rel_err_rounding, r->metric[GP_M_COLLECTIVE_REL_ERR],
                  r->twin_collective_rel_err);
         if (c->overflow)
-            note(o, "the collective overflowed %s %llu times: %s", gp_format_name(gp_scenario_reduce_dtype(sc)),
-                 (unsigned long long)c->overflow,
-                 pre < sc->distributed.world_size
+            note(o, "the collective overflowed %s %llu times: %s", rname, (unsigned long long)c->overflow,
+                 sc->distributed.reduce_scaled
+                     ? "a non-saturating cast (:nosat) of a partial sum past the element format's largest value; "
+                       "drop :nosat (saturate)"
+                 : pre < sc->distributed.world_size
                      ? "the partial sums before the division exceed the format's range; dividing by the world size "
                        "before the sum (average: pre) keeps them in range"
                      : "even the pre-divided values exceed the format's range");
@@ -395,7 +398,8 @@ static json_t *config_json(const gp_scenario *sc)
         gp_coll_factors(sc, &pre, &post);
         json_object_set_new(d, "world_size", json_integer(sc->distributed.world_size));
         json_object_set_new(d, "collective", json_string(gp_collective_name(sc->distributed.collective)));
-        json_object_set_new(d, "reduce_dtype", json_string(gp_format_name(gp_scenario_reduce_dtype(sc))));
+        char rname[128];
+        json_object_set_new(d, "reduce_dtype", json_string(gp_scenario_reduce_name(sc, rname, sizeof rname)));
         json_object_set_new(d, "average", json_string(gp_average_name(sc->distributed.average)));
         json_object_set_new(d, "predivide", number(pre));
         json_object_set_new(d, "postdivide", number(post));

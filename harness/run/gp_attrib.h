@@ -52,6 +52,25 @@ static inline int gp_attrib_saturated(gp_format f, uint32_t nb, double s, double
     return (ev & GP_EV_OVERFLOW) != 0 || isinf(s);
 }
 
+/* The mechanism of one element x quantized to a scaled or block format and stored as the
+ * value y it dequantizes to (ev: the quantizer's events, gp_scaled_quantize): a non-finite
+ * x is non-finite (it arose earlier); a non-finite y of a finite x (fp8 ":nosat" past its
+ * max) overflow; a clamp to the element format's largest value (GP_EV_OVERFLOW with a
+ * finite y) saturation; a non-zero x stored as zero underflow (below half the smallest
+ * subnormal of its block's scale: the block's amax set the scale); the rest rounding. */
+static inline gp_mechanism gp_attrib_scaled(double x, double y, unsigned ev)
+{
+    if (!isfinite(x))
+        return GP_MECH_NONFINITE;
+    if (!isfinite(y))
+        return GP_MECH_OVERFLOW;
+    if (ev & GP_EV_OVERFLOW)
+        return GP_MECH_SATURATION;
+    if (x != 0 && y == 0)
+        return GP_MECH_UNDERFLOW;
+    return GP_MECH_ROUNDING;
+}
+
 /* Flags of one attributed addition (gp_attrib_one). */
 enum {
     GP_AT_ROUNDED = 1u, /* the exact sum is non-zero (a rounding of a non-zero value) */

@@ -23,6 +23,15 @@ uint64_t gp_coll_bucket(uint64_t j, uint64_t n, uint64_t bucket, uint64_t *pos)
     return n - b0 < bucket ? n - b0 : bucket;
 }
 
+uint64_t gp_coll_message(uint64_t j, uint64_t n, uint64_t bucket, int W, int tree)
+{
+    uint64_t pos, blen = gp_coll_bucket(j, n, bucket, &pos);
+    if (tree)
+        return j - pos;
+    uint64_t cs = (blen + (uint64_t)W - 1) / (uint64_t)W;
+    return j - pos + pos / cs * cs;
+}
+
 void gp_coll_factors(const gp_scenario *sc, double *pre, double *post)
 {
     double W = (double)sc->distributed.world_size;

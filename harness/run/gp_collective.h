@@ -28,6 +28,13 @@ int gp_coll_ring_rank(int W, int q, int h);
  * the tensor in order, the last one shorter; *pos is j's position in its bucket. */
 uint64_t gp_coll_bucket(uint64_t j, uint64_t n, uint64_t bucket, uint64_t *pos);
 
+/* The first element of element j's message under a scaled reduce dtype: what one rank
+ * sends at once and quantizes with its own scales (docs/distributed.md, "Scaled reduce
+ * dtypes"): the ring chunk (gp_coll_chunk) of j's bucket (gp_coll_bucket) for ring and
+ * reduce_scatter, the whole bucket for tree (tree != 0). A message's blocks (1x128, MX,
+ * NVFP4) start at its first element. */
+uint64_t gp_coll_message(uint64_t j, uint64_t n, uint64_t bucket, int W, int tree);
+
 /* The divisions around the sum: the factor before (pre) and after (post) it, with
  * pre * post = W: average pre: predivide and W / predivide; post: 1 and W; op (NCCL's
  * ncclAvg, a pre-multiplication by 1/W in the reduce dtype): W and 1. */

@@ -189,15 +189,7 @@ static void store_scaled(chunk *c, int k)
             st->stored_nonzero++;
             CNT_EL(c, CNT_STORED, i);
         }
-        gp_mechanism m = GP_MECH_ROUNDING;
-        if (!isfinite(xs))
-            m = GP_MECH_NONFINITE;
-        else if (!isfinite(v)) /* :nosat's overflow: NaN (e4m3) or inf */
-            m = GP_MECH_OVERFLOW;
-        else if (ev[i] & GP_EV_OVERFLOW) /* clamped to the format's largest value */
-            m = GP_MECH_SATURATION;
-        else if (xs != 0 && v == 0)
-            m = GP_MECH_UNDERFLOW;
+        gp_mechanism m = gp_attrib_scaled(xs, v, ev[i]);
         note_stored(c, i, m, gp_attrib_unscaled(v - xs, scale, inv));
         if (m == GP_MECH_SATURATION && q->kind == GP_SC_DELAYED)
             st->stale_sat++;

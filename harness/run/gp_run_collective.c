@@ -134,16 +134,76 @@ static int coll_hop(chunk *c, void *X, const void *Y, int hop, double w, gp_erro
     return 0;
 }
 
+_Static_assert(CHUNK == GP_COLL_MESSAGE_BLOCK, "the loader keeps a scaled reduce dtype's messages inside one chunk");
+
+/* A scaled reduce dtype (distributed.reduce_sc): the values X[0..n) of chunk c (fp32) are
+ * what one rank sends; it quantizes them message by message (gp_coll_message: a message
+ * never crosses a chunk, and a chunk starts a message) with its own scales, and the
+ * receiver holds what they dequantize to (X is overwritten). Each element's loss
+ * (gp_attrib_scaled) is attributed with weight w: saturation, overflow (:nosat), underflow
+ * (zero inside a block whose amax set the scale), rounding. */
+static void coll_wire(chunk *c, char *X, double w)
+{
+    const gp_scenario *sc = c->sc;
+    struct dist_pool *D = c->D;
+    float x[CHUNK], y[CHUNK];
+    unsigned ev[CHUNK];
+    uint64_t size = sc->tensors[c->t].size, B = (uint64_t)sc->distributed.bucket_elements;
+    int tree = sc->distributed.collective == GP_COLL_TREE;
+    for (size_t i = 0; i < c->n; i++) {
+        x[i] = gp_f32_from_bits(gp_pack_get(GP_FP32, X, i));
+        ev[i] = 0;
+    }
+    for (size_t i = 0; i < c->n;) {
+        uint64_t m0 = gp_coll_message(c->i0 + i, size, B, D->W, tree);
+        size_t e = i + 1;
+        while (e < c->n && gp_coll_message(c->i0 + e, size, B, D->W, tree) == m0)
+            e++;
+        gp_scaled_quantize(&sc->distributed.reduce_sc, 1, e - i, x + i, y + i, NULL, NULL, NULL, 0.0f, 0, 0, 0,
+                           ev + i);
+        i = e;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        double a = (double)x[i], v = (double)y[i];
+        gp_pack_set(GP_FP32, X, i, gp_f32_bits(y[i]));
+        if (!isfinite(a)) /* already non-finite: counted where it arose */
+            continue;
+        if (a != 0) {
+            c->st->rounded_nonzero++;
+            c->st->coll.roundings++;
+            CNT_EL(c, CNT_RND, i);
+        }
+        gp_mechanism m = gp_attrib_scaled(a, v, ev[i]);
+        if (m == GP_MECH_UNDERFLOW) {
+            c->st->underflow++;
+            c->st->coll.underflow++;
+            CNT_EL(c, CNT_UND, i);
+        }
+        if (m == GP_MECH_OVERFLOW) {
+            c->st->overflow++;
+            c->st->coll.overflow++;
+            CNT_EL(c, CNT_OVF, i);
+        }
+        double d = isfinite(v) ? (v - a) * w : v; /* an overflow loses everything */
+        c->err[m][i] += d;
+        D->cerr[m][c->off + i] += d;
+    }
+}
+
 /* The collective over the ranks' local accumulators of chunk c (D->racc), result stored
  * into c->acc: cast to the reduce dtype, divide by the pre factor, reduce in the
  * collective's order (ring / reduce_scatter: gp_coll_ring_rank per element's chunk;
  * tree: level l adds rank r + 2^l into rank r for r a multiple of 2^(l+1)), divide by
- * the post factor, cast back to the accumulator dtype. */
+ * the post factor, cast back to the accumulator dtype. A scaled reduce dtype adds in fp32
+ * (D->rd) and quantizes what each rank sends (coll_wire): before every addition, and the
+ * result once more for the all-gather (ring) or broadcast (tree), not for reduce_scatter,
+ * whose shard stays with its owner. */
 static int collective(chunk *c, gp_error *err)
 {
     struct dist_pool *D = c->D;
     const gp_scenario *sc = c->sc;
     int W = D->W, ftz = sc->precision.ftz, op = sc->distributed.average == GP_AVG_OP, rc = 0;
+    int scaled = sc->distributed.reduce_scaled;
     gp_format rd = D->rd, af = c->af;
     double pre, post, ws = 1.0 / c->s;
     gp_coll_factors(sc, &pre, &post);
@@ -168,9 +228,12 @@ static int collective(chunk *c, gp_error *err)
     char *part = D->part + c->off * D->rb, *add = D->add + c->off * D->rb;
     if (sc->distributed.collective == GP_COLL_TREE) {
         for (int st = 1; st < W && rc == 0; st *= 2)
-            for (int r = 0; r + st < W && rc == 0; r += 2 * st)
+            for (int r = 0; r + st < W && rc == 0; r += 2 * st) {
+                if (scaled) /* rank r + st sends its sum to rank r */
+                    coll_wire(c, dist_rank(D->val, D->rb, r + st, c->off), ws / post);
                 rc = coll_hop(c, dist_rank(D->val, D->rb, r, c->off), dist_rank(D->val, D->rb, r + st, c->off),
                               r + st, ws / post, err);
+            }
         memcpy(part, dist_rank(D->val, D->rb, 0, c->off), c->n * D->rb);
     } else {
         uint64_t size = sc->tensors[c->t].size, B = (uint64_t)sc->distributed.bucket_elements;
@@ -182,12 +245,16 @@ static int collective(chunk *c, gp_error *err)
                 const char *src = dist_rank(D->val, D->rb, gp_coll_ring_rank(W, q, h), c->off);
                 gp_pack_set(rd, dst, i, gp_pack_get(rd, src, i));
             }
+            if (h > 0 && scaled) /* rank q + h sends its partial sum to rank q + h + 1 */
+                coll_wire(c, part, ws / post);
             if (h > 0)
                 rc = coll_hop(c, part, add, h, ws / post, err);
         }
     }
     if (rc != 0)
         return rc;
+    if (scaled && sc->distributed.collective != GP_COLL_REDUCE_SCATTER) /* the all-gather (broadcast) */
+        coll_wire(c, part, ws / post);
     for (size_t i = 0; i < c->n; i++) {
         uint32_t v = gp_pack_get(rd, part, i);
         unsigned ev = 0;

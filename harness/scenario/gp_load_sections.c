@@ -389,6 +389,41 @@ enum { DI_WORLD, DI_COLL, DI_RDT, DI_AVG, DI_PRE, DI_NOSYNC, DI_BUCKET, DI_NORM,
 static const char *const dist_keys_[DI_N] = {"world_size", "collective", "reduce_dtype", "average", "predivide",
                                              "no_sync", "bucket_elements", "normalize", "tokens"};
 
+/* distributed.reduce_dtype: fp32, bf16, fp16, or a scaled format whose scales each rank
+ * computes from what it sends (docs/distributed.md, "Scaled reduce dtypes"): per message
+ * (:current, two-level nvfp4) or per block (:blockwise_1x128, MX, nvfp4); plain fp8 (no
+ * scale), :delayed (no amax history of a collective), :blockwise_128x128 (a message is one
+ * row) and :sr refused. A scaled one adds its partial sums in fp32 (reduce_dtype fp32). */
+static int get_reduce_dtype(const loader *L, const yaml_node_t *n, gp_scenario *s)
+{
+    const char *t = NULL;
+    char why[192];
+    gp_scaled_cfg c;
+    if (gp_load_get_string(L, n, "distributed.reduce_dtype", &t))
+        return -1;
+    s->distributed.reduce_set = 1;
+    if (gp_format_parse(t, &s->distributed.reduce_dtype) == 0) {
+        if (s->distributed.reduce_dtype == GP_FP8_E4M3 || s->distributed.reduce_dtype == GP_FP8_E5M2)
+            return gp_load_fail(L, n, "distributed.reduce_dtype must be fp32, bf16, fp16 or a scaled format "
+                                "(got %s without a scale: %s:current gives each rank its own scale)",
+                                gp_format_name(s->distributed.reduce_dtype), t);
+        return 0;
+    }
+    if (!strchr(t, ':') && strncmp(t, "mx", 2) != 0 && strncmp(t, "nvfp4", 5) != 0)
+        return gp_load_get_format(L, n, "distributed.reduce_dtype", &s->distributed.reduce_dtype); /* its message */
+    if (gp_scaled_parse(t, &c, why, sizeof why) != 0)
+        return gp_load_fail(L, n, "distributed.reduce_dtype: %s", why);
+    if (c.kind == GP_SC_DELAYED || c.kind == GP_SC_BLOCK_128X128 || c.mode == GP_STOCHASTIC)
+        return gp_load_fail(L, n, "distributed.reduce_dtype: '%.60s': %s", t,
+                            c.mode == GP_STOCHASTIC ? "the collective's casts round to nearest (drop :sr)"
+                            : c.kind == GP_SC_DELAYED ? "a collective keeps no amax history (use :current)"
+                                                      : "a message is one row of elements (use :blockwise_1x128)");
+    s->distributed.reduce_dtype = GP_FP32;
+    s->distributed.reduce_scaled = 1;
+    s->distributed.reduce_sc = c;
+    return 0;
+}
+
 int gp_load_parse_distributed(loader *L, yaml_node_t *n, gp_scenario *s)
 {
     yaml_node_t **v = L->dist_v, *k[DI_N];
@@ -405,14 +440,8 @@ int gp_load_parse_distributed(loader *L, yaml_node_t *n, gp_scenario *s)
             return -1;
         s->distributed.collective = (gp_collective)e;
     }
-    if (v[DI_RDT]) {
-        if (gp_load_get_format(L, v[DI_RDT], "distributed.reduce_dtype", &s->distributed.reduce_dtype))
-            return -1;
-        s->distributed.reduce_set = 1;
-        if (s->distributed.reduce_dtype == GP_FP8_E4M3 || s->distributed.reduce_dtype == GP_FP8_E5M2)
-            return gp_load_fail(L, v[DI_RDT], "distributed.reduce_dtype must be fp32, bf16 or fp16 (got %s)",
-                                gp_format_name(s->distributed.reduce_dtype));
-    }
+    if (v[DI_RDT] && get_reduce_dtype(L, v[DI_RDT], s))
+        return -1;
     if (v[DI_AVG]) {
         if (gp_load_get_enum(L, v[DI_AVG], "distributed.average", gp_avg_names, COUNT(gp_avg_names), &e))
             return -1;
@@ -479,6 +508,22 @@ int gp_load_resolve_distributed(loader *L, gp_scenario *s)
     if (gp_scenario_distributed(s) && s->precision.rounding == GP_ACC_KAHAN)
         return gp_load_fail(L, L->dist, "distributed: a Kahan-compensated accumulator is not simulated across ranks "
                             "(docs/distributed.md)");
+    if (s->distributed.reduce_scaled) {
+        int sampled = s->sample != 0;
+        for (size_t i = 0; i < s->ntensors; i++)
+            sampled |= s->tensors[i].sample != 0;
+        if (sampled)
+            return gp_load_fail(L, v[DI_RDT], "distributed.reduce_dtype: a scaled format quantizes messages of "
+                                "neighbouring elements; it cannot run with `sample:` (drop one)");
+        for (size_t i = 0; i < s->ntensors; i++)
+            if (s->tensors[i].size > GP_COLL_MESSAGE_BLOCK &&
+                (s->distributed.bucket_elements == 0 || GP_COLL_MESSAGE_BLOCK % s->distributed.bucket_elements != 0))
+                return gp_load_fail(L, v[DI_BUCKET] ? v[DI_BUCKET] : v[DI_RDT],
+                                    "distributed.reduce_dtype: tensors[%zu] has %zu elements: a scaled reduce dtype "
+                                    "needs tensors of at most %d elements or bucket_elements dividing %d "
+                                    "(docs/distributed.md)", i, s->tensors[i].size, GP_COLL_MESSAGE_BLOCK,
+                                    GP_COLL_MESSAGE_BLOCK);
+    }
     yaml_node_t *t = v[DI_TOKENS];
     if (!t)
         return 0;

@@ -198,6 +198,15 @@ gp_format gp_scenario_reduce_dtype(const gp_scenario *s)
     return s->distributed.reduce_set ? s->distributed.reduce_dtype : s->precision.accumulator;
 }
 
+const char *gp_scenario_reduce_name(const gp_scenario *s, char *buf, size_t n)
+{
+    if (s->distributed.reduce_scaled)
+        gp_scaled_name(&s->distributed.reduce_sc, buf, n);
+    else
+        snprintf(buf, n, "%s", gp_format_name(gp_scenario_reduce_dtype(s)));
+    return buf;
+}
+
 int gp_scenario_distributed(const gp_scenario *s)
 {
     return s->distributed.world_size > 1 || gp_scenario_reduce_dtype(s) != s->precision.accumulator;

@@ -15,6 +15,12 @@
 #include "../sources/gp_dist.h"
 #include "gp_metrics.h"
 
+/* A scaled reduce dtype's ranks compute their scales over each message they send (a ring
+ * chunk of a bucket, or a tree's bucket); the runner holds a tensor's elements in blocks of
+ * this many (its CHUNK, asserted there), so a message must not cross one: tensors of at
+ * most this size, or buckets dividing it (checked by the loader). */
+#define GP_COLL_MESSAGE_BLOCK 16384
+
 #define GP_NAME_MAX 128
 #define GP_MAX_TENSOR_SIZE ((size_t)1 << 31) /* elements per tensor */
 #define GP_MAX_MICROBATCHES 65536
@@ -176,6 +182,10 @@ typedef struct {
         gp_format reduce_dtype; /* the collective's dtype when reduce_set (else precision.accumulator:
                                    use gp_scenario_reduce_dtype) */
         int reduce_set;         /* reduce_dtype was given */
+        int reduce_scaled;      /* reduce_dtype is a scaled format (reduce_sc; then reduce_dtype is
+                                   fp32, the precision partial sums are added in) */
+        gp_scaled_cfg reduce_sc; /* what each rank quantizes what it sends with, its own scales
+                                   (docs/distributed.md, "Scaled reduce dtypes") */
         gp_average average;     /* where the 1/W happens, default pre (DDP's) */
         double predivide;       /* pre: the factor divided before the sum (the rest, W/predivide,
                                    after it); default W, reduce_scatter: FSDP's factor */
@@ -230,6 +240,11 @@ int gp_scenario_distributed(const gp_scenario *s);
 
 /* The collective's dtype: distributed.reduce_dtype when given, else the accumulator's. */
 gp_format gp_scenario_reduce_dtype(const gp_scenario *s);
+
+/* The collective's dtype as the scenario names it: the scaled format's canonical name
+ * (gp_scaled_name) when distributed.reduce_scaled, else gp_scenario_reduce_dtype's name;
+ * written into buf[0..n), which is returned. */
+const char *gp_scenario_reduce_name(const gp_scenario *s, char *buf, size_t n);
 
 /* Token count of micro-batch k on rank r (batch.tokens when no per-rank counts are given). */
 long gp_scenario_tokens(const gp_scenario *s, int r, int k);

@@ -244,8 +244,9 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
         int fp8_default = !s->distributed.reduce_set && (rd == GP_FP8_E4M3 || rd == GP_FP8_E5M2);
         gp_buf_printf(&b, "distributed:\n  world_size: %d\n  collective: %s\n", s->distributed.world_size,
                       gp_collective_name(s->distributed.collective));
+        char rname[128];
         if (!fp8_default)
-            gp_buf_printf(&b, "  reduce_dtype: %s\n", gp_format_name(rd));
+            gp_buf_printf(&b, "  reduce_dtype: %s\n", gp_scenario_reduce_name(s, rname, sizeof rname));
         gp_buf_printf(&b, "  average: %s\n", gp_average_name(s->distributed.average));
         if (s->distributed.average == GP_AVG_PRE)
             put_key_double(&b, "  ", "predivide", s->distributed.predivide);
