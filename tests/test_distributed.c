@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../harness/sources/gp_backend.h"
+#include "../harness/run/gp_attrib.h"
 #include "../harness/run/gp_collective.h"
 #include "../harness/run/gp_runner.h"
 #include "../harness/scenario/gp_scenario.h"
@@ -444,6 +445,20 @@ static void bad_keys(void **state)
          "test:1:56: distributed.predivide needs average: pre"},
         {"distributed: {world_size: 4, predivide: 8}\n", "test:1:41: distributed.predivide (8) must be at most"},
         {"distributed: {world_size: 2, reduce_dtype: fp8_e4m3}\n", "test:1:44: distributed.reduce_dtype must be"},
+        {"distributed: {world_size: 2, reduce_dtype: \"fp8_e4m3:delayed\"}\n",
+         "test:1:44: distributed.reduce_dtype: 'fp8_e4m3:delayed': a collective keeps no amax history"},
+        {"distributed: {world_size: 2, reduce_dtype: \"fp8_e4m3:blockwise_128x128\"}\n",
+         "test:1:44: distributed.reduce_dtype: 'fp8_e4m3:blockwise_128x128': a message is one row"},
+        {"distributed: {world_size: 2, reduce_dtype: \"mxfp8_e4m3:sr\"}\n",
+         "test:1:44: distributed.reduce_dtype: 'mxfp8_e4m3:sr': the collective's casts round to nearest"},
+        {"distributed: {world_size: 2, reduce_dtype: \"mxfp8_e4m3:up\"}\n",
+         "test:1:44: distributed.reduce_dtype: 'mxfp8_e4m3:up': unknown option 'up'"},
+        {"tensors: [{name: a, size: 20000}]\ndistributed: {world_size: 2, reduce_dtype: mxfp4}\n",
+         "test:2:44: distributed.reduce_dtype: tensors[0] has 20000 elements: a scaled reduce dtype needs"},
+        {"tensors: [{name: a, size: 20000}]\ndistributed: {world_size: 2, reduce_dtype: mxfp4, bucket_elements: 3000}\n",
+         "test:2:68: distributed.reduce_dtype: tensors[0] has 20000 elements"},
+        {"sample: 100\ndistributed: {world_size: 2, reduce_dtype: nvfp4}\n",
+         "test:2:44: distributed.reduce_dtype: a scaled format quantizes messages"},
         {"batch: {tokens: [1, 2]}\ndistributed: {world_size: 2, tokens: [1, 2]}\n",
          "test:2:38: distributed.tokens gives every rank's counts"},
         {"batch: {microbatches: 2}\ndistributed: {world_size: 2, tokens: [[1, 2], [3]]}\n",
@@ -459,6 +474,210 @@ static void bad_keys(void **state)
             fprintf(stderr, "case %zu: got '%s', want '%s...'\n", i, rc ? e.msg : "(loaded)", cases[i].msg);
             fail();
         }
+    }
+}
+
+/* ---- scaled reduce dtypes (docs/distributed.md, "Scaled reduce dtypes") ---- */
+
+static void run_threads(const char *text, int threads, gp_scenario *s, gp_result *r)
+{
+    gp_error e = {""};
+    gp_run_ctl ctl = {threads, NULL};
+    load(text, s);
+    if (gp_run_scenario_ctl(s, &ctl, &cpu, NULL, r, &e) != 0) {
+        fprintf(stderr, "run: %s\n", e.msg);
+        fail();
+    }
+}
+
+/* A message is a ring chunk of its bucket (the whole bucket for tree), counted by hand:
+ * 10 elements over 4 ranks, one bucket: chunks of ceil(10/4) = 3 start at 0, 3, 6, 9;
+ * buckets of 4: each chunk one element (ceil(4/4) = 1; the last bucket [8, 10) too);
+ * buckets of 5 over 2 ranks: chunks of 3 start at 0, 3 and 5, 8; tree: the bucket. */
+static void scaled_messages_hand(void **state)
+{
+    (void)state;
+    static const uint64_t one[10] = {0, 0, 0, 3, 3, 3, 6, 6, 6, 9}, b5[10] = {0, 0, 0, 3, 3, 5, 5, 5, 8, 8};
+    for (uint64_t j = 0; j < 10; j++) {
+        assert_int_equal(gp_coll_message(j, 10, 0, 4, 0), one[j]);
+        assert_int_equal(gp_coll_message(j, 10, 4, 4, 0), j);
+        assert_int_equal(gp_coll_message(j, 10, 5, 2, 0), b5[j]);
+        assert_int_equal(gp_coll_message(j, 10, 5, 2, 1), j < 5 ? 0 : 5);
+        assert_int_equal(gp_coll_message(j, 10, 0, 3, 1), 0);
+    }
+}
+
+/* Each message gets its sender's own scale. fp8_e4m3:current, 8 elements over 2 ranks: two
+ * messages of 4 (ring chunks). Message 0 {1000, 1e-3, 0.5, -2}: amax 1000, s = fp32(448 /
+ * 1000) = 0.448000014; 1e-3 s = 4.48e-4 is below half e4m3's smallest subnormal 2^-9
+ * (9.77e-4): 0, UNDERFLOW inside the block its amax scaled; 1000 s rounds to 448 and comes
+ * back as fp32(448 / s) = 999.999939 (rounding); 0.5 s = 0.224 -> 14 x 2^-6 = 0.21875 ->
+ * 0.48828122. Message 1 {1e-3, 2e-3, 3e-3, 4e-3} (fp32 values): amax 4e-3, s = fp32(112000)
+ * = 111999.992: 1e-3 s rounds to e4m3's 112 and back to 1e-3's own fp32 value, unchanged,
+ * while 3e-3 becomes 0.002857143 (e4m3 96 + 2 x 8: 336 / s). The values were checked with
+ * numpy's fp32 arithmetic and ml_dtypes' float8_e4m3fn cast (an independent oracle).
+ * MX e4m3 (floor), one block {31, 1}: X = 2^(4 - 8), 31 / X = 496 rounds past 448:
+ * clamped to 448 -> 28, SATURATION; 1 / X = 16 exact. */
+static void scaled_message_scales_hand(void **state)
+{
+    (void)state;
+    gp_scaled_cfg q;
+    char why[128];
+    assert_int_equal(gp_scaled_parse("fp8_e4m3:current", &q, why, sizeof why), 0);
+    float x[8] = {1000.0f, 1e-3f, 0.5f, -2.0f, 1e-3f, 2e-3f, 3e-3f, 4e-3f}, y[8];
+    unsigned ev[8] = {0};
+    gp_coll_quantize(&q, x, y, ev, 8, 0, 8, 0, 2, 0);
+    assert_true(y[0] == 999.99993896484375f);
+    assert_true(y[1] == 0.0f);
+    assert_int_equal(gp_attrib_scaled(x[1], y[1], ev[1]), GP_MECH_UNDERFLOW);
+    assert_true(y[2] == 0.4882812201976776f);
+    assert_true(y[3] == -1.9531248807907104f);
+    assert_int_equal(gp_attrib_scaled(x[0], y[0], ev[0]), GP_MECH_ROUNDING);
+    assert_true(y[4] == x[4]);
+    assert_true(y[5] == x[5] && y[7] == x[7]);
+    assert_true(y[6] == 0.002857143059372902f);
+    /* one message of the whole tensor (tree): the small ones now share 1000's scale: 1e-3 s
+     * and 2e-3 s = 8.96e-4 underflow, 3e-3 s and 4e-3 s (1.34e-3, 1.79e-3) round to 2^-9 and
+     * come back as fp32(2^-9 / s) = 0.0043596537 */
+    memset(ev, 0, sizeof ev);
+    gp_coll_quantize(&q, x, y, ev, 8, 0, 8, 0, 2, 1);
+    assert_true(y[4] == 0.0f && y[5] == 0.0f);
+    assert_int_equal(gp_attrib_scaled(x[5], y[5], ev[5]), GP_MECH_UNDERFLOW);
+    assert_true(y[6] == 0.004359653685241938f && y[7] == 0.004359653685241938f);
+    assert_int_equal(gp_scaled_parse("mxfp8_e4m3", &q, why, sizeof why), 0);
+    float a[2] = {31.0f, 1.0f}, b[2];
+    unsigned eb[2] = {0, 0};
+    gp_coll_quantize(&q, a, b, eb, 2, 0, 2, 0, 1, 0);
+    assert_true(b[0] == 28.0f && b[1] == 1.0f);
+    assert_int_equal(gp_attrib_scaled(a[0], b[0], eb[0]), GP_MECH_SATURATION);
+    assert_int_equal(gp_attrib_scaled(a[1], b[1], eb[1]), GP_MECH_ROUNDING);
+}
+
+/* An MX e4m3 ring all-reduce, every hop by hand. 4 ranks hold 3, 5, 7, 17 (one micro-batch,
+ * tokens 3, 5, 7, 17 of m = 1, reduction sum), 4 elements: chunk q = element q, a
+ * one-element message, so each cast is to 4 significant bits with X = 2^(floor(log2 p) -
+ * 8): p / X in [256, 512) rounds to a multiple of 32 (ties to even), past 464 it clamps to
+ * 448 (saturation: the floor rule's top binade reaches 1.111b, e4m3's largest is 1.110b).
+ * average: post (nothing before the sum; / 4 after, exact). Chunk q starts at rank q + 1:
+ *   q 0: 5, +7 = 12, +17 = 29 -> 28 (tie 1.1101b -> 1.110b: rounding -1), +3 = 31 -> all-gather
+ *        cast 28 (saturation -3): 28 against 32;
+ *   q 1: 7, 24, 27 -> 28 (+1), +5 = 33 -> 32 (-1): 32;
+ *   q 2: 17 -> 16 (-1), 19 -> 20 (+1), 25 -> 24 (-1), +7 = 31 -> 28 (saturation -3): 28;
+ *   q 3: 3, 8, 15 -> 14 (saturation -1), +17 = 31 -> 28 (saturation -3): 28.
+ * Errors (units of 1/4 after the division): saturation 3, 0, 3, 4 -> sqrt(34)/4; rounding
+ * -1, 0, -1, 0 -> sqrt(2)/4; totals -4, 0, -4, -4. g_same = 8, g_full = 32 (fullbatch
+ * sum): collective_rel_err = sqrt(48)/4 / (2 x 8) = sqrt(3)/16; coll_loss[saturation] =
+ * sqrt(34)/4 / 64, [rounding] = sqrt(2)/4 / 64. Roundings of non-zero values: 4 casts and
+ * 3 additions per element, and the division: 32. fp8_e4m3:current on the same ranks loses
+ * nothing: every partial sum p here (5 12 29 7 24 27 17 19 25 3 8 15 32) maps to
+ * fp32(p fp32(448 / p)) = 448 and back to p exactly (checked with numpy fp32 and ml_dtypes;
+ * not every value does: 23 comes back as 23.0000019). */
+static const char *const mx_ring =
+    "name: mxring\ntensors: [{name: g, size: 4, grad: {dist: constant, scale: 1.0, sign: 0}}]\n"
+    "batch: {microbatches: 1}\nreduction: sum\nfullbatch: sum\nprecision: {grad: fp32, accumulator: fp32}\n"
+    "distributed: {world_size: 4, average: post, tokens: [3, 5, 7, 17], reduce_dtype: %s%s}\n";
+
+static void scaled_ring_mx_hand(void **state)
+{
+    (void)state;
+    char text[1024];
+    snprintf(text, sizeof text, mx_ring, "mxfp8_e4m3", "");
+    gp_scenario s;
+    gp_result r;
+    run(text, &s, &r);
+    double want = sqrt(3.0) / 16.0, sat = sqrt(34.0) / 256.0, rnd = sqrt(2.0) / 256.0;
+    assert_true(fabs(r.metric[GP_M_COLLECTIVE_REL_ERR] - want) <= 1e-15 * want);
+    assert_true(fabs(r.coll_loss[GP_MECH_SATURATION] - sat) <= 1e-15 * sat);
+    assert_true(fabs(r.coll_loss[GP_MECH_ROUNDING] - rnd) <= 1e-15 * rnd);
+    assert_true(r.coll_loss[GP_MECH_UNDERFLOW] == 0.0 && r.coll_loss[GP_MECH_ABSORPTION] == 0.0);
+    assert_int_equal(r.st.coll.hops, 12);
+    assert_int_equal(r.st.coll.adds_nonzero, 12);
+    assert_int_equal(r.st.coll.absorbed, 0);
+    assert_int_equal(r.st.coll.underflow, 0);
+    assert_int_equal(r.st.coll.overflow, 0);
+    assert_int_equal(r.st.coll.roundings, 32);
+    char *all = reports(&s, &r);
+    assert_non_null(strstr(all, "ring all-reduce over 4 ranks in mxfp8_e4m3:floor"));
+    assert_non_null(strstr(all, "\"reduce_dtype\": \"mxfp8_e4m3:floor\""));
+    free(all);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+    snprintf(text, sizeof text, mx_ring, "\"fp8_e4m3:current\"", "");
+    run(text, &s, &r);
+    assert_true(r.metric[GP_M_COLLECTIVE_REL_ERR] == 0.0);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+}
+
+/* The same ranks under the tree (rank 1 into 0, 3 into 2, then 2 into 0) and under
+ * reduce_scatter (no all-gather cast: the shard stays fp32 with its owner).
+ * tree, ranks 3, 5, 7, 15: 5 exact: 8; 15 -> 14 (saturation -1): 21; 21 = 1.0101b x 16 ->
+ * 20 (tie to even: rounding -1): 28; broadcast cast 28 exact: 28 against 30 on every
+ * element: errors -1/4 each of saturation and rounding. g_same 7.5, g_full 30:
+ * collective_rel_err = (2 x 2/4) / (2 x 7.5) = 1/15, each mechanism (2 x 1/4) / 60 = 1/120.
+ * reduce_scatter, ranks 3, 5, 7, 17 (the ring's hops without the last cast): q 0 29 -> 28
+ * (-1), ends 31; q 1 27 -> 28 (+1), ends 33; q 2 -1 +1 -1, ends 31; q 3 15 -> 14
+ * (saturation -1), ends 31. Totals -1, +1, -1, -1 (units 1/4): collective_rel_err = 1/2 /
+ * 16 = 1/32; rounding sqrt(3)/4 / 64, saturation 1/4 / 64. */
+static void scaled_tree_and_reduce_scatter_hand(void **state)
+{
+    (void)state;
+    char text[1024];
+    gp_scenario s;
+    gp_result r;
+    snprintf(text, sizeof text,
+             "name: mxtree\ntensors: [{name: g, size: 4, grad: {dist: constant, scale: 1.0, sign: 0}}]\n"
+             "batch: {microbatches: 1}\nreduction: sum\nfullbatch: sum\nprecision: {grad: fp32, accumulator: fp32}\n"
+             "distributed: {world_size: 4, average: post, collective: tree, tokens: [3, 5, 7, 15], "
+             "reduce_dtype: mxfp8_e4m3}\n");
+    run(text, &s, &r);
+    assert_true(fabs(r.metric[GP_M_COLLECTIVE_REL_ERR] - 1.0 / 15.0) <= 1e-15 / 15.0);
+    assert_true(fabs(r.coll_loss[GP_MECH_SATURATION] - 1.0 / 120.0) <= 1e-15 / 120.0);
+    assert_true(fabs(r.coll_loss[GP_MECH_ROUNDING] - 1.0 / 120.0) <= 1e-15 / 120.0);
+    assert_int_equal(r.st.coll.hops, 12);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+    snprintf(text, sizeof text, mx_ring, "mxfp8_e4m3", ", collective: reduce_scatter");
+    run(text, &s, &r);
+    double rnd = sqrt(3.0) / 256.0, sat = 1.0 / 256.0;
+    assert_true(fabs(r.metric[GP_M_COLLECTIVE_REL_ERR] - 1.0 / 32.0) <= 1e-15 / 32.0);
+    assert_true(fabs(r.coll_loss[GP_MECH_ROUNDING] - rnd) <= 1e-15 * rnd);
+    assert_true(fabs(r.coll_loss[GP_MECH_SATURATION] - sat) <= 1e-15 * sat);
+    assert_int_equal(r.st.coll.roundings, 28); /* 3 casts + 3 additions per element, and the division */
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+}
+
+/* Every report byte-identical for 1 and 2 threads: tensors of 40000 elements in buckets of
+ * 4096 (messages of 512) over 8 ranks, three chunks each, for each scaled kind. */
+static void scaled_threads_identical(void **state)
+{
+    (void)state;
+    static const char *const kinds[] = {"\"fp8_e4m3:current\"", "\"fp8_e5m2:blockwise_1x128\"", "mxfp8_e4m3",
+                                        "\"mxfp4:rceil\"", "nvfp4", "\"nvfp4:single\""};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "name: j\ntensors: [{name: a, size: 40000, grad: {dist: lognormal, scale: 1.0e-3, sigma: 2.0}},\n"
+                 "  {name: b, size: 3000}]\nbatch: {microbatches: 2, tokens: [100, 300]}\n"
+                 "precision: {grad: bf16, accumulator: fp32}\n"
+                 "distributed: {world_size: 8, bucket_elements: 4096, reduce_dtype: %s}\n", kinds[k]);
+        gp_scenario a, b;
+        gp_result ra, rb;
+        run_threads(text, 1, &a, &ra);
+        run_threads(text, 2, &b, &rb);
+        char *x = reports(&a, &ra), *y = reports(&b, &rb);
+        if (strcmp(x, y) != 0) {
+            fprintf(stderr, "%s: reports differ between -j1 and -j2\n", kinds[k]);
+            fail();
+        }
+        assert_true(ra.metric[GP_M_COLLECTIVE_REL_ERR] > 0.0);
+        free(x);
+        free(y);
+        gp_result_free(&ra);
+        gp_result_free(&rb);
+        gp_scenario_free(&a);
+        gp_scenario_free(&b);
     }
 }
 
@@ -481,6 +700,29 @@ static void show_round_trip(void **state)
     free(z);
     gp_scenario_free(&s);
     gp_scenario_free(&t);
+    /* every scaled kind the collective takes, with its options, written by its canonical name */
+    static const char *const kinds[][2] = {
+        {"fp8_e4m3:current", "fp8_e4m3:current"}, {"fp8_e5m2:current:pow2:nosat", "fp8_e5m2:current:pow2:nosat"},
+        {"fp8_e4m3:blockwise_1x128", "fp8_e4m3:blockwise_1x128"}, {"mxfp8_e5m2", "mxfp8_e5m2:floor"},
+        {"mxfp6_e2m3:rceil", "mxfp6_e2m3:rceil"}, {"mxfp4:even:torchao", "mxfp4:even:torchao"},
+        {"nvfp4", "nvfp4"}, {"nvfp4:single", "nvfp4:single"},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        char text[256], want[128];
+        snprintf(text, sizeof text, "distributed: {world_size: 4, reduce_dtype: \"%s\"}\n", kinds[k][0]);
+        load(text, &s);
+        y = gp_scenario_to_yaml(&s);
+        load(y, &t);
+        z = gp_scenario_to_yaml(&t);
+        assert_string_equal(y, z);
+        snprintf(want, sizeof want, "reduce_dtype: %s\n", kinds[k][1]);
+        assert_non_null(strstr(y, want));
+        assert_int_equal(t.distributed.reduce_scaled, 1);
+        free(y);
+        free(z);
+        gp_scenario_free(&s);
+        gp_scenario_free(&t);
+    }
 }
 
 int main(void)
@@ -496,6 +738,9 @@ int main(void)
         cmocka_unit_test(fp16_overflow_without_predivide), cmocka_unit_test(missing_no_sync_hand),
         cmocka_unit_test(rank_vs_global_normalization), cmocka_unit_test(fp32_exact_partial_sums),
         cmocka_unit_test(ring_order_documented),
+        cmocka_unit_test(scaled_messages_hand), cmocka_unit_test(scaled_message_scales_hand),
+        cmocka_unit_test(scaled_ring_mx_hand), cmocka_unit_test(scaled_tree_and_reduce_scatter_hand),
+        cmocka_unit_test(scaled_threads_identical),
         cmocka_unit_test(bad_keys), cmocka_unit_test(show_round_trip),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,6 +32,19 @@ uint64_t gp_coll_message(uint64_t j, uint64_t n, uint64_t bucket, int W, int tre
     return j - pos + pos / cs * cs;
 }
 
+void gp_coll_quantize(const gp_scaled_cfg *q, const float *x, float *y, unsigned *ev, size_t n, uint64_t j0,
+                      uint64_t size, uint64_t bucket, int W, int tree)
+{
+    for (size_t i = 0; i < n;) {
+        uint64_t m0 = gp_coll_message(j0 + i, size, bucket, W, tree);
+        size_t e = i + 1;
+        while (e < n && gp_coll_message(j0 + e, size, bucket, W, tree) == m0)
+            e++;
+        gp_scaled_quantize(q, 1, e - i, x + i, y + i, NULL, NULL, NULL, 0.0f, 0, 0, 0, ev + i);
+        i = e;
+    }
+}
+
 void gp_coll_factors(const gp_scenario *sc, double *pre, double *post)
 {
     double W = (double)sc->distributed.world_size;

@@ -35,6 +35,15 @@ uint64_t gp_coll_bucket(uint64_t j, uint64_t n, uint64_t bucket, uint64_t *pos);
  * NVFP4) start at its first element. */
 uint64_t gp_coll_message(uint64_t j, uint64_t n, uint64_t bucket, int W, int tree);
 
+/* Quantize x[0..n), elements j0 .. j0 + n - 1 of a tensor of `size` elements, as the
+ * ranks send them under the scaled reduce dtype q: message by message (gp_coll_message;
+ * j0 must start a message and the last one must end at n), each a 1 x len tensor to
+ * gp_scaled_quantize, so its scales (per message for :current and nvfp4's tensor scale,
+ * per block from the message's first element otherwise) are the sender's own. y: what
+ * they dequantize to; ev[i] gets element i's events OR-ed (saturation, :nosat overflow). */
+void gp_coll_quantize(const gp_scaled_cfg *q, const float *x, float *y, unsigned *ev, size_t n, uint64_t j0,
+                      uint64_t size, uint64_t bucket, int W, int tree);
+
 /* The divisions around the sum: the factor before (pre) and after (post) it, with
  * pre * post = W: average pre: predivide and W / predivide; post: 1 and W; op (NCCL's
  * ncclAvg, a pre-multiplication by 1/W in the reduce dtype): W and 1. */

@@ -137,7 +137,7 @@ static int coll_hop(chunk *c, void *X, const void *Y, int hop, double w, gp_erro
 _Static_assert(CHUNK == GP_COLL_MESSAGE_BLOCK, "the loader keeps a scaled reduce dtype's messages inside one chunk");
 
 /* A scaled reduce dtype (distributed.reduce_sc): the values X[0..n) of chunk c (fp32) are
- * what one rank sends; it quantizes them message by message (gp_coll_message: a message
+ * what one rank sends; it quantizes them message by message (gp_coll_quantize: a message
  * never crosses a chunk, and a chunk starts a message) with its own scales, and the
  * receiver holds what they dequantize to (X is overwritten). Each element's loss
  * (gp_attrib_scaled) is attributed with weight w: saturation, overflow (:nosat), underflow
@@ -154,15 +154,7 @@ static void coll_wire(chunk *c, char *X, double w)
         x[i] = gp_f32_from_bits(gp_pack_get(GP_FP32, X, i));
         ev[i] = 0;
     }
-    for (size_t i = 0; i < c->n;) {
-        uint64_t m0 = gp_coll_message(c->i0 + i, size, B, D->W, tree);
-        size_t e = i + 1;
-        while (e < c->n && gp_coll_message(c->i0 + e, size, B, D->W, tree) == m0)
-            e++;
-        gp_scaled_quantize(&sc->distributed.reduce_sc, 1, e - i, x + i, y + i, NULL, NULL, NULL, 0.0f, 0, 0, 0,
-                           ev + i);
-        i = e;
-    }
+    gp_coll_quantize(&sc->distributed.reduce_sc, x, y, ev, c->n, c->i0, size, B, D->W, tree);
     for (size_t i = 0; i < c->n; i++) {
         double a = (double)x[i], v = (double)y[i];
         gp_pack_set(GP_FP32, X, i, gp_f32_bits(y[i]));
