@@ -91,15 +91,23 @@ R = RUNNER
 O = "harness/run/gp_optim.c"
 H = "harness/run/gp_attrib.h"
 C = "kernels/cpu/gp_cpu_backend.c"
-WHY_SCALED = ("OPEN: a scaled gradient format (precision.grad MX / NVFP4 / fp8 blockwise or delayed, issue 25): "
-              "no preset of the default suite yet; examples/scenarios/*fp8*, *mxfp8*, *nvfp4* (examples_scenarios_run), "
-              "test_scenario and test_scaled_formats reach it")
+WHY_SCALED = ("OPEN: the parts of the scaled formats (issue 25) no preset uses: the e5m2, e2m3 and e3m2 element "
+              "formats, a delayed scale from a zero or non-finite amax (the previous scale kept) or with :pow2, a NaN "
+              "inside a block, subnormal fp32 scales; the default suite's scaled presets (mxfp8-e4m3-grads-floor/-rceil, "
+              "fp8-e4m3-grads-delayed-stale/-nosat, nvfp4-grads-sr, ddp-fp8-allreduce-per-rank-scales, "
+              "ddp-mxfp8-allreduce-floor) reach the rest; test_scaled_formats (bit-exact against torchao and ml_dtypes), "
+              "test_scenario and examples/scenarios/*fp8*, *mxfp8*, *nvfp4* reach these")
+WHY_SCALED_NONFINITE = ("OPEN: a non-finite gradient quantized to a scaled format (gp_attrib_scaled's first arm): the "
+                        "nonfinite-* presets store plain formats; test_scaled_formats quantizes NaN and inf inside "
+                        "blocks through gradprec_quantize")
 WHY_LOWBIT = ("OPEN: a low-bit optimizer state (optimizer.state bnb8_blockwise / torchao_*, issue 25): no preset "
               "of the default suite yet (the plugins refuse it); examples/scenarios/adamw-8bit-state-tiny-grads.yaml "
               "and tests/python/test_lowbit.py reach it")
-WHY_SATURATION = ("OPEN: an accumulator or unscaled value stored at its max finite where the exact value rounds "
-                  "there (the saturation mechanism, issue 27): no preset saturates; test_attribution's "
-                  "test_rtz_saturation and test_saturated_thresholds reach it")
+WHY_SATURATION = ("OPEN: the arms of the saturation test no preset takes (rtz-fp16-accum-saturation saturates an "
+                  "RTZ fp16 accumulator: gp_attrib_one's saturation): a NaN sum or a max-finite store of the other "
+                  "sign (not saturation), a binary64 sum with a rounding error at the overflow boundary, an RTZ "
+                  "unscale past the max (gp_run_unscale); test_attribution's test_rtz_saturation and "
+                  "test_saturated_thresholds reach them")
 WHY_FAIL = ("a backend call failed or refused the configuration, or a failure propagates: correct backends do "
             "not fail (hostile_plugin_faults and test_accumulate's broken plugins reach these)")
 WHY_MISMATCH = ("the two backends of --compare disagree: the correct example plugin never does; the 24 wrong "
@@ -298,11 +306,9 @@ EXCLUSIONS = [
      "the NaN test of an e4m3 value: only when two e4m3 results differ (a mismatching backend); params and "
      "states are never e4m3"),
     # --- issue 25 and 27 (this stage): reachable from a scenario, no preset of the default suite yet
-    (A + "gp_scaled.h", None, r".", None, WHY_SCALED),
-    (R, "gp_run_store_grads", r"if \(c->sc->precision\.grad_scaled\)", None, WHY_SCALED),
-    (R, "chunk_begin", r"ts->dscale != 0", None, WHY_SCALED),
-    (R, "gp_run_simulate", r"for \(size_t t = 0; t < sc->ntensors; t\+\+\)", None,
-     WHY_SCALED + " (the delayed scale's amax history after each step)"),
+    (A + "gp_scaled.h", None, r"switch \(e\) \{|if \(!\(amax > 0\.0f\)|if \(pow2 && sf > 0\.0f|if \(m != m\)|"
+     r"if \(b >= 0x00800000u\)|return k >= -1022", None, WHY_SCALED),
+    (H, "gp_attrib_scaled", r"if \(!isfinite\(x\)\)", (0,), WHY_SCALED_NONFINITE),
     (A + "gp_format.h", "gp_fmt_round_info", r"if \(!i\.inf && !i\.qnan\)|\} else if \(i\.qnan\) \{", None,
      "OPEN: a NaN or an infinity converted to an element format of a scaled gradient (e4m3 without "
      "infinities, fp6 and fp4 with neither): only scaled formats reach it; test_scaled_formats checks them "
@@ -312,7 +318,6 @@ EXCLUSIONS = [
     (O, "compare_plugin", r"if \(o->lb\)", None, WHY_LOWBIT),
     (O, "gp_optim_chunk", r"if \(o->lb\)", None, WHY_LOWBIT),
     (O, "formula_explained", r"state_near\(m1, v1, m0, v0, g, fb->b1h?, fb->b2h?, fb->u_p\)", None, WHY_LOWBIT),
-    (H, "gp_attrib_one", r"if \(gp_attrib_saturated\(af, nb, s, e\)\)", None, WHY_SATURATION),
     (H, "gp_attrib_saturated", r".", None, WHY_SATURATION),
     (R, "gp_run_unscale", r"gp_attrib_saturated\(c->af, nb, exact, 0\)", None, WHY_SATURATION),
     (R, "accumulate_on", r"^err\) : 0;$", None, WHY_FAIL),
@@ -339,6 +344,7 @@ RECORDED = {
     "kernels/arith/gp_adamw.h": 127, "kernels/arith/gp_arith.h": 7, "kernels/arith/gp_clip.h": 15,
     "kernels/arith/gp_format.h": 112, "kernels/arith/gp_philox.h": 4, "kernels/arith/gp_scaler.h": 6,
     "kernels/arith/gp_schedule.h": 20, "kernels/arith/gp_torch_sqrt.h": 35, "kernels/cpu/gp_cpu_backend.c": 82,
+    "kernels/arith/gp_scaled.h": 13,
 }
 
 
