@@ -615,7 +615,8 @@ def readme_refuses(yaml_text):
     scenario, from the scenario's own keys (`gradprec show`): Kahan or stochastic weights,
     torch's fused kernel, m/v or .grad (precision.accumulator: what the step reads) in another
     dtype than the weights it steps;
-    accumulator rounding other than RNE, FTZ, fp8 gradients or accumulator."""
+    accumulator rounding other than RNE, FTZ, fp8 gradients or accumulator (a scaled gradient
+    format, `fp8_e4m3:delayed...`, reaches the backend as the fp32 values it dequantizes to)."""
     def key(section, name):
         m = re.search(r"^%s:\n(?:  .*\n)*?  %s: (\S+)$" % (section, name), yaml_text, re.M)
         return m.group(1) if m else None
@@ -626,7 +627,7 @@ def readme_refuses(yaml_text):
             or key("optimizer", "fused") != "none" or state != weights
             or (master != "fp32" and acc != param)  # .grad: the accumulated gradient
             or key("precision", "rounding") != "rne" or key("precision", "ftz") == "true"
-            or grad.startswith("fp8") or acc.startswith("fp8"))
+            or grad in ("fp8_e4m3", "fp8_e5m2") or acc.startswith("fp8"))
 
 
 def test_readme_optimizer_class_on_default_suite(tmp_path):
