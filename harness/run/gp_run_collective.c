@@ -10,21 +10,16 @@ static char *dist_rank(char *base, size_t width, int r, size_t off)
     return base + ((size_t)r * CHUNK + off) * width;
 }
 
-/* One rounding of the collective (a cast or a division) of the exact value `exact` to
- * bits in format f: counted, attributed to its mechanism with weight w (its share of the
- * final, unscaled gradient), in the run's split and in the collective's own. */
-static void coll_round(chunk *c, size_t i, gp_format f, double exact, double lo, uint32_t bits, unsigned ev,
-                       double w)
+/* Count one rounding of element i in the collective (nonzero: of a non-zero exact value)
+ * and attribute its local error d (final units) to mechanism m, in the run's split and in
+ * the collective's own: the bookkeeping of coll_round and coll_wire. */
+static void coll_note(chunk *c, size_t i, int nonzero, gp_mechanism m, double d)
 {
-    if (!isfinite(exact)) /* already non-finite: counted where it arose */
-        return;
-    double v = widen(f, bits);
-    if (exact != 0) {
+    if (nonzero) {
         c->st->rounded_nonzero++;
         c->st->coll.roundings++;
         CNT_EL(c, CNT_RND, i);
     }
-    gp_mechanism m = classify(f, gp_f64_nudge(exact, lo > 0 ? 1 : lo < 0 ? -1 : 0), bits, ev);
     if (m == GP_MECH_UNDERFLOW) {
         c->st->underflow++;
         c->st->coll.underflow++;
@@ -35,11 +30,24 @@ static void coll_round(chunk *c, size_t i, gp_format f, double exact, double lo,
         c->st->coll.overflow++;
         CNT_EL(c, CNT_OVF, i);
     }
+    c->err[m][i] += d;
+    c->D->cerr[m][c->off + i] += d;
+}
+
+/* One rounding of the collective (a cast or a division) of the exact value `exact` to
+ * bits in format f: counted, attributed to its mechanism with weight w (its share of the
+ * final, unscaled gradient), in the run's split and in the collective's own. */
+static void coll_round(chunk *c, size_t i, gp_format f, double exact, double lo, uint32_t bits, unsigned ev,
+                       double w)
+{
+    if (!isfinite(exact)) /* already non-finite: counted where it arose */
+        return;
+    double v = widen(f, bits);
+    gp_mechanism m = classify(f, gp_f64_nudge(exact, lo > 0 ? 1 : lo < 0 ? -1 : 0), bits, ev);
     double d = ((v - exact) - lo) * w; /* exact: the value rounded, lo: what the binary64 exact missed */
     if (!isfinite(v))
         d = v; /* an overflow loses everything */
-    c->err[m][i] += d;
-    c->D->cerr[m][c->off + i] += d;
+    coll_note(c, i, exact != 0, m, d);
 }
 
 /* The compared backend's hop (--compare, fuzz_backend): its accumulate from the same old
@@ -158,27 +166,8 @@ static void coll_wire(chunk *c, char *X, double w)
     for (size_t i = 0; i < c->n; i++) {
         double a = (double)x[i], v = (double)y[i];
         gp_pack_set(GP_FP32, X, i, gp_f32_bits(y[i]));
-        if (!isfinite(a)) /* already non-finite: counted where it arose */
-            continue;
-        if (a != 0) {
-            c->st->rounded_nonzero++;
-            c->st->coll.roundings++;
-            CNT_EL(c, CNT_RND, i);
-        }
-        gp_mechanism m = gp_attrib_scaled(a, v, ev[i]);
-        if (m == GP_MECH_UNDERFLOW) {
-            c->st->underflow++;
-            c->st->coll.underflow++;
-            CNT_EL(c, CNT_UND, i);
-        }
-        if (m == GP_MECH_OVERFLOW) {
-            c->st->overflow++;
-            c->st->coll.overflow++;
-            CNT_EL(c, CNT_OVF, i);
-        }
-        double d = isfinite(v) ? (v - a) * w : v; /* an overflow loses everything */
-        c->err[m][i] += d;
-        D->cerr[m][c->off + i] += d;
+        if (isfinite(a)) /* else already non-finite: counted where it arose */
+            coll_note(c, i, a != 0, gp_attrib_scaled(a, v, ev[i]), isfinite(v) ? (v - a) * w : v);
     }
 }
 

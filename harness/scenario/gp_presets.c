@@ -276,6 +276,46 @@
 
 #define NORM_RATIO_ONE "thresholds: {grad_norm_ratio: {min: 0.99999905, max: 1.00000095}}\n"
 
+/* Issue 25's scaled formats (docs/model.md): lognormal gradients in an MXFP8 format (GRAD,
+ * DIST: more keys of the distribution), judged against 2^-4; fp8 e4m3 under delayed scaling
+ * (history 16) on gradients growing 4x per step (OPT: more options of the format); an 8-rank
+ * ring all-reduce of one-signed gradients in the scaled reduce dtype REDUCE, judged against
+ * 8 casts at bf16's 2^-8. */
+#define MXFP8_GRADS(NAME, GRAD, DIST)                                                   \
+    "name: " NAME "\n"                                                                  \
+    "seed: 149\n"                                                                       \
+    "tensors:\n"                                                                        \
+    "  - name: mlp.w2\n"                                                                \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: lognormal, scale: 3.0e-5, sigma: 1.5" DIST "}\n"                  \
+    "batch: {microbatches: 4, tokens: 64}\n"                                            \
+    "reduction: mean\n"                                                                 \
+    "precision: {grad: " GRAD ", accumulator: fp32}\n"                                  \
+    "thresholds: {grad_rel_err_fullbatch: 0.0625}\n"
+#define FP8_DELAYED_GROWING(NAME, OPT)                                                  \
+    "name: " NAME "\n"                                                                  \
+    "seed: 151\n"                                                                       \
+    "tensors:\n"                                                                        \
+    "  - name: mlp.w2\n"                                                                \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: normal, scale: 1.0e-3, shrink: 4.0}\n"                            \
+    "batch: {microbatches: 4, tokens: 64}\n"                                            \
+    "reduction: mean\n"                                                                 \
+    "steps: 3\n"                                                                        \
+    "precision: {grad: \"fp8_e4m3:delayed:hist=16" OPT "\", accumulator: fp32}\n"
+#define DDP_SCALED(NAME, REDUCE)                                                        \
+    "name: " NAME "\n"                                                                  \
+    "seed: 163\n"                                                                       \
+    "tensors:\n"                                                                        \
+    "  - name: mlp.w2\n"                                                                \
+    "    size: 4096\n"                                                                  \
+    "    grad: {dist: lognormal, scale: 3.0e-5, sigma: 1.5, sign: 0.0}\n"               \
+    "batch: {microbatches: 2, tokens: 64}\n"                                            \
+    "reduction: mean\n"                                                                 \
+    "precision: {grad: fp32, accumulator: fp32}\n"                                      \
+    "distributed: {world_size: 8, reduce_dtype: " REDUCE "}\n"                          \
+    "thresholds: {collective_rel_err: 0.03125}\n"
+
 static const gp_preset presets[] = {
     {"lora-bf16-accum",
      "LoRA gradients (1e-6..4e-6) stored bf16, accumulated in bf16: 4e-3 of rounding error, within twice what "
@@ -1065,54 +1105,18 @@ static const gp_preset presets[] = {
     {"mxfp8-e4m3-grads-floor",
      "MXFP8 e4m3 gradients under the OCP floor rule: blocks whose amax mantissa passes 1.1101b clamp to 448 x X "
      "(saturation, about 14% of blocks); the rms error stays below 2^-4: warn naming saturation",
-     "name: mxfp8-e4m3-grads-floor\n"
-     "seed: 149\n"
-     "tensors:\n"
-     "  - name: mlp.w2\n"
-     "    size: 4096\n"
-     "    grad: {dist: lognormal, scale: 3.0e-5, sigma: 1.5}\n"
-     "batch: {microbatches: 4, tokens: 64}\n"
-     "reduction: mean\n"
-     "precision: {grad: mxfp8_e4m3, accumulator: fp32}\n"
-     "thresholds: {grad_rel_err_fullbatch: 0.0625}\n" EXPECT("warn", "saturation")},
+     MXFP8_GRADS("mxfp8-e4m3-grads-floor", "mxfp8_e4m3", "") EXPECT("warn", "saturation")},
     {"mxfp8-e4m3-grads-rceil", "the same gradients under the rceil rule (cuBLAS, Transformer Engine): no clamp, "
      "e4m3's rounding alone (rms about 2^-4 x 0.425): passes 2^-4; a quarter of the gradients are exact zeros "
      "(sparsity), stored as 0",
-     "name: mxfp8-e4m3-grads-rceil\n"
-     "seed: 149\n"
-     "tensors:\n"
-     "  - name: mlp.w2\n"
-     "    size: 4096\n"
-     "    grad: {dist: lognormal, scale: 3.0e-5, sigma: 1.5, sparsity: 0.25}\n"
-     "batch: {microbatches: 4, tokens: 64}\n"
-     "reduction: mean\n"
-     "precision: {grad: \"mxfp8_e4m3:rceil\", accumulator: fp32}\n"
-     "thresholds: {grad_rel_err_fullbatch: 0.0625}\n"},
+     MXFP8_GRADS("mxfp8-e4m3-grads-rceil", "\"mxfp8_e4m3:rceil\"", ", sparsity: 0.25")},
     {"fp8-e4m3-grads-delayed-stale",
      "fp8 e4m3 gradients under delayed scaling (amax history of 16 steps) growing 4x per step: the scale the "
      "history chose is 4x too large, x*s reaches 4 x 448 and clamps (saturation, with a stale-scale note)",
-     "name: fp8-e4m3-grads-delayed-stale\n"
-     "seed: 151\n"
-     "tensors:\n"
-     "  - name: mlp.w2\n"
-     "    size: 4096\n"
-     "    grad: {dist: normal, scale: 1.0e-3, shrink: 4.0}\n"
-     "batch: {microbatches: 4, tokens: 64}\n"
-     "reduction: mean\n"
-     "steps: 3\n"
-     "precision: {grad: \"fp8_e4m3:delayed:hist=16\", accumulator: fp32}\n" EXPECT_FAIL("saturation")},
+     FP8_DELAYED_GROWING("fp8-e4m3-grads-delayed-stale", "") EXPECT_FAIL("saturation")},
     {"fp8-e4m3-grads-delayed-nosat", "the same with OCP's non-saturating cast: past 448 e4m3 has only NaN "
      "(no infinity): the accumulated gradient is NaN (non-finite)",
-     "name: fp8-e4m3-grads-delayed-nosat\n"
-     "seed: 151\n"
-     "tensors:\n"
-     "  - name: mlp.w2\n"
-     "    size: 4096\n"
-     "    grad: {dist: normal, scale: 1.0e-3, shrink: 4.0}\n"
-     "batch: {microbatches: 4, tokens: 64}\n"
-     "reduction: mean\n"
-     "steps: 3\n"
-     "precision: {grad: \"fp8_e4m3:delayed:hist=16:nosat\", accumulator: fp32}\n" EXPECT_FAIL("non-finite")},
+     FP8_DELAYED_GROWING("fp8-e4m3-grads-delayed-nosat", ":nosat") EXPECT_FAIL("non-finite")},
     {"nvfp4-grads-sr",
      "NVFP4 gradients (e2m1, an e4m3 scale per 16, no tensor scale) with stochastic rounding: elements below a "
      "quarter of their block's scale (half e2m1's 0.5) underflow, about 6% of normal values: underflow_frac fails",
@@ -1128,30 +1132,10 @@ static const gp_preset presets[] = {
     {"ddp-fp8-allreduce-per-rank-scales",
      "an fp8 e4m3 ring all-reduce over 8 ranks, each rank scaling what it sends by its own amax, partial sums in "
      "fp32: 8 casts of 4 significant bits, collective_rel_err about 0.76 x 2^-4 = 0.047 > 8 x bf16's 2^-8",
-     "name: ddp-fp8-allreduce-per-rank-scales\n"
-     "seed: 163\n"
-     "tensors:\n"
-     "  - name: mlp.w2\n"
-     "    size: 4096\n"
-     "    grad: {dist: lognormal, scale: 3.0e-5, sigma: 1.5, sign: 0.0}\n"
-     "batch: {microbatches: 2, tokens: 64}\n"
-     "reduction: mean\n"
-     "precision: {grad: fp32, accumulator: fp32}\n"
-     "distributed: {world_size: 8, reduce_dtype: \"fp8_e4m3:current\"}\n"
-     "thresholds: {collective_rel_err: 0.03125}\n" EXPECT_FAIL("rounding")},
+     DDP_SCALED("ddp-fp8-allreduce-per-rank-scales", "\"fp8_e4m3:current\"") EXPECT_FAIL("rounding")},
     {"ddp-mxfp8-allreduce-floor", "the same all-reduce in MXFP8 e4m3 (floor rule): partial sums past 1.1101b in "
      "a block's top binade clamp at every hop (saturation)",
-     "name: ddp-mxfp8-allreduce-floor\n"
-     "seed: 163\n"
-     "tensors:\n"
-     "  - name: mlp.w2\n"
-     "    size: 4096\n"
-     "    grad: {dist: lognormal, scale: 3.0e-5, sigma: 1.5, sign: 0.0}\n"
-     "batch: {microbatches: 2, tokens: 64}\n"
-     "reduction: mean\n"
-     "precision: {grad: fp32, accumulator: fp32}\n"
-     "distributed: {world_size: 8, reduce_dtype: mxfp8_e4m3}\n"
-     "thresholds: {collective_rel_err: 0.03125}\n" EXPECT_FAIL("saturation")},
+     DDP_SCALED("ddp-mxfp8-allreduce-floor", "mxfp8_e4m3") EXPECT_FAIL("saturation")},
     {"rtz-fp16-accum-saturation",
      "gradients of +-30000 summed in fp16 rounding toward zero: a running sum past 65504 stays at 65504 (RTZ "
      "never rounds to infinity): saturation",
