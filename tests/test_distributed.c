@@ -609,6 +609,35 @@ static void scaled_ring_mx_hand(void **state)
     gp_scenario_free(&s);
 }
 
+/* Underflow in the collective, by hand: torchao's amax_to_scale clamps an amax below 1e-12
+ * to 1e-12, so a message of values 2^-60 (8.7e-19) gets s = fp32(448 / 1e-12) =
+ * 447999985582080 and 2^-60 s = 3.89e-4, below half e4m3's smallest subnormal 2^-9: 0
+ * (numpy fp32 and ml_dtypes agree). 2 ranks holding 2^-60 each (tokens 1, 1, m = 2^-60,
+ * reduction sum), 2 elements, average post: chunk q's hop cast sends 0 (underflow, -2^-60),
+ * the receiver adds its 2^-60, the all-gather cast underflows again (-2^-60): the result is
+ * 0 against 2 x 2^-60. 4 underflows, collective_rel_err 1 (all of it), coll_loss[underflow]
+ * = sqrt(2) 2^-60 / (sqrt(2) x 2 x 2^-60) = 1/2 (g_full = 2 x 2^-60, fullbatch sum); the
+ * verdict names underflow. */
+static void scaled_underflow_below_amax_floor(void **state)
+{
+    (void)state;
+    const char *text = "name: tiny\ntensors: [{name: g, size: 2, grad: {dist: constant, scale: 8.673617379884035e-19, "
+                       "sign: 0}}]\nbatch: {microbatches: 1}\nreduction: sum\nfullbatch: sum\n"
+                       "precision: {grad: fp32, accumulator: fp32}\n"
+                       "distributed: {world_size: 2, average: post, tokens: [1, 1], reduce_dtype: \"fp8_e4m3:current\"}\n";
+    gp_scenario s;
+    gp_result r;
+    run(text, &s, &r);
+    assert_int_equal(r.st.coll.underflow, 4);
+    assert_int_equal(r.st.coll.roundings, 6); /* 2 casts and 1 addition per element; the division is of 0 */
+    assert_true(r.metric[GP_M_COLLECTIVE_REL_ERR] == 1.0);
+    assert_true(fabs(r.coll_loss[GP_MECH_UNDERFLOW] - 0.5) <= 1e-15);
+    assert_true(r.coll_loss[GP_MECH_ROUNDING] == 0.0);
+    assert_int_equal(r.dominant, GP_MECH_UNDERFLOW);
+    gp_result_free(&r);
+    gp_scenario_free(&s);
+}
+
 /* The same ranks under the tree (rank 1 into 0, 3 into 2, then 2 into 0) and under
  * reduce_scatter (no all-gather cast: the shard stays fp32 with its owner).
  * tree, ranks 3, 5, 7, 15: 5 exact: 8; 15 -> 14 (saturation -1): 21; 21 = 1.0101b x 16 ->
@@ -740,7 +769,7 @@ int main(void)
         cmocka_unit_test(ring_order_documented),
         cmocka_unit_test(scaled_messages_hand), cmocka_unit_test(scaled_message_scales_hand),
         cmocka_unit_test(scaled_ring_mx_hand), cmocka_unit_test(scaled_tree_and_reduce_scatter_hand),
-        cmocka_unit_test(scaled_threads_identical),
+        cmocka_unit_test(scaled_underflow_below_amax_floor), cmocka_unit_test(scaled_threads_identical),
         cmocka_unit_test(bad_keys), cmocka_unit_test(show_round_trip),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
