@@ -132,6 +132,52 @@ static void test_alternatives_are_what_they_say(void **state)
     gp_scenario_free(&sc);
 }
 
+/* A scaled collective (distributed.reduce_dtype with per-rank scales): ddp-mxfp8-allreduce-floor
+ * gets the token-normalised loss (reduction mean), a bf16 all-reduce and the rceil rule for its
+ * MX reduce, in that order, none with memory (the collective's bytes are bandwidth). Each
+ * alternative is the scenario it says: bit for bit the same collective_rel_err as the preset
+ * written with `reduce_dtype: bf16` / `"mxfp8_e4m3:rceil"`; rceil never clamps (X = 2^ceil(log2
+ * (amax / 448)) keeps amax / X <= 448): no saturation, where floor saturated. */
+static void test_reduce_alternatives(void **state)
+{
+    (void)state;
+    gp_scenario sc, alt_sc, ref;
+    gp_result r_alt, r_ref, r_base;
+    gp_alternative a[GP_NALT];
+    gp_error e = {""};
+    const char *yaml = gp_preset_find("ddp-mxfp8-allreduce-floor")->yaml;
+    load(yaml, &sc);
+    assert_int_equal(gp_advise_alternatives(&sc, a), 3);
+    assert_int_equal(a[0].kind, GP_ALT_TOKEN_MEAN);
+    assert_int_equal(a[1].kind, GP_ALT_BF16_REDUCE);
+    assert_int_equal(a[2].kind, GP_ALT_REDUCE_RCEIL);
+    assert_true(a[1].bytes_per_param == 0 && a[2].bytes_per_param == 0);
+    run(&sc, &r_base);
+    assert_true(r_base.coll_loss[GP_MECH_SATURATION] > 0);
+    static const char *const to[2] = {"reduce_dtype: bf16", "reduce_dtype: \"mxfp8_e4m3:rceil\""};
+    for (int k = 0; k < 2; k++) {
+        char text[2048];
+        const char *at = strstr(yaml, "reduce_dtype: mxfp8_e4m3");
+        assert_non_null(at);
+        snprintf(text, sizeof text, "%.*s%s%s", (int)(at - yaml), yaml, to[k], at + strlen("reduce_dtype: mxfp8_e4m3"));
+        load(text, &ref);
+        assert_int_equal(gp_advise_scenario(&sc, &a[1 + k], &alt_sc, &e), 0);
+        run(&alt_sc, &r_alt);
+        run(&ref, &r_ref);
+        uint64_t got, want;
+        memcpy(&got, &r_alt.metric[GP_M_COLLECTIVE_REL_ERR], sizeof got);
+        memcpy(&want, &r_ref.metric[GP_M_COLLECTIVE_REL_ERR], sizeof want);
+        gp_assert_bits(got, want, to[k]);
+        assert_true(r_alt.coll_loss[GP_MECH_SATURATION] == 0);
+        gp_result_free(&r_alt);
+        gp_result_free(&r_ref);
+        gp_scenario_free(&alt_sc);
+        gp_scenario_free(&ref);
+    }
+    gp_result_free(&r_base);
+    gp_scenario_free(&sc);
+}
+
 /* The low-bit optimizer states (optimizer.state; kernels/cpu/gp_lowbit.h), by hand: m and v
  * as the libraries store them are two codes and two fp32 scales per block: 8-bit codes in
  * blocks of 256: 2 + 8/256 = 2.03125 bytes per parameter; 4-bit in blocks of 128:
@@ -185,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_memory_by_hand),
         cmocka_unit_test(test_alternatives_are_what_they_say),
         cmocka_unit_test(test_state_alternatives),
+        cmocka_unit_test(test_reduce_alternatives),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,6 +99,13 @@ int gp_advise_alternatives_states(const gp_scenario *sc, int states, gp_alternat
     if (sc->precision.grad_scaled && q->mode == GP_RNE)
         alt[n++] = (gp_alternative){GP_ALT_SR_GRAD, "stochastic-rounding gradient",
                                     "precision.grad: the same with :sr", 0};
+    /* a scaled collective (docs/distributed.md): its bytes per element sent are in docs/advise.md */
+    const gp_scaled_cfg *r = &sc->distributed.reduce_sc;
+    if (sc->distributed.reduce_scaled)
+        alt[n++] = (gp_alternative){GP_ALT_BF16_REDUCE, "bf16 all-reduce", "distributed.reduce_dtype: bf16", 0};
+    if (sc->distributed.reduce_scaled && r->kind == GP_SC_MX && r->rule != GP_MX_RCEIL)
+        alt[n++] = (gp_alternative){GP_ALT_REDUCE_RCEIL, "rceil reduce scale rule",
+                                    "distributed.reduce_dtype: the same with :rceil", 0};
     return n;
 }
 
@@ -159,6 +166,11 @@ int gp_advise_scenario(const gp_scenario *sc, const gp_alternative *a, gp_scenar
     }
     case GP_ALT_MX_RCEIL: out->precision.grad_sc.rule = GP_MX_RCEIL; break;
     case GP_ALT_SR_GRAD: out->precision.grad_sc.mode = GP_STOCHASTIC; break;
+    case GP_ALT_BF16_REDUCE:
+        out->distributed.reduce_scaled = 0;
+        out->distributed.reduce_dtype = GP_BF16;
+        break;
+    case GP_ALT_REDUCE_RCEIL: out->distributed.reduce_sc.rule = GP_MX_RCEIL; break;
     default: break;
     }
     char name[2 * GP_NAME_MAX];

@@ -26,6 +26,8 @@ typedef enum {
     GP_ALT_MXFP8,                /* plain fp8 grads -> precision.grad: mxfp8_*:rceil */
     GP_ALT_MX_RCEIL,             /* MX grads under another rule -> the same with :rceil */
     GP_ALT_SR_GRAD,              /* scaled grads rounded to nearest -> the same with :sr */
+    GP_ALT_BF16_REDUCE,          /* a scaled reduce dtype -> distributed.reduce_dtype: bf16 */
+    GP_ALT_REDUCE_RCEIL,         /* an MX reduce dtype under another rule -> the same with :rceil */
     GP_NALT
 } gp_alt_kind;
 
@@ -47,7 +49,8 @@ double gp_advise_state_bytes(const gp_scenario *sc);
  * no scaler; Kahan and stochastic rounding of the accumulator need a non-fp32 one; the
  * low-bit optimizer states need the plain variant (no master, Kahan, stochastic or fused
  * weights), every tensor a whole number of the state's blocks and no sampling, and are
- * offered only from a low-bit state: gp_advise_alternatives_states), in gp_alt_kind order. Returns how many were written to alt (at most GP_NALT). */
+ * offered only from a low-bit state: gp_advise_alternatives_states; a scaled reduce dtype
+ * gets bf16's, an MX one under another rule :rceil), in gp_alt_kind order. Returns how many were written to alt (at most GP_NALT). */
 int gp_advise_alternatives(const gp_scenario *sc, gp_alternative *alt);
 
 /* gp_advise_alternatives with the low-bit optimizer states offered for any state when
