@@ -507,10 +507,14 @@ static void test_scaled_grad(void **state)
         {"fp8_e5m2:blockwise_1x128:pow2:nosat:sr", NULL},
         {"fp8_e4m3:delayed", "fp8_e4m3:delayed:hist=1024:max:margin=0"},
         {"fp8_e5m2:delayed:most_recent:hist=4:margin=2:nosat", "fp8_e5m2:delayed:hist=4:most_recent:margin=2:nosat"},
+        {"fp8_e4m3:current", NULL},              {"fp8_e5m2:current:pow2:sr", NULL},
+        {"fp8_e4m3:blockwise_128x128", NULL},     {"fp8_e5m2:blockwise_128x128:pow2:nosat", NULL},
+        {"nvfp4", NULL},                          {"nvfp4:sr", NULL},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char text[160], want[128];
-        snprintf(text, sizeof text, "precision: {grad: \"%s\", accumulator: bf16}\n", names[i][0]);
+        char text[256], want[128];
+        snprintf(text, sizeof text, "tensors: [{name: w, size: 1024, cols: 256}]\n"
+                 "precision: {grad: \"%s\", accumulator: bf16}\n", names[i][0]);
         snprintf(want, sizeof want, "  grad: %s\n", names[i][1] ? names[i][1] : names[i][0]);
         gp_scenario s;
         gp_error err = {{0}};
@@ -525,18 +529,20 @@ static void test_scaled_grad(void **state)
             fprintf(stderr, "%s printed as:\n%s", names[i][0], y);
             fail();
         }
+        assert_non_null(strstr(y, "    cols: 256\n"));
         free(y);
         assert_round_trip(&s);
         gp_scenario_free(&s);
     }
     expect_str_error("precision: {grad: \"mxfp4:bogus\"}", "1:19", "unknown option 'bogus' of mxfp4");
     expect_str_error("precision: {grad: mxfp5}", "1:19", "unknown scaled format 'mxfp5'");
-    expect_str_error("precision: {grad: \"fp8_e4m3:current\"}", "1:19", "needs the whole tensor's amax");
     expect_str_error("precision: {grad: \"fp8_e4m3:delayed:hist=0\"}", "1:19", "1 to 1024 steps");
     expect_str_error("precision: {grad: \"fp8_e4m3:delayed:margin=99\"}", "1:19", "0 to 64");
     expect_str_error("precision: {grad: \"fp8_e4m3:hist=4\"}", "1:19", "unknown option 'hist=4'");
-    expect_str_error("precision: {grad: nvfp4}", "1:19", "needs the whole tensor's amax");
-    expect_str_error("precision: {grad: \"fp8_e4m3:blockwise_128x128\"}", "1:19", "needs the whole tensor's amax");
+    /* 128x128 tiles need the tensor's 2-D view; cols divides the size, a multiple of 128 or the size */
+    expect_str_error("precision: {grad: \"fp8_e4m3:blockwise_128x128\"}", "1:12", "tensors[0] ('grad') needs `cols`");
+    expect_str_error("tensors: [{name: w, size: 1024, cols: 96}]\n", "1:39", "tensors[0].cols: 96 must divide");
+    expect_str_error("tensors: [{name: w, size: 1024, cols: 64}]\n", "1:39", "be a multiple of 128 (or the size");
     expect_str_error("precision: {grad: \"mxfp4:pow2\"}", "1:19", "unknown option 'pow2' of mxfp4");
     expect_str_error("sample: 10\nprecision: {grad: mxfp4}", "2:12", "cannot run with `sample:`");
 }

@@ -149,11 +149,56 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
     }
 }
 
+void gp_run_amax_note(chunk *c, int k)
+{
+    uint32_t *a = c->amax + (size_t)(c->mb_base + k) * c->namax;
+    float x32[CHUNK];
+    for (size_t i = 0; i < c->n; i++)
+        x32[i] = (float)c->xs[i]; /* the fp32 gradient, as store_scaled makes it */
+    gp_run_amax_fold(&a[0], gp_sc_amax(x32, (long)c->n, 1));
+    if (c->sc->precision.grad_sc.kind != GP_SC_BLOCK_128X128)
+        return;
+    uint64_t w;
+    for (size_t i = 0; i < c->n; i += (size_t)w) {
+        uint64_t tile = gp_run_tile(c->sc, c->t, c->i0 + i, c->i0 + c->n, &w);
+        gp_run_amax_fold(&a[1 + tile], gp_sc_amax(x32 + i, (long)w, 1));
+    }
+}
+
+/* Quantize chunk c's fp32 gradient x of micro-batch k (into y, events into ev) with the
+ * amaxes of the whole tensor the amax pass found: current scaling's multiplier from the
+ * tensor's amax, a 128x128 tile's from the tile's, two-level NVFP4's tensor scale from the
+ * tensor's; each row's piece of a block (at most 128 elements, NVFP4's blocks of 16) as
+ * gp_scaled_quantize quantizes it (gp_scaled_row_block, the same global element indices):
+ * the result equals the whole tensor's gp_scaled_quantize. */
+static void quantize_spanning(chunk *c, int k, const float *x, float *y, unsigned *ev, uint64_t stream)
+{
+    const gp_scaled_cfg *q = &c->sc->precision.grad_sc;
+    const uint32_t *a = c->amax + (size_t)(c->mb_base + k) * c->namax;
+    float ta = gp_f32_from_bits(a[0]), ts = 1.0f, s = 0.0f;
+    if (q->kind == GP_SC_NVFP4)
+        ts = gp_nvfp4_tensor_scale(ta);
+    if (q->kind == GP_SC_CURRENT)
+        s = gp_fp8_scale_current(q->elem, ta, q->pow2);
+    uint64_t w, piece = q->kind == GP_SC_NVFP4 ? 16 : 128;
+    for (size_t i = 0; i < c->n; i += (size_t)w) {
+        uint64_t tile = gp_run_tile(c->sc, c->t, c->i0 + i, c->i0 + c->n, &w);
+        if (q->kind == GP_SC_BLOCK_128X128)
+            s = gp_fp8_scale_current(q->elem, gp_f32_from_bits(a[1 + tile]), q->pow2);
+        for (uint64_t p = 0; p < w; p += piece) {
+            uint64_t wp = w - p < piece ? w - p : piece;
+            gp_scaled_row_block(q, x + i + p, (int)wp, ts, s, c->sc->seed, stream, c->i0 + i + p, y + i + p, NULL,
+                                ev + i + p);
+        }
+    }
+}
+
 /* The stored gradients of micro-batch k in a scaled or block format (precision.grad_sc):
  * the chunk's exact outputs rounded to fp32 (the backward's fp32 gradient), quantized
- * block by block (a block never straddles chunks: CHUNK is a multiple of 128, 32 and 16,
- * and chunks start at multiples of CHUNK) and stored as the fp32 values they dequantize
- * to, which the backend accumulates. Mechanisms against the exact output: non-finite
+ * block by block (a row block never straddles chunks: CHUNK is a multiple of 128, 32 and
+ * 16, chunks start at multiples of CHUNK, and a row's length is a multiple of 128 or the
+ * tensor's size; scales spanning chunks come from the amax pass: quantize_spanning) and
+ * stored as the fp32 values they dequantize to, which the backend accumulates. Mechanisms against the exact output: non-finite
  * outputs are non-finite; a non-finite result of a finite output (fp8 ":nosat" past its
  * max) and a saturated element (clamped to the element's max) are overflow; a non-zero
  * output stored as zero is underflow (below half the smallest subnormal of its block's
@@ -171,7 +216,13 @@ static void store_scaled(chunk *c, int k)
         ev[i] = 0;
     }
     uint64_t stream = gp_stream_id(GP_STREAM_SCALED_SR, c->t, (uint64_t)c->step, (uint64_t)(c->mb_base + k));
-    gp_scaled_quantize(q, 1, c->n, x32, y32, NULL, NULL, NULL, c->given, c->sc->seed, stream, c->i0, ev);
+    if (c->amax) { /* a scale spans chunks: from the amax pass */
+        quantize_spanning(c, k, x32, y32, ev, stream);
+    } else { /* scales local to the chunk, or the chunk is the whole tensor (rows x cols) */
+        uint64_t cols = c->n == c->sc->tensors[c->t].size ? gp_run_cols(c->sc, c->t) : c->n;
+        gp_scaled_quantize(q, c->n / cols, cols, x32, y32, NULL, NULL, NULL, c->given, c->sc->seed, stream, c->i0,
+                           ev);
+    }
     float amax = gp_sc_amax(x32, (long)c->n, 1);
     if (amax > st->grad_amax || amax != amax)
         st->grad_amax = amax;

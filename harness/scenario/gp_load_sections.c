@@ -9,8 +9,8 @@
 /* ---- the remaining sections ---- */
 
 /* precision.grad: a plain format, or a scaled or block format by its name
- * (docs/formats.md "Scaled and block formats"; those whose scales are local to blocks of
- * a tensor's consecutive elements: the runner quantizes chunk by chunk). */
+ * (docs/formats.md "Scaled and block formats"; every kind: the runner finds the amaxes
+ * that span chunks, per tensor and per 128x128 tile, before it stores a micro-batch). */
 static int gp_load_get_grad_format(const loader *L, const yaml_node_t *n, gp_scenario *s)
 {
     const char *t = NULL;
@@ -26,10 +26,6 @@ static int gp_load_get_grad_format(const loader *L, const yaml_node_t *n, gp_sce
     gp_scaled_cfg c;
     if (gp_scaled_parse(t, &c, why, sizeof why) != 0)
         return gp_load_fail(L, n, "precision.grad: %s", why);
-    if (c.kind == GP_SC_CURRENT || c.kind == GP_SC_BLOCK_128X128 || (c.kind == GP_SC_NVFP4 && c.two_level))
-        return gp_load_fail(L, n, "precision.grad: '%.60s' needs the whole tensor's amax of the micro-batch "
-                            "(per-tensor current, 128x128 or two-level scales): not in the runner yet; use "
-                            ":delayed, :blockwise_1x128, an MX format or nvfp4:single", t);
     s->precision.grad = GP_FP32;
     s->precision.grad_scaled = 1;
     s->precision.grad_sc = c;

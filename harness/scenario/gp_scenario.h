@@ -32,6 +32,9 @@ typedef struct {
     char name[GP_NAME_MAX];
     size_t size;    /* elements, default 1024 (1 for explicit values; a replayed
                        gradient's size comes from its dump) */
+    size_t cols;    /* `cols: C`: the tensor's 2-D view, size / C rows of C elements,
+                       row-major (the tiles of a blockwise_128x128 grad); C divides size
+                       and is a multiple of 128 or equal to size; 0 = one row of size */
     size_t sample;  /* `sample: N`: metrics estimated on N elements chosen from the seed
                        (harness/sources/gp_sample.h); 0 = every element (or the scenario's sample) */
     uint64_t population; /* `population: M`: the dump's entries are already a sample of

@@ -145,6 +145,8 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
             gp_buf_printf(&b, "  - name: ");
             put_string(&b, t->name);
             gp_buf_printf(&b, "\n    size: %zu\n", t->size);
+            if (t->cols)
+                gp_buf_printf(&b, "    cols: %zu\n", t->cols);
             if (t->sample)
                 gp_buf_printf(&b, "    sample: %zu\n", t->sample);
             if (t->population)
