@@ -547,6 +547,37 @@ static void test_scaled_grad(void **state)
     expect_str_error("sample: 10\nprecision: {grad: mxfp4}", "2:12", "cannot run with `sample:`");
 }
 
+/* precision.accumulator with per-tensor current scaling: loaded, printed back with every
+ * option, round-tripped; the kinds and combinations not modelled refused with one line. */
+static void test_scaled_accumulator(void **state)
+{
+    (void)state;
+    static const char *const names[][2] = {{"fp8_e4m3:current", NULL}, {"fp8_e5m2:current:pow2:nosat", NULL}};
+    for (size_t i = 0; i < 2; i++) {
+        char text[160], want[128];
+        snprintf(text, sizeof text, "precision: {grad: bf16, accumulator: \"%s\"}\n", names[i][0]);
+        snprintf(want, sizeof want, "  accumulator: %s\n", names[i][1] ? names[i][1] : names[i][0]);
+        gp_scenario s;
+        gp_error err = {{0}};
+        if (load_str(text, &s, &err) != 0)
+            fail_msg("%s: %s", names[i][0], err.msg);
+        assert_int_equal(s.precision.acc_scaled, 1);
+        assert_int_equal(s.precision.accumulator, GP_FP32);
+        char *y = gp_scenario_to_yaml(&s);
+        assert_non_null(strstr(y, want));
+        free(y);
+        assert_round_trip(&s);
+        gp_scenario_free(&s);
+    }
+    expect_str_error("precision: {accumulator: \"fp8_e4m3:delayed\"}", "1:26", "re-quantized from its own amax");
+    expect_str_error("precision: {accumulator: mxfp8_e4m3}", "1:26", "block formats (MX, NVFP4, blockwise)");
+    expect_str_error("precision: {accumulator: \"fp8_e4m3:current:sr\"}", "1:26", "stochastic rounding of a scaled");
+    expect_str_error("precision: {accumulator: \"fp8_e4m3:current\", rounding: kahan}", "1:56", "rounding: rne");
+    expect_str_error("precision: {grad: mxfp4, accumulator: \"fp8_e4m3:current\"}", "1:39", "with a scaled grad");
+    expect_str_error("precision: {accumulator: \"fp8_e4m3:current\"}\ndistributed: {world_size: 2}\n", "2:14",
+                     "not modelled across ranks");
+}
+
 /* optimizer.fused: torch_cpu: the state follows the param when not given; printed back. */
 static void test_fused_optimizer(void **state)
 {
@@ -729,6 +760,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_fused_optimizer),
         cmocka_unit_test(test_scaled_grad),
+        cmocka_unit_test(test_scaled_accumulator),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_inline),
         cmocka_unit_test(test_file_names),

@@ -91,6 +91,10 @@ typedef struct {
     uint32_t *amax;        /* precision.grad whose scale spans chunks (gp_run_spanning):
                               the tensor's amax slots of this step (tensor_state.amax), else NULL */
     size_t namax;          /* ... slots per micro-batch */
+    const uint32_t *acc_amax; /* a scaled accumulator on a tensor of more than one chunk: the
+                              amax of its running sum after each micro-batch (tensor_state), else NULL */
+    const unsigned *acc_ev;   /* while a scaled accumulator's micro-batch is attributed: each
+                              element's events of the re-quantization, else NULL */
 } chunk;
 
 /* Count an event of element i in the per-element counters (runs with sampling). */
@@ -174,6 +178,11 @@ typedef struct {
      * tensor's, then each 128x128 tile's (gp_run_tile order); else NULL */
     uint32_t *amax;
     size_t namax;
+    /* a scaled accumulator (precision.acc_sc) on a tensor of more than one chunk: the model
+     * of its running sum (fp32, the whole tensor) and, per micro-batch of this step, the
+     * amax of the sum after the addition (fp32 bits) from which it is re-quantized; else NULL */
+    float *acc_shadow;
+    uint32_t *acc_amax;
     /* a stochastic accumulator (not sampled): u and w (gp_sr_lag.h) of the first lag_n
      * elements' roundings in the last micro-batch of iteration 1 (rank 0's), for the
      * all-lags test after the run; else NULL */
@@ -245,6 +254,7 @@ typedef struct sim {
     gp_replay **sdump, **tdump; /* [ntensors] a carried state / torch's twin, else NULL */
     gp_optim_step *tstep; /* [ntensors] this iteration's per-tensor inputs: t, lr, weight_decay, ref */
     int K;             /* this iteration's micro-batches K_s */
+    int acc_wave;      /* the micro-batch the accumulator's amax pass is at (acc_amax_run) */
     uint64_t **idx;    /* [ntensors] a sampled tensor's chosen elements, else NULL */
     const double *w;   /* [ntensors] a sampled tensor's expansion weight M_h / n_h, else 1 */
     const uint64_t *pop; /* [ntensors] a sampled tensor's elements M_h, else 0 */
@@ -325,6 +335,11 @@ static inline void gp_run_amax_fold(uint32_t *slot, float m)
 
 /* The amaxes of micro-batch k of chunk c (its exact outputs in c->xs) into its slots. */
 void gp_run_amax_note(chunk *c, int k);
+/* A scaled accumulator's model of micro-batch k of chunk c (its exact outputs in c->xs)
+ * on the running sum sh[0..n) of the chunk: re-quantized from micro-batch k-1's amax
+ * (k > 0; k == 0: zero), the stored gradients added as the backend adds them
+ * (gp_accum_step, fp32 RNE), the amax of the sum folded into *slot. */
+void gp_run_acc_model(chunk *c, int k, float *sh, const uint32_t *amax, uint32_t *slot);
 
 /* ---- gp_run_accum.c: the stored gradients, their accumulation on the backend, unscaling ---- */
 

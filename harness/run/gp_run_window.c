@@ -164,6 +164,8 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->given = ts->dscale != 0 ? ts->dscale : 1.0f;
     c->amax = ts->amax;
     c->namax = ts->namax;
+    c->acc_amax = ts->acc_amax;
+    c->acc_ev = NULL;
     c->traj_err = U->traj_err;
     c->traj_ref = U->traj_ref;
     c->first = &U->first;
@@ -441,6 +443,26 @@ static void amax_run(sim *S, lane *L, size_t u)
     }
 }
 
+/* The scaled accumulator's amax pass of one window (unit u) on lane L at micro-batch
+ * S->acc_wave: for each chunk of a tensor with a model of its sum (tensor_state.acc_shadow),
+ * the micro-batch's exact outputs made again, added to the model (gp_run_acc_model). The
+ * cost: one more generation (or read) of every micro-batch, in K waves. */
+static void acc_amax_run(sim *S, lane *L, size_t u)
+{
+    unit *U = &S->units[u];
+    gp_run_unit_reset(S, U);
+    for (size_t j = 0; j < U->ng && U->rc == 0; j++) {
+        tensor_state *ts = &S->ts[U->t[j]];
+        if (!ts->acc_shadow)
+            continue;
+        chunk_begin(S, L, U, j);
+        chunk *c = &L->grp[j];
+        int k = S->acc_wave;
+        if (k < c->K && (U->rc = gp_run_outputs(c, S->N, k, &U->err)) == 0)
+            gp_run_acc_model(c, k, ts->acc_shadow + c->i0, ts->acc_amax, &ts->acc_amax[k]);
+    }
+}
+
 /* The windows of the step in waves of up to nunits run by fn on the lanes; merged in
  * window order (merge: the accumulation's unit_merge), else only their failures. */
 static int waves(sim *S, void (*fn)(sim *, lane *, size_t), int merge, int *found_inf, gp_error *err)
@@ -471,7 +493,9 @@ static int waves(sim *S, void (*fn)(sim *, lane *, size_t), int merge, int *foun
  * nunits windows run on the lanes and merged in window order: every sum the report holds
  * adds the windows' partial sums in window order, whatever the number of threads. A grad
  * whose scales span chunks (gp_run_spanning) first has its amaxes found (amax_run; a
- * maximum is exact, so the slots hold the same bits for any number of threads). */
+ * maximum is exact, so the slots hold the same bits for any number of threads), and a
+ * scaled accumulator the amaxes of its running sum (acc_amax_run, one wave per
+ * micro-batch: each depends on the re-quantization before it). */
 int gp_run_accumulate_step(sim *S, int *found_inf, gp_error *err)
 {
     int spanning = 0;
@@ -481,5 +505,13 @@ int gp_run_accumulate_step(sim *S, int *found_inf, gp_error *err)
             spanning = 1;
         }
     int rc = spanning ? waves(S, amax_run, 0, found_inf, err) : 0;
+    int acc_model = 0;
+    for (size_t t = 0; t < S->sc->ntensors; t++)
+        if (S->ts[t].acc_shadow) {
+            memset(S->ts[t].acc_amax, 0, (size_t)S->sc->batch.microbatches * sizeof *S->ts[t].acc_amax);
+            acc_model = 1;
+        }
+    for (S->acc_wave = 0; acc_model && rc == 0 && S->acc_wave < S->K; S->acc_wave++) /* micro-batch by micro-batch */
+        rc = waves(S, acc_amax_run, 0, found_inf, err);
     return rc ? rc : waves(S, window_run, 1, found_inf, err);
 }

@@ -348,14 +348,18 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
         return -1;
     if (check_cols(L, v[K_PRECISION], s))
         return -1;
-    if (s->precision.grad_scaled) { /* a block needs its neighbours: no sampled elements */
+    if (s->precision.grad_scaled || s->precision.acc_scaled) { /* a block needs its neighbours: no sampled elements */
         int sampled = s->sample != 0;
         for (size_t i = 0; i < s->ntensors; i++)
             sampled |= s->tensors[i].sample != 0;
         if (sampled)
-            return gp_load_fail(L, v[K_PRECISION], "precision.grad: a scaled format quantizes blocks of neighbouring "
-                                "elements; it cannot run with `sample:` (drop one)");
+            return gp_load_fail(L, v[K_PRECISION], "precision.%s: a scaled format quantizes blocks of neighbouring "
+                                "elements; it cannot run with `sample:` (drop one)",
+                                s->precision.grad_scaled ? "grad" : "accumulator");
     }
+    if (s->precision.acc_scaled && gp_scenario_distributed(s))
+        return gp_load_fail(L, v[K_DIST], "distributed: a scaled precision.accumulator is not modelled across ranks "
+                            "(each rank's local sum would need its own scale); use a plain accumulator");
     if (s->optimizer.lowbit && check_lowbit(L, v[K_OPTIMIZER], v[K_SAMPLE], s))
         return -1;
     if (s->thresholds.set[GP_M_TWIN_MISMATCH_COUNT] && !gp_scenario_has_twin(s))

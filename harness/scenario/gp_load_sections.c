@@ -32,6 +32,38 @@ static int gp_load_get_grad_format(const loader *L, const yaml_node_t *n, gp_sce
     return 0;
 }
 
+/* precision.accumulator: a plain format, or fp8 with per-tensor current scaling
+ * ("fp8_e4m3:current", MS-AMP / FP8-LM's fp8 weight gradients with one scale per tensor):
+ * the running sum re-quantized after every micro-batch from its own amax. Other scaled
+ * kinds are refused with the reason. */
+static int gp_load_get_acc_format(const loader *L, const yaml_node_t *n, gp_scenario *s)
+{
+    const char *t = NULL;
+    char why[192];
+    if (gp_load_get_string(L, n, "precision.accumulator", &t))
+        return -1;
+    if (gp_format_parse(t, &s->precision.accumulator) == 0) {
+        s->precision.acc_scaled = 0;
+        return 0;
+    }
+    if (!strchr(t, ':') && strncmp(t, "mx", 2) != 0 && strncmp(t, "nvfp4", 5) != 0)
+        return gp_load_get_format(L, n, "precision.accumulator", &s->precision.accumulator); /* its message */
+    gp_scaled_cfg c;
+    if (gp_scaled_parse(t, &c, why, sizeof why) != 0)
+        return gp_load_fail(L, n, "precision.accumulator: %s", why);
+    if (c.kind != GP_SC_CURRENT)
+        return gp_load_fail(L, n, "precision.accumulator: '%.60s': a running sum is re-quantized from its own amax "
+                            "(per-tensor current scaling, e.g. fp8_e4m3:current); delayed scales follow gradients' "
+                            "history and block formats (MX, NVFP4, blockwise) quantize gradients, not sums", t);
+    if (c.mode == GP_STOCHASTIC)
+        return gp_load_fail(L, n, "precision.accumulator: '%.60s': stochastic rounding of a scaled accumulator is "
+                            "not modelled (drop :sr)", t);
+    s->precision.accumulator = GP_FP32;
+    s->precision.acc_scaled = 1;
+    s->precision.acc_sc = c;
+    return 0;
+}
+
 enum { P_GRAD, P_ACC, P_ROUNDING, P_FTZ, P_N };
 static const char *const precision_keys[P_N] = {"grad", "accumulator", "rounding", "ftz"};
 
@@ -43,7 +75,7 @@ int gp_load_parse_precision(const loader *L, yaml_node_t *n, gp_scenario *s)
         return -1;
     if (v[P_GRAD] && gp_load_get_grad_format(L, v[P_GRAD], s))
         return -1;
-    if (v[P_ACC] && gp_load_get_format(L, v[P_ACC], "precision.accumulator", &s->precision.accumulator))
+    if (v[P_ACC] && gp_load_get_acc_format(L, v[P_ACC], s))
         return -1;
     if (v[P_ROUNDING]) {
         if (gp_load_get_enum(L, v[P_ROUNDING], "precision.rounding", gp_acc_names, COUNT(gp_acc_names), &e))
@@ -52,6 +84,12 @@ int gp_load_parse_precision(const loader *L, yaml_node_t *n, gp_scenario *s)
     }
     if (v[P_FTZ] && gp_load_get_bool(L, v[P_FTZ], "precision.ftz", &s->precision.ftz))
         return -1;
+    if (s->precision.acc_scaled && s->precision.rounding != GP_ACC_RNE)
+        return gp_load_fail(L, v[P_ROUNDING], "precision.rounding: a scaled accumulator adds in fp32 with round to "
+                            "nearest even, then re-quantizes (rounding: rne)");
+    if (s->precision.acc_scaled && s->precision.grad_scaled)
+        return gp_load_fail(L, v[P_ACC], "precision.accumulator: a scaled accumulator with a scaled grad is not "
+                            "modelled yet (use a plain grad: bf16, fp16, fp32)");
     return 0;
 }
 

@@ -113,7 +113,10 @@ typedef struct {
                                      grad_scaled: the dequantized values) */
         int grad_scaled;          /* the grad is a scaled or block format (grad_sc) */
         gp_scaled_cfg grad_sc;    /* ... its recipe (kernels/gp_scaled_tensor.h) */
-        gp_format accumulator;    /* default fp32 */
+        gp_format accumulator;    /* default fp32 (fp32 when acc_scaled: the dequantized values) */
+        int acc_scaled;           /* the accumulator is re-quantized to a scaled format (acc_sc)
+                                     after every micro-batch: per-tensor current scaling only */
+        gp_scaled_cfg acc_sc;     /* ... its recipe */
         gp_acc_rounding rounding; /* default rne */
         int ftz;                  /* default false */
     } precision;

@@ -179,8 +179,13 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
         gp_scaled_name(&s->precision.grad_sc, grad_name, sizeof grad_name);
     else
         snprintf(grad_name, sizeof grad_name, "%s", gp_format_name(s->precision.grad));
+    char acc_name[128];
+    if (s->precision.acc_scaled)
+        gp_scaled_name(&s->precision.acc_sc, acc_name, sizeof acc_name);
+    else
+        snprintf(acc_name, sizeof acc_name, "%s", gp_format_name(s->precision.accumulator));
     gp_buf_printf(&b, "precision:\n  grad: %s\n  accumulator: %s\n  rounding: %s\n  ftz: %s\n",
-        grad_name, gp_format_name(s->precision.accumulator),
+        grad_name, acc_name,
         gp_scenario_enum_name(gp_acc_names, COUNT(gp_acc_names), (int)s->precision.rounding),
         bool_name(s->precision.ftz));
     gp_buf_printf(&b, "loss_scale:\n  mode: %s\n", gp_scenario_enum_name(gp_ls_names, COUNT(gp_ls_names),
