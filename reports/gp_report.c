@@ -220,9 +220,11 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         else if (r->loss[GP_MECH_SATURATION] > 0)
             note(o, "saturation: gradients clamped to the format's largest value %g lost %.3g of the gradient: "
                  "%s (docs/formats.md)", gp_elem_max(q->elem), r->loss[GP_MECH_SATURATION],
-                 q->kind == GP_SC_MX ? "the MX scale rule puts a block's amax above the element's range: use :rceil, "
-                                       "which never saturates"
-                                     : "the scale puts the amax above the element's range: lower it (a margin)");
+                 q->kind == GP_SC_MX      ? "the MX scale rule puts a block's amax above the element's range: use "
+                                            ":rceil, which never saturates"
+                : q->kind == GP_SC_NVFP4 ? "a block's e4m3 scale rounded below amax / 6 puts its largest elements "
+                                           "past 6 (the recipe clamps them)"
+                                         : "the scale puts the amax above the element's range: lower it (a margin)");
         if (r->st.overflow && !q->sat)
             note(o, "the non-saturating cast (:nosat) turned %llu overflowing gradients into NaN or inf: drop :nosat "
                  "(saturate) or lower the scale", (unsigned long long)r->st.overflow);
