@@ -220,6 +220,16 @@ static int values_dist(gp_dist *g, int K, const long *tokens)
     return 0;
 }
 
+/* A scaled recipe's defaults, as gp_scaled_parse starts from (saturating, two-level,
+ * history 1024, round to nearest even). */
+static void scaled_defaults(gp_scaled_cfg *q)
+{
+    memset(q, 0, sizeof *q);
+    q->sat = q->two_level = 1;
+    q->hist = 1024;
+    q->mode = GP_RNE;
+}
+
 /* Explicit per-token values of one size-1 tensor, from gp_decode_value. */
 static int decode_values(gp_decoder *d, gp_dist *g, int K, const long *tokens, gp_format gf,
                          gp_format af)
@@ -366,9 +376,7 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
     if (!any_values && gp_decoder_range(&peek, 0, 0xffff) == 0x5ca1) {
         *d = peek;
         gp_scaled_cfg *q = &s->precision.grad_sc;
-        memset(q, 0, sizeof *q);
-        q->sat = q->two_level = 1;
-        q->hist = 1024;
+        scaled_defaults(q);
         switch (gp_decoder_pick(d, 4)) {
         case 0:
             q->kind = GP_SC_MX;
@@ -421,9 +429,7 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
     if (!any_values && gp_decoder_range(&peek, 0, 0xffff) == 0x5ca2) {
         *d = peek;
         gp_scaled_cfg *q = &s->precision.grad_sc;
-        memset(q, 0, sizeof *q);
-        q->sat = q->two_level = 1;
-        q->hist = 1024;
+        scaled_defaults(q);
         switch (gp_decoder_pick(d, 3)) {
         case 0: q->kind = GP_SC_CURRENT; break;
         case 1: q->kind = GP_SC_BLOCK_128X128; break;
@@ -453,11 +459,8 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
         gp_decoder_range(&peek, 0, 0xffff) == 0x5ca3) {
         *d = peek;
         gp_scaled_cfg *q = &s->precision.acc_sc;
-        memset(q, 0, sizeof *q);
+        scaled_defaults(q);
         q->kind = GP_SC_CURRENT;
-        q->two_level = 1;
-        q->hist = 1024;
-        q->mode = GP_RNE;
         q->elem = (gp_elem)gp_decoder_pick(d, GP_NELEMS);
         q->pow2 = gp_decoder_bool(d);
         q->sat = !gp_decoder_bool(d);
