@@ -94,6 +94,9 @@ C = "kernels/cpu/gp_cpu_backend.c"
 WHY_SCALED = ("OPEN: a scaled gradient format (precision.grad MX / NVFP4 / fp8 blockwise or delayed, issue 25): "
               "no preset of the default suite yet; examples/scenarios/*fp8*, *mxfp8*, *nvfp4* (examples_scenarios_run), "
               "test_scenario and test_scaled_formats reach it")
+WHY_SCALED_ACC = ("OPEN: a scaled accumulator (precision.accumulator fp8_*:current, issue 25): no preset of the "
+                  "default suite yet; examples/scenarios/fp8-e4m3-current-accumulator.yaml (examples_scenarios_run) "
+                  "and tests/test_scaled_run.c reach it")
 WHY_LOWBIT = ("OPEN: a low-bit optimizer state (optimizer.state bnb8_blockwise / torchao_*, issue 25): no preset "
               "of the default suite yet (the plugins refuse it); examples/scenarios/adamw-8bit-state-tiny-grads.yaml "
               "and tests/python/test_lowbit.py reach it")
@@ -301,6 +304,13 @@ EXCLUSIONS = [
     (A + "gp_scaled.h", None, r".", None, WHY_SCALED),
     (R, "gp_run_store_grads", r"if \(c->sc->precision\.grad_scaled\)", None, WHY_SCALED),
     (R, "chunk_begin", r"ts->dscale != 0", None, WHY_SCALED),
+    (R, "gp_run_accumulate_step", r"if \(S->ts\[t\]\.amax\)|spanning \? waves|if \(S->ts\[t\]\.acc_shadow\)|"
+     r"return rc \? rc : waves", None,
+     WHY_SCALED + " (the amax passes of a grad or an accumulator whose scale spans the runner's chunks)"),
+    (R, "accumulate_after", r"if \(c->sc->precision\.acc_scaled\)", None, WHY_SCALED_ACC),
+    (R, "attribute_range", r"if \(c->acc_ev\)", None, WHY_SCALED_ACC),
+    (R, "gp_run_generate_microbatch", r"for \(size_t i = 0; i < c->n; i\+\+\)", None,
+     WHY_REPLAY + " (the replayed entries' non-finite count)"),
     (R, "gp_run_simulate", r"for \(size_t t = 0; t < sc->ntensors; t\+\+\)", None,
      WHY_SCALED + " (the delayed scale's amax history after each step)"),
     (A + "gp_format.h", "gp_fmt_round_info", r"if \(!i\.inf && !i\.qnan\)|\} else if \(i\.qnan\) \{", None,
