@@ -334,8 +334,10 @@ static json_t *config_json(const gp_scenario *sc)
     json_object_set_new(o, "reduction", json_string(gp_reduction_name(sc->reduction)));
     json_object_set_new(o, "fullbatch", json_string(sc->fullbatch == GP_FB_MEAN ? "mean" : "sum"));
     json_t *p = json_object();
-    json_object_set_new(p, "grad", json_string(gp_format_name(sc->precision.grad)));
-    json_object_set_new(p, "accumulator", json_string(gp_format_name(sc->precision.accumulator)));
+    char gname[128], aname[128];
+    gp_scenario_precision_names(sc, gname, aname, sizeof gname);
+    json_object_set_new(p, "grad", json_string(gname));
+    json_object_set_new(p, "accumulator", json_string(aname));
     json_object_set_new(p, "rounding", json_string(gp_acc_rounding_name(sc->precision.rounding)));
     json_object_set_new(p, "ftz", json_boolean(sc->precision.ftz));
     json_object_set_new(o, "precision", p);
@@ -948,8 +950,10 @@ char *gp_report_markdown(const gp_run_report *r)
             continue;
         }
         gp_buf_printf(&b, "\n### %s: %s\n\n", sc->name, gp_verdict_name(res->verdict));
+        char gname[128], aname[128];
+        gp_scenario_precision_names(sc, gname, aname, sizeof gname);
         gp_buf_printf(&b, "%s gradients into a %s accumulator (%s), K = %d micro-batches, reduction `%s`.\n\n",
-                  gp_format_name(sc->precision.grad), gp_format_name(sc->precision.accumulator),
+                  gname, aname,
                   gp_acc_rounding_name(sc->precision.rounding), sc->batch.microbatches, gp_reduction_name(sc->reduction));
         if (sc->expect.set)
             gp_buf_printf(&b, "- expected: %s%s%s — %s\n", gp_verdict_name(sc->expect.verdict),

@@ -294,6 +294,11 @@ int gp_scenario_load_all_string(const char *text, size_t len, const char *origin
 /* The same for a file (the default name is the file's basename, as gp_scenario_load_file). */
 int gp_scenario_load_all_file(const char *path, gp_scenario **out, size_t *n, gp_error *err);
 
+/* The names of s's gradient and accumulator formats as the YAML writes them: a plain
+ * format's, or a scaled one's with every option (gp_scaled_name), into grad and acc (n
+ * bytes each). */
+void gp_scenario_precision_names(const gp_scenario *s, char *grad, char *acc, size_t n);
+
 /* Write s as YAML that gp_scenario_load_string reads back to an equal scenario.
  * Returns a malloc'ed string (caller frees) or NULL when out of memory. */
 char *gp_scenario_to_yaml(const gp_scenario *s);
