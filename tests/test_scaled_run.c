@@ -286,6 +286,41 @@ static void test_scaled_accumulator_by_hand(void **state)
     gp_scenario_free(&sc);
 }
 
+/* A data-parallel run (2 ranks, each quantizing its own micro-batches with their own
+ * amaxes: slots r * K + k) of generated gradients over 3 chunks: the metrics and losses
+ * are the same bits for -j1 and -j3 (the amax pass's maxima are exact). */
+static void test_spanning_distributed_any_j(void **state)
+{
+    (void)state;
+    static const char *const grads[] = {"nvfp4:sr", "fp8_e4m3:blockwise_128x128", "fp8_e5m2:current"};
+    for (size_t g = 0; g < 3; g++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "seed: 3\ntensors: [{name: w, size: 40960, cols: 256, grad: {dist: normal, scale: 1.0e-3}}]\n"
+                 "batch: {accumulation_steps: 4, tokens: 64}\nsteps: 2\ndistributed: {world_size: 2}\n"
+                 "precision: {grad: \"%s\", accumulator: fp32}\n", grads[g]);
+        gp_result r[2];
+        for (int j = 0; j < 2; j++) {
+            gp_scenario sc;
+            gp_error e = {""};
+            gp_backend b;
+            if (gp_scenario_load_string(text, strlen(text), "dist", &sc, &e) != 0)
+                fail_msg("%s: %s", grads[g], e.msg);
+            assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+            gp_run_ctl ctl = {j ? 3 : 1, NULL};
+            if (gp_run_scenario_ctl(&sc, &ctl, &b, NULL, &r[j], &e) != 0)
+                fail_msg("%s: run: %s", grads[g], e.msg);
+            gp_backend_close(&b);
+            gp_scenario_free(&sc);
+        }
+        assert_memory_equal(r[0].metric, r[1].metric, sizeof r[0].metric);
+        assert_memory_equal(r[0].loss, r[1].loss, sizeof r[0].loss);
+        assert_true(r[0].st.stored_nonzero > 0);
+        gp_result_free(&r[0]);
+        gp_result_free(&r[1]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     dir = argc > 1 ? argv[1] : ".";
@@ -295,6 +330,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_spanning_scales_equal_whole_tensor),
         cmocka_unit_test(test_scaled_accumulator_whole_tensor),
         cmocka_unit_test(test_scaled_accumulator_by_hand),
+        cmocka_unit_test(test_spanning_distributed_any_j),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
