@@ -8,6 +8,11 @@
  *  - metamorphic: the block times 2^k (|k| <= 8), where every value and scale stays
  *    inside its range, has the same codes and its scale times 2^k.
  * Input: byte 0 kind (MX / nvfp4:single / fp8 blockwise_1x128), element format and rule;
+ * byte 0 >= 240: the kinds whose scale spans a tensor (the runner's amax pass): fp8
+ * per-tensor :current over 128 values, blockwise_128x128 as one 4 x 32 tile, two-level
+ * nvfp4 over two blocks of 16 (the tensor scale from both), each against a brute-force
+ * reference too, and 2^k changing only the scales (the committed corpus has byte 0 < 60:
+ * it keeps its meaning);
  * byte 1 options (torchao, pow2, sr) and k; then the block's fp32 values, 4 bytes each,
  * little-endian (missing bytes are 0). The bitwise check against torchao and ml_dtypes
  * is tests/python/test_scaled_formats.py.
@@ -54,10 +59,86 @@ static int same(float a, float b)
     return gp_f32_bits(a) == gp_f32_bits(b) || (a != a && b != b);
 }
 
+/* byte 0 >= 240: per-tensor current scaling, a 128x128 tile (4 x 32 here), two-level
+ * NVFP4 (two blocks of 16), differential and metamorphic. */
+static int spanning_kinds(const uint8_t *data, size_t size)
+{
+    unsigned v = data[0] - 240u, kind = v % 3;
+    gp_scaled_cfg c;
+    memset(&c, 0, sizeof c);
+    c.sat = c.two_level = 1;
+    c.mode = (data[1] >> 2) & 1 ? GP_STOCHASTIC : GP_RNE;
+    c.kind = kind == 0 ? GP_SC_CURRENT : kind == 1 ? GP_SC_BLOCK_128X128 : GP_SC_NVFP4;
+    c.elem = kind == 2 ? GP_EL_E2M1 : (v / 3) & 1 ? GP_EL_E5M2 : GP_EL_E4M3;
+    c.pow2 = kind != 2 && ((data[1] >> 1) & 1);
+    int n = kind == 2 ? 32 : 128, k = (int)((data[1] >> 3) % 17) - 8, finite = 1;
+    uint64_t rows = kind == 1 ? 4 : 1, cols = (uint64_t)n / rows;
+    float x[128], y[128], sc[2], ts = 0, x2[128], y2[128], sc2[2], ts2 = 0, amax = 0;
+    uint8_t q[128], q2[128];
+    for (int i = 0; i < n; i++) {
+        x[i] = f32_le(data, size, 2 + 4 * (size_t)i);
+        finite &= isfinite(x[i]) != 0;
+        if (fabsf(x[i]) > amax)
+            amax = fabsf(x[i]);
+    }
+    gp_scaled_quantize(&c, rows, cols, x, y, q, sc, &ts, 1.0f, 7, 1, 0, NULL);
+    if (finite && c.mode == GP_RNE && kind < 2 && !c.pow2 && amax > 1e-12f) { /* one scale over all */
+        float s = (float)(gp_elem_max(c.elem) / (double)amax);
+        GP_FUZZ_CHECK(same(sc[0], s), "kind %u elem %d: scale %a, want %a", kind, c.elem, sc[0], s);
+        for (int i = 0; i < n; i++) {
+            double want = nearest_code_value(c.elem, (double)(x[i] * s));
+            GP_FUZZ_CHECK(gp_elem_to_f64(c.elem, q[i]) == want || (want == 0 && q[i] % 128 == 0),
+                          "kind %u elem %d x=%a: code %u, nearest %a", kind, c.elem, x[i], q[i], want);
+            float deq = kind == 0 ? (float)(want / (double)s) : (float)(want * (double)(1.0f / s));
+            GP_FUZZ_CHECK(same(y[i], deq) || (want == 0 && y[i] == 0), "kind %u x=%a: %a, want %a", kind, x[i], y[i],
+                          deq);
+        }
+    }
+    if (finite && c.mode == GP_RNE && kind == 2 && amax > 0x1p-100f) { /* two-level NVFP4 by its definition */
+        float t = (float)((double)amax / 2688.0);
+        GP_FUZZ_CHECK(same(ts, t), "nvfp4 tensor scale %a, want %a", ts, t);
+        for (int b = 0; b < 2; b++) {
+            float ab = 0;
+            for (int i = 16 * b; i < 16 * b + 16; i++)
+                ab = fabsf(x[i]) > ab ? fabsf(x[i]) : ab;
+            float bs = (float)((double)(float)((double)ab / 6.0) / (double)t);
+            bs = bs < 0x1p-6f ? 0x1p-6f : bs > 448.0f ? 448.0f : bs;
+            double s = nearest_code_value(GP_EL_E4M3, (double)bs);
+            GP_FUZZ_CHECK((double)sc[b] == s, "nvfp4 block %d scale %a, want %a", b, sc[b], s);
+            float r = (float)((double)(float)(1.0 / (double)t) / s), st = (float)((double)t * s);
+            for (int i = 16 * b; i < 16 * b + 16; i++) {
+                double want = (float)(nearest_code_value(GP_EL_E2M1, (double)(x[i] * r)) * (double)st);
+                GP_FUZZ_CHECK(y[i] == want, "nvfp4 x=%a: %a, want %a", x[i], y[i], want);
+            }
+        }
+    }
+    /* metamorphic: times 2^k inside the ranges: the same codes; fp8 scales / 2^k, NVFP4's
+     * block scales unchanged and its tensor scale * 2^k */
+    int ok = finite && amax >= 0x1p-30f && amax <= 0x1p60f && k != 0 && !c.pow2; /* 2^-38 > 1e-12 */
+    for (int i = 0; ok && i < n; i++) {
+        x2[i] = (float)ldexp((double)x[i], k);
+        ok = x[i] == 0 || (fabs((double)x[i]) >= 0x1p-100 && fabs((double)x[i]) <= 0x1p100);
+    }
+    if (ok) {
+        gp_scaled_quantize(&c, rows, cols, x2, y2, q2, sc2, &ts2, 1.0f, 7, 1, 0, NULL);
+        GP_FUZZ_CHECK(memcmp(q, q2, (size_t)n) == 0, "kind %u elem %d: codes change under 2^%d", kind + 3, c.elem, k);
+        if (kind < 2)
+            GP_FUZZ_CHECK((double)sc2[0] == ldexp((double)sc[0], -k), "kind %u: scale %a -> %a under 2^%d", kind + 3,
+                          sc[0], sc2[0], k);
+        else
+            GP_FUZZ_CHECK(same(sc2[0], sc[0]) && same(sc2[1], sc[1]) && (double)ts2 == ldexp((double)ts, k),
+                          "nvfp4: tensor scale %a -> %a under 2^%d", ts, ts2, k);
+    }
+    gp_fuzz_feature(counters, (3 * GP_NELEMS + kind * 2 + (unsigned)(c.elem == GP_EL_E5M2)) * GP_NMXRULES);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
         return 0;
+    if (data[0] >= 240)
+        return spanning_kinds(data, size);
     gp_scaled_cfg c;
     memset(&c, 0, sizeof c);
     c.sat = 1;

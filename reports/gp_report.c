@@ -223,9 +223,11 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         else if (r->loss[GP_MECH_SATURATION] > 0)
             note(o, "saturation: gradients clamped to the format's largest value %g lost %.3g of the gradient: "
                  "%s (docs/formats.md)", gp_elem_max(q->elem), r->loss[GP_MECH_SATURATION],
-                 q->kind == GP_SC_MX ? "the MX scale rule puts a block's amax above the element's range: use :rceil, "
-                                       "which never saturates"
-                                     : "the scale puts the amax above the element's range: lower it (a margin)");
+                 q->kind == GP_SC_MX      ? "the MX scale rule puts a block's amax above the element's range: use "
+                                            ":rceil, which never saturates"
+                : q->kind == GP_SC_NVFP4 ? "a block's e4m3 scale rounded below amax / 6 puts its largest elements "
+                                           "past 6 (the recipe clamps them)"
+                                         : "the scale puts the amax above the element's range: lower it (a margin)");
         if (r->st.overflow && !q->sat)
             note(o, "the non-saturating cast (:nosat) turned %llu overflowing gradients into NaN or inf: drop :nosat "
                  "(saturate) or lower the scale", (unsigned long long)r->st.overflow);
@@ -335,8 +337,10 @@ static json_t *config_json(const gp_scenario *sc)
     json_object_set_new(o, "reduction", json_string(gp_reduction_name(sc->reduction)));
     json_object_set_new(o, "fullbatch", json_string(sc->fullbatch == GP_FB_MEAN ? "mean" : "sum"));
     json_t *p = json_object();
-    json_object_set_new(p, "grad", json_string(gp_format_name(sc->precision.grad)));
-    json_object_set_new(p, "accumulator", json_string(gp_format_name(sc->precision.accumulator)));
+    char gname[128], aname[128];
+    gp_scenario_precision_names(sc, gname, aname, sizeof gname);
+    json_object_set_new(p, "grad", json_string(gname));
+    json_object_set_new(p, "accumulator", json_string(aname));
     json_object_set_new(p, "rounding", json_string(gp_acc_rounding_name(sc->precision.rounding)));
     json_object_set_new(p, "ftz", json_boolean(sc->precision.ftz));
     json_object_set_new(o, "precision", p);
@@ -950,8 +954,10 @@ char *gp_report_markdown(const gp_run_report *r)
             continue;
         }
         gp_buf_printf(&b, "\n### %s: %s\n\n", sc->name, gp_verdict_name(res->verdict));
+        char gname[128], aname[128];
+        gp_scenario_precision_names(sc, gname, aname, sizeof gname);
         gp_buf_printf(&b, "%s gradients into a %s accumulator (%s), K = %d micro-batches, reduction `%s`.\n\n",
-                  gp_format_name(sc->precision.grad), gp_format_name(sc->precision.accumulator),
+                  gname, aname,
                   gp_acc_rounding_name(sc->precision.rounding), sc->batch.microbatches, gp_reduction_name(sc->reduction));
         if (sc->expect.set)
             gp_buf_printf(&b, "- expected: %s%s%s — %s\n", gp_verdict_name(sc->expect.verdict),

@@ -100,6 +100,9 @@ WHY_SCALED = ("OPEN: the parts of the scaled formats (issue 25) no preset uses: 
 WHY_SCALED_NONFINITE = ("OPEN: a non-finite gradient quantized to a scaled format (gp_attrib_scaled's first arm): the "
                         "nonfinite-* presets store plain formats; test_scaled_formats quantizes NaN and inf inside "
                         "blocks through gradprec_quantize")
+WHY_SCALED_ACC = ("OPEN: a scaled accumulator (precision.accumulator fp8_*:current, issue 25): no preset of the "
+                  "default suite yet; examples/scenarios/fp8-e4m3-current-accumulator.yaml (examples_scenarios_run) "
+                  "and tests/test_scaled_run.c reach it")
 WHY_LOWBIT = ("OPEN: a low-bit optimizer state (optimizer.state bnb8_blockwise / torchao_*, issue 25): no preset "
               "of the default suite yet (the plugins refuse it); examples/scenarios/adamw-8bit-state-tiny-grads.yaml "
               "and tests/python/test_lowbit.py reach it")
@@ -309,6 +312,13 @@ EXCLUSIONS = [
     (A + "gp_scaled.h", None, r"switch \(e\) \{|if \(!\(amax > 0\.0f\)|if \(pow2 && sf > 0\.0f|if \(m != m\)|"
      r"if \(b >= 0x00800000u\)|return k >= -1022", None, WHY_SCALED),
     (H, "gp_attrib_scaled", r"if \(!isfinite\(x\)\)", (0,), WHY_SCALED_NONFINITE),
+    (R, "gp_run_accumulate_step", r"if \(S->ts\[t\]\.amax\)|spanning \? waves|if \(S->ts\[t\]\.acc_shadow\)|"
+     r"return rc \? rc : waves", None,
+     WHY_SCALED + " (the amax passes of a grad or an accumulator whose scale spans the runner's chunks)"),
+    (R, "accumulate_after", r"if \(c->sc->precision\.acc_scaled\)", None, WHY_SCALED_ACC),
+    (R, "attribute_range", r"if \(c->acc_ev\)", None, WHY_SCALED_ACC),
+    (R, "gp_run_generate_microbatch", r"for \(size_t i = 0; i < c->n; i\+\+\)", None,
+     WHY_REPLAY + " (the replayed entries' non-finite count)"),
     (A + "gp_format.h", "gp_fmt_round_info", r"if \(!i\.inf && !i\.qnan\)|\} else if \(i\.qnan\) \{", None,
      "OPEN: a NaN or an infinity converted to an element format of a scaled gradient (e4m3 without "
      "infinities, fp6 and fp4 with neither): only scaled formats reach it; test_scaled_formats checks them "

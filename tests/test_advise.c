@@ -224,6 +224,43 @@ static void test_state_alternatives(void **state)
     gp_scenario_free(&sc);
 }
 
+/* A scaled accumulator (fp8_e4m3:current: 1 byte per element, its one scale per tensor
+ * negligible): the fp32 accumulator is offered at +3 bytes per parameter (4 - 1; the
+ * Kahan and stochastic-rounding accumulators are not: they are not modelled with it), and
+ * the alternative's scenario has a plain fp32 accumulator: its error equals the same
+ * scenario written with `accumulator: fp32`, bit for bit. */
+static void test_scaled_accumulator_alternative(void **state)
+{
+    (void)state;
+    static const char base[] = "tensors: [{name: w, size: 4096, grad: {dist: normal, scale: 1.0e-3}}]\n"
+                               "batch: {accumulation_steps: 4, tokens: 64}\nreduction: token_mean\n"
+                               "precision: {grad: bf16, accumulator: \"%s\"}\n";
+    char yaml[512];
+    gp_scenario sc, alt_sc, ref;
+    gp_alternative a[GP_NALT];
+    gp_error e = {""};
+    snprintf(yaml, sizeof yaml, base, "fp8_e4m3:current");
+    load(yaml, &sc);
+    int n = gp_advise_alternatives(&sc, a);
+    assert_int_equal(n, 1);
+    assert_int_equal(a[0].kind, GP_ALT_FP32_ACCUMULATOR);
+    assert_true(a[0].bytes_per_param == 3.0);
+    assert_int_equal(gp_advise_scenario(&sc, &a[0], &alt_sc, &e), 0);
+    assert_int_equal(alt_sc.precision.acc_scaled, 0);
+    snprintf(yaml, sizeof yaml, base, "fp32");
+    load(yaml, &ref);
+    gp_result r_alt, r_ref;
+    run(&alt_sc, &r_alt);
+    run(&ref, &r_ref);
+    assert_memory_equal(&r_alt.metric[GP_M_GRAD_REL_ERR_FULLBATCH], &r_ref.metric[GP_M_GRAD_REL_ERR_FULLBATCH],
+                        sizeof(double));
+    gp_result_free(&r_alt);
+    gp_result_free(&r_ref);
+    gp_scenario_free(&alt_sc);
+    gp_scenario_free(&ref);
+    gp_scenario_free(&sc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_alternatives_are_what_they_say),
         cmocka_unit_test(test_state_alternatives),
         cmocka_unit_test(test_reduce_alternatives),
+        cmocka_unit_test(test_scaled_accumulator_alternative),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -507,10 +507,14 @@ static void test_scaled_grad(void **state)
         {"fp8_e5m2:blockwise_1x128:pow2:nosat:sr", NULL},
         {"fp8_e4m3:delayed", "fp8_e4m3:delayed:hist=1024:max:margin=0"},
         {"fp8_e5m2:delayed:most_recent:hist=4:margin=2:nosat", "fp8_e5m2:delayed:hist=4:most_recent:margin=2:nosat"},
+        {"fp8_e4m3:current", NULL},              {"fp8_e5m2:current:pow2:sr", NULL},
+        {"fp8_e4m3:blockwise_128x128", NULL},     {"fp8_e5m2:blockwise_128x128:pow2:nosat", NULL},
+        {"nvfp4", NULL},                          {"nvfp4:sr", NULL},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char text[160], want[128];
-        snprintf(text, sizeof text, "precision: {grad: \"%s\", accumulator: bf16}\n", names[i][0]);
+        char text[256], want[128];
+        snprintf(text, sizeof text, "tensors: [{name: w, size: 1024, cols: 256}]\n"
+                 "precision: {grad: \"%s\", accumulator: bf16}\n", names[i][0]);
         snprintf(want, sizeof want, "  grad: %s\n", names[i][1] ? names[i][1] : names[i][0]);
         gp_scenario s;
         gp_error err = {{0}};
@@ -525,20 +529,53 @@ static void test_scaled_grad(void **state)
             fprintf(stderr, "%s printed as:\n%s", names[i][0], y);
             fail();
         }
+        assert_non_null(strstr(y, "    cols: 256\n"));
         free(y);
         assert_round_trip(&s);
         gp_scenario_free(&s);
     }
     expect_str_error("precision: {grad: \"mxfp4:bogus\"}", "1:19", "unknown option 'bogus' of mxfp4");
     expect_str_error("precision: {grad: mxfp5}", "1:19", "unknown scaled format 'mxfp5'");
-    expect_str_error("precision: {grad: \"fp8_e4m3:current\"}", "1:19", "needs the whole tensor's amax");
     expect_str_error("precision: {grad: \"fp8_e4m3:delayed:hist=0\"}", "1:19", "1 to 1024 steps");
     expect_str_error("precision: {grad: \"fp8_e4m3:delayed:margin=99\"}", "1:19", "0 to 64");
     expect_str_error("precision: {grad: \"fp8_e4m3:hist=4\"}", "1:19", "unknown option 'hist=4'");
-    expect_str_error("precision: {grad: nvfp4}", "1:19", "needs the whole tensor's amax");
-    expect_str_error("precision: {grad: \"fp8_e4m3:blockwise_128x128\"}", "1:19", "needs the whole tensor's amax");
+    /* 128x128 tiles need the tensor's 2-D view; cols divides the size, a multiple of 128 or the size */
+    expect_str_error("precision: {grad: \"fp8_e4m3:blockwise_128x128\"}", "1:12", "tensors[0] ('grad') needs `cols`");
+    expect_str_error("tensors: [{name: w, size: 1024, cols: 96}]\n", "1:39", "tensors[0].cols: 96 must divide");
+    expect_str_error("tensors: [{name: w, size: 1024, cols: 64}]\n", "1:39", "be a multiple of 128 (or the size");
     expect_str_error("precision: {grad: \"mxfp4:pow2\"}", "1:19", "unknown option 'pow2' of mxfp4");
     expect_str_error("sample: 10\nprecision: {grad: mxfp4}", "2:12", "cannot run with `sample:`");
+}
+
+/* precision.accumulator with per-tensor current scaling: loaded, printed back with every
+ * option, round-tripped; the kinds and combinations not modelled refused with one line. */
+static void test_scaled_accumulator(void **state)
+{
+    (void)state;
+    static const char *const names[][2] = {{"fp8_e4m3:current", NULL}, {"fp8_e5m2:current:pow2:nosat", NULL}};
+    for (size_t i = 0; i < 2; i++) {
+        char text[160], want[128];
+        snprintf(text, sizeof text, "precision: {grad: bf16, accumulator: \"%s\"}\n", names[i][0]);
+        snprintf(want, sizeof want, "  accumulator: %s\n", names[i][1] ? names[i][1] : names[i][0]);
+        gp_scenario s;
+        gp_error err = {{0}};
+        if (load_str(text, &s, &err) != 0)
+            fail_msg("%s: %s", names[i][0], err.msg);
+        assert_int_equal(s.precision.acc_scaled, 1);
+        assert_int_equal(s.precision.accumulator, GP_FP32);
+        char *y = gp_scenario_to_yaml(&s);
+        assert_non_null(strstr(y, want));
+        free(y);
+        assert_round_trip(&s);
+        gp_scenario_free(&s);
+    }
+    expect_str_error("precision: {accumulator: \"fp8_e4m3:delayed\"}", "1:26", "re-quantized from its own amax");
+    expect_str_error("precision: {accumulator: mxfp8_e4m3}", "1:26", "block formats (MX, NVFP4, blockwise)");
+    expect_str_error("precision: {accumulator: \"fp8_e4m3:current:sr\"}", "1:26", "stochastic rounding of a scaled");
+    expect_str_error("precision: {accumulator: \"fp8_e4m3:current\", rounding: kahan}", "1:56", "rounding: rne");
+    expect_str_error("precision: {grad: mxfp4, accumulator: \"fp8_e4m3:current\"}", "1:39", "with a scaled grad");
+    expect_str_error("precision: {accumulator: \"fp8_e4m3:current\"}\ndistributed: {world_size: 2}\n", "2:14",
+                     "not modelled across ranks");
 }
 
 /* optimizer.fused: torch_cpu: the state follows the param when not given; printed back. */
@@ -723,6 +760,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_fused_optimizer),
         cmocka_unit_test(test_scaled_grad),
+        cmocka_unit_test(test_scaled_accumulator),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_inline),
         cmocka_unit_test(test_file_names),

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "harness/scenario/gp_decode.h"
+#include "harness/scenario/gp_scenario.h"
 #include "harness/scenario/gp_metrics.h"
 #include "kernels/arith/gp_format.h"
 #include "kernels/gp_vocab.h"
@@ -387,6 +388,143 @@ static void test_decoder_reaches_lists(void **state)
             fail_msg("the decoder never picks rounding %s", gp_vocab_name(GP_VOCAB_ACC_ROUNDING, r));
 }
 
+/* Decode a 512-byte input whose choices (read from the end, gp_decoder_range) are `pre`
+ * bytes of `fill`, then the two bytes of `magic` (high byte first), then tail[0..nt), and
+ * whose payload bytes (read from the front) are `fill` too. */
+static void decode_behind(unsigned fill, unsigned pre, unsigned magic, const uint8_t *tail, size_t nt,
+                          gp_scenario *s)
+{
+    uint8_t buf[512];
+    memset(buf, (int)fill, sizeof buf);
+    size_t at = sizeof buf - 1 - pre;
+    buf[at--] = (uint8_t)(magic >> 8);
+    buf[at--] = (uint8_t)magic;
+    for (size_t i = 0; i < nt; i++)
+        buf[at--] = tail[i];
+    gp_error err;
+    assert_int_equal(gp_decode_scenario(buf, sizeof buf, s, &err), 0);
+}
+
+/* The filler byte and the number of its bytes after which the decoder reads the block
+ * behind `magic` (found by trying each; `hit` says whether a decoded scenario took it). */
+static unsigned find_block(unsigned magic, int (*hit)(const gp_scenario *), unsigned *fill)
+{
+    for (unsigned f = 0; f < 256; f++)
+        for (unsigned pre = 0; pre < 200; pre++) {
+            gp_scenario s;
+            uint8_t zero[32] = {0};
+            decode_behind(f, pre, magic, zero, sizeof zero, &s);
+            int h = hit(&s);
+            gp_scenario_free(&s);
+            if (h) {
+                *fill = f;
+                return pre;
+            }
+        }
+    fail_msg("the decoder never reads a block behind 0x%04x", magic);
+    return 0;
+}
+
+static int hit_scaled(const gp_scenario *s) { return s->precision.grad_scaled; }
+static int hit_lowbit(const gp_scenario *s) { return s->optimizer.lowbit != 0; }
+static int hit_acc(const gp_scenario *s) { return s->precision.acc_scaled; }
+
+/* The blocks behind two-byte constants (read last, so that the committed corpus decodes
+ * as before) reach every entry of their lists: every scaled kind (MX, nvfp4 single and
+ * two-level, fp8 current, delayed, blockwise 1x128 and 128x128) with every element
+ * format it takes, every MX rule, every option (:torchao, :most_recent, :pow2, :nosat,
+ * :sr, a 2-D view `cols`), every low-bit optimizer state, and the scaled accumulator with
+ * every element format and option. Fixed inputs: a filler byte up to the block (the first
+ * that reaches it), its constant, then 4096 tails of 24 bytes from a fixed xorshift64
+ * stream; each decoded scenario's YAML loads back. Why 4096 suffice: the
+ * rarest entry is one (kind, element) pair, 1/4 x 1/5 or 1/3 x 1/5 = 1/20; (1 - 1/20)^4096
+ * < e^-200. A decoder missing one choice fails it. */
+static void test_decoder_reaches_scaled_lists(void **state)
+{
+    (void)state;
+    unsigned fill[4];
+    unsigned p1 = find_block(0x5ca1, hit_scaled, &fill[0]), p2 = find_block(0x5ca2, hit_scaled, &fill[1]);
+    unsigned p3 = find_block(0x5ca3, hit_acc, &fill[2]), p4 = find_block(0x10b1, hit_lowbit, &fill[3]);
+    int kind_elem[6][GP_NELEMS] = {{0}}, rule[GP_NMXRULES] = {0}, two_level[2] = {0}, opt[8][2] = {{0}};
+    int acc_elem[GP_NELEMS] = {0}, acc_opt[2][2] = {{0}}, lowbit[16] = {0}, cols_2d = 0;
+    const int nlow = gp_vocab_count(GP_VOCAB_LOWBIT_STATE);
+    assert_true(nlow <= 16);
+    uint64_t x = 0x2545f4914f6cdd1du;
+    for (int t = 0; t < 4096; t++) {
+        uint8_t tail[24];
+        for (size_t i = 0; i < sizeof tail; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            tail[i] = (uint8_t)(x >> 56);
+        }
+        const unsigned pre[4] = {p1, p2, p3, p4}, magic[4] = {0x5ca1, 0x5ca2, 0x5ca3, 0x10b1};
+        for (int b = 0; b < 4; b++) {
+            gp_scenario s;
+            decode_behind(fill[b], pre[b], magic[b], tail, sizeof tail, &s);
+            const gp_scaled_cfg *q = &s.precision.grad_sc, *a = &s.precision.acc_sc;
+            if (b < 2) {
+                assert_true(s.precision.grad_scaled);
+                kind_elem[q->kind][q->elem]++;
+                if (q->kind == GP_SC_MX)
+                    rule[q->rule]++;
+                if (q->kind == GP_SC_NVFP4)
+                    two_level[q->two_level]++;
+                opt[0][q->torchao]++;
+                opt[1][q->most_recent]++;
+                opt[2][q->pow2]++;
+                opt[3][q->sat]++;
+                opt[4][q->mode == GP_STOCHASTIC]++;
+                opt[5][q->kind == GP_SC_DELAYED && q->hist > 1]++;
+                opt[6][q->kind == GP_SC_DELAYED && q->margin > 0]++;
+                cols_2d += s.tensors[0].cols != 0 && s.tensors[0].cols < s.tensors[0].size;
+            } else if (b == 2) {
+                assert_true(s.precision.acc_scaled);
+                assert_int_equal(a->kind, GP_SC_CURRENT);
+                acc_elem[a->elem]++;
+                acc_opt[0][a->pow2]++;
+                acc_opt[1][a->sat]++;
+            } else {
+                lowbit[s.optimizer.lowbit]++;
+            }
+            char *y = gp_scenario_to_yaml(&s); /* what `gradprec repro` prints loads back */
+            gp_scenario s2;
+            gp_error err;
+            if (gp_scenario_load_string(y, strlen(y), "decoded", &s2, &err) != 0)
+                fail_msg("block 0x%04x: %s\n%s", magic[b], err.msg, y);
+            gp_scenario_free(&s2);
+            free(y);
+            gp_scenario_free(&s);
+        }
+    }
+    static const char *const kinds[6] = {"current", "delayed", "blockwise_1x128", "blockwise_128x128", "MX",
+                                         "nvfp4"};
+    for (int k = 0; k < 6; k++)
+        for (int e = 0; e < GP_NELEMS; e++) {
+            int takes = k == 5 ? e == GP_EL_E2M1 : k == 0 || k == 4 || e <= GP_EL_E5M2; /* what the decoder offers */
+            if (takes && !kind_elem[k][e])
+                fail_msg("the decoder never picks %s with element format %d", kinds[k], e);
+        }
+    for (int r = 0; r < GP_NMXRULES; r++)
+        if (!rule[r])
+            fail_msg("the decoder never picks MX rule %d", r);
+    for (int v = 0; v < 2; v++) {
+        if (!two_level[v])
+            fail_msg("the decoder never picks nvfp4 %s", v ? "two-level" : ":single");
+        for (int o = 0; o < 7; o++)
+            if (!opt[o][v])
+                fail_msg("the decoder never gives option %d the value %d", o, v);
+        for (int o = 0; o < 2; o++)
+            if (!acc_opt[o][v])
+                fail_msg("the decoder never gives the accumulator's option %d the value %d", o, v);
+    }
+    for (int e = 0; e < GP_NELEMS; e++)
+        if (!acc_elem[e])
+            fail_msg("the decoder never picks a scaled accumulator of element format %d", e);
+    for (int l = 1; l < nlow; l++)
+        if (!lowbit[l])
+            fail_msg("the decoder never picks low-bit state %s", gp_vocab_name(GP_VOCAB_LOWBIT_STATE, l));
+    assert_true(cols_2d > 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -401,6 +539,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_metric_lists),
         cmocka_unit_test(test_mechanisms),
         cmocka_unit_test(test_decoder_reaches_lists),
+        cmocka_unit_test(test_decoder_reaches_scaled_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -149,11 +149,101 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
     }
 }
 
+void gp_run_amax_note(chunk *c, int k)
+{
+    uint32_t *a = c->amax + (size_t)(c->mb_base + k) * c->namax;
+    float x32[CHUNK];
+    for (size_t i = 0; i < c->n; i++)
+        x32[i] = (float)c->xs[i]; /* the fp32 gradient, as store_scaled makes it */
+    gp_run_amax_fold(&a[0], gp_sc_amax(x32, (long)c->n, 1));
+    if (c->sc->precision.grad_sc.kind != GP_SC_BLOCK_128X128)
+        return;
+    uint64_t w;
+    for (size_t i = 0; i < c->n; i += (size_t)w) {
+        uint64_t tile = gp_run_tile(c->sc, c->t, c->i0 + i, c->i0 + c->n, &w);
+        gp_run_amax_fold(&a[1 + tile], gp_sc_amax(x32 + i, (long)w, 1));
+    }
+}
+
+/* Quantize chunk c's fp32 gradient x of micro-batch k (into y, events into ev) with the
+ * amaxes of the whole tensor the amax pass found: current scaling's multiplier from the
+ * tensor's amax, a 128x128 tile's from the tile's, two-level NVFP4's tensor scale from the
+ * tensor's; each row's piece of a block (at most 128 elements, NVFP4's blocks of 16) as
+ * gp_scaled_quantize quantizes it (gp_scaled_row_block, the same global element indices):
+ * the result equals the whole tensor's gp_scaled_quantize. */
+static void quantize_spanning(chunk *c, int k, const float *x, float *y, unsigned *ev, uint64_t stream)
+{
+    const gp_scaled_cfg *q = &c->sc->precision.grad_sc;
+    const uint32_t *a = c->amax + (size_t)(c->mb_base + k) * c->namax;
+    float ta = gp_f32_from_bits(a[0]), ts = 1.0f, s = 0.0f;
+    if (q->kind == GP_SC_NVFP4)
+        ts = gp_nvfp4_tensor_scale(ta);
+    if (q->kind == GP_SC_CURRENT)
+        s = gp_fp8_scale_current(q->elem, ta, q->pow2);
+    uint64_t w, piece = q->kind == GP_SC_NVFP4 ? 16 : 128;
+    for (size_t i = 0; i < c->n; i += (size_t)w) {
+        uint64_t tile = gp_run_tile(c->sc, c->t, c->i0 + i, c->i0 + c->n, &w);
+        if (q->kind == GP_SC_BLOCK_128X128)
+            s = gp_fp8_scale_current(q->elem, gp_f32_from_bits(a[1 + tile]), q->pow2);
+        for (uint64_t p = 0; p < w; p += piece) {
+            uint64_t wp = w - p < piece ? w - p : piece;
+            gp_scaled_row_block(q, x + i + p, (int)wp, ts, s, c->sc->seed, stream, c->i0 + i + p, y + i + p, NULL,
+                                ev + i + p);
+        }
+    }
+}
+
+/* A scaled accumulator (precision.acc_sc, per-tensor current scaling): x[0..n) re-quantized
+ * in place with the multiplier of amax (fp32 bits of the whole running sum's amax), 128
+ * elements per gp_scaled_row_block call as gp_scaled_quantize does; events into ev. */
+static void requant_acc(const gp_scaled_cfg *q, float *x, size_t n, uint32_t amax, unsigned *ev)
+{
+    float s = gp_fp8_scale_current(q->elem, gp_f32_from_bits(amax), q->pow2);
+    for (size_t i = 0; i < n; i += 128)
+        gp_scaled_row_block(q, x + i, (int)(n - i < 128 ? n - i : 128), 1.0f, s, 0, 0, 0, x + i, NULL, ev + i);
+}
+
+void gp_run_acc_model(chunk *c, int k, float *sh, const uint32_t *amax, uint32_t *slot)
+{
+    unsigned ev[CHUNK];
+    if (k == 0)
+        memset(sh, 0, c->n * sizeof *sh); /* +0: every step starts from a zero accumulator */
+    else
+        requant_acc(&c->sc->precision.acc_sc, sh, c->n, amax[k - 1], ev);
+    for (size_t i = 0; i < c->n; i++) {
+        unsigned e = 0;
+        uint32_t g = gp_fmt_from_f64_rne(c->gf, gp_f64_bits(c->xs[i]), c->sc->precision.ftz, &e); /* as stored */
+        float gv = gp_f32_from_bits(gp_fmt_to_f32_bits(c->gf, g));
+        sh[i] = gp_f32_from_bits(gp_accum_step(GP_FP32, GP_ACC_RNE, c->sc->precision.ftz, gp_f32_bits(sh[i]), NULL, gv,
+                                               0, NULL));
+    }
+    gp_run_amax_fold(slot, gp_sc_amax(sh, (long)c->n, 1));
+}
+
+/* After the backend added micro-batch k into a scaled accumulator: re-quantize the chunk's
+ * running sum (the whole tensor's amax: the amax pass's, or the chunk's own when it is
+ * the whole tensor), events into ev. */
+static void requant_chunk(chunk *c, int k, unsigned *ev)
+{
+    float a[CHUNK];
+    memcpy(a, c->acc, c->n * sizeof *a);
+    for (size_t i = 0; i < c->n; i++)
+        ev[i] = 0;
+    if (c->acc_amax) {
+        requant_acc(&c->sc->precision.acc_sc, a, c->n, c->acc_amax[k], ev);
+    } else {
+        float m = gp_sc_amax(a, (long)c->n, 1);
+        requant_acc(&c->sc->precision.acc_sc, a, c->n, gp_f32_bits(m) & 0x7fffffffu, ev);
+    }
+    memcpy(c->acc, a, c->n * sizeof *a);
+}
+
 /* The stored gradients of micro-batch k in a scaled or block format (precision.grad_sc):
  * the chunk's exact outputs rounded to fp32 (the backward's fp32 gradient), quantized
- * block by block (a block never straddles chunks: CHUNK is a multiple of 128, 32 and 16,
- * and chunks start at multiples of CHUNK) and stored as the fp32 values they dequantize
- * to, which the backend accumulates. Mechanisms against the exact output: non-finite
+ * block by block (a row block never straddles chunks: CHUNK is a multiple of 128, 32 and
+ * 16, chunks start at multiples of CHUNK, and a row's length is a multiple of 128 or the
+ * tensor's size; scales spanning chunks come from the amax pass: quantize_spanning) and
+ * stored as the fp32 values they dequantize to, which the backend accumulates. Mechanisms against the exact output: non-finite
  * outputs are non-finite; a non-finite result of a finite output (fp8 ":nosat" past its
  * max) and a saturated element (clamped to the element's max) are overflow; a non-zero
  * output stored as zero is underflow (below half the smallest subnormal of its block's
@@ -171,7 +261,13 @@ static void store_scaled(chunk *c, int k)
         ev[i] = 0;
     }
     uint64_t stream = gp_stream_id(GP_STREAM_SCALED_SR, c->t, (uint64_t)c->step, (uint64_t)(c->mb_base + k));
-    gp_scaled_quantize(q, 1, c->n, x32, y32, NULL, NULL, NULL, c->given, c->sc->seed, stream, c->i0, ev);
+    if (c->amax) { /* a scale spans chunks: from the amax pass */
+        quantize_spanning(c, k, x32, y32, ev, stream);
+    } else { /* scales local to the chunk, or the chunk is the whole tensor (rows x cols) */
+        uint64_t cols = c->n == c->sc->tensors[c->t].size ? gp_run_cols(c->sc, c->t) : c->n;
+        gp_scaled_quantize(q, c->n / cols, cols, x32, y32, NULL, NULL, NULL, c->given, c->sc->seed, stream, c->i0,
+                           ev);
+    }
     float amax = gp_sc_amax(x32, (long)c->n, 1);
     if (amax > st->grad_amax || amax != amax)
         st->grad_amax = amax;
@@ -336,6 +432,28 @@ static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, doub
     }
 }
 
+/* The mechanism of an addition into a scaled accumulator (fp32 sum re-quantized: ev its
+ * events, m what gp_attrib_one named from the fp32 values, *f its flags, sum ~ the exact
+ * sum, nv the value kept): clamped to the element format's largest value: saturation; a
+ * non-finite value of a finite sum (:nosat): overflow; a non-zero sum kept as zero
+ * (below half the smallest subnormal at the tensor's scale; even from an old zero, which
+ * is then not counted as absorbed): underflow; else m (absorption when the sum
+ * re-quantized to the old non-zero value, rounding). */
+static inline gp_mechanism acc_scaled_mech(unsigned ev, gp_mechanism m, unsigned *f, double sum, double nv)
+{
+    if (!isfinite(sum))
+        return m;
+    if (!isfinite(nv))
+        return GP_MECH_OVERFLOW;
+    if (ev & GP_EV_OVERFLOW)
+        return GP_MECH_SATURATION;
+    if (sum != 0 && nv == 0) {
+        *f &= ~(unsigned)GP_AT_ABSORBED;
+        return GP_MECH_UNDERFLOW;
+    }
+    return m;
+}
+
 /* The attribution of elements [i0, i1) of chunk c for micro-batch k, one at a time
  * (gp_attrib_one): accumulator format af, grad format gf (see store_grads_fmt for the
  * instances); adds the trajectory terms to *traj_err and *traj_ref in element order. */
@@ -356,6 +474,8 @@ GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_for
         double delta;
         unsigned f;
         gp_mechanism m = gp_attrib_one(af, gf, ob, nb, gb, scale, inv, &delta, &f);
+        if (c->acc_ev) /* a scaled accumulator's re-quantization: its own saturation and underflow */
+            m = acc_scaled_mech(c->acc_ev[i], m, &f, widen(af, ob) + widen(gf, gb), widen(af, nb));
         if (f & GP_AT_ROUNDED) {
             st->rounded_nonzero++;
             if (counting)
@@ -409,7 +529,7 @@ GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
     double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k], ss_x = c->st->ss_x;
     c->lag_rec = c->lag_u && k == c->K - 1 && c->mb_base == 0; /* rank 0's last micro-batch */
 #if GP_VECTOR_BLOCKS
-    int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && c->cnt[0] == NULL;
+    int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && c->cnt[0] == NULL && !c->acc_ev;
     double scale = c->s, inv = scale_inverse(scale), te2[GP_ATTRIB_BLOCK];
     size_t w = gp_fmt_get(af).width / 8, wg = gp_fmt_get(gf).width / 8;
 #endif
@@ -453,6 +573,14 @@ __attribute__((flatten, noinline)) static void accumulate_after(chunk *c, int k)
             int bad_comp = c->comp && diverged(c, "accumulate", "comp", k, i, c->comp, c->comp2);
             c->st->mismatches += (uint64_t)(bad_acc | bad_comp);
         }
+    unsigned ev[CHUNK];
+    if (c->sc->precision.acc_scaled) {
+        requant_chunk(c, k, ev);
+        c->acc_ev = ev;
+        attribute_fmt(c, k, GP_FP32, c->gf);
+        c->acc_ev = NULL;
+        return;
+    }
 #define GP_PAIR(a, g) ((a) * GP_NFORMATS + (g))
     switch (GP_PAIR(c->af, c->gf)) {
     case GP_PAIR(GP_BF16, GP_BF16): attribute_fmt(c, k, GP_BF16, GP_BF16); break;

@@ -254,16 +254,10 @@ static int collective(chunk *c, gp_error *err)
     return 0;
 }
 
-/* Rank r of chunk c: its local accumulator starts as the chunk's gradient (0 in a window
- * with no_sync; the previous collective's result without it), its tokens, micro-batches
- * and normalization. */
-static void rank_begin(chunk *c, void *real, double N, int r)
+void gp_run_rank_inputs(chunk *c, double N, int r)
 {
-    struct dist_pool *D = c->D;
     const gp_scenario *sc = c->sc;
-    int K = sc->batch.microbatches, W = D->W;
-    c->acc = dist_rank(D->racc, D->ab, r, c->off);
-    memcpy(c->acc, real, c->n * D->ab);
+    int K = sc->batch.microbatches, W = c->D->W;
     c->tok = sc->distributed.tokens ? sc->distributed.tokens + (size_t)r * (size_t)K : sc->batch.tokens;
     c->mb_base = r * K;
     c->errw = 1.0 / (double)W;
@@ -277,6 +271,17 @@ static void rank_begin(chunk *c, void *real, double N, int r)
         c->tm_mul = (double)W; /* the loss times W, as trainers do that divide by the global N */
         c->tm_den = N;
     }
+}
+
+/* Rank r of chunk c: its local accumulator starts as the chunk's gradient (0 in a window
+ * with no_sync; the previous collective's result without it), its tokens, micro-batches
+ * and normalization. */
+static void rank_begin(chunk *c, void *real, double N, int r)
+{
+    struct dist_pool *D = c->D;
+    c->acc = dist_rank(D->racc, D->ab, r, c->off);
+    memcpy(c->acc, real, c->n * D->ab);
+    gp_run_rank_inputs(c, N, r);
     memset(c->sr_prev, 0, c->n * sizeof(double));
 }
 

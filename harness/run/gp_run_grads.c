@@ -113,16 +113,18 @@ static void dist_same_add(chunk *c)
     }
 }
 
-/* Generated tensor, micro-batch k: per-token-mean gradients m from the distribution,
- * the exact scaled outputs, the exact sums of m and n_k*m, the stored gradients. */
-static int replay_microbatch(chunk *c, double N, int k, gp_error *err);
+static int replay_outputs(chunk *c, int k, gp_error *err);
 
-int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err)
+/* Micro-batch k's exact scaled backward outputs into c->xs: generated (per-token means m
+ * from the distribution into c->m, shrunk, divided by the reduction, times the loss
+ * scale) or replayed (the dump's entries into c->m, times s / rs). Nothing else changes:
+ * the amax pass (gp_run_window.c) calls it before the micro-batch is stored. */
+int gp_run_outputs(chunk *c, double N, int k, gp_error *err)
 {
     const gp_scenario *sc = c->sc;
     long nk = c->tok[k];
     if (c->dump)
-        return replay_microbatch(c, N, k, err);
+        return replay_outputs(c, k, err);
     double den = sc->reduction == GP_RED_TOKEN_MEAN ? c->tm_den : reduction_den(sc, nk, N);
     double mul = sc->reduction == GP_RED_TOKEN_MEAN ? c->tm_mul : 1.0; /* W or 1: m * mul exact */
     uint64_t g = (uint64_t)(c->mb_base + k); /* the global micro-batch: rank 0's are the single process's */
@@ -140,9 +142,29 @@ int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err)
             c->m[i] = (float)((double)c->m[i] * c->shrink);
     if (!gp_fill_outputs(c->xs, c->m, c->n, mul, (double)nk, den, c->s)) /* den a power of two: vectorised */
         fill_xs(c->xs, c->m, c->n, mul, (double)nk, den, c->s);
-    if (c->D)
+    return 0;
+}
+
+static uint32_t replay_weight(const gp_scenario *sc, long nk, double N);
+
+/* Generated or replayed tensor, micro-batch k: the exact outputs (gp_run_outputs), the
+ * exact sums of m and n_k*m (replayed: of x_k and w_k x_k = S_k), the stored gradients. */
+int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err)
+{
+    int rc = gp_run_outputs(c, N, k, err);
+    if (rc != 0)
+        return rc;
+    uint32_t w = (uint32_t)c->tok[k];
+    if (c->dump) {
+        uint64_t nonfinite = 0; /* a local count: st's would be reloaded after every store */
+        for (size_t i = 0; i < c->n; i++)
+            nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
+        c->st->replay_nonfinite += nonfinite;
+        w = replay_weight(c->sc, c->tok[k], N);
+    } else if (c->D) {
         dist_same_add(c);
-    if (gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n) + gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, (uint32_t)nk, c->n))
+    }
+    if (gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n) + gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, w, c->n))
         *c->sp_used = 1;
     gp_run_store_grads(c, k);
     return 0;
@@ -161,8 +183,8 @@ static uint32_t replay_weight(const gp_scenario *sc, long nk, double N)
 }
 
 /* Replayed tensor, micro-batch k: the dump's entry x_k (already in the grad dtype, as the
- * backward wrote it), times the loss scale; the exact sums of x_k and of w_k x_k = S_k. */
-static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
+ * backward wrote it) into c->m, times the loss scale into c->xs. */
+static int replay_outputs(chunk *c, int k, gp_error *err)
 {
     const gp_scenario *sc = c->sc;
     const gp_tensor_spec *ts = &sc->tensors[c->t];
@@ -187,16 +209,8 @@ static int replay_microbatch(chunk *c, double N, int k, gp_error *err)
         return -3;
     }
     double f = c->s / c->rs; /* exact: s and rs are powers of two */
-    uint64_t nonfinite = 0; /* a local count: st's would be reloaded after every store to xs */
-    for (size_t i = 0; i < c->n; i++) {
+    for (size_t i = 0; i < c->n; i++)
         c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
-        nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
-    }
-    c->st->replay_nonfinite += nonfinite;
-    if (gp_exactsum_add(c->sum_m, c->sp_m, c->m, 1, c->n) +
-        gp_exactsum_add(c->sum_nm, c->sp_nm, c->m, replay_weight(sc, c->tok[k], N), c->n))
-        *c->sp_used = 1;
-    gp_run_store_grads(c, k);
     return 0;
 }
 

@@ -88,6 +88,13 @@ typedef struct {
     struct dist_pool *D;   /* the ranks' buffers, else NULL */
     size_t off;            /* this chunk's offset in the pool's per-element arrays */
     float given;           /* precision.grad ":delayed": this step's multiplier */
+    uint32_t *amax;        /* precision.grad whose scale spans chunks (gp_run_spanning):
+                              the tensor's amax slots of this step (tensor_state.amax), else NULL */
+    size_t namax;          /* ... slots per micro-batch */
+    const uint32_t *acc_amax; /* a scaled accumulator on a tensor of more than one chunk: the
+                              amax of its running sum after each micro-batch (tensor_state), else NULL */
+    const unsigned *acc_ev;   /* while a scaled accumulator's micro-batch is attributed: each
+                              element's events of the re-quantization, else NULL */
 } chunk;
 
 /* Count an event of element i in the per-element counters (runs with sampling). */
@@ -165,6 +172,17 @@ typedef struct {
     float dscale;
     float amax_hist[1024];
     int nhist;
+    /* precision.grad whose scale spans chunks (gp_run_spanning) of a tensor of more than
+     * one chunk: this step's amaxes of the fp32 gradient, as fp32 bits of |amax| (a NaN
+     * counts above every number), namax slots per global micro-batch r * K + k: the
+     * tensor's, then each 128x128 tile's (gp_run_tile order); else NULL */
+    uint32_t *amax;
+    size_t namax;
+    /* a scaled accumulator (precision.acc_sc) on a tensor of more than one chunk: the model
+     * of its running sum (fp32, the whole tensor) and, per micro-batch of this step, the
+     * amax of the sum after the addition (fp32 bits) from which it is re-quantized; else NULL */
+    float *acc_shadow;
+    uint32_t *acc_amax;
     /* a stochastic accumulator (not sampled): u and w (gp_sr_lag.h) of the first lag_n
      * elements' roundings in the last micro-batch of iteration 1 (rank 0's), for the
      * all-lags test after the run; else NULL */
@@ -236,6 +254,7 @@ typedef struct sim {
     gp_replay **sdump, **tdump; /* [ntensors] a carried state / torch's twin, else NULL */
     gp_optim_step *tstep; /* [ntensors] this iteration's per-tensor inputs: t, lr, weight_decay, ref */
     int K;             /* this iteration's micro-batches K_s */
+    int acc_wave;      /* the micro-batch the accumulator's amax pass is at (acc_amax_run) */
     uint64_t **idx;    /* [ntensors] a sampled tensor's chosen elements, else NULL */
     const double *w;   /* [ntensors] a sampled tensor's expansion weight M_h / n_h, else 1 */
     const uint64_t *pop; /* [ntensors] a sampled tensor's elements M_h, else 0 */
@@ -261,6 +280,67 @@ typedef struct {
     int sampled;
 } replay_run;
 
+/* ---- precision.grad whose scale spans chunks: per-tensor current scaling, 128x128 tiles,
+ * two-level NVFP4's tensor scale (docs/scenarios.md, "Scaled gradients in the runner") ---- */
+
+/* Does sc's grad need amaxes over more than a chunk? */
+static inline int gp_run_spanning(const gp_scenario *sc)
+{
+    const gp_scaled_cfg *q = &sc->precision.grad_sc;
+    return sc->precision.grad_scaled &&
+           (q->kind == GP_SC_CURRENT || q->kind == GP_SC_BLOCK_128X128 || (q->kind == GP_SC_NVFP4 && q->two_level));
+}
+
+/* Tensor t's 2-D view (tensors[t].cols, else one row): elements per row. */
+static inline uint64_t gp_run_cols(const gp_scenario *sc, size_t t)
+{
+    return sc->tensors[t].cols ? sc->tensors[t].cols : sc->tensors[t].size;
+}
+
+/* The 128x128 tile of tensor t's element i, row-major over tiles, and in *w the elements
+ * from i to the end of its row's 128-column segment of the tile, at most end - i. */
+static inline uint64_t gp_run_tile(const gp_scenario *sc, size_t t, uint64_t i, uint64_t end, uint64_t *w)
+{
+    uint64_t cols = gp_run_cols(sc, t), r = i / cols, col = i % cols, ntc = (cols + 127) / 128;
+    uint64_t seg = r * cols + (col / 128 + 1) * 128, row_end = (r + 1) * cols;
+    seg = seg < row_end ? seg : row_end;
+    *w = (seg < end ? seg : end) - i;
+    return (r / 128) * ntc + col / 128;
+}
+
+/* Tensor t's amax slots per micro-batch: the tensor's, plus one per 128x128 tile of a
+ * blockwise_128x128 grad. */
+static inline size_t gp_run_amax_per(const gp_scenario *sc, size_t t)
+{
+    uint64_t cols = gp_run_cols(sc, t), rows = sc->tensors[t].size / (cols ? cols : 1);
+    int tiles = sc->precision.grad_sc.kind == GP_SC_BLOCK_128X128;
+    return 1 + (tiles ? (size_t)(((rows + 127) / 128) * ((cols + 127) / 128)) : 0);
+}
+
+/* Tensor t's amax slots of a step: gp_run_amax_per for each global micro-batch (ranks x K). */
+static inline size_t gp_run_amax_slots(const gp_scenario *sc, size_t t)
+{
+    int W = gp_scenario_distributed(sc) ? sc->distributed.world_size : 1;
+    return gp_run_amax_per(sc, t) * (size_t)W * (size_t)sc->batch.microbatches;
+}
+
+/* Fold |m| (fp32) into an amax slot: the larger bit pattern of the two, atomically (as
+ * numbers for non-negative floats; a NaN above all): the same for any order of folds. */
+static inline void gp_run_amax_fold(uint32_t *slot, float m)
+{
+    uint32_t b = gp_f32_bits(m) & 0x7fffffffu, cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    while (b > cur && !__atomic_compare_exchange_n(slot, &cur, b, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* The amaxes of micro-batch k of chunk c (its exact outputs in c->xs) into its slots. */
+void gp_run_amax_note(chunk *c, int k);
+/* A scaled accumulator's model of micro-batch k of chunk c (its exact outputs in c->xs)
+ * on the running sum sh[0..n) of the chunk: re-quantized from micro-batch k-1's amax
+ * (k > 0; k == 0: zero), the stored gradients added as the backend adds them
+ * (gp_accum_step, fp32 RNE), the amax of the sum folded into *slot. */
+void gp_run_acc_model(chunk *c, int k, float *sh, const uint32_t *amax, uint32_t *slot);
+
 /* ---- gp_run_accum.c: the stored gradients, their accumulation on the backend, unscaling ---- */
 
 /* A backend call returned rc != 0: 1 means "configuration not supported" (returns
@@ -278,6 +358,8 @@ int gp_run_unscale(chunk *c, int *found_inf, gp_error *err);
 
 /* Generated (or replayed) tensor, micro-batch k. */
 int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err);
+/* Micro-batch k's exact scaled outputs into c->xs, nothing else (the amax pass). */
+int gp_run_outputs(chunk *c, double N, int k, gp_error *err);
 /* Generated tensor, after the window: unscale, the final gradients and their statistics. */
 int gp_run_generated_final(chunk *c, double N, int *found_inf, gp_error *err);
 /* Explicit per-token values (size 1): everything exact in rationals. */
@@ -286,6 +368,9 @@ int gp_run_explicit(chunk *c, const gp_tensor_spec *ts, double N, int *found_inf
 /* ---- gp_run_collective.c: generated tensors across W ranks and the simulated collective ---- */
 
 int gp_run_distributed(chunk *G, size_t ng, double N, int *found_inf, gp_error *err);
+/* Rank r's inputs of chunk c: its token counts, first global micro-batch, weight and
+ * token-mean normalization (what gp_run_outputs reads). */
+void gp_run_rank_inputs(chunk *c, double N, int r);
 
 /* ---- gp_verdict.c: metrics, losses and the verdict from the statistics ---- */
 

@@ -162,6 +162,10 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->shrink = pow(sc->tensors[t].grad.shrink, c->step); /* binary64 pow: 1 for shrink 1 or step 0 */
     c->st = &U->gst[j];
     c->given = ts->dscale != 0 ? ts->dscale : 1.0f;
+    c->amax = ts->amax;
+    c->namax = ts->namax;
+    c->acc_amax = ts->acc_amax;
+    c->acc_ev = NULL;
     c->traj_err = U->traj_err;
     c->traj_ref = U->traj_ref;
     c->first = &U->first;
@@ -416,10 +420,52 @@ static int unit_merge(sim *S, unit *U, int *found_inf, gp_error *err)
     return U->rc;
 }
 
-/* Accumulate every tensor for the current step, window after window, in waves of up to
- * nunits windows run on the lanes and merged in window order: every sum the report holds
- * adds the windows' partial sums in window order, whatever the number of threads. */
-int gp_run_accumulate_step(sim *S, int *found_inf, gp_error *err)
+/* The amax pass of one window (unit u) on lane L: for each chunk of a tensor with amax
+ * slots (tensor_state.amax), every micro-batch's exact outputs (of every rank), made
+ * again as the window will make them, folded into the slots (gp_run_amax_note). The
+ * cost: the outputs of such tensors are generated (or read) twice per step. */
+static void amax_run(sim *S, lane *L, size_t u)
+{
+    unit *U = &S->units[u];
+    gp_run_unit_reset(S, U);
+    for (size_t j = 0; j < U->ng; j++) {
+        if (!S->ts[U->t[j]].amax)
+            continue;
+        chunk_begin(S, L, U, j);
+        chunk *c = &L->grp[j];
+        for (int r = 0; r < (c->D ? c->D->W : 1) && U->rc == 0; r++) {
+            if (c->D)
+                gp_run_rank_inputs(c, S->N, r);
+            for (int k = 0; k < c->K && U->rc == 0; k++)
+                if ((U->rc = gp_run_outputs(c, S->N, k, &U->err)) == 0)
+                    gp_run_amax_note(c, k);
+        }
+    }
+}
+
+/* The scaled accumulator's amax pass of one window (unit u) on lane L at micro-batch
+ * S->acc_wave: for each chunk of a tensor with a model of its sum (tensor_state.acc_shadow),
+ * the micro-batch's exact outputs made again, added to the model (gp_run_acc_model). The
+ * cost: one more generation (or read) of every micro-batch, in K waves. */
+static void acc_amax_run(sim *S, lane *L, size_t u)
+{
+    unit *U = &S->units[u];
+    gp_run_unit_reset(S, U);
+    for (size_t j = 0; j < U->ng && U->rc == 0; j++) {
+        tensor_state *ts = &S->ts[U->t[j]];
+        if (!ts->acc_shadow)
+            continue;
+        chunk_begin(S, L, U, j);
+        chunk *c = &L->grp[j];
+        int k = S->acc_wave;
+        if (k < c->K && (U->rc = gp_run_outputs(c, S->N, k, &U->err)) == 0)
+            gp_run_acc_model(c, k, ts->acc_shadow + c->i0, ts->acc_amax, &ts->acc_amax[k]);
+    }
+}
+
+/* The windows of the step in waves of up to nunits run by fn on the lanes; merged in
+ * window order (merge: the accumulation's unit_merge), else only their failures. */
+static int waves(sim *S, void (*fn)(sim *, lane *, size_t), int merge, int *found_inf, gp_error *err)
 {
     size_t t = 0;
     uint64_t i0 = 0;
@@ -431,11 +477,41 @@ int gp_run_accumulate_step(sim *S, int *found_inf, gp_error *err)
             nu++;
         if (nu == 0)
             return 0;
-        gp_run_par_for(S, nu, window_run);
+        gp_run_par_for(S, nu, fn);
         for (size_t u = 0; u < nu; u++) {
-            int rc = unit_merge(S, &S->units[u], found_inf, err);
-            if (rc != 0)
+            int rc = merge ? unit_merge(S, &S->units[u], found_inf, err) : S->units[u].rc;
+            if (rc != 0) {
+                if (!merge)
+                    gp_error_set(err, "%s", S->units[u].err.msg);
                 return rc;
+            }
         }
     }
+}
+
+/* Accumulate every tensor for the current step, window after window, in waves of up to
+ * nunits windows run on the lanes and merged in window order: every sum the report holds
+ * adds the windows' partial sums in window order, whatever the number of threads. A grad
+ * whose scales span chunks (gp_run_spanning) first has its amaxes found (amax_run; a
+ * maximum is exact, so the slots hold the same bits for any number of threads), and a
+ * scaled accumulator the amaxes of its running sum (acc_amax_run, one wave per
+ * micro-batch: each depends on the re-quantization before it). */
+int gp_run_accumulate_step(sim *S, int *found_inf, gp_error *err)
+{
+    int spanning = 0;
+    for (size_t t = 0; t < S->sc->ntensors; t++)
+        if (S->ts[t].amax) {
+            memset(S->ts[t].amax, 0, gp_run_amax_slots(S->sc, t) * sizeof *S->ts[t].amax);
+            spanning = 1;
+        }
+    int rc = spanning ? waves(S, amax_run, 0, found_inf, err) : 0;
+    int acc_model = 0;
+    for (size_t t = 0; t < S->sc->ntensors; t++)
+        if (S->ts[t].acc_shadow) {
+            memset(S->ts[t].acc_amax, 0, (size_t)S->sc->batch.microbatches * sizeof *S->ts[t].acc_amax);
+            acc_model = 1;
+        }
+    for (S->acc_wave = 0; acc_model && rc == 0 && S->acc_wave < S->K; S->acc_wave++) /* micro-batch by micro-batch */
+        rc = waves(S, acc_amax_run, 0, found_inf, err);
+    return rc ? rc : waves(S, window_run, 1, found_inf, err);
 }

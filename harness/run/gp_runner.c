@@ -29,6 +29,16 @@ static int alloc_tensors(sim *S, gp_error *err)
         }
         if (S->persist && gp_optim_state_alloc(&ts->opt, sc, (size_t)size, optim_with(S), err) != 0)
             return -1;
+        if (gp_run_spanning(sc) && size > CHUNK) { /* scales spanning chunks: the amax pass's slots */
+            ts->namax = gp_run_amax_per(sc, t);
+            if (!(ts->amax = calloc(gp_run_amax_slots(sc, t), sizeof *ts->amax)))
+                return gp_error_set(err, "out of memory (%zu amax slots)", gp_run_amax_slots(sc, t));
+        }
+        if (sc->precision.acc_scaled && size > CHUNK) { /* a scaled accumulator's model of the sum */
+            if (!(ts->acc_shadow = malloc((size_t)size * sizeof *ts->acc_shadow)) ||
+                !(ts->acc_amax = calloc((size_t)sc->batch.microbatches, sizeof *ts->acc_amax)))
+                return gp_error_set(err, "out of memory (%zu elements)", (size_t)size);
+        }
         if (sc->precision.rounding == GP_ACC_STOCHASTIC && !S->sampled && size >= 2) { /* gp_sr_lag.h */
             ts->lag_n = min_size(size, GP_SR_LAG_MAX);
             if (!(ts->lag_u = calloc(ts->lag_n, sizeof(double))) || !(ts->lag_w = calloc(ts->lag_n, sizeof(double))))
@@ -56,6 +66,9 @@ static void free_tensors(sim *S)
         free(S->ts[t].el_tot);
         free(S->ts[t].lag_u);
         free(S->ts[t].lag_w);
+        free(S->ts[t].amax);
+        free(S->ts[t].acc_shadow);
+        free(S->ts[t].acc_amax);
     }
     free(S->ts);
 }

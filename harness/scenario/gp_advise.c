@@ -12,9 +12,17 @@ static double width(gp_format f)
     return gp_fmt_get(f).width / 8.0;
 }
 
+/* Bytes per element of the accumulator: its format's, or a scaled accumulator's element
+ * (one fp32 scale per tensor: negligible). */
+static double acc_width(const gp_scenario *sc)
+{
+    return sc->precision.acc_scaled ? gp_elem_info(sc->precision.acc_sc.elem).width / 8.0
+                                    : width(sc->precision.accumulator);
+}
+
 double gp_advise_state_bytes(const gp_scenario *sc)
 {
-    double b = width(sc->precision.accumulator) +
+    double b = acc_width(sc) +
                (sc->optimizer.lowbit ? gp_lowbit_bytes_per_element((gp_lowbit)sc->optimizer.lowbit)
                                      : 2 * width(sc->optimizer.state));
     if (sc->optimizer.master)
@@ -36,9 +44,9 @@ int gp_advise_alternatives_states(const gp_scenario *sc, int states, gp_alternat
     int n = 0;
     gp_format acc = sc->precision.accumulator, par = sc->optimizer.param, g = sc->precision.grad;
     int narrow_acc = acc != GP_FP32, narrow_par = par != GP_FP32 && !sc->optimizer.master;
-    if (narrow_acc)
+    if (narrow_acc || sc->precision.acc_scaled)
         alt[n++] = (gp_alternative){GP_ALT_FP32_ACCUMULATOR, "fp32 accumulator", "precision.accumulator: fp32",
-                                    4 - width(acc) - (sc->precision.rounding == GP_ACC_KAHAN ? width(acc) : 0)};
+                                    4 - acc_width(sc) - (sc->precision.rounding == GP_ACC_KAHAN ? width(acc) : 0)};
     if (narrow_acc && sc->precision.rounding != GP_ACC_KAHAN)
         alt[n++] = (gp_alternative){GP_ALT_KAHAN_ACCUMULATOR, "Kahan accumulator", "precision.rounding: kahan",
                                     width(acc)};
@@ -121,6 +129,7 @@ int gp_advise_scenario(const gp_scenario *sc, const gp_alternative *a, gp_scenar
     switch (a->kind) {
     case GP_ALT_FP32_ACCUMULATOR:
         out->precision.accumulator = GP_FP32;
+        out->precision.acc_scaled = 0;
         if (out->precision.rounding == GP_ACC_KAHAN)
             out->precision.rounding = GP_ACC_RNE;
         break;

@@ -220,6 +220,16 @@ static int values_dist(gp_dist *g, int K, const long *tokens)
     return 0;
 }
 
+/* A scaled recipe's defaults, as gp_scaled_parse starts from (saturating, two-level,
+ * history 1024, round to nearest even). */
+static void scaled_defaults(gp_scaled_cfg *q)
+{
+    memset(q, 0, sizeof *q);
+    q->sat = q->two_level = 1;
+    q->hist = 1024;
+    q->mode = GP_RNE;
+}
+
 /* Explicit per-token values of one size-1 tensor, from gp_decode_value. */
 static int decode_values(gp_decoder *d, gp_dist *g, int K, const long *tokens, gp_format gf,
                          gp_format af)
@@ -366,9 +376,7 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
     if (!any_values && gp_decoder_range(&peek, 0, 0xffff) == 0x5ca1) {
         *d = peek;
         gp_scaled_cfg *q = &s->precision.grad_sc;
-        memset(q, 0, sizeof *q);
-        q->sat = q->two_level = 1;
-        q->hist = 1024;
+        scaled_defaults(q);
         switch (gp_decoder_pick(d, 4)) {
         case 0:
             q->kind = GP_SC_MX;
@@ -411,6 +419,53 @@ int gp_decode_scenario(const uint8_t *data, size_t size, gp_scenario *s, gp_erro
         size_t B = gp_lowbit_block((gp_lowbit)s->optimizer.lowbit);
         for (size_t t = 0; t < s->ntensors; t++)
             s->tensors[t].size = B * (size_t)gp_decoder_int(d, 1, 2);
+    }
+    /* a grad whose scales span a tensor (per-tensor current scaling with each element
+     * format, 128x128 tiles, two-level nvfp4) and every option, read last, behind the two
+     * bytes 0x5ca2 (consumed only when they match: the committed corpus decodes as
+     * before); each tensor then gets a 2-D view `cols` (128 or 256 where they divide its
+     * size, else one row; half of them become two rows of 128) */
+    peek = *d;
+    if (!any_values && gp_decoder_range(&peek, 0, 0xffff) == 0x5ca2) {
+        *d = peek;
+        gp_scaled_cfg *q = &s->precision.grad_sc;
+        scaled_defaults(q);
+        switch (gp_decoder_pick(d, 3)) {
+        case 0: q->kind = GP_SC_CURRENT; break;
+        case 1: q->kind = GP_SC_BLOCK_128X128; break;
+        default: q->kind = GP_SC_NVFP4; break;
+        }
+        q->elem = q->kind == GP_SC_NVFP4 ? GP_EL_E2M1 : (gp_elem)gp_decoder_pick(d, GP_NELEMS);
+        if (q->kind != GP_SC_NVFP4) {
+            q->pow2 = gp_decoder_bool(d);
+            q->sat = !gp_decoder_bool(d);
+        }
+        q->mode = gp_decoder_bool(d) ? GP_STOCHASTIC : GP_RNE;
+        s->precision.grad = GP_FP32;
+        s->precision.grad_scaled = 1;
+        s->precision.acc_scaled = 0;
+        for (size_t t = 0; t < s->ntensors; t++) {
+            if (!s->optimizer.lowbit && gp_decoder_bool(d)) /* two rows of 128 */
+                s->tensors[t].size = 256;
+            size_t n = s->tensors[t].size, c = gp_decoder_bool(d) ? 256 : 128;
+            s->tensors[t].cols = n % c == 0 ? c : n % 128 == 0 ? 128 : n;
+        }
+    }
+    /* a scaled accumulator (fp8 per-tensor current scaling, each element format, :pow2,
+     * :nosat), behind the two bytes 0x5ca3 (consumed only when they match), where the
+     * loader takes it: a plain grad, round to nearest even, one process, no sample */
+    peek = *d;
+    if (!s->precision.grad_scaled && s->precision.rounding == GP_ACC_RNE && !gp_scenario_distributed(s) &&
+        gp_decoder_range(&peek, 0, 0xffff) == 0x5ca3) {
+        *d = peek;
+        gp_scaled_cfg *q = &s->precision.acc_sc;
+        scaled_defaults(q);
+        q->kind = GP_SC_CURRENT;
+        q->elem = (gp_elem)gp_decoder_pick(d, GP_NELEMS);
+        q->pow2 = gp_decoder_bool(d);
+        q->sat = !gp_decoder_bool(d);
+        s->precision.accumulator = GP_FP32;
+        s->precision.acc_scaled = 1;
     }
     return 0;
 oom:

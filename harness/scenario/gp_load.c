@@ -140,6 +140,25 @@ static int check_carried_entry(const loader *L, yaml_node_t *at, size_t i, const
  * dtype), exp_avg, exp_avg_sq, master for every step; each as many elements as the
  * gradients. lr_steps: one LR per step, with a constant schedule; a tensor's own lr needs
  * its own lr_steps when the scenario gives lr_steps. */
+/* tensors[i].cols against the tensor's size (a replayed size is known by now): C divides
+ * the size and is a multiple of 128 or the size itself, so that a row's blocks of 16, 32
+ * and 128 never straddle a row or one of the runner's chunks; a blockwise_128x128 grad
+ * needs it on every tensor of more than 128 elements (its tiles span rows). */
+static int check_cols(const loader *L, yaml_node_t *prec, const gp_scenario *s)
+{
+    for (size_t i = 0; i < s->ntensors; i++) {
+        const gp_tensor_spec *t = &s->tensors[i];
+        if (t->cols && (t->size % t->cols != 0 || (t->cols % 128 != 0 && t->cols != t->size)))
+            return gp_load_fail(L, L->tn[i].cols, "tensors[%zu].cols: %zu must divide the tensor's %zu elements and be a "
+                                "multiple of 128 (or the size itself)", i, t->cols, t->size);
+        if (!t->cols && t->size > 128 && s->precision.grad_scaled &&
+            s->precision.grad_sc.kind == GP_SC_BLOCK_128X128)
+            return gp_load_fail(L, prec, "precision.grad: blockwise_128x128 tiles a 2-D tensor: tensors[%zu] ('%s') "
+                                "needs `cols` (its row length)", i, t->name);
+    }
+    return 0;
+}
+
 static int resolve_carried(loader *L, gp_scenario *s)
 {
     int any_lr_steps = s->optimizer.lr_steps != NULL;
@@ -327,14 +346,20 @@ static int parse_scenario(loader *L, yaml_node_t *root, gp_scenario *s)
         return -1;
     if (resolve_carried(L, s))
         return -1;
-    if (s->precision.grad_scaled) { /* a block needs its neighbours: no sampled elements */
+    if (check_cols(L, v[K_PRECISION], s))
+        return -1;
+    if (s->precision.grad_scaled || s->precision.acc_scaled) { /* a block needs its neighbours: no sampled elements */
         int sampled = s->sample != 0;
         for (size_t i = 0; i < s->ntensors; i++)
             sampled |= s->tensors[i].sample != 0;
         if (sampled)
-            return gp_load_fail(L, v[K_PRECISION], "precision.grad: a scaled format quantizes blocks of neighbouring "
-                                "elements; it cannot run with `sample:` (drop one)");
+            return gp_load_fail(L, v[K_PRECISION], "precision.%s: a scaled format quantizes blocks of neighbouring "
+                                "elements; it cannot run with `sample:` (drop one)",
+                                s->precision.grad_scaled ? "grad" : "accumulator");
     }
+    if (s->precision.acc_scaled && gp_scenario_distributed(s))
+        return gp_load_fail(L, v[K_DIST], "distributed: a scaled precision.accumulator is not modelled across ranks "
+                            "(each rank's local sum would need its own scale); use a plain accumulator");
     if (s->optimizer.lowbit && check_lowbit(L, v[K_OPTIMIZER], v[K_SAMPLE], s))
         return -1;
     if (s->thresholds.set[GP_M_TWIN_MISMATCH_COUNT] && !gp_scenario_has_twin(s))

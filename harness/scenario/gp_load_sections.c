@@ -8,31 +8,42 @@
 
 /* ---- the remaining sections ---- */
 
-/* precision.grad: a plain format, or a scaled or block format by its name
- * (docs/formats.md "Scaled and block formats"; those whose scales are local to blocks of
- * a tensor's consecutive elements: the runner quantizes chunk by chunk). */
-static int gp_load_get_grad_format(const loader *L, const yaml_node_t *n, gp_scenario *s)
+/* A format key `path` that takes a plain format or a scaled or block format by its name
+ * (docs/formats.md "Scaled and block formats"): a plain one into *plain (*scaled = 0), a
+ * scaled one into *c (*scaled = 1, *plain = fp32: the dequantized values are stored);
+ * *name: the text. Returns 0, or -1 with the loader's message. */
+static int get_format_or_scaled(const loader *L, const yaml_node_t *n, const char *path, gp_format *plain,
+                                int *scaled, gp_scaled_cfg *c, const char **name)
 {
-    const char *t = NULL;
     char why[192];
-    if (gp_load_get_string(L, n, "precision.grad", &t))
+    if (gp_load_get_string(L, n, path, name))
         return -1;
-    if (gp_format_parse(t, &s->precision.grad) == 0) {
-        s->precision.grad_scaled = 0;
+    *scaled = 0;
+    if (gp_format_parse(*name, plain) == 0)
         return 0;
-    }
-    if (!strchr(t, ':') && strncmp(t, "mx", 2) != 0 && strncmp(t, "nvfp4", 5) != 0)
-        return gp_load_get_format(L, n, "precision.grad", &s->precision.grad); /* its message */
-    gp_scaled_cfg c;
-    if (gp_scaled_parse(t, &c, why, sizeof why) != 0)
-        return gp_load_fail(L, n, "precision.grad: %s", why);
-    if (c.kind == GP_SC_CURRENT || c.kind == GP_SC_BLOCK_128X128 || (c.kind == GP_SC_NVFP4 && c.two_level))
-        return gp_load_fail(L, n, "precision.grad: '%.60s' needs the whole tensor's amax of the micro-batch "
-                            "(per-tensor current, 128x128 or two-level scales): not in the runner yet; use "
-                            ":delayed, :blockwise_1x128, an MX format or nvfp4:single", t);
-    s->precision.grad = GP_FP32;
-    s->precision.grad_scaled = 1;
-    s->precision.grad_sc = c;
+    if (!strchr(*name, ':') && strncmp(*name, "mx", 2) != 0 && strncmp(*name, "nvfp4", 5) != 0)
+        return gp_load_get_format(L, n, path, plain); /* its message */
+    if (gp_scaled_parse(*name, c, why, sizeof why) != 0)
+        return gp_load_fail(L, n, "%s: %s", path, why);
+    *plain = GP_FP32;
+    *scaled = 1;
+    return 0;
+}
+
+/* precision.accumulator scaled: fp8 with per-tensor current scaling ("fp8_e4m3:current",
+ * MS-AMP / FP8-LM's fp8 weight gradients with one scale per tensor): the running sum
+ * re-quantized after every micro-batch from its own amax. Other scaled kinds are refused
+ * with the reason. (precision.grad takes every kind: the runner finds the amaxes that span
+ * chunks, per tensor and per 128x128 tile, before it stores a micro-batch.) */
+static int check_scaled_acc(const loader *L, const yaml_node_t *n, const gp_scaled_cfg *c, const char *t)
+{
+    if (c->kind != GP_SC_CURRENT)
+        return gp_load_fail(L, n, "precision.accumulator: '%.60s': a running sum is re-quantized from its own amax "
+                            "(per-tensor current scaling, e.g. fp8_e4m3:current); delayed scales follow gradients' "
+                            "history and block formats (MX, NVFP4, blockwise) quantize gradients, not sums", t);
+    if (c->mode == GP_STOCHASTIC)
+        return gp_load_fail(L, n, "precision.accumulator: '%.60s': stochastic rounding of a scaled accumulator is "
+                            "not modelled (drop :sr)", t);
     return 0;
 }
 
@@ -45,9 +56,13 @@ int gp_load_parse_precision(const loader *L, yaml_node_t *n, gp_scenario *s)
     int e = 0;
     if (gp_load_fields(L, n, "precision", precision_keys, P_N, v, k))
         return -1;
-    if (v[P_GRAD] && gp_load_get_grad_format(L, v[P_GRAD], s))
+    const char *name = NULL;
+    if (v[P_GRAD] && get_format_or_scaled(L, v[P_GRAD], "precision.grad", &s->precision.grad,
+                                          &s->precision.grad_scaled, &s->precision.grad_sc, &name))
         return -1;
-    if (v[P_ACC] && gp_load_get_format(L, v[P_ACC], "precision.accumulator", &s->precision.accumulator))
+    if (v[P_ACC] && (get_format_or_scaled(L, v[P_ACC], "precision.accumulator", &s->precision.accumulator,
+                                          &s->precision.acc_scaled, &s->precision.acc_sc, &name) ||
+                     (s->precision.acc_scaled && check_scaled_acc(L, v[P_ACC], &s->precision.acc_sc, name))))
         return -1;
     if (v[P_ROUNDING]) {
         if (gp_load_get_enum(L, v[P_ROUNDING], "precision.rounding", gp_acc_names, COUNT(gp_acc_names), &e))
@@ -56,6 +71,12 @@ int gp_load_parse_precision(const loader *L, yaml_node_t *n, gp_scenario *s)
     }
     if (v[P_FTZ] && gp_load_get_bool(L, v[P_FTZ], "precision.ftz", &s->precision.ftz))
         return -1;
+    if (s->precision.acc_scaled && s->precision.rounding != GP_ACC_RNE)
+        return gp_load_fail(L, v[P_ROUNDING], "precision.rounding: a scaled accumulator adds in fp32 with round to "
+                            "nearest even, then re-quantizes (rounding: rne)");
+    if (s->precision.acc_scaled && s->precision.grad_scaled)
+        return gp_load_fail(L, v[P_ACC], "precision.accumulator: a scaled accumulator with a scaled grad is not "
+                            "modelled yet (use a plain grad: bf16, fp16, fp32)");
     return 0;
 }
 

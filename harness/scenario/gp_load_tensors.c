@@ -170,9 +170,9 @@ static int parse_dist(const loader *L, yaml_node_t *n, const char *path, int is_
 
 /* ---- tensors ---- */
 
-enum { T_NAME, T_SIZE, T_GRAD, T_WEIGHT, T_SAMPLE, T_POPULATION, T_STATE, T_TWIN, T_OPT, T_N };
+enum { T_NAME, T_SIZE, T_GRAD, T_WEIGHT, T_SAMPLE, T_POPULATION, T_STATE, T_TWIN, T_OPT, T_COLS, T_N };
 static const char *const tensor_keys[T_N] = {"name", "size", "grad", "weight", "sample", "population",
-                                             "state", "twin", "optimizer"};
+                                             "state", "twin", "optimizer", "cols"};
 
 /* A list of `steps` learning rates >= 0 (optimizer.lr_steps, tensors[i].optimizer.lr_steps):
  * the length is checked once steps is known (parse_scenario). */
@@ -308,6 +308,12 @@ static int parse_tensor(loader *L, yaml_node_t *n, size_t i, gp_tensor_spec *t)
     if (t->grad.kind == GP_DIST_VALUES && size != 1)
         return gp_load_fail(L, v[T_SIZE], "%s must be 1 for a tensor with explicit grad values (got %lld)", p, size);
     t->size = (size_t)size;
+    L->tn[i].cols = v[T_COLS];
+    gp_load_pathf(p, "%s.cols", path);
+    long long cols = 0;
+    if (v[T_COLS] && gp_load_get_ll(L, v[T_COLS], p, 1, (long long)GP_MAX_TENSOR_SIZE, &cols))
+        return -1;
+    t->cols = (size_t)cols; /* against the size once a replayed size is known: gp_load_check_cols */
     if (t->grad.kind != GP_DIST_REPLAY && t->sample > t->size) /* replayed: checked against the dump */
         return gp_load_fail(L, v[T_SAMPLE], "%s.sample is %zu, more than the tensor's %zu elements", path, t->sample,
                             t->size);

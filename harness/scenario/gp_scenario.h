@@ -38,6 +38,9 @@ typedef struct {
     char name[GP_NAME_MAX];
     size_t size;    /* elements, default 1024 (1 for explicit values; a replayed
                        gradient's size comes from its dump) */
+    size_t cols;    /* `cols: C`: the tensor's 2-D view, size / C rows of C elements,
+                       row-major (the tiles of a blockwise_128x128 grad); C divides size
+                       and is a multiple of 128 or equal to size; 0 = one row of size */
     size_t sample;  /* `sample: N`: metrics estimated on N elements chosen from the seed
                        (harness/sources/gp_sample.h); 0 = every element (or the scenario's sample) */
     uint64_t population; /* `population: M`: the dump's entries are already a sample of
@@ -116,7 +119,10 @@ typedef struct {
                                      grad_scaled: the dequantized values) */
         int grad_scaled;          /* the grad is a scaled or block format (grad_sc) */
         gp_scaled_cfg grad_sc;    /* ... its recipe (kernels/gp_scaled_tensor.h) */
-        gp_format accumulator;    /* default fp32 */
+        gp_format accumulator;    /* default fp32 (fp32 when acc_scaled: the dequantized values) */
+        int acc_scaled;           /* the accumulator is re-quantized to a scaled format (acc_sc)
+                                     after every micro-batch: per-tensor current scaling only */
+        gp_scaled_cfg acc_sc;     /* ... its recipe */
         gp_acc_rounding rounding; /* default rne */
         int ftz;                  /* default false */
     } precision;
@@ -302,6 +308,11 @@ int gp_scenario_load_all_string(const char *text, size_t len, const char *origin
 
 /* The same for a file (the default name is the file's basename, as gp_scenario_load_file). */
 int gp_scenario_load_all_file(const char *path, gp_scenario **out, size_t *n, gp_error *err);
+
+/* The names of s's gradient and accumulator formats as the YAML writes them: a plain
+ * format's, or a scaled one's with every option (gp_scaled_name), into grad and acc (n
+ * bytes each). */
+void gp_scenario_precision_names(const gp_scenario *s, char *grad, char *acc, size_t n);
 
 /* Write s as YAML that gp_scenario_load_string reads back to an equal scenario.
  * Returns a malloc'ed string (caller frees) or NULL when out of memory. */

@@ -67,7 +67,7 @@ typedef struct {
     yaml_node_t **vnodes;              /* per tensor: its grad.values node, or NULL */
     yaml_node_t **name_nodes;          /* per tensor: its name node */
     struct tensor_nodes { yaml_node_t *grad, *weight, *size, *sample, *population, *state, *twin, *opt_lr,
-                                      *opt_lr_steps; } *tn; /* per tensor: the replay nodes of grad and
+                                      *opt_lr_steps, *cols; } *tn; /* per tensor: the replay nodes of grad and
                                           weight, size, sample, state, twin, optimizer.lr, .lr_steps */
     yaml_node_t *lr_steps, *sched_name; /* optimizer.lr_steps, schedule.name */
     const char *dir;                   /* the scenario file's folder ("" for text: the current one) */

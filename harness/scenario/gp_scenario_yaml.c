@@ -99,6 +99,18 @@ static void put_list(gp_buf *b, const double *x, int n)
     gp_buf_printf(b, "]");
 }
 
+void gp_scenario_precision_names(const gp_scenario *s, char *grad, char *acc, size_t n)
+{
+    if (s->precision.grad_scaled)
+        gp_scaled_name(&s->precision.grad_sc, grad, n);
+    else
+        snprintf(grad, n, "%s", gp_format_name(s->precision.grad));
+    if (s->precision.acc_scaled)
+        gp_scaled_name(&s->precision.acc_sc, acc, n);
+    else
+        snprintf(acc, n, "%s", gp_format_name(s->precision.accumulator));
+}
+
 /* A tensor's state, twin and optimizer overrides (what a capture carries). */
 static void put_carried(gp_buf *b, const gp_tensor_spec *t)
 {
@@ -145,6 +157,8 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
             gp_buf_printf(&b, "  - name: ");
             put_string(&b, t->name);
             gp_buf_printf(&b, "\n    size: %zu\n", t->size);
+            if (t->cols)
+                gp_buf_printf(&b, "    cols: %zu\n", t->cols);
             if (t->sample)
                 gp_buf_printf(&b, "    sample: %zu\n", t->sample);
             if (t->population)
@@ -172,13 +186,10 @@ char *gp_scenario_to_yaml(const gp_scenario *s)
     }
     gp_buf_printf(&b, "reduction: %s\n", gp_scenario_enum_name(gp_red_names, COUNT(gp_red_names), (int)s->reduction));
     gp_buf_printf(&b, "fullbatch: %s\n", gp_scenario_enum_name(gp_fb_names, COUNT(gp_fb_names), (int)s->fullbatch));
-    char grad_name[128];
-    if (s->precision.grad_scaled)
-        gp_scaled_name(&s->precision.grad_sc, grad_name, sizeof grad_name);
-    else
-        snprintf(grad_name, sizeof grad_name, "%s", gp_format_name(s->precision.grad));
+    char grad_name[128], acc_name[128];
+    gp_scenario_precision_names(s, grad_name, acc_name, sizeof grad_name);
     gp_buf_printf(&b, "precision:\n  grad: %s\n  accumulator: %s\n  rounding: %s\n  ftz: %s\n",
-        grad_name, gp_format_name(s->precision.accumulator),
+        grad_name, acc_name,
         gp_scenario_enum_name(gp_acc_names, COUNT(gp_acc_names), (int)s->precision.rounding),
         bool_name(s->precision.ftz));
     gp_buf_printf(&b, "loss_scale:\n  mode: %s\n", gp_scenario_enum_name(gp_ls_names, COUNT(gp_ls_names),
