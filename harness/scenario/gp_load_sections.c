@@ -418,30 +418,23 @@ static const char *const dist_keys_[DI_N] = {"world_size", "collective", "reduce
 static int get_reduce_dtype(const loader *L, const yaml_node_t *n, gp_scenario *s)
 {
     const char *t = NULL;
-    char why[192];
-    gp_scaled_cfg c;
-    if (gp_load_get_string(L, n, "distributed.reduce_dtype", &t))
-        return -1;
+    gp_scaled_cfg *c = &s->distributed.reduce_sc;
     s->distributed.reduce_set = 1;
-    if (gp_format_parse(t, &s->distributed.reduce_dtype) == 0) {
+    if (get_format_or_scaled(L, n, "distributed.reduce_dtype", &s->distributed.reduce_dtype,
+                             &s->distributed.reduce_scaled, c, &t))
+        return -1;
+    if (!s->distributed.reduce_scaled) {
         if (s->distributed.reduce_dtype == GP_FP8_E4M3 || s->distributed.reduce_dtype == GP_FP8_E5M2)
             return gp_load_fail(L, n, "distributed.reduce_dtype must be fp32, bf16, fp16 or a scaled format "
                                 "(got %s without a scale: %s:current gives each rank its own scale)",
                                 gp_format_name(s->distributed.reduce_dtype), t);
         return 0;
     }
-    if (!strchr(t, ':') && strncmp(t, "mx", 2) != 0 && strncmp(t, "nvfp4", 5) != 0)
-        return gp_load_get_format(L, n, "distributed.reduce_dtype", &s->distributed.reduce_dtype); /* its message */
-    if (gp_scaled_parse(t, &c, why, sizeof why) != 0)
-        return gp_load_fail(L, n, "distributed.reduce_dtype: %s", why);
-    if (c.kind == GP_SC_DELAYED || c.kind == GP_SC_BLOCK_128X128 || c.mode == GP_STOCHASTIC)
+    if (c->kind == GP_SC_DELAYED || c->kind == GP_SC_BLOCK_128X128 || c->mode == GP_STOCHASTIC)
         return gp_load_fail(L, n, "distributed.reduce_dtype: '%.60s': %s", t,
-                            c.mode == GP_STOCHASTIC ? "the collective's casts round to nearest (drop :sr)"
-                            : c.kind == GP_SC_DELAYED ? "a collective keeps no amax history (use :current)"
-                                                      : "a message is one row of elements (use :blockwise_1x128)");
-    s->distributed.reduce_dtype = GP_FP32;
-    s->distributed.reduce_scaled = 1;
-    s->distributed.reduce_sc = c;
+                            c->mode == GP_STOCHASTIC ? "the collective's casts round to nearest (drop :sr)"
+                            : c->kind == GP_SC_DELAYED ? "a collective keeps no amax history (use :current)"
+                                                       : "a message is one row of elements (use :blockwise_1x128)");
     return 0;
 }
 
