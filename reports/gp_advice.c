@@ -2,6 +2,7 @@
 #include "gp_advice.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../base/gp_buf.h"
@@ -17,8 +18,8 @@ static json_t *num(double v)
     return isfinite(v) ? json_real(v) : json_string(v != v ? "nan" : v > 0 ? "inf" : "-inf");
 }
 
-static json_t *entry(const char *label, const char *change, double bpp, const gp_result *r, double S,
-                     const gp_advice_model *m, double base_bytes)
+static json_t *entry(const char *label, const char *change, double bpp, double traffic, const gp_result *r,
+                     double S, const gp_advice_model *m, double base_bytes)
 {
     json_t *o = json_object(), *loss = json_object();
     json_object_set_new(o, "label", json_string(label));
@@ -31,6 +32,7 @@ static json_t *entry(const char *label, const char *change, double bpp, const gp
         json_object_set_new(loss, gp_mechanism_name((gp_mechanism)m2), num(r->loss[m2]));
     json_object_set_new(o, "loss_by_mechanism", loss);
     json_object_set_new(o, "bytes_per_param", json_real(bpp));
+    json_object_set_new(o, "mv_traffic_per_param", json_real(traffic));
     json_object_set_new(o, "extra_bytes_scenario", json_real(bpp * S));
     if (m->params > 0) {
         double T = m->trainable > 0 ? m->trainable : m->params;
@@ -56,15 +58,17 @@ json_t *gp_advice_json(const gp_scenario *sc, const gp_alternative *alt, int nal
     json_object_set_new(o, "scenario_params", json_real(S));
     json_object_set_new(o, "weight_bytes_per_param", json_real(wbytes));
     json_object_set_new(o, "state_bytes_per_param", json_real(sbytes));
+    json_object_set_new(o, "mv_traffic_per_param", json_real(gp_advise_mv_traffic(sc)));
     json_object_set_new(o, "params", m->params > 0 ? json_real(m->params) : json_null());
     json_object_set_new(o, "trainable_params", m->params > 0 ? json_real(T) : json_null());
     json_object_set_new(o, "memory_bytes", m->memory > 0 ? json_real(m->memory) : json_null());
     json_object_set_new(o, "percent_of", json_string(m->memory > 0 ? "memory" : "training state"));
     if (m->params > 0)
         json_object_set_new(o, "baseline_bytes", json_real(base));
-    json_array_append_new(arr, entry("as configured", "", 0, &res[0], S, m, base));
+    json_array_append_new(arr, entry("as configured", "", 0, 0, &res[0], S, m, base));
     for (int k = 0; k < nalt; k++)
-        json_array_append_new(arr, entry(alt[k].label, alt[k].change, alt[k].bytes_per_param, &res[k + 1], S, m, base));
+        json_array_append_new(arr, entry(alt[k].label, alt[k].change, alt[k].bytes_per_param, alt[k].mv_traffic, &res[k + 1], S,
+                                                    m, base));
     json_object_set_new(o, "alternatives", arr);
     return o;
 }
@@ -113,6 +117,30 @@ static void cells(const json_t *a, int with_model, char out[][32], int *n)
     *n = k;
 }
 
+/* The m and v traffic line (docs/advise.md, malloc'ed; "" when no alternative changes
+ * optimizer.state; NULL when out of memory): bytes read and written per trainable parameter
+ * per optimizer step, as configured and for each alternative of another state. */
+static char *traffic_line(const json_t *advice)
+{
+    gp_buf buf = GP_BUF_INIT, *b = &buf;
+    size_t i;
+    const json_t *a;
+    double base = dnum(advice, "mv_traffic_per_param");
+    int any = 0;
+    json_array_foreach(json_object_get(advice, "alternatives"), i, a) {
+        double d = dnum(a, "mv_traffic_per_param");
+        if (strncmp(json_string_value(json_object_get(a, "change")), "optimizer.state:", 16) != 0)
+            continue;
+        if (!any++)
+            gp_buf_printf(b, "m and v traffic (bytes read and written per trainable parameter per optimizer step, "
+                             "a fused step): as configured %g", base);
+        gp_buf_printf(b, "; %s %g", json_string_value(json_object_get(a, "label")), base + d);
+    }
+    if (any)
+        gp_buf_puts(b, "\n");
+    return gp_buf_take(b);
+}
+
 static const char *const heads[] = {"err_full", "norm", "underflow", "absorb", "rounding", "scaling", "stale",
                                     "state", "+B/param", "+scenario", "+trainable", "+all params"};
 
@@ -148,6 +176,12 @@ char *gp_advice_markdown(const json_t *advice)
             gp_buf_printf(&b, " %s |", c[k]);
         gp_buf_puts(&b, "\n");
     }
+    char *t = traffic_line(advice);
+    if (t && *t) {
+        gp_buf_puts(&b, "\n");
+        gp_buf_puts(&b, t);
+    }
+    free(t);
     return gp_buf_take(&b);
 }
 
@@ -183,4 +217,8 @@ void gp_advice_table(FILE *out, const json_t *advice)
                 dnum(advice, "trainable_params"), dnum(advice, "params"),
                 json_string_value(json_object_get(advice, "percent_of")), dnum(advice, "baseline_bytes") / 1e9);
     fputs(" (docs/advise.md)\n", out);
+    char *t = traffic_line(advice);
+    if (t)
+        fputs(t, out);
+    free(t);
 }

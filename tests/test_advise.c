@@ -195,17 +195,25 @@ static void test_state_alternatives(void **state)
     static const int kinds[4] = {GP_ALT_STATE_BNB8, GP_ALT_STATE_TORCHAO8, GP_ALT_STATE_TORCHAO4,
                                  GP_ALT_STATE_TORCHAO_FP8};
     static const double bytes[4] = {-5.96875, -5.96875, -6.9375, -5.96875};
+    /* m and v traffic per parameter per step, each read and written once (by hand): fp32
+     * 4 arrays x 4 B = 16; 8-bit / fp8: (1 B code + 4 B scale / 256) x 2 states x 2 = 4.0625;
+     * 4-bit: (0.5 B + 4 B / 128) x 2 x 2 = 2.125 */
+    static const double traffic[4] = {4.0625 - 16, 4.0625 - 16, 2.125 - 16, 4.0625 - 16};
+    assert_true(gp_advise_mv_traffic(&sc) == 16);
     for (int k = 0; k < 4; k++) {
         assert_int_equal(a[k].kind, kinds[k]);
         assert_true(a[k].bytes_per_param == bytes[k]);
+        assert_true(a[k].mv_traffic == traffic[k]);
     }
     gp_scenario_free(&sc);
     load("optimizer: {state: torchao_8bit}\ntensors:\n  - {name: w, size: 4096}\n", &sc);
     assert_true(gp_advise_state_bytes(&sc) == 4 + 2.03125); /* fp32 accumulator + the 8-bit state */
+    assert_true(gp_advise_mv_traffic(&sc) == 4.0625);
     int n = gp_advise_alternatives(&sc, a);
     assert_int_equal(n, 4); /* fp32, bnb8, 4-bit, fp8 */
     assert_int_equal(a[0].kind, GP_ALT_STATE_FP32);
     assert_true(a[0].bytes_per_param == 5.96875);
+    assert_true(a[0].mv_traffic == 16 - 4.0625);
     assert_true(a[2].kind == GP_ALT_STATE_TORCHAO4 && a[2].bytes_per_param == 1.0625 - 2.03125);
     gp_scenario out;
     gp_error e = {""};

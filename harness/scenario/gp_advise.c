@@ -20,11 +20,21 @@ static double acc_width(const gp_scenario *sc)
                                     : width(sc->precision.accumulator);
 }
 
+/* Bytes of m and v per parameter as the state is stored. */
+static double mv_bytes(const gp_scenario *sc)
+{
+    return sc->optimizer.lowbit ? gp_lowbit_bytes_per_element((gp_lowbit)sc->optimizer.lowbit)
+                                : 2 * width(sc->optimizer.state);
+}
+
+double gp_advise_mv_traffic(const gp_scenario *sc)
+{
+    return 2 * mv_bytes(sc);
+}
+
 double gp_advise_state_bytes(const gp_scenario *sc)
 {
-    double b = acc_width(sc) +
-               (sc->optimizer.lowbit ? gp_lowbit_bytes_per_element((gp_lowbit)sc->optimizer.lowbit)
-                                     : 2 * width(sc->optimizer.state));
+    double b = acc_width(sc) + mv_bytes(sc);
     if (sc->optimizer.master)
         b += 4;
     if (sc->optimizer.kahan)
@@ -46,31 +56,31 @@ int gp_advise_alternatives_states(const gp_scenario *sc, int states, gp_alternat
     int narrow_acc = acc != GP_FP32, narrow_par = par != GP_FP32 && !sc->optimizer.master;
     if (narrow_acc || sc->precision.acc_scaled)
         alt[n++] = (gp_alternative){GP_ALT_FP32_ACCUMULATOR, "fp32 accumulator", "precision.accumulator: fp32",
-                                    4 - acc_width(sc) - (sc->precision.rounding == GP_ACC_KAHAN ? width(acc) : 0)};
+                                    4 - acc_width(sc) - (sc->precision.rounding == GP_ACC_KAHAN ? width(acc) : 0), 0};
     if (narrow_acc && sc->precision.rounding != GP_ACC_KAHAN)
         alt[n++] = (gp_alternative){GP_ALT_KAHAN_ACCUMULATOR, "Kahan accumulator", "precision.rounding: kahan",
-                                    width(acc)};
+                                    width(acc), 0};
     if (narrow_acc && sc->precision.rounding != GP_ACC_STOCHASTIC)
         alt[n++] = (gp_alternative){GP_ALT_SR_ACCUMULATOR, "stochastic-rounding accumulator",
                                     "precision.rounding: stochastic",
-                                    sc->precision.rounding == GP_ACC_KAHAN ? -width(acc) : 0};
+                                    sc->precision.rounding == GP_ACC_KAHAN ? -width(acc) : 0, 0};
     if (narrow_par)
         alt[n++] = (gp_alternative){GP_ALT_MASTER_WEIGHTS, "fp32 master weights", "optimizer.master: fp32",
-                                    4 - (sc->optimizer.kahan ? width(par) : 0)};
+                                    4 - (sc->optimizer.kahan ? width(par) : 0), 0};
     if (narrow_par && !sc->optimizer.kahan)
-        alt[n++] = (gp_alternative){GP_ALT_KAHAN_WEIGHTS, "Kahan weights", "optimizer.kahan: true", width(par)};
+        alt[n++] = (gp_alternative){GP_ALT_KAHAN_WEIGHTS, "Kahan weights", "optimizer.kahan: true", width(par), 0};
     if (narrow_par && !sc->optimizer.stochastic)
         alt[n++] = (gp_alternative){GP_ALT_SR_WEIGHTS, "stochastic-rounding weights", "optimizer.stochastic: true",
-                                    sc->optimizer.kahan ? -width(par) : 0};
+                                    sc->optimizer.kahan ? -width(par) : 0, 0};
     if ((g == GP_FP16 || g == GP_FP8_E4M3 || g == GP_FP8_E5M2) && sc->loss_scale.mode == GP_LS_NONE)
-        alt[n++] = (gp_alternative){GP_ALT_LOSS_SCALING, "loss scaling", "loss_scale: {mode: dynamic}", 0};
+        alt[n++] = (gp_alternative){GP_ALT_LOSS_SCALING, "loss scaling", "loss_scale: {mode: dynamic}", 0, 0};
     if (sc->reduction == GP_RED_MEAN || sc->reduction == GP_RED_MEAN_NO_DIV)
-        alt[n++] = (gp_alternative){GP_ALT_TOKEN_MEAN, "token-normalised loss", "reduction: token_mean", 0};
+        alt[n++] = (gp_alternative){GP_ALT_TOKEN_MEAN, "token-normalised loss", "reduction: token_mean", 0, 0};
     /* the optimizer state: m and v as a library keeps them (bytes per parameter for both) */
-    double mv = sc->optimizer.lowbit ? gp_lowbit_bytes_per_element((gp_lowbit)sc->optimizer.lowbit)
-                                     : 2 * width(sc->optimizer.state);
+    double mv = mv_bytes(sc);
     if (sc->optimizer.lowbit)
-        alt[n++] = (gp_alternative){GP_ALT_STATE_FP32, "fp32 optimizer state", "optimizer.state: fp32", 8 - mv};
+        alt[n++] = (gp_alternative){GP_ALT_STATE_FP32, "fp32 optimizer state", "optimizer.state: fp32", 8 - mv,
+                                    2 * (8 - mv)};
     static const struct {
         gp_alt_kind kind;
         gp_lowbit f;
@@ -88,7 +98,8 @@ int gp_advise_alternatives_states(const gp_scenario *sc, int states, gp_alternat
                    !sc->tensors[t].population && !sc->tensors[t].state.replay;
         if (fits)
             alt[n++] = (gp_alternative){lowbit[k].kind, lowbit[k].label, lowbit[k].change,
-                                        gp_lowbit_bytes_per_element(lowbit[k].f) - mv};
+                                        gp_lowbit_bytes_per_element(lowbit[k].f) - mv,
+                                        2 * (gp_lowbit_bytes_per_element(lowbit[k].f) - mv)};
     }
     /* scaled gradients (docs/formats.md): transient per micro-batch, no state bytes; their
      * bytes per element written (the bandwidth) are in docs/advise.md */
@@ -97,23 +108,23 @@ int gp_advise_alternatives_states(const gp_scenario *sc, int states, gp_alternat
     if (plain_fp8)
         alt[n++] = (gp_alternative){GP_ALT_FP8_BLOCKWISE, "fp8 1x128 block scales",
                                     g == GP_FP8_E4M3 ? "precision.grad: fp8_e4m3:blockwise_1x128"
-                                                     : "precision.grad: fp8_e5m2:blockwise_1x128", 0};
+                                                     : "precision.grad: fp8_e5m2:blockwise_1x128", 0, 0};
     if (plain_fp8)
         alt[n++] = (gp_alternative){GP_ALT_MXFP8, "MXFP8 (rceil)",
                                     g == GP_FP8_E4M3 ? "precision.grad: mxfp8_e4m3:rceil"
-                                                     : "precision.grad: mxfp8_e5m2:rceil", 0};
+                                                     : "precision.grad: mxfp8_e5m2:rceil", 0, 0};
     if (sc->precision.grad_scaled && q->kind == GP_SC_MX && q->rule != GP_MX_RCEIL)
-        alt[n++] = (gp_alternative){GP_ALT_MX_RCEIL, "rceil scale rule", "precision.grad: the same with :rceil", 0};
+        alt[n++] = (gp_alternative){GP_ALT_MX_RCEIL, "rceil scale rule", "precision.grad: the same with :rceil", 0, 0};
     if (sc->precision.grad_scaled && q->mode == GP_RNE)
         alt[n++] = (gp_alternative){GP_ALT_SR_GRAD, "stochastic-rounding gradient",
-                                    "precision.grad: the same with :sr", 0};
+                                    "precision.grad: the same with :sr", 0, 0};
     /* a scaled collective (docs/distributed.md): its bytes per element sent are in docs/advise.md */
     const gp_scaled_cfg *r = &sc->distributed.reduce_sc;
     if (sc->distributed.reduce_scaled)
-        alt[n++] = (gp_alternative){GP_ALT_BF16_REDUCE, "bf16 all-reduce", "distributed.reduce_dtype: bf16", 0};
+        alt[n++] = (gp_alternative){GP_ALT_BF16_REDUCE, "bf16 all-reduce", "distributed.reduce_dtype: bf16", 0, 0};
     if (sc->distributed.reduce_scaled && r->kind == GP_SC_MX && r->rule != GP_MX_RCEIL)
         alt[n++] = (gp_alternative){GP_ALT_REDUCE_RCEIL, "rceil reduce scale rule",
-                                    "distributed.reduce_dtype: the same with :rceil", 0};
+                                    "distributed.reduce_dtype: the same with :rceil", 0, 0};
     return n;
 }
 

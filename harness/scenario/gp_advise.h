@@ -36,6 +36,9 @@ typedef struct {
     const char *label;      /* "fp32 accumulator" */
     const char *change;     /* what changes, in scenario keys: "precision.accumulator: fp32" */
     double bytes_per_param; /* extra bytes per trainable parameter */
+    double mv_traffic;      /* extra bytes of Adam's m and v (block scales included) read and written per
+                               trainable parameter per optimizer step (gp_advise_mv_traffic); 0 when the
+                               alternative leaves the state as it is */
 } gp_alternative;
 
 /* Bytes of state per trainable parameter of sc beyond its stored weight: the gradient
@@ -43,6 +46,13 @@ typedef struct {
  * codes and block scales as the library stores them, gp_lowbit_bytes_per_element), the
  * fp32 master copy (4) and the Kahan compensations (the accumulator's and the weights'). */
 double gp_advise_state_bytes(const gp_scenario *sc);
+
+/* Bytes of Adam's m and v moved per trainable parameter per optimizer step: each read once
+ * and written once, as one fused step does (bitsandbytes' and torchao's low-bit steps, torch's
+ * fused AdamW), so 2 x their stored bytes (codes and block scales for a low-bit state): fp32
+ * 16, 8-bit and fp8 2 x 2.03125 = 4.0625, 4-bit 2 x 1.0625 = 2.125. The least traffic of a
+ * step; an unfused step (torch's single-tensor AdamW) moves more. */
+double gp_advise_mv_traffic(const gp_scenario *sc);
 
 /* The alternatives that apply to sc (a change that leaves sc as it is does not apply;
  * weight alternatives need bf16/fp16 weights; loss scaling needs fp16/fp8 gradients and
