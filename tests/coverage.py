@@ -100,13 +100,14 @@ WHY_SCALED = ("OPEN: the parts of the scaled formats (issue 25) no preset uses: 
 WHY_SCALED_NONFINITE = ("OPEN: a non-finite gradient quantized to a scaled format (gp_attrib_scaled's first arm): the "
                         "nonfinite-* presets store plain formats; test_scaled_formats quantizes NaN and inf inside "
                         "blocks through gradprec_quantize")
-WHY_SCALED_SPAN = ("OPEN: the scaled quantizer as the runner instantiates it for a scale spanning its chunks "
-                   "(precision.grad fp8 :current / :blockwise_128x128 / two-level nvfp4 on a tensor of several chunks) "
-                   "or for a scaled accumulator: no preset of the default suite uses them yet; tests/test_scaled_run.c "
-                   "and examples/scenarios/fp8-current-*, nvfp4-two-level-*, fp8-e4m3-current-accumulator reach them")
-WHY_SCALED_ACC = ("OPEN: a scaled accumulator (precision.accumulator fp8_*:current, issue 25): no preset of the "
-                  "default suite yet; examples/scenarios/fp8-e4m3-current-accumulator.yaml (examples_scenarios_run) "
-                  "and tests/test_scaled_run.c reach it")
+WHY_SCALED_SPAN = ("OPEN: the arms of the scaled quantizer as harness/run/gp_run_accum.c instantiates it that the "
+                   "suite does not take: the runner calls gp_scaled_row_block itself only for a scale spanning its "
+                   "chunks (fp8 :current, :blockwise_128x128, two-level nvfp4) and for a scaled accumulator; the "
+                   "presets fp8-e4m3-grads-current-growing / -128x128-growing, nvfp4-grads-two-level and "
+                   "fp8-e4m3-current-accumulator take the e4m3 / e2m1, round-to-nearest, no-:pow2 arms; MX and "
+                   "1x128 never span (they run through kernels/gp_scaled_tensor.c, not instrumented), and :sr, "
+                   ":pow2, the other element formats and clamped scales are reached by tests/test_scaled_run.c and "
+                   "test_scaled_formats (bit-exact against torchao and ml_dtypes)")
 WHY_LOWBIT = ("OPEN: a low-bit optimizer state (optimizer.state bnb8_blockwise / torchao_*, issue 25): no preset "
               "of the default suite yet (the plugins refuse it); examples/scenarios/adamw-8bit-state-tiny-grads.yaml "
               "and tests/python/test_lowbit.py reach it")
@@ -327,8 +328,6 @@ EXCLUSIONS = [
     (R, "gp_run_accumulate_step", r"if \(S->ts\[t\]\.amax\)|spanning \? waves|if \(S->ts\[t\]\.acc_shadow\)|"
      r"return rc \? rc : waves", None,
      WHY_SCALED + " (the amax passes of a grad or an accumulator whose scale spans the runner's chunks)"),
-    (R, "accumulate_after", r"if \(c->sc->precision\.acc_scaled\)", None, WHY_SCALED_ACC),
-    (R, "attribute_range", r"if \(c->acc_ev\)", None, WHY_SCALED_ACC),
     (R, "gp_run_generate_microbatch", r"for \(size_t i = 0; i < c->n; i\+\+\)", None,
      WHY_REPLAY + " (the replayed entries' non-finite count)"),
     (A + "gp_format.h", "gp_fmt_round_info", r"if \(!i\.inf && !i\.qnan\)|\} else if \(i\.qnan\) \{", None,
@@ -366,7 +365,7 @@ RECORDED = {
     "kernels/arith/gp_adamw.h": 127, "kernels/arith/gp_arith.h": 7, "kernels/arith/gp_clip.h": 15,
     "kernels/arith/gp_format.h": 112, "kernels/arith/gp_philox.h": 4, "kernels/arith/gp_scaler.h": 6,
     "kernels/arith/gp_schedule.h": 20, "kernels/arith/gp_torch_sqrt.h": 35, "kernels/cpu/gp_cpu_backend.c": 82,
-    "kernels/arith/gp_scaled.h": 13,
+    "kernels/arith/gp_scaled.h": 51,
 }
 
 

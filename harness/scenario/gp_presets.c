@@ -10,6 +10,7 @@
  * treats an expected failure that stops failing as a regression). */
 #define EXPECT_FAIL(MECH) "expect: {verdict: fail, mechanism: " MECH "}\n"
 #define EXPECT(VERDICT, MECH) "expect: {verdict: " VERDICT ", mechanism: " MECH "}\n"
+#define EXPECT_VERDICT(VERDICT) "expect: {verdict: " VERDICT "}\n"
 
 /* LoRA-like: per-micro-batch gradients (what the backward writes, after the 1/N of
  * token_mean over K = 8 equal micro-batches) of about 1e-6 to 4e-6: per-token-mean
@@ -315,6 +316,23 @@
     "precision: {grad: fp32, accumulator: fp32}\n"                                      \
     "distributed: {world_size: 8, reduce_dtype: " REDUCE "}\n"                          \
     "thresholds: {collective_rel_err: 0.03125}\n"
+
+/* A 65536-element tensor of normal gradients of 1e-3 (COLS: its cols line or ""; DIST: more
+ * keys of the distribution) in GRAD accumulated in ACC over MB micro-batches ("K, tokens:
+ * T"), STEPS steps, with the thresholds THR: the scales of issue 25 that span the runner's
+ * chunks (presets fp8-e4m3-grads-current-growing ... fp8-e4m3-current-accumulator). */
+#define FP8_SPAN(NAME, COLS, GRAD, ACC, MB, STEPS, DIST, THR)                           \
+    "name: " NAME "\n"                                                                  \
+    "seed: 25\n"                                                                        \
+    "tensors:\n"                                                                        \
+    "  - name: blocks.11.mlp.fc2.weight\n"                                              \
+    "    size: 65536\n" COLS                                                            \
+    "    grad: {dist: normal, scale: 1.0e-3" DIST "}\n"                                 \
+    "batch: {accumulation_steps: " MB "}\n"                                             \
+    "reduction: mean\n"                                                                 \
+    "steps: " STEPS "\n"                                                                \
+    "precision: {grad: " GRAD ", accumulator: " ACC "}\n"                               \
+    "thresholds: {" THR "}\n"
 
 static const gp_preset presets[] = {
     {"lora-bf16-accum",
@@ -1149,6 +1167,33 @@ static const gp_preset presets[] = {
      "reduction: sum\n"
      "fullbatch: sum\n"
      "precision: {grad: fp32, accumulator: fp16, rounding: rtz}\n" EXPECT_FAIL("saturation")},
+    /* Scales that span the runner's chunks (a 65536-element tensor: 4 chunks): per-tensor
+     * current scaling, 128x128 tiles, two-level NVFP4, and a scaled accumulator; the same
+     * configurations, thresholds and reasoning as the examples named (docs/model.md). */
+    {"fp8-e4m3-grads-current-growing",
+     "the gradients that saturate delayed scaling (4x larger every step) under per-tensor current scaling: "
+     "s = 448 / this micro-batch's amax follows the growth, nothing clamps; e4m3's rounding stays below 2^-4 and a "
+     "few of the smallest gradients underflow: warn (examples/scenarios/fp8-current-scaling-survives-growth.yaml)",
+     FP8_SPAN("fp8-e4m3-grads-current-growing", "", "\"fp8_e4m3:current\"", "fp32", "4, tokens: 512", "4",
+              ", shrink: 4.0", "grad_rel_err_fullbatch: 0.0625") EXPECT_VERDICT("warn")},
+    {"fp8-e4m3-grads-128x128-growing",
+     "the same gradients under DeepSeek-V3's 128x128 tiles of the tensor's [256, 256] view, each tile scaled by "
+     "its own amax: as current scaling, rounding below 2^-4, a few underflows: warn "
+     "(examples/scenarios/fp8-delayed-scaling-growing-grads.yaml, point 6)",
+     FP8_SPAN("fp8-e4m3-grads-128x128-growing", "    cols: 256\n", "\"fp8_e4m3:blockwise_128x128\"", "fp32",
+              "4, tokens: 512", "4", ", shrink: 4.0", "grad_rel_err_fullbatch: 0.0625") EXPECT_VERDICT("warn")},
+    {"nvfp4-grads-two-level",
+     "NVFP4 as NVIDIA's recipe stores gradients: an fp32 tensor scale amax / (448 x 6) under each block's e4m3 "
+     "scale keeps gradients of 1e-3 in range; errors within the derived bounds, some elements underflow: warn "
+     "(examples/scenarios/nvfp4-two-level-small-grads.yaml)",
+     FP8_SPAN("nvfp4-grads-two-level", "", "nvfp4", "fp32", "1, tokens: 512", "1", "",
+              "grad_rel_err_fullbatch: 0.38, underflow_frac: 0.075, weight_rel_err: 0.0014") EXPECT_VERDICT("warn")},
+    {"fp8-e4m3-current-accumulator",
+     "bf16 gradients accumulated in fp8 e4m3 with one scale per tensor (FP8-LM / MS-AMP): the sum re-quantized "
+     "from its own amax after each of 8 micro-batches, error at most 2^-4 sqrt((K + 1) / 2) = 0.133; a few "
+     "elements of the sum underflow: warn (examples/scenarios/fp8-e4m3-current-accumulator.yaml)",
+     FP8_SPAN("fp8-e4m3-current-accumulator", "", "bf16", "\"fp8_e4m3:current\"", "8, tokens: 512", "1", "",
+              "grad_rel_err_fullbatch: 0.133") EXPECT_VERDICT("warn")},
     {NULL, NULL, NULL},
 };
 

@@ -616,12 +616,15 @@ def readme_refuses(yaml_text):
     torch's fused kernel, m/v or .grad (precision.accumulator: what the step reads) in another
     dtype than the weights it steps;
     accumulator rounding other than RNE, FTZ, fp8 gradients or accumulator (a scaled gradient
-    format, `fp8_e4m3:delayed...`, reaches the backend as the fp32 values it dequantizes to)."""
+    format, `fp8_e4m3:delayed...`, reaches the backend as the fp32 values it dequantizes to;
+    a scaled accumulator, `fp8_e4m3:current`, as an fp32 buffer the backend adds into, which
+    the runner re-quantizes after each micro-batch: docs/scenarios.md)."""
     def key(section, name):
         m = re.search(r"^%s:\n(?:  .*\n)*?  %s: (\S+)$" % (section, name), yaml_text, re.M)
         return m.group(1) if m else None
     param, state, master = key("optimizer", "param"), key("optimizer", "state"), key("optimizer", "master")
     grad, acc = key("precision", "grad"), key("precision", "accumulator")
+    acc = "fp32" if ":" in acc else acc  # a scaled accumulator: the backend's buffer is fp32
     weights = "fp32" if master == "fp32" else param
     return (key("optimizer", "kahan") == "true" or key("optimizer", "stochastic") == "true"
             or key("optimizer", "fused") != "none" or state != weights
