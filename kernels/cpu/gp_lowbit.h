@@ -10,7 +10,7 @@
  *  GP_LOWBIT_BNB8 ("bnb8_blockwise"): bitsandbytes' AdamW8bit on the CPU (bitsandbytes
  *   0.50: bitsandbytes/backends/cpu/ops.py, _optimizer_update_8bit_blockwise_cpu; the
  *   quantizer csrc/cpu_ops.cpp, quantize_cpu_impl). B = 256. Map: create_dynamic_map
- *   (functional.py; 256 values, signed [-0.993, 1], unsigned [0, 1]; gp_lowbit_maps.h).
+ *   (functional.py; 256 values, signed [-0.993, 1], unsigned [0, 1]; ../arith/gp_lowbit_maps.h).
  *   Scale: absmax = max |x| over the block (fp32). Quantize: all codes 0 where absmax is
  *   0; else u = x * (1/absmax) (the reciprocal rounded to fp32, then the product),
  *   clamped to [-1, 1], i = (uint16)((u + 1) * 0.5 * 65535 + 0.5) (truncation; whether
@@ -51,15 +51,7 @@
 #include <stdint.h>
 
 #include "../arith/gp_adamw.h"
-
-typedef enum {
-    GP_LOWBIT_NONE = 0,
-    GP_LOWBIT_BNB8 = 1,
-    GP_LOWBIT_TORCHAO8 = 2,
-    GP_LOWBIT_TORCHAO4 = 3,
-    GP_LOWBIT_TORCHAO_FP8 = 4,
-    GP_LOWBIT_COUNT
-} gp_lowbit;
+#include "../arith/gp_lowbit_block.h" /* gp_lowbit, the per-element arithmetic */
 
 /* The state format's name ("bnb8_blockwise", "torchao_8bit", "torchao_4bit",
  * "torchao_fp8"; static), NULL for GP_LOWBIT_NONE or out of range. */
