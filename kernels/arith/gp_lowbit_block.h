@@ -19,6 +19,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../gp_plugin_abi.h"
 #include "gp_adamw.h"
 #include "gp_lowbit_maps.h"
 
@@ -35,6 +36,19 @@ typedef enum {
 GP_ARITH unsigned gp_lowbit_block_of(gp_lowbit f)
 {
     return f == GP_LOWBIT_TORCHAO4 ? 128u : 256u;
+}
+
+/* Does a backend's AdamW call with a low-bit state (a->state_quant set) ask for something
+ * the libraries do not have: another variant than plain / one-store (their step keeps the
+ * decayed weight in fp32), stochastic rounding, scaled gradients, a block other than the
+ * state's, n not whole blocks, an unknown state? The cpu and cuda backends refuse those
+ * (return 1). Host code. */
+static inline int gp_lowbit_plugin_refuses(const gp_plugin_adamw_args *a)
+{
+    gp_lowbit f = (gp_lowbit)a->state_quant;
+    return f <= GP_LOWBIT_NONE || f >= GP_LOWBIT_COUNT || a->block <= 0 || (unsigned)a->block != gp_lowbit_block_of(f) ||
+           a->n % (uint64_t)a->block != 0 || a->rounding != GP_PLUGIN_RNE || a->inv_scale != 1.0f ||
+           (a->variant != GP_PLUGIN_ADAMW_PLAIN && a->variant != GP_PLUGIN_ADAMW_ONE_STORE);
 }
 
 enum { GP_LOWBIT_LUT_SIZE = 65536 };
