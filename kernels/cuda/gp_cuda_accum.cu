@@ -366,8 +366,25 @@ template <typename Launch> static int with_formats(int32_t af, int32_t gf, Launc
     return outer != 0 || inner != 0 ? 1 : launched();
 }
 
+/* gp_cuda_refusal's sentence: set by dev_adamw on this thread (the staged call runs on
+ * the caller's thread). */
+static thread_local const char *t_refusal;
+
+extern "C" const char *gp_cuda_refusal(void)
+{
+    return t_refusal;
+}
+
+/* Return 1 (not supported) with why as gp_cuda_refusal's sentence. */
+static int refuse(const char *why)
+{
+    t_refusal = why;
+    return 1;
+}
+
 static int dev_accumulate(const gp_plugin_accumulate_args *a)
 {
+    t_refusal = NULL;
     unsigned blocks = blocks_for(groups_of(a->n));
     int vec = vec_ok(a);
     return with_formats(a->acc_format, a->grad_format, [&](auto A, auto G) {
@@ -379,6 +396,7 @@ static int dev_accumulate(const gp_plugin_accumulate_args *a)
  * come): each pair's table goes to gp_many, then gp_accum_many_kernel for those formats. */
 static int dev_accumulate_many(const gp_plugin_accumulate_args *a, uint32_t count)
 {
+    t_refusal = NULL;
     if (count == 0 || count > GP_PLUGIN_MANY_MAX)
         return count == 0 ? 0 : -1;
     unsigned char taken[GP_PLUGIN_MANY_MAX] = {0};
@@ -416,6 +434,7 @@ static int dev_accumulate_many(const gp_plugin_accumulate_args *a, uint32_t coun
 
 static int dev_unscale(gp_plugin_unscale_args *a)
 {
+    t_refusal = NULL;
     int zero = 0, found = 0, rc = -1;
     pthread_mutex_lock(&g_mu);
     if (cudaMemcpyToSymbol(gp_found, &zero, sizeof zero) == cudaSuccess) {
@@ -440,7 +459,8 @@ static int dev_adamw_lowbit(const gp_plugin_adamw_args *a, gp_adamw_eval ev)
 {
     static int tables_ready; /* under g_mu */
     if (gp_lowbit_plugin_refuses(a))
-        return 1;
+        return refuse("a low-bit optimizer state with what its library does not have (a variant other than "
+                      "plain, stochastic rounding, scaled gradients, another block)");
     gp_lowbit f = (gp_lowbit)a->state_quant;
     int rc = 0;
     pthread_mutex_lock(&g_mu);
@@ -477,6 +497,7 @@ static gp_adamw_eval eval_of(const gp_plugin_adamw_args *a)
 
 static int dev_adamw(const gp_plugin_adamw_args *a)
 {
+    t_refusal = NULL;
     if (a->variant == GP_PLUGIN_ADAMW_TORCH_FUSED_CPU &&
         !gp_adamw_fused_ok((gp_format)a->param_format, (gp_format)a->state_format,
                            a->rounding == GP_PLUGIN_RNE ? GP_RNE : GP_STOCHASTIC, a->master || a->comp))
@@ -484,7 +505,8 @@ static int dev_adamw(const gp_plugin_adamw_args *a)
     /* torch's CPU sqrt on AMD Zen 4, Intel AVX-512 or this host (gp_torch_sqrt.h) is host code only */
     gp_adamw_eval ev = eval_of(a);
     if (ev == GP_ADAMW_TORCH_CPU_ZEN4 || ev == GP_ADAMW_TORCH_CPU_INTEL_AVX512 || ev == GP_ADAMW_TORCH_CPU_HOST)
-        return 1;
+        return refuse("optimizer.evaluation torch_cpu_zen4, torch_cpu_intel_avx512 and torch_cpu_host take torch's "
+                      "CPU sqrt as MKL computes it, host code only: run them on the cpu backend");
     /* a low-bit optimizer state (kernels/cpu/gp_lowbit.h): the libraries' CPU steps */
     if (a->struct_size >= sizeof *a && a->state_quant != GP_PLUGIN_STATE_PLAIN)
         return dev_adamw_lowbit(a, ev);
@@ -505,6 +527,7 @@ static int dev_adamw(const gp_plugin_adamw_args *a)
 /* Chunk sums into a device array (one block per chunk), then their tree: two launches. */
 static int dev_grad_sumsq(gp_plugin_sumsq_args *a)
 {
+    t_refusal = NULL;
     uint64_t chunks = (a->n + GP_SUMSQ_CHUNK - 1) / GP_SUMSQ_CHUNK;
     float *partial = NULL;
     int rc = -1;
@@ -530,6 +553,7 @@ static int dev_grad_sumsq(gp_plugin_sumsq_args *a)
 
 static int dev_grad_scale(const gp_plugin_scale_args *a)
 {
+    t_refusal = NULL;
     int rc = gp_with_format(a->format, [&](auto F) {
         gp_scale_kernel<decltype(F)::value><<<blocks_for(a->n), GP_THREADS>>>(*a);
     });
@@ -538,6 +562,7 @@ static int dev_grad_scale(const gp_plugin_scale_args *a)
 
 static int dev_scaler_update(const gp_plugin_scaler_args *a)
 {
+    t_refusal = NULL;
     gp_scaler_kernel<<<1, 1>>>(a->scale, a->tracker, a->found_inf, a->growth, a->backoff, a->interval);
     return launched();
 }
