@@ -233,12 +233,13 @@ GP_ARITH float gp_lowbit_step_one(const gp_lowbit_step *s, float g, float m, flo
 }
 
 /* gp_lowbit_step_one on a param of format pf (fp32, bf16 or fp16: widened exactly,
- * stored rounded to nearest even): the new param's bits. */
+ * stored rounded to nearest even; on a device by the hardware's conversions, the same
+ * bits but for a NaN's payload): the new param's bits. */
 GP_ARITH uint32_t gp_lowbit_param_step(const gp_lowbit_step *s, gp_format pf, uint32_t p, float g, float m, float v,
                                        float *m1, float *v1)
 {
-    float w = gp_lowbit_step_one(s, g, m, v, (float)gp_fmt_to_f64(pf, p), m1, v1);
-    return gp_fmt_from_f32_bits(pf, gp_f32_bits(w), GP_RNE, 0, 0, (unsigned *)0);
+    float w = gp_lowbit_step_one(s, g, m, v, gp_f32_from_bits(gp_fmt_to_f32_bits(pf, p)), m1, v1);
+    return gp_fmt_store_f32(pf, w, 0);
 }
 
 #endif
