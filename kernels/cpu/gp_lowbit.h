@@ -2,7 +2,9 @@
  * with one fp32 scale per block of elements, as third-party 8-bit and 4-bit optimizers
  * keep them, and those optimizers' AdamW steps on the CPU. docs/scenarios.md
  * (`optimizer.state`) names them; tests/python/test_lowbit.py compares every function
- * here with the library it models, bit for bit.
+ * here with the library it models, bit for bit. The per-element arithmetic lives in
+ * ../arith/gp_lowbit_block.h, which the CUDA backend's kernel calls too (the same steps
+ * on the device; test_cuda_parity compares them with these).
  *
  * Formats (one scale per block of B consecutive elements of the flattened tensor; m
  * takes the signed map, v the unsigned one; a code is one byte here, whatever its width):
