@@ -173,8 +173,9 @@ static uint32_t attrib_value(gp_format f, uint64_t *s)
     return sign | mag;
 }
 
-/* The vectorised attribution equals its definition, gp_attrib_one with the error update
- * and sums of harness/run/gp_run_accum.c's attribute_range, bit for bit: random blocks of every pair it
+/* The vectorised attribution equals its definition, gp_attrib_one with the error update,
+ * sums and per-element counters of harness/run/gp_run_accum.c's attribute_range, bit for
+ * bit (counters: every other block, from 0 and from 7): random blocks of every pair it
  * takes, the loss scale by inverse and by division, errw 1 and 1/3; stored values equal
  * to the old one (absorption when the addend is non-zero), the RNE sum, or arbitrary
  * (a backend is judged on what it stored); errors from earlier additions, -0 included.
@@ -224,7 +225,15 @@ static void test_attrib_block_equals_definition(void **state)
             for (int m = 0; m < GP_MECH_NONFINITE + 1; m++)
                 err[m] = e1[m];
             gp_attrib_counts got = {0, 0, 0, 0}, want = {0, 0, 0, 0};
-            assert_int_equal(gp_attrib_block(af, gf, old, acc, grad, n, sc[0], sc[1], errw, err, te2, &got), 1);
+            /* every other block with per-element counters (runs with sampling), from 0 or 7 */
+            static uint32_t elc[GP_ATTRIB_NEL][N];
+            uint32_t *el[GP_ATTRIB_NEL] = {elc[0], elc[1], elc[2], elc[3]}, base = rep & 2 ? 7 : 0;
+            for (int k = 0; k < GP_ATTRIB_NEL; k++)
+                for (size_t i = 0; i < N; i++)
+                    elc[k][i] = base;
+            int counting = rep % 4 < 2;
+            assert_int_equal(gp_attrib_block(af, gf, old, acc, grad, n, sc[0], sc[1], errw, err, te2, &got,
+                                             counting ? el : NULL), 1);
             for (size_t i = 0; i < n; i++) {
                 double delta;
                 unsigned f;
@@ -235,6 +244,10 @@ static void test_attrib_block_equals_definition(void **state)
                 want.adds_nonzero += (f & GP_AT_ADD) != 0;
                 want.absorbed += (f & GP_AT_ABSORBED) != 0;
                 want.underflow += m == GP_MECH_UNDERFLOW;
+                uint32_t one[GP_ATTRIB_NEL] = {(f & GP_AT_ROUNDED) != 0, (f & GP_AT_ADD) != 0, (f & GP_AT_ABSORBED) != 0,
+                                               m == GP_MECH_UNDERFLOW};
+                for (int k = 0; k < GP_ATTRIB_NEL; k++)
+                    assert_int_equal(elc[k][i], base + (counting ? one[k] : 0));
                 double te = 0;
                 for (int j = GP_MECH_UNDERFLOW; j < GP_MECH_NONFINITE + 1; j++) {
                     if (j == (int)m)
@@ -258,11 +271,15 @@ static void test_attrib_block_equals_definition(void **state)
             gp_fmt_info fi = gp_fmt_get(fm[which]);
             gp_pack_set(fm[which], arr[which], at, rep & 4 ? fi.qnan : fi.inf);
             double before = e1[GP_MECH_ROUNDING][0];
+            static uint32_t elk[GP_ATTRIB_NEL][N];
+            memcpy(elk, elc, sizeof elk);
             gp_attrib_counts none = {0, 0, 0, 0};
             te2[0] = -1;
-            assert_int_equal(gp_attrib_block(af, gf, old, acc, grad, n, sc[0], sc[1], errw, err, te2, &none), 0);
+            assert_int_equal(gp_attrib_block(af, gf, old, acc, grad, n, sc[0], sc[1], errw, err, te2, &none, el), 0);
             gp_assert_bits(gp_f64_bits(e1[GP_MECH_ROUNDING][0]), gp_f64_bits(before), "declined block wrote err");
             assert_true(te2[0] == -1 && none.rounded_nonzero == 0 && none.adds_nonzero == 0);
+            for (int k = 0; k < GP_ATTRIB_NEL; k++) /* nor the per-element counters */
+                assert_memory_equal(elc[k], elk[k], sizeof elk[k]);
             gp_pack_set(fm[which], arr[which], at, keep);
         }
         assert_true(seen[GP_MECH_UNDERFLOW] > 0 && seen[GP_MECH_ABSORPTION] > 0 && seen[GP_MECH_ROUNDING] > 0);
@@ -271,7 +288,7 @@ static void test_attrib_block_equals_definition(void **state)
     for (int m = 0; m < GP_MECH_NONFINITE + 1; m++)
         err[m] = e1[m];
     gp_attrib_counts none = {0, 0, 0, 0};
-    assert_int_equal(gp_attrib_block(GP_FP8_E4M3, GP_BF16, old, acc, grad, 4, 1.0, 1.0, 1.0, err, te2, &none), 0);
+    assert_int_equal(gp_attrib_block(GP_FP8_E4M3, GP_BF16, old, acc, grad, 4, 1.0, 1.0, 1.0, err, te2, &none, NULL), 0);
 }
 
 /* The vectorised store of backward outputs equals its definition (harness/run/gp_run_accum.c's

@@ -63,7 +63,7 @@ GP_AT_INLINE int all_below(gp_format f, const void *p, size_t n, uint32_t lim)
 
 GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old, const void *acc, const void *grad,
                         size_t n, double scale, double inv, double errw, double *const *err, double *restrict te2,
-                        gp_attrib_counts *cnt)
+                        gp_attrib_counts *cnt, uint32_t *const *el)
 {
     double *restrict eu = err[GP_MECH_UNDERFLOW], *restrict ea = err[GP_MECH_ABSORPTION];
     double *restrict er = err[GP_MECH_ROUNDING];
@@ -102,6 +102,12 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
         add += (uint64_t)gnz;
         abs += (uint64_t)ab;
         und += (uint64_t)un;
+        if (el) { /* a constant per call: block is inlined with el NULL and with el set */
+            el[GP_ATTRIB_EL_ROUNDED][i] += (uint32_t)nz;
+            el[GP_ATTRIB_EL_ADD][i] += (uint32_t)gnz;
+            el[GP_ATTRIB_EL_ABSORBED][i] += (uint32_t)ab;
+            el[GP_ATTRIB_EL_UNDERFLOW][i] += (uint32_t)un;
+        }
     }
     cnt->rounded_nonzero += rnz;
     cnt->adds_nonzero += add;
@@ -113,7 +119,7 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
 
 GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
                                      size_t n, double s, double inv, double errw, double *const *err, double *te2,
-                                     gp_attrib_counts *cnt)
+                                     gp_attrib_counts *cnt, uint32_t *const *el)
 {
     int pair = GP_AT_PAIR(af, gf), divide = inv == 0;
     switch (pair) {
@@ -130,10 +136,12 @@ GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, c
         return 0;
 #define GP_AT_CASE(A, G)                                                                                  \
     case GP_AT_PAIR(A, G):                                                                                \
-        if (divide)                                                                                       \
-            block(A, G, 1, old, acc, grad, n, s, inv, errw, err, te2, cnt);                                \
+        if (el)                                                                                           \
+            block(A, G, divide, old, acc, grad, n, s, inv, errw, err, te2, cnt, el);                       \
+        else if (divide)                                                                                  \
+            block(A, G, 1, old, acc, grad, n, s, inv, errw, err, te2, cnt, NULL);                          \
         else                                                                                              \
-            block(A, G, 0, old, acc, grad, n, s, inv, errw, err, te2, cnt);                                \
+            block(A, G, 0, old, acc, grad, n, s, inv, errw, err, te2, cnt, NULL);                          \
         break;
     switch (pair) {
         GP_AT_CASE(GP_BF16, GP_BF16)
@@ -152,9 +160,9 @@ GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, c
  * symbol for a cloned function (its dispatcher is local), so the clones stay static. */
 int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
                                      size_t n, double s, double inv, double errw, double *const *err, double *te2,
-                                     gp_attrib_counts *cnt)
+                                     gp_attrib_counts *cnt, uint32_t *const *el)
 {
-    return gp_attrib_block_clones(af, gf, old, acc, grad, n, s, inv, errw, err, te2, cnt);
+    return gp_attrib_block_clones(af, gf, old, acc, grad, n, s, inv, errw, err, te2, cnt, el);
 }
 
 /* The RNE rounding of a zero, or of a magnitude in gf's normal range, as gp_fmt_from_f64_rne

@@ -123,15 +123,15 @@ void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t 
             gp_generate(&sc->tensors[t].weight, sc->seed, gp_stream_id(GP_STREAM_WEIGHT, t, 0, 0), i0 + j0, nn, w);
         for (size_t j = 0; j < nn; j++) {
             size_t e = off + j0 + j;
-            uint32_t pbits = gp_fmt_from_f32_bits(pf, gp_f32_bits(w[j]), GP_RNE, 0, 0, (unsigned *)0);
+            uint32_t pbits = gp_fmt_rne_from_f32_bits(pf, gp_f32_bits(w[j]));
             gp_pack_set(pf, o->param, e, pbits);
             if (o->master)
                 o->master[e] = gp_f32_bits(in->master ? in->master[j0 + j] : w[j]);
             if (o->comp)
                 gp_pack_set(pf, o->comp, e, 0);
             /* a carried m, v: stored values of the state format, so the rounding is exact */
-            uint32_t mb = in->m ? gp_fmt_from_f32_bits(sf, gp_f32_bits(in->m[j0 + j]), GP_RNE, 0, 0, (unsigned *)0) : 0;
-            uint32_t vb = in->v ? gp_fmt_from_f32_bits(sf, gp_f32_bits(in->v[j0 + j]), GP_RNE, 0, 0, (unsigned *)0) : 0;
+            uint32_t mb = in->m ? gp_fmt_rne_from_f32_bits(sf, gp_f32_bits(in->m[j0 + j])) : 0;
+            uint32_t vb = in->v ? gp_fmt_rne_from_f32_bits(sf, gp_f32_bits(in->v[j0 + j])) : 0;
             gp_pack_set(sf, o->m, e, mb);
             gp_pack_set(sf, o->v, e, vb);
             o->lost[e] = 0;
@@ -139,15 +139,15 @@ void gp_optim_init(gp_optim_state *o, const gp_scenario *sc, size_t t, uint64_t 
             o->formula_err[e] = 0;
             for (int k = 0; k < 4 && o->el_cnt[0]; k++)
                 o->el_cnt[k][e] = 0;
-            double w0 = o->master ? (double)gp_f32_from_bits(o->master[e]) : gp_fmt_to_f64(pf, pbits);
-            gp_adamw_dd_state_set_mv(&o->ref, e, w0, gp_fmt_to_f64(sf, mb), gp_fmt_to_f64(sf, vb));
+            double w0 = o->master ? (double)gp_f32_from_bits(o->master[e]) : gp_fmt_to_f64_fast(pf, pbits);
+            gp_adamw_dd_state_set_mv(&o->ref, e, w0, gp_fmt_to_f64_fast(sf, mb), gp_fmt_to_f64_fast(sf, vb));
         }
     }
     if (o->lb) { /* m, v (fp32) quantized: the reference starts from the values they stand for */
         gp_optim_lowbit_init(o->lb, o->m, o->v, off, n);
         const float *m = o->m, *v = o->v;
         for (size_t e = off; e < off + n; e++)
-            gp_adamw_dd_state_set_mv(&o->ref, e, gp_fmt_to_f64(pf, gp_pack_get(pf, o->param, e)), m[e], v[e]);
+            gp_adamw_dd_state_set_mv(&o->ref, e, gp_fmt_to_f64_fast(pf, gp_pack_get(pf, o->param, e)), m[e], v[e]);
     }
 }
 
@@ -169,7 +169,7 @@ void gp_optim_twin(const gp_optim_state *o, size_t off, size_t n, const gp_optim
                 continue;
             gp_format f = out[q].f;
             uint32_t mine = gp_pack_get(f, out[q].mine, off + j);
-            uint32_t theirs = gp_fmt_from_f32_bits(f, gp_f32_bits(out[q].theirs[j]), GP_RNE, 0, 0, (unsigned *)0);
+            uint32_t theirs = gp_fmt_rne_from_f32_bits(f, gp_f32_bits(out[q].theirs[j]));
             cnt->twin_checked++;
             if (gp_fmt_agree(f, mine, theirs))
                 continue;
@@ -186,9 +186,9 @@ static double weight_at(const gp_optim_state *o, const void *param, const uint32
 {
     if (master)
         return (double)gp_f32_from_bits(master[e]);
-    double w = gp_fmt_to_f64(o->cfg.param, gp_pack_get(o->cfg.param, param, e));
+    double w = gp_fmt_to_f64_fast(o->cfg.param, gp_pack_get(o->cfg.param, param, e));
     if (comp)
-        w -= gp_fmt_to_f64(o->cfg.param, gp_pack_get(o->cfg.param, comp, e));
+        w -= gp_fmt_to_f64_fast(o->cfg.param, gp_pack_get(o->cfg.param, comp, e));
     return w;
 }
 
@@ -418,7 +418,7 @@ static int rounding_of(double x1, double x, double ev)
     if (fabs(x1 - x) <= 0x1p-23 * y + ev) /* within fp32's bound: 2 ulp_32(y) >= 2^-23 y */
         return 1;
     for (int i = 0; i < 3; i++)
-        if ((i == 0 || gp_fmt_to_f64(fmts[i], gp_fmt_from_f64(fmts[i], x1, GP_RNE, 0, 0, (unsigned *)0)) == x1) &&
+        if ((i == 0 || gp_fmt_to_f64_fast(fmts[i], gp_fmt_from_f64(fmts[i], x1, GP_RNE, 0, 0, (unsigned *)0)) == x1) &&
             fabs(x1 - x) <= 2 * fmt_ulp(fmts[i], y) + ev)
             return 1;
     return 0;
@@ -569,7 +569,7 @@ static void widen_block(gp_format f, const void *a, size_t i, size_t nb, double 
     }
     if (nan)
         for (size_t j = 0; j < nb; j++)
-            out[j] = gp_fmt_to_f64(f, gp_pack_get(f, a, i + j));
+            out[j] = gp_fmt_to_f64_fast(f, gp_pack_get(f, a, i + j));
 }
 
 /* diff[j] |= elements i + j of a and j of b (format f) differ (NaN-ness for NaNs), for j < nb:
@@ -856,12 +856,12 @@ int gp_optim_chunk(const gp_scenario *sc, const gp_optim_step *s, const gp_backe
         formula_bounds fb = formula_bounds_make(o, sc, s, &k);
         for (size_t j = 0; j < n; j++) {
             size_t e = off + j;
-            double g = gp_fmt_to_f64(gf, gp_pack_get(gf, grad, j));
-            double m0 = gp_fmt_to_f64(sf, gp_pack_get(sf, o->old_m, j));
-            double v0 = gp_fmt_to_f64(sf, gp_pack_get(sf, o->old_v, j));
+            double g = gp_fmt_to_f64_fast(gf, gp_pack_get(gf, grad, j));
+            double m0 = gp_fmt_to_f64_fast(sf, gp_pack_get(sf, o->old_m, j));
+            double v0 = gp_fmt_to_f64_fast(sf, gp_pack_get(sf, o->old_v, j));
             double mx = b1 * m0 + (1.0 - b1) * g, vx = b2 * v0 + (1.0 - b2) * g * g;
-            double m1 = gp_fmt_to_f64(sf, gp_pack_get(sf, o->m, e));
-            double v1 = gp_fmt_to_f64(sf, gp_pack_get(sf, o->v, e));
+            double m1 = gp_fmt_to_f64_fast(sf, gp_pack_get(sf, o->m, e));
+            double v1 = gp_fmt_to_f64_fast(sf, gp_pack_get(sf, o->v, e));
             double ux = -k.step_size * mx / (sqrt(vx) / k.bc2_sqrt + eps);
             double us = -k.step_size * m1 / (sqrt(v1) / k.bc2_sqrt + eps);
             double w0 = weight_at(o, o->old_param, o->old_master, o->old_comp, j);
@@ -913,8 +913,8 @@ void gp_optim_final(const gp_optim_state *o, size_t off, size_t n, gp_optim_sums
         gp_adamw_dd_state_get(&o->ref, e, &wr, &mr, &vr);
         double w = weight_at(o, o->param, o->master, o->comp, e);
         if (o->cfg.variant == GP_ADAMW_KAHAN) /* the stored weight */
-            w = gp_fmt_to_f64(o->cfg.param, gp_pack_get(o->cfg.param, o->param, e));
-        double m = gp_fmt_to_f64(sf, gp_pack_get(sf, o->m, e)), v = gp_fmt_to_f64(sf, gp_pack_get(sf, o->v, e));
+            w = gp_fmt_to_f64_fast(o->cfg.param, gp_pack_get(o->cfg.param, o->param, e));
+        double m = gp_fmt_to_f64_fast(sf, gp_pack_get(sf, o->m, e)), v = gp_fmt_to_f64_fast(sf, gp_pack_get(sf, o->v, e));
         sums->w_err += sq_err(w, wr);
         sums->w_ref += wr * wr;
         sums->m_err += sq_err(m, mr);

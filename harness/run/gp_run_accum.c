@@ -124,7 +124,7 @@ static void note_outputs(const double *xs, size_t n, double scale, double inv, d
 
 /* The stored gradients of one micro-batch (store_range). Blocks whose outputs are zeros or
  * round to normal values go through the vectorised gp_store_block (the same results),
- * then the squares and the histogram (note_outputs). */
+ * then the squares and the histogram (note_outputs) and the per-element counters. */
 GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
 {
 #if GP_VECTOR_BLOCKS
@@ -137,11 +137,18 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
         size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
 #if GP_VECTOR_BLOCKS
         uint64_t nonzero = 0;
-        if (c->cnt[0] == NULL && gp_store_block(gf, c->xs + i0, n, scale, inv, errw, (char *)c->grad + i0 * wg,
-                                                c->partial + i0, c->err[GP_MECH_ROUNDING] + i0, &nonzero)) {
+        if (gp_store_block(gf, c->xs + i0, n, scale, inv, errw, (char *)c->grad + i0 * wg, c->partial + i0,
+                           c->err[GP_MECH_ROUNDING] + i0, &nonzero)) {
             st->rounded_nonzero += nonzero;
             st->stored_nonzero += nonzero;
             note_outputs(c->xs + i0, n, scale, inv, errw, c->sqx + i0, hist);
+            if (c->cnt[0]) /* zeros and normal values: store_range counts each non-zero output
+                              as rounded and stored, none as subnormal */
+                for (size_t i = i0; i < i0 + n; i++) {
+                    uint32_t nz = c->xs[i] != 0;
+                    c->cnt[CNT_RND][i] += nz;
+                    c->cnt[CNT_STORED][i] += nz;
+                }
             continue;
         }
 #endif
@@ -521,15 +528,16 @@ GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_for
  * trajectory: the accumulated error after this step is the sum of every local error so
  * far (unscaled); the reference is the exact partial sum. Element i's terms are added
  * once its local error of this micro-batch is noted: the order of the sums is the
- * element order. Blocks of finite values without stochastic rounding or per-element
- * counters go through the vectorised gp_attrib_block (the same results). */
+ * element order. Blocks of finite values without stochastic rounding go through the
+ * vectorised gp_attrib_block (the same results, per-element counters included). */
 GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
 {
     double prev_u = 0;
     double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k], ss_x = c->st->ss_x;
     c->lag_rec = c->lag_u && k == c->K - 1 && c->mb_base == 0; /* rank 0's last micro-batch */
 #if GP_VECTOR_BLOCKS
-    int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && c->cnt[0] == NULL && !c->acc_ev;
+    int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && !c->acc_ev;
+    uint32_t *el[GP_ATTRIB_NEL];
     double scale = c->s, inv = scale_inverse(scale), te2[GP_ATTRIB_BLOCK];
     size_t w = gp_fmt_get(af).width / 8, wg = gp_fmt_get(gf).width / 8;
 #endif
@@ -540,8 +548,15 @@ GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
         double *err[GP_MECH_GRAD_END];
         for (int m = 0; m < GP_MECH_GRAD_END; m++)
             err[m] = c->err[m] + i0;
+        if (c->cnt[0]) { /* runs with sampling: the element's own counts */
+            el[GP_ATTRIB_EL_ROUNDED] = c->cnt[CNT_RND] + i0;
+            el[GP_ATTRIB_EL_ADD] = c->cnt[CNT_ADD] + i0;
+            el[GP_ATTRIB_EL_ABSORBED] = c->cnt[CNT_ABS] + i0;
+            el[GP_ATTRIB_EL_UNDERFLOW] = c->cnt[CNT_UND] + i0;
+        }
         if (fast && gp_attrib_block(af, gf, (const char *)c->old + i0 * w, (const char *)c->acc + i0 * w,
-                                    (const char *)c->grad + i0 * wg, n, scale, inv, c->errw, err, te2, &cnt)) {
+                                    (const char *)c->grad + i0 * wg, n, scale, inv, c->errw, err, te2, &cnt,
+                                    c->cnt[0] ? el : NULL)) {
             gp_stats *st = c->st;
             st->rounded_nonzero += cnt.rounded_nonzero;
             st->adds_nonzero += cnt.adds_nonzero;

@@ -348,6 +348,13 @@ GP_ARITH uint32_t gp_bf16_rne_from_f32_bits(uint32_t u)
     return (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded; /* branch-free: vectorises */
 }
 
+/* gp_fmt_from_f32_bits(f, u, GP_RNE, 0, 0, NULL), with bf16's fast form above (equal on
+ * every input). */
+GP_ARITH uint32_t gp_fmt_rne_from_f32_bits(gp_format f, uint32_t u)
+{
+    return f == GP_BF16 ? gp_bf16_rne_from_f32_bits(u) : gp_fmt_from_f32_bits(f, u, GP_RNE, 0, 0, (unsigned *)0);
+}
+
 /* The taxonomy's underflow (DESIGN.md §1), judged on a stored result: a non-zero exact
  * value was stored as zero, or as a subnormal that kept fewer than half of the
  * format's p significant bits. `exact_nonzero` and `inexact` describe the rounding. */

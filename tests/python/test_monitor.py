@@ -127,6 +127,48 @@ def test_collapse_raise_and_warn(tmp_path, replay):
     assert all("step %d" % DROP in str(x.message) for x in mw)
 
 
+def test_background_gives_the_same_records_a_step_later(tmp_path, replay):
+    """background=True: each step closes on the monitor's thread while the next trains.
+    The log is the synchronous monitor's, byte for byte (the same sessions' results: the
+    runner's thread count does not change them); a record, and its alert, come when the
+    next step closes, at flush(), or on leaving the block; 'raise' then raises there."""
+    def run(out, **kw):
+        model, opt, sched = _bf16_run()
+        got, seen = [], []
+        with gpt.monitor(model, optimizer=opt, every=1, out=out, reduction="token_mean", accumulation_steps=A,
+                         thresholds=TH, on_alert=got.append, **kw) as mon:
+            for s in range(DROP + 2):
+                _loop(mon, model, opt, sched, 1, seed0=s)
+                seen.append(mon.records)
+            if kw:
+                mon.flush()
+                assert mon.records == DROP + 2   # flush() waited for the last step's close
+        return got, seen
+
+    got_sync, seen_sync = run(tmp_path / "sync")
+    got_bg, seen_bg = run(tmp_path / "bg", background=True)
+    with open(tmp_path / "sync" / "monitor.jsonl", "rb") as f, open(tmp_path / "bg" / "monitor.jsonl", "rb") as g:
+        assert f.read() == g.read()
+    assert seen_sync == list(range(1, DROP + 3))
+    assert seen_bg == list(range(0, DROP + 2))        # one step behind
+    assert [str(a) for a in got_bg] == [str(a) for a in got_sync]
+    assert {a.step for a in got_bg if a.metric == "stale_update_frac"} == {DROP}
+    # 'raise': the alert of step DROP is raised while step DROP + 1 closes
+    model, opt, sched = _bf16_run()
+    steps_done = []
+    with pytest.raises(gpt.MonitorAlert) as e:
+        with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path / "r", reduction="token_mean",
+                         accumulation_steps=A, thresholds=TH, on_alert="raise", background=True) as mon:
+            for s in range(DROP + 3):
+                _loop(mon, model, opt, sched, 1, seed0=s)
+                steps_done.append(s)
+    assert (e.value.alert.step, e.value.alert.metric) == (DROP, "stale_update_frac")
+    assert steps_done == list(range(DROP + 1))             # raised in step DROP + 1's optimizer.step()
+    # the record of the step closing when it raised is written too, its alerts not raised
+    assert [r["step"] for r in _records(tmp_path / "r")] == list(range(DROP + 2))
+    assert os.listdir(tmp_path / "r") == ["monitor.jsonl"]
+
+
 def test_healthy_run_raises_nothing(tmp_path, replay):
     model = make_model(0, torch.float32)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

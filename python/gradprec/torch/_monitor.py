@@ -220,7 +220,7 @@ class Monitor:
 
     def __init__(self, model, optimizer=None, scaler=None, every=1, sample=None, out="gradprec-monitor",
                  reduction="mean", accumulation_steps=None, thresholds=None, on_alert="warn", writer=None,
-                 params=None, master=None, seed=0, status=None):
+                 params=None, master=None, seed=0, status=None, background=False):
         from . import REDUCTIONS
 
         if not isinstance(every, int) or isinstance(every, bool) or every < 1:
@@ -246,11 +246,15 @@ class Monitor:
         self.out = os.fspath(out)
         self.log_path = os.path.join(self.out, LOG_FILE)
         self.status = status          # None: a one-line status when stderr is a TTY
+        self.background = bool(background)
         self.step_index = 0           # the optimizer step the open (or next) window is (after a log's last)
         self._in_window = 0           # micro-batches of the open window
         self._cap = None              # the _StepFeed of the monitored step in progress
         self._cap_step = None
-        self._stream = None           # the gradprec.Stream (from entering)
+        self._stream = None           # the gradprec.Stream the next monitored step feeds
+        self._streams = []            # every Stream (two with background=True: one closing, one fed)
+        self._pool = None             # background=True: the one thread that closes steps
+        self._pending = None          # background=True: (future, step, tokens, scale) of the step closing
         self._sel = None
         self._outside = {}            # (metric, tensor or None) -> True while outside its bounds
         self._hooks = []
@@ -269,8 +273,18 @@ class Monitor:
         cap = Capture(self.model, self.out, self.reduction, self.accumulation_steps, sample=self.sample,
                       params=self.params, optimizer=self.optimizer, scaler=self.scaler, master=self.master,
                       seed=self.seed)
-        # the runner's threads (results do not depend on them): torch's, idle while it runs
-        self._stream = Stream(self._skeleton(cap), jobs=max(1, _torch.get_num_threads()))
+        # the runner's threads (results do not depend on them): torch's, idle while it runs;
+        # in the background one, beside training. Two sessions of the same skeleton there:
+        # one closes step S while the other is fed step S + 1 (the same sampled elements:
+        # the choice depends on the seed and the tensor's position only).
+        skel = self._skeleton(cap)
+        if self.background:
+            self._streams = [Stream(skel, jobs=1), Stream(skel, jobs=1)]
+            import concurrent.futures
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gradprec-monitor")
+        else:
+            self._streams = [Stream(skel, jobs=max(1, _torch.get_num_threads()))]
+        self._stream = self._streams[0]
         self._sel = []  # per tensor: the elements the library chose (on the parameter's device), or None
         for t, (_, p) in enumerate(cap.params):
             buf = self._stream.indices_buffer(t)
@@ -338,9 +352,20 @@ class Monitor:
                 if self._in_window:
                     self._close_window()
                 self._finish_step()
+            if etype is None:
+                self.flush()
         finally:
             self._drop_capture()
-            self._stream.free()
+            if self._pending is not None:  # leaving on an exception: the step closing is logged, its alerts not raised
+                try:
+                    self._collect(quiet=True)
+                except Exception:  # its own failure would hide the exception that is leaving
+                    pass
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+            for st in self._streams:
+                st.free()
             if self._log is not None:
                 self._log.close()
                 self._log = None
@@ -380,6 +405,13 @@ class Monitor:
             if self.optimizer is None and self._cap is not None:
                 self._finish_step()
 
+    def flush(self) -> None:
+        """background=True: waits for the step closing in the background and logs it
+        (its record, scalars and alerts); leaving the with-block does this too. Without
+        background it has nothing to do."""
+        if self._pending is not None:
+            self._collect()
+
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """Backward passes inside this block are not training (an evaluation, a probe)."""
@@ -404,6 +436,8 @@ class Monitor:
             self._finish_step()
 
     def _start_step(self):
+        if self._pending is not None:  # feed the session that is not closing
+            self._stream = self._streams[1] if self._pending[4] is self._streams[0] else self._streams[0]
         cap = _StepFeed(self._stream, self._sel, self.model, self.out, self.reduction, self.accumulation_steps,
                         sample=self.sample, params=self.params, optimizer=self.optimizer, scaler=self.scaler,
                         master=self.master, seed=self.seed, name="step%d" % self.step_index,
@@ -416,28 +450,53 @@ class Monitor:
             raise
         self._cap, self._cap_step = cap, self.step_index
 
-    def _drop_capture(self):
-        """Removes the step's hooks and drops what it fed (nothing once closed)."""
+    def _drop_capture(self, discard=True):
+        """Removes the step's hooks and drops what it fed (nothing once closed; not when
+        its close was handed to the background thread)."""
         if self._cap is not None:
             self._cap._remove_hooks()
-            self._cap = None
-            self._stream.discard()
+            stream, self._cap = self._cap._stream, None
+            if discard:
+                stream.discard()
 
     def _finish_step(self):
         """Closes the monitored step's stream step (the C runner judges it), logs the
-        record, raises alerts."""
+        record, raises alerts. background=True: the close goes to the background thread
+        and the step closed before it (if any) is logged now."""
         cap, step = self._cap, self._cap_step
+        submitted = False
         try:
             cap._remove_hooks()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # capture's notes about its own dump
                 cap._finish()  # the open window closed, torch's state after the step fed
             scale = cap._scales[0] if cap.scaler is not None else None
-            res = self._stream.close(self._overrides(cap.scenario()))
+            tokens = cap._windows[0] if cap._windows else []
+            overrides = self._overrides(cap.scenario())
+            if self._pool is not None:
+                previous, self._pending = self._pending, (
+                    self._pool.submit(cap._stream.close, overrides), step, tokens, scale, cap._stream)
+                submitted = True
+            else:
+                res = cap._stream.close(overrides)
         finally:
-            self._drop_capture()
-        rec = self._record(step, res[0], cap, scale)
-        alerts = self._alerts(step, res[0])
+            self._drop_capture(discard=not submitted)
+        if self._pool is None:
+            self._judge(step, res[0], tokens, scale)
+        elif previous is not None:  # one step behind: the thread closes the steps in order
+            self._judge(step=previous[1], s=previous[0].result()[0], tokens=previous[2], scale=previous[3])
+
+    def _collect(self, quiet=False):
+        """background=True: waits for the step closing and judges it (quiet: logs it, no alerts)."""
+        fut, step, tokens, scale, _ = self._pending
+        self._pending = None
+        self._judge(step, fut.result()[0], tokens, scale, quiet)
+
+    def _judge(self, step, s, tokens, scale, quiet=False):
+        """Logs the record of a closed step s (a ScenarioResult), sends its scalars and
+        status line, raises its alerts (quiet: notes them only)."""
+        rec = self._record(step, s, tokens, scale)
+        alerts = self._alerts(step, s)
         rec["alerts"] = [a.as_dict() for a in alerts]
         self._log.write(json.dumps(_clean(rec), allow_nan=False) + "\n")
         self._log.flush()
@@ -447,14 +506,16 @@ class Monitor:
         self._status_line(rec)
         for a in alerts:
             self.alerts.append(a)
+            if quiet:
+                continue
             if self.on_alert == "warn":
-                warnings.warn(MonitorWarning(str(a)), stacklevel=3)
+                warnings.warn(MonitorWarning(str(a)), stacklevel=4)
             elif self.on_alert == "raise":
                 raise MonitorAlert(a)
             else:
                 self.on_alert(a)
 
-    def _record(self, step, s, cap, scale):
+    def _record(self, step, s, tokens, scale):
         """One line of monitor.jsonl (docs/monitor.md, the schema)."""
         rep = s.report
         ci = (rep.get("sampling") or {}).get("intervals") or {}
@@ -472,7 +533,7 @@ class Monitor:
         return {
             "format": FORMAT,
             "step": step,
-            "tokens": cap._windows[0] if cap._windows else [],
+            "tokens": tokens,
             "sample": self.sample,
             "loss_scale": scale,
             "skipped": bool(skipped),
@@ -586,7 +647,12 @@ def monitor(model: Any, optimizer: Any = None, scaler: Any = None, every: int = 
       record is written) or a callable f(alert).
     writer: a torch.utils.tensorboard.SummaryWriter: each record's metrics as scalars
       gradprec/METRIC and gradprec/METRIC/TENSOR at the step.
-    status: True/False forces the one-line status on stderr (default: only on a TTY)."""
+    status: True/False forces the one-line status on stderr (default: only on a TTY).
+    background: True closes each monitored step on a thread of its own while training goes
+      on (the feeds stay in the step: they copy what the step computed); the record, the
+      scalars and the alerts of step S then come when step S's successor closes, at
+      flush(), or on leaving the block. The same records, one step later, on one runner
+      thread beside training (docs/monitor.md, "Cost")."""
     return Monitor(model, optimizer=optimizer, scaler=scaler, every=every, sample=sample, out=out,
                    reduction=reduction, accumulation_steps=accumulation_steps, thresholds=thresholds,
                    on_alert=on_alert, writer=writer, **kw)
