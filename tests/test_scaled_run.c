@@ -325,7 +325,7 @@ static void test_spanning_distributed_any_j(void **state)
 /* grad_bias_score (docs/model.md, Systematic rounding bias of scaled gradients), by hand.
  * A replayed tensor of BN elements whose entries are the same in each of BK micro-batches
  * (one step, reduction sum, no loss scale: the exact gradient is the entry), stored in
- * three formats where round to nearest errs by a quarter of its cell the same way every
+ * four formats where round to nearest errs by a quarter of its cell the same way every
  * time:
  *  - mxfp4 (floor): every entry 4.5; a block's amax 4.5 = 1.001b x 2^2 gives X = 2^(2 - 2)
  *    = 1; 4.5 lies in e2m1's cell [4, 6] (Delta 2, f = 1/4) and rounds to 4: error -1/2;
@@ -334,15 +334,18 @@ static void test_spanning_distributed_any_j(void **state)
  *    rounds to 2: error -1/4; 6 is a code (no cell: Delta 0, error 0);
  *  - fp8_e4m3:delayed: every entry 1.03125 = 1 + 2^-5; the first step's multiplier is 1
  *    (Transformer Engine's initial scale); it lies in e4m3's cell [1, 1.125] (Delta 2^-3,
- *    f = 1/4) and rounds to 1: error -2^-5.
+ *    f = 1/4) and rounds to 1: error -2^-5;
+ *  - fp8_e4m3:blockwise_1x128: 127 entries 1.03125 and one 448 per block of 128: s = 448 /
+ *    448 = 1, the dequantization's fp32(1 / s) = 1: the delayed case's cells; 448 exact.
  * Per element with a cell: S = BK e, V = BK Delta^2 / 4, so S^2 / V = 4 BK (e / Delta)^2 =
  * BK / 4; the sums below are exact binary values. D per rounding (bias_note): |mu - x| = 0
  * (mu = lo + Delta / 4 = x), plus 2^-32 Delta + 2^-51 (|lo| + Delta + |e| + |x|); the exact
- * 6 adds 2^-51 (6 + 6). Then the score by the bound of gp_verdict.c with L = ln 1e9:
- * mxfp4 1.689, nvfp4 1.681, e4m3 1.689 > 1 (flagged, a note naming the tensor and :sr).
+ * value v adds 2^-51 (v + v). Then the score by the bound of gp_verdict.c with L = ln 1e9:
+ * mxfp4 1.689, nvfp4 1.681, e4m3 delayed 1.689, 1x128 1.688 > 1 (flagged, a note naming
+ * the tensor and :sr).
  * With :sr the same cells are rounded up with probability 1/4: E S^2 = BK Delta^2 f (1 - f)
  * = V x 3/4, a score near sqrt(3/4) x 1.689 / 2 = 0.73, and the derived bound says above
- * 1 only with probability 1e-9: not flagged, no note. 3 x 1024 x 16 = 49152 roundings each. */
+ * 1 only with probability 1e-9: not flagged, no note. 4 x 1024 x 16 = 65536 roundings each. */
 #define BN 1024
 #define BK 16
 static void test_grad_bias_by_hand(void **state)
@@ -351,13 +354,15 @@ static void test_grad_bias_by_hand(void **state)
     static const struct {
         const char *grad;
         double x, lo, delta; /* the entry, its cell's lower value (toward zero), the width */
-        int exact_every;     /* every this many elements an exact 6 (0: none) */
-    } cases[] = {{"mxfp4", 4.5, 4.0, 2.0, 0}, {"nvfp4:single", 2.25, 2.0, 1.0, 16},
-                 {"fp8_e4m3:delayed", 1.03125, 1.0, 0.125, 0}};
+        int exact_every;     /* every this many elements an exact value (0: none) */
+        double exact;        /* ... that value: it sets the block's amax */
+    } cases[] = {{"mxfp4", 4.5, 4.0, 2.0, 0, 0}, {"nvfp4:single", 2.25, 2.0, 1.0, 16, 6.0},
+                 {"fp8_e4m3:delayed", 1.03125, 1.0, 0.125, 0, 0},
+                 {"fp8_e4m3:blockwise_1x128", 1.03125, 1.0, 0.125, 128, 448.0}};
     static float ent[BN];
-    for (size_t c = 0; c < 3; c++) {
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         for (int i = 0; i < BN; i++)
-            ent[i] = (float)(cases[c].exact_every && i % cases[c].exact_every == 0 ? 6.0 : cases[c].x);
+            ent[i] = (float)(cases[c].exact_every && i % cases[c].exact_every == 0 ? cases[c].exact : cases[c].x);
         char path[4200], names[BK][32];
         st_entry en[BK];
         for (int k = 0; k < BK; k++) {
@@ -391,7 +396,7 @@ static void test_grad_bias_by_hand(void **state)
             assert_true(st->qb_vmax == v);
             /* D: |e| = Delta / 4 under round to nearest; under :sr 1/4 or 3/4 of Delta, so the
              * sum lies between the two (the binary64 sums: within 1e-12) */
-            double d6 = BK * 0x1p-51 * 12.0, d2 = 0, d2hi = 0;
+            double d6 = BK * 0x1p-51 * 2 * cases[c].exact, d2 = 0, d2hi = 0;
             for (int up = 0; up < 2; up++) {
                 double dep = 0x1p-32 * dl + 0x1p-51 * (cases[c].lo + dl + (up ? dl + err : -err) + cases[c].x);
                 *(up ? &d2hi : &d2) = ncell * (BK * dep) * (BK * dep) + (BN - ncell) * d6 * d6;
