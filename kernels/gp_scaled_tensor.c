@@ -220,12 +220,17 @@ static float for_parts(const part_args *a, uint64_t rows, uint64_t cols, float g
     return ts;
 }
 
+/* Quantize one part (gp_scaled_row_block); with a->lo, its rounding cells too, from the
+ * codes and scale it made (gp_scaled_row_cells). */
 static void quantize_part(const part_args *a, uint64_t i, int w, float ts, float s, uint64_t nb, int first)
 {
-    float sv = gp_scaled_row_block(a->c, a->x + i, w, ts, s, a->seed, a->stream, a->index0 + i, a->y + i,
-                                   a->codes ? a->codes + i : NULL, a->ev ? a->ev + i : NULL);
+    uint8_t q[128], *codes = a->codes ? a->codes + i : a->lo ? q : NULL;
+    float sv = gp_scaled_row_block(a->c, a->x + i, w, ts, s, a->seed, a->stream, a->index0 + i, a->y + i, codes,
+                                   a->ev ? a->ev + i : NULL);
     if (a->scales && first)
         a->scales[nb] = sv;
+    if (a->lo)
+        gp_scaled_row_cells(a->c, a->x + i, w, codes, a->y + i, sv, ts, a->lo + i, a->hi + i, a->f + i);
 }
 
 void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float *y,
@@ -238,16 +243,10 @@ void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, co
         *tensor_scale = ts;
 }
 
-static void cells_part(const part_args *a, uint64_t i, int w, float ts, float s, uint64_t nb, int first)
+void gp_scaled_quantize_cells(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float *y,
+                              float given, uint64_t seed, uint64_t stream, uint64_t index0, unsigned *ev, float *lo,
+                              float *hi, double *f)
 {
-    (void)nb;
-    (void)first;
-    gp_scaled_row_cells(a->c, a->x + i, w, ts, s, a->lo + i, a->hi + i, a->f + i);
-}
-
-void gp_scaled_cells(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float given, float *lo,
-                     float *hi, double *f)
-{
-    part_args a = {c, x, NULL, NULL, lo, hi, NULL, f, 0, 0, 0, NULL};
-    for_parts(&a, rows, cols, given, cells_part);
+    part_args a = {c, x, y, NULL, lo, hi, NULL, f, seed, stream, index0, ev};
+    for_parts(&a, rows, cols, given, quantize_part);
 }

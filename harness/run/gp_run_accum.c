@@ -170,8 +170,8 @@ void gp_run_amax_note(chunk *c, int k)
  * tensor's amax, a 128x128 tile's from the tile's, two-level NVFP4's tensor scale from the
  * tensor's; each row's piece of a block (at most 128 elements, NVFP4's blocks of 16) as
  * gp_scaled_quantize quantizes it (gp_scaled_row_block, the same global element indices):
- * the result equals the whole tensor's gp_scaled_quantize. With lo non-NULL, each piece's
- * rounding cells too (gp_scaled_row_cells into lo, hi, f). */
+ * the result equals the whole tensor's gp_scaled_quantize. Each piece's rounding cells too,
+ * from the codes and scale its quantization made (gp_scaled_row_cells into lo, hi, f). */
 static void quantize_spanning(chunk *c, int k, const float *x, float *y, unsigned *ev, uint64_t stream, float *lo,
                               float *hi, double *f)
 {
@@ -189,10 +189,10 @@ static void quantize_spanning(chunk *c, int k, const float *x, float *y, unsigne
             s = gp_fp8_scale_current(q->elem, gp_f32_from_bits(a[1 + tile]), q->pow2);
         for (uint64_t p = 0; p < w; p += piece) {
             uint64_t wp = w - p < piece ? w - p : piece;
-            gp_scaled_row_block(q, x + i + p, (int)wp, ts, s, c->sc->seed, stream, c->i0 + i + p, y + i + p, NULL,
-                                ev + i + p);
-            if (lo)
-                gp_scaled_row_cells(q, x + i + p, (int)wp, ts, s, lo + i + p, hi + i + p, f + i + p);
+            uint8_t codes[128];
+            float sv = gp_scaled_row_block(q, x + i + p, (int)wp, ts, s, c->sc->seed, stream, c->i0 + i + p,
+                                           y + i + p, codes, ev + i + p);
+            gp_scaled_row_cells(q, x + i + p, (int)wp, codes, y + i + p, sv, ts, lo + i + p, hi + i + p, f + i + p);
         }
     }
 }
@@ -301,9 +301,7 @@ static void store_scaled(chunk *c, int k)
         quantize_spanning(c, k, x32, y32, ev, stream, lo, hi, f);
     } else { /* scales local to the chunk, or the chunk is the whole tensor (rows x cols) */
         uint64_t cols = c->n == c->sc->tensors[c->t].size ? gp_run_cols(c->sc, c->t) : c->n;
-        gp_scaled_quantize(q, c->n / cols, cols, x32, y32, NULL, NULL, NULL, c->given, c->sc->seed, stream, c->i0,
-                           ev);
-        gp_scaled_cells(q, c->n / cols, cols, x32, c->given, lo, hi, f);
+        gp_scaled_quantize_cells(q, c->n / cols, cols, x32, y32, c->given, c->sc->seed, stream, c->i0, ev, lo, hi, f);
     }
     bias_note(c, y32, lo, hi, f);
     float amax = gp_sc_amax(x32, (long)c->n, 1);

@@ -57,10 +57,11 @@ GP_ARITH double gp_elem_max(gp_elem e)
 }
 
 /* binary64 -> fp32 rounded to nearest even (overflow to inf, NaN kept): one fp32
- * operation whose exact (or binary64) result is d. */
+ * operation whose exact (or binary64) result is d. (gp_fmt_from_f64_rne: the general
+ * routine's result, with its fast path for fp32's normal range.) */
 GP_ARITH float gp_sc_f32(double d)
 {
-    return gp_f32_from_bits(gp_fmt_from_f64_bits(GP_FP32, gp_f64_bits(d), GP_RNE, 0, 0, (unsigned *)0));
+    return gp_f32_from_bits(gp_fmt_from_f64_rne(GP_FP32, gp_f64_bits(d), 0, (unsigned *)0));
 }
 
 /* 2^k as a binary64 (-1074 <= k <= 1023). */
@@ -288,6 +289,13 @@ GP_ARITH float gp_nvfp4_tensor_scale(float amax)
     return gp_sc_f32((double)amax / 2688.0);
 }
 
+/* The multiplier of an NVFP4 block's elements under the e4m3 scale s (its value) and the
+ * tensor scale ts: fp32(1 / s) single level, fp32(fp32(1 / ts) / s) two level. */
+GP_ARITH float gp_nvfp4_mul(double s, int two_level, float ts)
+{
+    return two_level ? gp_sc_f32((double)gp_sc_f32(1.0 / (double)ts) / s) : gp_sc_f32(1.0 / s);
+}
+
 /* The e4m3 scale code of an NVFP4 block x[0..n) (n <= 16) and, in *r, its elements'
  * multiplier, as gp_nvfp4_quantize below computes them (torchao's nvfp4_quantize). */
 GP_ARITH uint32_t gp_nvfp4_scale(const float *x, int n, int two_level, float ts, float *r)
@@ -299,8 +307,7 @@ GP_ARITH uint32_t gp_nvfp4_scale(const float *x, int n, int two_level, float ts,
     if (bs > 448.0f)
         bs = 448.0f;
     uint32_t sc = gp_fmt_from_f64_bits(GP_FP8_E4M3, gp_f64_bits((double)bs), GP_RNE, 0, 0, (unsigned *)0);
-    double s = gp_elem_to_f64(GP_EL_E4M3, sc);
-    *r = two_level ? gp_sc_f32((double)gp_sc_f32(1.0 / (double)ts) / s) : gp_sc_f32(1.0 / s);
+    *r = gp_nvfp4_mul(gp_elem_to_f64(GP_EL_E4M3, sc), two_level, ts);
     return sc;
 }
 
@@ -412,54 +419,55 @@ GP_ARITH float gp_scaled_row_block(const gp_scaled_cfg *c, const float *x, int w
     return s;
 }
 
-/* The rounding cell of each of the w elements x[0..w) of one row block of recipe c (the
- * arguments of gp_scaled_row_block, without random bits; its mode is not used): element
- * k's fp32 value in element units, q = fp32(x[k] * m) with the block's multiplier m (as
- * the quantizers compute it), lies between the codes just toward zero and just away from
- * zero; lo[k] and hi[k] are those codes dequantized (the only values gp_scaled_row_block
- * can store for it, under any mode; lo = hi where q is a code's value), f[k] in [0, 1)
- * the position of q between them in element units: (|q| - |lo's value|) / (|hi's value|
- * - |lo's value|), exactly (0 when q is a code's value). An unbiased rounding stores hi
- * with probability f; GP_STOCHASTIC does with floor(f 2^32) / 2^32 (gp_fmt_round_info).
- * A q past the element's largest value (saturated or, :nosat, non-finite) or NaN has no
- * cell: lo = hi = NaN, f = 0. */
-GP_ARITH void gp_scaled_row_cells(const gp_scaled_cfg *c, const float *x, int w, float ts, float given, float *lo,
-                                  float *hi, double *f)
+/* The rounding cells of one row block that gp_scaled_row_block quantized under recipe c:
+ * x[0..w) its input, codes[0..w) and y[0..w) what it wrote, sv the scale it returned, ts
+ * NVFP4's tensor scale. Element k's fp32 value in element units, q = fp32(x[k] * m) with the
+ * block's multiplier m (made from sv as the quantizers make it: gp_mx_mul, gp_nvfp4_mul, or
+ * the fp8 kinds' s), lies between the codes just toward zero and just away from zero (one
+ * of them is codes[k]: a rounding under any mode stores one of the two); lo[k] and hi[k]
+ * are those codes dequantized (lo = hi = y[k] where q is a code's value), f[k] in [0, 1)
+ * the position of q between them in element units, (|q| - |lo's value|) / (|hi's value| -
+ * |lo's value|), exactly (0 where q is a code's value). An unbiased rounding stores hi with
+ * probability f; GP_STOCHASTIC does with floor(f 2^32) / 2^32 (gp_fmt_round_info). A q past
+ * the element's largest value (saturated or, :nosat, non-finite) or NaN has no cell: lo =
+ * hi = NaN, f = 0. */
+GP_ARITH void gp_scaled_row_cells(const gp_scaled_cfg *c, const float *x, int w, const uint8_t *codes,
+                                  const float *y, float sv, float ts, float *lo, float *hi, double *f)
 {
     uint32_t sc = 0u;
-    float s = given;
-    double m;
+    double m = (double)sv;
     if (c->kind == GP_SC_MX) {
-        sc = gp_mx_scale(c->elem, c->rule, gp_sc_amax(x, w, 1));
+        sc = sv != sv ? 255u : (uint32_t)(gp_sc_ilog2_f32(sv) + 127);
         m = gp_mx_mul(c->rule, c->torchao ? GP_MX_TORCHAO : 0, sc);
     } else if (c->kind == GP_SC_NVFP4) {
-        float r;
-        sc = gp_nvfp4_scale(x, w, c->two_level, ts, &r);
-        m = (double)r;
-    } else {
-        if (c->kind == GP_SC_BLOCK_1X128)
-            s = gp_fp8_scale_current(c->elem, gp_sc_amax(x, w, 1), c->pow2);
-        m = (double)s;
+        sc = gp_fmt_from_f64_bits(GP_FP8_E4M3, gp_f64_bits((double)sv), GP_RNE, 0, 0, (unsigned *)0);
+        m = (double)gp_nvfp4_mul((double)sv, c->two_level, ts);
     }
     gp_elem e = c->kind == GP_SC_NVFP4 ? GP_EL_E2M1 : c->elem;
     double mx = gp_elem_max(e);
     for (int k = 0; k < w; k++) {
         double q = (double)gp_sc_f32((double)x[k] * m), a = q < 0 ? -q : q;
         f[k] = 0.0;
+        lo[k] = hi[k] = y[k];
         if (!(a <= mx)) {
             lo[k] = hi[k] = gp_f32_from_bits(0x7fc00000u);
             continue;
         }
-        uint32_t vl = gp_elem_cast(e, (float)q, 0, GP_RTZ, 0u, (unsigned *)0), vh = vl;
-        double al = gp_elem_to_f64(e, vl);
-        al = al < 0 ? -al : al;
-        if (al != a) { /* one step away from zero: sign-magnitude codes, |q| < max */
-            vh = vl + 1u;
-            double ah = gp_elem_to_f64(e, vh);
-            f[k] = (a - al) / ((ah < 0 ? -ah : ah) - al);
+        double v = gp_elem_to_f64(e, codes[k]);
+        v = v < 0 ? -v : v;
+        if (v == a)
+            continue;
+        uint32_t other = v < a ? codes[k] + 1u : codes[k] - 1u; /* sign-magnitude codes, |q| < max */
+        double o = gp_elem_to_f64(e, other);
+        o = o < 0 ? -o : o;
+        float d = gp_scaled_dequant(c, other, sc, sv, ts);
+        if (v < a) {
+            hi[k] = d;
+            f[k] = (a - v) / (o - v);
+        } else {
+            lo[k] = d;
+            f[k] = (a - o) / (v - o);
         }
-        lo[k] = gp_scaled_dequant(c, vl, sc, s, ts);
-        hi[k] = gp_scaled_dequant(c, vh, sc, s, ts);
     }
 }
 
