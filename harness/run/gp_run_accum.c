@@ -249,7 +249,8 @@ static void requant_chunk(chunk *c, int k, unsigned *ev)
  * times errw): e = y - x to S_i, Delta^2 / 4 to V_i, and to D_i its deterministic departure
  * from an unbiased rounding onto the cell: |mu - x| with mu = lo + f (hi - lo), the mean of
  * such a rounding (the fp32 roundings of x, of x times the block's multiplier and of the
- * dequantization move mu off x), plus 2^-32 Delta (stochastic rounding stores hi with
+ * dequantization move mu off x; so does MX :torchao's dequantization at E8M0 code 0 by
+ * 2^-127 after quantizing by 2^-126, a factor of 2, which this counts as no bias), plus 2^-32 Delta (stochastic rounding stores hi with
  * probability floor(f 2^32) / 2^32, within 2^-32 of f) and 2^-51 (|lo| + Delta + |e| + |x|)
  * (the binary64 roundings of mu, mu - x, y - x, of the unscaling, and the nudged x). A
  * rounding without a cell (past the element's range: saturation, :nosat's overflow) or of
