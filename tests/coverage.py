@@ -113,7 +113,7 @@ WHY_SCALED_SPAN = ("OPEN: the arms of the scaled quantizer as harness/run/gp_run
                    ":delayed and 1x128 cells tests/test_scaled_run.c's test_grad_bias_by_hand checks by hand")
 WHY_LOWBIT = ("OPEN: a low-bit optimizer state (optimizer.state bnb8_blockwise / torchao_*, issue 25): no preset "
               "of the default suite yet (the plugins refuse it); examples/scenarios/adamw-8bit-state-tiny-grads.yaml "
-              "and tests/python/test_lowbit.py reach it")
+              "and tests/python/test_lowbit.py reach it (and test_cuda_parity's check_lowbit, on the cuda backend)")
 WHY_SATURATION = ("OPEN: the arms of the saturation test no preset takes (rtz-fp16-accum-saturation saturates an "
                   "RTZ fp16 accumulator: gp_attrib_one's saturation): a NaN sum or a max-finite store of the other "
                   "sign (not saturation), a binary64 sum with a rounding error at the overflow boundary, an RTZ "
@@ -342,6 +342,8 @@ EXCLUSIONS = [
      "infinities, fp6 and fp4 with neither): only scaled formats reach it; test_scaled_formats checks them "
      "against ml_dtypes"),
     (C, "cpu_adamw_lowbit", r".", None, WHY_LOWBIT),
+    (A + "gp_lowbit_block.h", "gp_lowbit_plugin_refuses", r".", None, WHY_LOWBIT),
+    (A + "gp_lowbit_block.h", "gp_lowbit_block_of", r".", None, WHY_LOWBIT),
     (C, "cpu_adamw", r"a->state_quant != GP_PLUGIN_STATE_PLAIN", None, WHY_LOWBIT),
     (O, "compare_plugin", r"if \(o->lb\)", None, WHY_LOWBIT),
     (O, "gp_optim_chunk", r"if \(o->lb\)", None, WHY_LOWBIT),

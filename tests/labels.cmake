@@ -23,7 +23,7 @@ set(GP_LABEL_RULES
     "^coverage_" coverage
     "^python_" python)
 # The heaviest cases (seconds of CPU on the 2-core EPYC, docs/testing.md "Time"): make test
-# runs one parity order (forward), one of the seven bugs planted in the kernels
+# runs one parity order (forward), one of the nine bugs planted in the kernels
 # (access_past_end) and the one planted in the example CUDA plugin, the sm_90 PTX check, 9 of the 29 wrong plugins of the net (the
 # example, and one or two per kind of bug: accumulation, clipping, Kahan, non-finite
 # values, scaler, stochastic rounding, optimizer, fp8), one of the four seeded gate bugs
@@ -31,7 +31,7 @@ set(GP_LABEL_RULES
 # test-full.
 set(GP_FULL_ONLY
     "^cuda_shim_parity_(shuffle7|reverse)$"
-    "^cuda_shim_planted_(search_off_by_one|missing_barrier|swapped_lanes|wrong_shuffle_offset|sumsq_read_past_end|wrong_grid_stride)_fails_parity$"
+    "^cuda_shim_planted_(search_off_by_one|missing_barrier|swapped_lanes|wrong_shuffle_offset|sumsq_read_past_end|wrong_grid_stride|lowbit_half_absmax|lowbit_v_signed_map)_fails_parity$"
     "^cuda_ptx_check_sm_80$"
     "^default_suite_net/(found_inf_after_unscale|inv_scale_fp16|sumsq_sequential|adamw_comp_negated|master_stale|[mv]_unfused)$"
     "^default_suite_net/(misses_(pos|neg)inf|scaler_(backoff_keeps_tracker|growth_(to_inf|first|early))|window_of_four)$"

@@ -17,7 +17,10 @@
  * rounding, FTZ on and off, sizes 1..2^21+5 not all multiples of 8, scattered
  * first_index and stream) in one call on the cuda backend must equal the CPU's accumulate
  * per segment, bit for bit (NaNs as NaNs); then accumulate per segment on a second
- * staged table of the device kernels, open at the same time. */
+ * staged table of the device kernels, open at the same time.
+ * Before that too, the low-bit optimizer states (check_lowbit): the cuda backend's AdamW
+ * on codes and block scales against the CPU backend's, every param, code and scale bit;
+ * and after the presets, the low-bit example scenario with each state through the runner. */
 #define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
 #include <math.h>
 #include <pthread.h>
@@ -34,6 +37,7 @@
 #include "kernels/arith/gp_philox.h"
 #include "kernels/gp_vocab.h"
 #include "kernels/cpu/gp_cpu_backend.h"
+#include "kernels/cpu/gp_lowbit.h"
 #include "kernels/cuda/gp_cuda.h"
 
 typedef struct {
@@ -262,6 +266,147 @@ static size_t check_scaled(void)
     return bad;
 }
 
+/* Low-bit optimizer states (kernels/arith/gp_lowbit_block.h): the cuda backend's AdamW
+ * (gp_adamw_lowbit_kernel, staged) against the CPU backend's (kernels/cpu/gp_lowbit.c),
+ * each from the same state, 3 chained steps and a skipped one per case: every state
+ * (bnb8_blockwise, torchao_8bit, torchao_4bit, torchao_fp8) x param fp32/bf16/fp16 x
+ * grad fp32/bf16 x weight decay 0 / 0.1 x evaluation torch_cuda / torch_cpu, on 37
+ * blocks of 256 whose magnitudes span 2^-140 .. 2^19: an all-zero block, a subnormal one
+ * with exact zeros (bitsandbytes' 1/absmax overflows: its NaN bin), one outlier among
+ * values near 2^-30, mixed signs. Every param (NaN: NaN), m and v code and m and v scale
+ * bit is compared (the count is printed); the skipped step must leave all of them as they
+ * were; the evaluations with the host's torch CPU sqrt (torch_cpu_zen4, _intel_avx512,
+ * _host) and stochastic rounding must be refused (1) by the device. Returns the
+ * mismatches and missing refusals. */
+enum { LB_N = 37 * 256, LB_STEPS = 3 };
+typedef struct {
+    uint32_t param[LB_N], grad[LB_N]; /* packed in their formats */
+    uint8_t codes[2][LB_N];           /* m, v */
+    float scales[2][LB_N / 128];
+    float mf[LB_N], vf[LB_N];         /* the dequantized state (the ABI's m[], v[]) */
+} lowbit_side;
+
+/* The arguments of step t of state f on side S. */
+static gp_plugin_adamw_args lowbit_args(lowbit_side *S, int f, gp_format pf, gp_format gf, int wd, int32_t ev,
+                                        int64_t t, const int32_t *skip)
+{
+    gp_plugin_adamw_args a;
+    memset(&a, 0, sizeof a);
+    gp_lowbit_dequantize((gp_lowbit)f, 1, S->codes[0], S->scales[0], LB_N, S->mf);
+    gp_lowbit_dequantize((gp_lowbit)f, 0, S->codes[1], S->scales[1], LB_N, S->vf);
+    a.struct_size = sizeof a;
+    a.param_format = pf;
+    a.state_format = GP_FP32;
+    a.grad_format = gf;
+    a.variant = GP_PLUGIN_ADAMW_PLAIN;
+    a.rounding = GP_PLUGIN_RNE;
+    a.lr = 1e-3;
+    a.beta1 = 0.9;
+    a.beta2 = 0.999;
+    a.eps = 1e-8;
+    a.weight_decay = wd ? 0.1 : 0.0;
+    a.step = t;
+    a.inv_scale = 1.0f;
+    a.found_inf = skip;
+    a.n = LB_N;
+    a.grad = S->grad;
+    a.param = S->param;
+    a.m = S->mf;
+    a.v = S->vf;
+    a.evaluation = ev;
+    a.state_quant = f;
+    a.block = (int32_t)gp_lowbit_block((gp_lowbit)f);
+    a.m_codes = S->codes[0];
+    a.v_codes = S->codes[1];
+    a.m_scales = S->scales[0];
+    a.v_scales = S->scales[1];
+    return a;
+}
+
+static size_t check_lowbit(void)
+{
+    const gp_plugin *gpu = gp_cuda_backend(), *cpu = gp_cpu_backend();
+    static float x[LB_N], g32[LB_N], p32[LB_N], m0[LB_N], v0[LB_N];
+    static lowbit_side side[2], before; /* [0] cuda, [1] cpu */
+    uint64_t rng = 2525;
+    for (int i = 0; i < LB_N; i++) {
+        int blk = i / 256, zero = blk == 0 || (blk == 1 && i % 64 == 0);
+        int e = blk == 1 ? -140 : blk % 5 == 2 ? -30 : (int)(next_u64(&rng) % 40) - 20;
+        x[i] = zero ? 0.0f : (float)ldexp((double)(int32_t)(next_u64(&rng) >> 32) / 2147483648.0, e);
+        if (blk == 2 && i % 256 == 17)
+            x[i] = 3.0e4f; /* one outlier among values near 2^-30 */
+        int eg = blk == 1 ? -140 : (int)(next_u64(&rng) % 50) - 30;
+        g32[i] = zero ? 0.0f : (float)ldexp((double)(int32_t)(next_u64(&rng) >> 32) / 2147483648.0, eg);
+        p32[i] = (float)ldexp((double)(int32_t)(next_u64(&rng) >> 32) / 2147483648.0, (int)(next_u64(&rng) % 14) - 10);
+        m0[i] = x[i] * 0.5f;
+        v0[i] = x[i] * x[i];
+    }
+    static const int32_t pfs[] = {GP_FP32, GP_BF16, GP_FP16}, gfs[] = {GP_FP32, GP_BF16};
+    static const int32_t evs[] = {GP_PLUGIN_EVAL_TORCH_CUDA, GP_PLUGIN_EVAL_TORCH_CPU};
+    static const int32_t host_only[] = {GP_PLUGIN_EVAL_TORCH_CPU_ZEN4, GP_PLUGIN_EVAL_TORCH_CPU_INTEL_AVX512,
+                                        GP_PLUGIN_EVAL_TORCH_CPU_HOST};
+    size_t bad = 0, n = 0, refused = 0, refusals = 0;
+    for (int f = GP_LOWBIT_BNB8; f < GP_LOWBIT_COUNT; f++)
+        for (int c = 0; c < 3 * 2 * 2 * 2; c++) {
+            gp_format pf = (gp_format)pfs[c % 3], gf = (gp_format)gfs[c / 3 % 2];
+            int wd = c / 6 % 2;
+            int32_t ev = evs[c / 12];
+            size_t B = gp_lowbit_block((gp_lowbit)f);
+            for (int k = 0; k < 2; k++) {
+                for (int i = 0; i < LB_N; i++) {
+                    gp_pack_set(pf, side[k].param, (uint64_t)i,
+                                gp_fmt_from_f32_bits(pf, gp_f32_bits(p32[i]), GP_RNE, 0, 0, NULL));
+                    gp_pack_set(gf, side[k].grad, (uint64_t)i,
+                                gp_fmt_from_f32_bits(gf, gp_f32_bits(g32[i]), GP_RNE, 0, 0, NULL));
+                }
+                gp_lowbit_quantize((gp_lowbit)f, 1, m0, LB_N, side[k].codes[0], side[k].scales[0]);
+                gp_lowbit_quantize((gp_lowbit)f, 0, v0, LB_N, side[k].codes[1], side[k].scales[1]);
+            }
+            for (int64_t t = 1; t <= LB_STEPS + 1; t++) {
+                int32_t skip = t == LB_STEPS + 1; /* the last call: a skipped step */
+                gp_plugin_adamw_args ag = lowbit_args(&side[0], f, pf, gf, wd, ev, t, &skip);
+                gp_plugin_adamw_args ac = lowbit_args(&side[1], f, pf, gf, wd, ev, t, &skip);
+                before = side[0];
+                int rg = gpu->adamw(&ag), rc = cpu->adamw(&ac);
+                if (rg != 0 || rc != 0) {
+                    fprintf(stderr, "low-bit adamw failed: state %d param %d: cuda %d, cpu %d\n", f, pf, rg, rc);
+                    exit(1);
+                }
+                size_t b0 = bad;
+                for (int i = 0; i < LB_N; i++) {
+                    bad += !gp_fmt_agree(pf, gp_pack_get(pf, side[0].param, (uint64_t)i),
+                                         gp_pack_get(pf, side[1].param, (uint64_t)i));
+                    bad += (side[0].codes[0][i] != side[1].codes[0][i]) + (side[0].codes[1][i] != side[1].codes[1][i]);
+                }
+                for (size_t b = 0; b < LB_N / B; b++)
+                    for (int k = 0; k < 2; k++)
+                        bad += gp_f32_bits(side[0].scales[k][b]) != gp_f32_bits(side[1].scales[k][b]);
+                n += 3 * (size_t)LB_N + 2 * (LB_N / B);
+                if (skip)
+                    bad += memcmp(before.param, side[0].param, sizeof before.param) != 0 ||
+                           memcmp(before.codes, side[0].codes, sizeof before.codes) != 0 ||
+                           memcmp(before.scales, side[0].scales, sizeof before.scales) != 0;
+                if (bad != b0 && b0 == 0)
+                    fprintf(stderr, "low-bit mismatch: state %s param %d grad %d wd %d evaluation %d step %d\n",
+                            gp_lowbit_name((gp_lowbit)f), pf, gf, wd, ev, (int)t);
+            }
+            /* the host-only sqrt orders and stochastic rounding: refused by the device */
+            int32_t no = 0;
+            for (int h = 0; h < 4; h++) {
+                gp_plugin_adamw_args q = lowbit_args(&side[0], f, pf, gf, wd, h < 3 ? host_only[h] : ev, 1, &no);
+                if (h == 3)
+                    q.rounding = GP_PLUGIN_STOCHASTIC;
+                refused += gpu->adamw(&q) == 1;
+                refusals++;
+            }
+        }
+    printf("CUDA parity: low-bit optimizer states, %zu values compared (params, m and v codes, m and v scales: "
+           "4 states x 3 param x 2 grad formats x 2 weight decays x 2 evaluations x %d steps and a skipped one): "
+           "%zu mismatches; %zu of %zu host-only or stochastic configurations refused\n", n, LB_STEPS, bad,
+           refused, refusals);
+    return bad + (refusals - refused);
+}
+
 int main(void)
 {
     int ndev = gp_cuda_device_count();
@@ -289,6 +434,7 @@ int main(void)
     printf("CUDA parity: %zu conversions compared, %zu mismatches (%s)\n", total, bad,
            full ? "all 2^32 fp32 inputs per format and mode" : "sampled slices");
     bad += check_scaled();
+    bad += check_lowbit();
     free(bits);
     free(ev);
     gp_error e = {""};
@@ -316,6 +462,30 @@ int main(void)
         printf("CUDA parity: %-30s %llu accumulation, %llu AdamW element mismatches against the CPU, "
                "%llu writes in skipped steps\n", p->name, (unsigned long long)r.st.mismatches,
                (unsigned long long)r.st.opt.mismatches, (unsigned long long)r.st.opt.skip_writes);
+        bad += r.st.mismatches + r.st.opt.mismatches + r.st.opt.skip_writes;
+        gp_result_free(&r);
+        gp_scenario_free(&sc);
+    }
+    /* the low-bit states through the runner: examples/scenarios/adamw-8bit-state-tiny-grads.yaml
+     * with each state (its tiny gradients underflow v; the runner's --compare checks every
+     * param, m and v the cuda backend wrote against the CPU's) */
+    for (int f = GP_LOWBIT_BNB8; f < GP_LOWBIT_COUNT; f++) {
+        char yaml[1024];
+        gp_scenario sc;
+        gp_result r;
+        snprintf(yaml, sizeof yaml,
+                 "name: lowbit-%s\nseed: 13\ntensors:\n  - name: embed.weight\n    size: 4096\n"
+                 "    grad: {dist: lognormal, scale: 1.0e-7, sigma: 1.0, outliers: {frac: 0.004, scale: 10000}}\n"
+                 "batch: {microbatches: 1, tokens: 1}\nreduction: sum\nfullbatch: sum\n"
+                 "optimizer: {lr: 1.0e-3, weight_decay: 0.01, state: %s}\nsteps: 10\n",
+                 gp_lowbit_name((gp_lowbit)f), gp_lowbit_name((gp_lowbit)f));
+        if (gp_scenario_load_string(yaml, strlen(yaml), "lowbit", &sc, &e) != 0 ||
+            gp_run_scenario(&sc, &gpu, &cpu, &r, &e) != 0) {
+            fprintf(stderr, "lowbit-%s: %s\n", gp_lowbit_name((gp_lowbit)f), e.msg);
+            return 1;
+        }
+        printf("CUDA parity: %-30s %llu AdamW element mismatches against the CPU, %llu writes in skipped steps\n",
+               sc.name, (unsigned long long)r.st.opt.mismatches, (unsigned long long)r.st.opt.skip_writes);
         bad += r.st.mismatches + r.st.opt.mismatches + r.st.opt.skip_writes;
         gp_result_free(&r);
         gp_scenario_free(&sc);

@@ -67,7 +67,9 @@ const char *gp_backend_fault(const gp_backend *b)
 
 int gp_backend_refused(const gp_backend *b, const char *what, gp_error *err)
 {
-    const char *why = b->worker ? gp_worker_refusal() : NULL;
+    const char *why = b->worker                                        ? gp_worker_refusal()
+                      : b->builtin && strcmp(b->label, "cuda") == 0 ? gp_cuda_refusal()
+                                                                     : NULL;
     gp_error_set(err, "backend %s: %s: this configuration is not supported by the backend%s%.300s%s", b->label, what,
                  why ? " (" : "", why ? why : "", why ? ")" : "");
     return GP_RUN_REFUSED;

@@ -45,7 +45,8 @@ const char *gp_backend_fault(const gp_backend *b);
 /* A call of backend b named `what` returned 1 (the configuration is not supported): err
  * = "backend LABEL: WHAT: this configuration is not supported by the backend", followed
  * by " (REASON)" when the backend gave one on this thread (a Python backend's
- * NotImplementedError, through its worker: gp_worker_refusal). Returns GP_RUN_REFUSED. */
+ * NotImplementedError, through its worker: gp_worker_refusal; the cuda backend's
+ * gp_cuda_refusal). Returns GP_RUN_REFUSED. */
 int gp_backend_refused(const gp_backend *b, const char *what, gp_error *err);
 
 /* Serve a caller's table p, filled at run time (the public API's gradprec_run), in this

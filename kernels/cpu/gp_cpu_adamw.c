@@ -51,8 +51,12 @@ int gp_cpu_adamw_fast_ok(gp_adamw_config cfg, gp_format gf)
 {
     int fmt_ok = (cfg.param == GP_FP32 || cfg.param == GP_BF16) && (cfg.state == GP_FP32 || cfg.state == GP_BF16) &&
                  (gf == GP_FP32 || gf == GP_BF16);
-    return fmt_ok && cfg.rounding == GP_RNE && cfg.variant >= GP_ADAMW_PLAIN && cfg.variant <= GP_ADAMW_TORCH_FUSED_CPU &&
-           cfg.eval >= GP_ADAMW_TORCH_CUDA && cfg.eval <= GP_ADAMW_UNFUSED;
+    /* torch's CPU orders with IEEE sqrt: torch_cpu and torch_cpu_foreach, and the orders
+     * with MKL's fp32 sqrt where the state is bf16 (its sqrt is IEEE: gp_adamw_step) */
+    int eval_ok = (cfg.eval >= GP_ADAMW_TORCH_CUDA && cfg.eval <= GP_ADAMW_UNFUSED) ||
+                  cfg.eval == GP_ADAMW_TORCH_CPU_FOREACH || (gp_adamw_eval_cpu(cfg.eval) && cfg.state == GP_BF16);
+    return fmt_ok && eval_ok && cfg.rounding == GP_RNE && cfg.variant >= GP_ADAMW_PLAIN &&
+           cfg.variant <= GP_ADAMW_TORCH_FUSED_CPU;
 }
 
 typedef struct {
@@ -115,7 +119,8 @@ static inline __attribute__((always_inline)) void step_block(const job *J, size_
 {
     const gp_adamw_scalars *s = J->s;
     gp_format pf = J->cfg.param, sf = J->cfg.state, gf = J->gf;
-    int cpu = J->cfg.eval == GP_ADAMW_TORCH_CPU, fused = J->cfg.eval != GP_ADAMW_UNFUSED, fused_upd = fused && !cpu;
+    int cpu = gp_adamw_eval_cpu(J->cfg.eval), fused = J->cfg.eval != GP_ADAMW_UNFUSED, fused_upd = fused && !cpu;
+    int foreach_cpu = J->cfg.eval == GP_ADAMW_TORCH_CPU_FOREACH; /* _foreach_mul_ rounds its scalar first */
     float G[BLK], M[BLK], V[BLK], U[BLK];
     for (size_t j = 0; j < nb; j++)
         G[j] = widen(gf, J->grad, i0 + j) * J->inv_scale;
@@ -146,7 +151,7 @@ static inline __attribute__((always_inline)) void step_block(const job *J, size_
                 M[j] = round_to(sf, G[j] + (-(G[j] - widen(sf, J->m, i0 + j))) * omw);
     }
     /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2) */
-    float b2 = s->beta2, c2 = s->addcmul_v;
+    float b2 = foreach_cpu ? round_to(sf, s->beta2) : s->beta2, c2 = s->addcmul_v;
     for (size_t j = 0; j < nb; j++)
         V[j] = round_to(sf, widen(sf, J->v, i0 + j) * b2);
     if (cpu)
@@ -201,6 +206,8 @@ static inline __attribute__((always_inline)) void step_block(const job *J, size_
         }
         break;
     case GP_ADAMW_PLAIN:
+        if (foreach_cpu)
+            decay = round_to(pf, decay);
         for (size_t j = 0; j < nb; j++) {
             float d = round_to(pf, widen(pf, J->param, i0 + j) * decay);
             put(pf, J->param, i0 + j, fused_upd ? fmaf(ns, U[j], d) : d + (cpu ? U[j] * 1.0f : ns * U[j]));

@@ -142,14 +142,11 @@ static int cpu_unscale(gp_plugin_unscale_args *a)
 /* A low-bit optimizer state (a->state_quant): the library's AdamW step of
  * kernels/cpu/gp_lowbit.h on the codes and scales, the gradient widened to fp32 (the
  * libraries take .grad.float()); sqrt as order ev takes it. 1 for what the libraries do
- * not have: another variant than plain / one-store (their step keeps the decayed weight in
- * fp32), stochastic rounding, scaled gradients, a block other than the state's. */
+ * not have (gp_lowbit_plugin_refuses). */
 static int cpu_adamw_lowbit(const gp_plugin_adamw_args *a, gp_adamw_eval ev)
 {
     gp_lowbit f = (gp_lowbit)a->state_quant;
-    if (f <= GP_LOWBIT_NONE || f >= GP_LOWBIT_COUNT || (size_t)a->block != gp_lowbit_block(f) ||
-        a->n % gp_lowbit_block(f) != 0 || a->rounding != GP_PLUGIN_RNE || a->inv_scale != 1.0f ||
-        (a->variant != GP_PLUGIN_ADAMW_PLAIN && a->variant != GP_PLUGIN_ADAMW_ONE_STORE))
+    if (gp_lowbit_plugin_refuses(a))
         return 1;
     float *g = malloc((a->n ? a->n : 1) * sizeof *g);
     if (!g)

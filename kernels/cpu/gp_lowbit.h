@@ -2,7 +2,9 @@
  * with one fp32 scale per block of elements, as third-party 8-bit and 4-bit optimizers
  * keep them, and those optimizers' AdamW steps on the CPU. docs/scenarios.md
  * (`optimizer.state`) names them; tests/python/test_lowbit.py compares every function
- * here with the library it models, bit for bit.
+ * here with the library it models, bit for bit. The per-element arithmetic lives in
+ * ../arith/gp_lowbit_block.h, which the CUDA backend's kernel calls too (the same steps
+ * on the device; test_cuda_parity compares them with these).
  *
  * Formats (one scale per block of B consecutive elements of the flattened tensor; m
  * takes the signed map, v the unsigned one; a code is one byte here, whatever its width):
@@ -10,7 +12,7 @@
  *  GP_LOWBIT_BNB8 ("bnb8_blockwise"): bitsandbytes' AdamW8bit on the CPU (bitsandbytes
  *   0.50: bitsandbytes/backends/cpu/ops.py, _optimizer_update_8bit_blockwise_cpu; the
  *   quantizer csrc/cpu_ops.cpp, quantize_cpu_impl). B = 256. Map: create_dynamic_map
- *   (functional.py; 256 values, signed [-0.993, 1], unsigned [0, 1]; gp_lowbit_maps.h).
+ *   (functional.py; 256 values, signed [-0.993, 1], unsigned [0, 1]; ../arith/gp_lowbit_maps.h).
  *   Scale: absmax = max |x| over the block (fp32). Quantize: all codes 0 where absmax is
  *   0; else u = x * (1/absmax) (the reciprocal rounded to fp32, then the product),
  *   clamped to [-1, 1], i = (uint16)((u + 1) * 0.5 * 65535 + 0.5) (truncation; whether
@@ -51,15 +53,7 @@
 #include <stdint.h>
 
 #include "../arith/gp_adamw.h"
-
-typedef enum {
-    GP_LOWBIT_NONE = 0,
-    GP_LOWBIT_BNB8 = 1,
-    GP_LOWBIT_TORCHAO8 = 2,
-    GP_LOWBIT_TORCHAO4 = 3,
-    GP_LOWBIT_TORCHAO_FP8 = 4,
-    GP_LOWBIT_COUNT
-} gp_lowbit;
+#include "../arith/gp_lowbit_block.h" /* gp_lowbit, the per-element arithmetic */
 
 /* The state format's name ("bnb8_blockwise", "torchao_8bit", "torchao_4bit",
  * "torchao_fp8"; static), NULL for GP_LOWBIT_NONE or out of range. */

@@ -57,6 +57,11 @@ const gp_plugin *gp_cuda_device_plugin(void);
  * the process (host-memory interface), or NULL without a device. */
 const gp_plugin *gp_cuda_backend(void);
 
+/* Why the cuda backend's last call on this thread returned 1 (not supported): a
+ * static sentence naming what the device does not run, or NULL (none refused, or a
+ * refusal without one). gp_backend_refused adds it to the run's one-line error. */
+const char *gp_cuda_refusal(void);
+
 /* Most staged tables open at once. */
 #define GP_CUDA_STAGE_MAX 16
 

@@ -40,6 +40,11 @@ const gp_plugin *gp_cuda_backend(void)
     return NULL;
 }
 
+const char *gp_cuda_refusal(void)
+{
+    return NULL;
+}
+
 const gp_plugin *gp_cuda_stage_open(const gp_plugin *dev, gp_error *err)
 {
     (void)dev;

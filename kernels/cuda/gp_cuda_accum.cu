@@ -19,10 +19,12 @@
  * Run:   gradprec run --backend cuda (needs a device). */
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "../arith/gp_accum.h"
 #include "../arith/gp_adamw.h"
 #include "../arith/gp_clip.h"
+#include "../arith/gp_lowbit_block.h"
 #include "../arith/gp_scaler.h"
 #include "../arith/gp_philox.h"
 #include "gp_cuda.h"
@@ -222,6 +224,52 @@ template <int PF, int SF, int GF> __global__ void gp_adamw_kernel(gp_plugin_adam
     }
 }
 
+/* AdamW with a low-bit state (kernels/arith/gp_lowbit_block.h, the CPU's functions): one
+ * CUDA block of B threads per quantization block of B elements (B = the state's block,
+ * 256 or 128: blockDim.x), thread j on element j. Each thread dequantizes its m and v,
+ * steps its element and stores its param; the block's absmax of m' and of v' is a tree of
+ * fmaxf in shared memory (exact, so equal to the CPU's loop; the final fmaxf with 0 is
+ * the loop's start, and skips a NaN as the loop does); then each thread stores its codes,
+ * thread 0 the two scales (every thread read the old ones before the first barrier). */
+#define GP_LOWBIT_MAX_BLOCK 256
+__device__ gp_lowbit_tables gp_lowbit_dev; /* the maps and bitsandbytes' tables (dev_adamw_lowbit) */
+template <int PF, int GF> __global__ void gp_adamw_lowbit_kernel(gp_plugin_adamw_args a, gp_lowbit_step s)
+{
+    __shared__ float amax[2][GP_LOWBIT_MAX_BLOCK];
+    constexpr gp_format pf = (gp_format)PF, gf = (gp_format)GF;
+    if (*a.found_inf) /* the same for every thread */
+        return;
+    const gp_lowbit_tables *t = &gp_lowbit_dev;
+    unsigned j = threadIdx.x, B = blockDim.x;
+    uint64_t nb = a.n / B;
+    for (uint64_t b = blockIdx.x; b < nb; b += gridDim.x) {
+        uint64_t i = b * B + j;
+        float m = gp_lowbit_value(t, s.f, 1, a.m_codes[i], a.m_scales[b]);
+        float v = gp_lowbit_value(t, s.f, 0, a.v_codes[i], a.v_scales[b]);
+        float g = gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gp_pack_get(gf, a.grad, i)));
+        float m1, v1;
+        gp_pack_set(pf, a.param, i, gp_lowbit_param_step(&s, pf, gp_pack_get(pf, a.param, i), g, m, v, &m1, &v1));
+        amax[0][j] = fabsf(m1);
+        amax[1][j] = fabsf(v1);
+        __syncthreads();
+        for (unsigned h = B / 2; h > 0; h /= 2) {
+            if (j < h) {
+                amax[0][j] = fmaxf(amax[0][j], amax[0][j + h]);
+                amax[1][j] = fmaxf(amax[1][j], amax[1][j + h]);
+            }
+            __syncthreads();
+        }
+        float sm = gp_lowbit_scale(s.f, fmaxf(0.0f, amax[0][0])), sv = gp_lowbit_scale(s.f, fmaxf(0.0f, amax[1][0]));
+        a.m_codes[i] = gp_lowbit_code(t, s.f, 1, sm, m1);
+        a.v_codes[i] = gp_lowbit_code(t, s.f, 0, sv, v1);
+        if (j == 0) {
+            a.m_scales[b] = sm;
+            a.v_scales[b] = sv;
+        }
+        /* amax[.][0] read by all */ __syncthreads();
+    }
+}
+
 /* Sum of squares, first pass: block b owns elements [2^14 b, 2^14 (b + 1)) and writes
  * their T (gp_clip.h) to partial[b], replaying the fixed tree ("GPU replay" there): each
  * of its 1024 threads squares its 16 consecutive elements and sums them pairwise
@@ -318,8 +366,25 @@ template <typename Launch> static int with_formats(int32_t af, int32_t gf, Launc
     return outer != 0 || inner != 0 ? 1 : launched();
 }
 
+/* gp_cuda_refusal's sentence: set by dev_adamw on this thread (the staged call runs on
+ * the caller's thread). */
+static thread_local const char *t_refusal;
+
+extern "C" const char *gp_cuda_refusal(void)
+{
+    return t_refusal;
+}
+
+/* Return 1 (not supported) with why as gp_cuda_refusal's sentence. */
+static int refuse(const char *why)
+{
+    t_refusal = why;
+    return 1;
+}
+
 static int dev_accumulate(const gp_plugin_accumulate_args *a)
 {
+    t_refusal = NULL;
     unsigned blocks = blocks_for(groups_of(a->n));
     int vec = vec_ok(a);
     return with_formats(a->acc_format, a->grad_format, [&](auto A, auto G) {
@@ -331,6 +396,7 @@ static int dev_accumulate(const gp_plugin_accumulate_args *a)
  * come): each pair's table goes to gp_many, then gp_accum_many_kernel for those formats. */
 static int dev_accumulate_many(const gp_plugin_accumulate_args *a, uint32_t count)
 {
+    t_refusal = NULL;
     if (count == 0 || count > GP_PLUGIN_MANY_MAX)
         return count == 0 ? 0 : -1;
     unsigned char taken[GP_PLUGIN_MANY_MAX] = {0};
@@ -368,6 +434,7 @@ static int dev_accumulate_many(const gp_plugin_accumulate_args *a, uint32_t coun
 
 static int dev_unscale(gp_plugin_unscale_args *a)
 {
+    t_refusal = NULL;
     int zero = 0, found = 0, rc = -1;
     pthread_mutex_lock(&g_mu);
     if (cudaMemcpyToSymbol(gp_found, &zero, sizeof zero) == cudaSuccess) {
@@ -385,20 +452,64 @@ static int dev_unscale(gp_plugin_unscale_args *a)
     return rc;
 }
 
+/* AdamW with a low-bit state (after dev_adamw's refusals): what the CPU backend refuses,
+ * refused (gp_lowbit_plugin_refuses); the tables copied to the device at the first call;
+ * the step's scalars computed here on the host (as the CPU does), then one launch. */
+static int dev_adamw_lowbit(const gp_plugin_adamw_args *a, gp_adamw_eval ev)
+{
+    static int tables_ready; /* under g_mu */
+    if (gp_lowbit_plugin_refuses(a))
+        return refuse("a low-bit optimizer state with what its library does not have (a variant other than "
+                      "plain, stochastic rounding, scaled gradients, another block)");
+    gp_lowbit f = (gp_lowbit)a->state_quant;
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    if (!tables_ready) {
+        gp_lowbit_tables *h = (gp_lowbit_tables *)malloc(sizeof *h);
+        if (h) {
+            gp_lowbit_tables_make(h);
+            tables_ready = cudaMemcpyToSymbol(gp_lowbit_dev, h, sizeof *h) == cudaSuccess;
+            free(h);
+        }
+        rc = tables_ready ? 0 : -1;
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (rc != 0)
+        return rc;
+    gp_lowbit_step s = gp_lowbit_step_make(f, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->step, ev);
+    uint64_t nb = a->n / (uint64_t)a->block;
+    unsigned blocks = nb < 1 ? 1u : nb > GP_MAX_BLOCKS ? (unsigned)GP_MAX_BLOCKS : (unsigned)nb;
+    int rg = 0, rp = gp_with_format<GP_FMT_PARAM>(a->param_format, [&](auto P) {
+        rg = gp_with_format(a->grad_format, [&](auto G) {
+            gp_adamw_lowbit_kernel<decltype(P)::value, decltype(G)::value><<<blocks, (unsigned)a->block>>>(*a, s);
+        });
+    });
+    return (rp | rg) != 0 ? 1 : launched();
+}
+
+/* The operation order a asks for (older callers: torch's CUDA order). */
+static gp_adamw_eval eval_of(const gp_plugin_adamw_args *a)
+{
+    int known = a->struct_size >= offsetof(gp_plugin_adamw_args, evaluation) + sizeof a->evaluation;
+    return known && a->evaluation >= GP_PLUGIN_EVAL_TORCH_CUDA && a->evaluation <= GP_PLUGIN_EVAL_TORCH_CPU_FOREACH
+               ? (gp_adamw_eval)a->evaluation : GP_ADAMW_TORCH_CUDA;
+}
+
 static int dev_adamw(const gp_plugin_adamw_args *a)
 {
+    t_refusal = NULL;
     if (a->variant == GP_PLUGIN_ADAMW_TORCH_FUSED_CPU &&
         !gp_adamw_fused_ok((gp_format)a->param_format, (gp_format)a->state_format,
                            a->rounding == GP_PLUGIN_RNE ? GP_RNE : GP_STOCHASTIC, a->master || a->comp))
         return 1;
-    /* a low-bit optimizer state (kernels/cpu/gp_lowbit.h): the libraries' CPU steps, not on the device */
-    if (a->struct_size >= sizeof *a && a->state_quant != GP_PLUGIN_STATE_PLAIN)
-        return 1;
     /* torch's CPU sqrt on AMD Zen 4, Intel AVX-512 or this host (gp_torch_sqrt.h) is host code only */
-    if (a->struct_size >= offsetof(gp_plugin_adamw_args, evaluation) + sizeof a->evaluation &&
-        (a->evaluation == GP_PLUGIN_EVAL_TORCH_CPU_ZEN4 || a->evaluation == GP_PLUGIN_EVAL_TORCH_CPU_INTEL_AVX512 ||
-         a->evaluation == GP_PLUGIN_EVAL_TORCH_CPU_HOST))
-        return 1;
+    gp_adamw_eval ev = eval_of(a);
+    if (ev == GP_ADAMW_TORCH_CPU_ZEN4 || ev == GP_ADAMW_TORCH_CPU_INTEL_AVX512 || ev == GP_ADAMW_TORCH_CPU_HOST)
+        return refuse("optimizer.evaluation torch_cpu_zen4, torch_cpu_intel_avx512 and torch_cpu_host take torch's "
+                      "CPU sqrt as MKL computes it, host code only: run them on the cpu backend");
+    /* a low-bit optimizer state (kernels/cpu/gp_lowbit.h): the libraries' CPU steps */
+    if (a->struct_size >= sizeof *a && a->state_quant != GP_PLUGIN_STATE_PLAIN)
+        return dev_adamw_lowbit(a, ev);
     /* the scalars are host binary64 arithmetic (CPython's), as in torch */
     gp_adamw_scalars s = gp_adamw_scalars_make(a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, (long)a->step);
     unsigned blocks = blocks_for(a->n);
@@ -416,6 +527,7 @@ static int dev_adamw(const gp_plugin_adamw_args *a)
 /* Chunk sums into a device array (one block per chunk), then their tree: two launches. */
 static int dev_grad_sumsq(gp_plugin_sumsq_args *a)
 {
+    t_refusal = NULL;
     uint64_t chunks = (a->n + GP_SUMSQ_CHUNK - 1) / GP_SUMSQ_CHUNK;
     float *partial = NULL;
     int rc = -1;
@@ -441,6 +553,7 @@ static int dev_grad_sumsq(gp_plugin_sumsq_args *a)
 
 static int dev_grad_scale(const gp_plugin_scale_args *a)
 {
+    t_refusal = NULL;
     int rc = gp_with_format(a->format, [&](auto F) {
         gp_scale_kernel<decltype(F)::value><<<blocks_for(a->n), GP_THREADS>>>(*a);
     });
@@ -449,6 +562,7 @@ static int dev_grad_scale(const gp_plugin_scale_args *a)
 
 static int dev_scaler_update(const gp_plugin_scaler_args *a)
 {
+    t_refusal = NULL;
     gp_scaler_kernel<<<1, 1>>>(a->scale, a->tracker, a->found_inf, a->growth, a->backoff, a->interval);
     return launched();
 }

@@ -207,10 +207,25 @@ static int st_adamw(stage *s, const gp_plugin_adamw_args *h)
     add(s, h->v, h->v, sb);
     add(s, h->grad, NULL, bytes_of(h->grad_format, h->n));
     add(s, h->found_inf, NULL, sizeof *h->found_inf);
+    /* a low-bit state: n codes and n / block fp32 scales for each of m and v, updated */
+    int lowbit = h->struct_size >= sizeof *h && h->state_quant != GP_PLUGIN_STATE_PLAIN;
+    if (lowbit) {
+        size_t sc = h->block > 0 ? (size_t)(h->n / (uint64_t)h->block) * sizeof(float) : GP_STAGE_BAD;
+        add(s, h->m_codes, h->m_codes, (size_t)h->n);
+        add(s, h->v_codes, h->v_codes, (size_t)h->n);
+        add(s, h->m_scales, h->m_scales, sc);
+        add(s, h->v_scales, h->v_scales, sc);
+    }
     int rc = upload(s);
     if (rc != 0)
         return rc;
     gp_plugin_adamw_args d = *h;
+    if (lowbit) {
+        d.m_codes = (uint8_t *)dev_ptr(s, 7);
+        d.v_codes = (uint8_t *)dev_ptr(s, 8);
+        d.m_scales = (float *)dev_ptr(s, 9);
+        d.v_scales = (float *)dev_ptr(s, 10);
+    }
     d.param = dev_ptr(s, 0);
     d.master = dev_ptr(s, 1);
     d.comp = dev_ptr(s, 2);

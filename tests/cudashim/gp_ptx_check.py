@@ -37,6 +37,9 @@ EXPECT = {
         "gp_accum_many_kernel": dict(VEC, **HW, **{"add.rz": ">=1"}, fma=0, bar=1, atom=0),
         "gp_unscale_kernel": dict(HW, fma=0, bar=0, atom=1),
         "gp_adamw_kernel": dict(HW, fma=ANY, bar=0, atom=0),
+        # 15 instances (param x grad format): the absmax tree's three barriers (after the
+        # block's |m'|, |v'| are written, each tree level, before the next block); bitsandbytes' fmaf
+        "gp_adamw_lowbit_kernel": dict(HW, fma=ANY, bar=3, atom=0),
         # 5 instances: 5 + 5 xor shuffles each (the warp tree and the block's warp-sum tree)
         "gp_sumsq_chunk_kernel": dict(fma=0, bar=1, atom=0, shfl=50, **{"ld.v4": ">=1", "ld.v2": ">=1"}),
         "gp_sumsq_tree_kernel": dict(fma=0, bar=0, atom=0),

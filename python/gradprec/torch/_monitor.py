@@ -10,7 +10,8 @@
 Every `every`-th optimizer step is fed, from gradprec.torch.capture's hooks (the same
 checks), to a streaming session of the C library (gradprec.Stream, include/gradprec.h
 gradprec_stream_*): each micro-batch's gradients (only the elements the library chose
-under sample=, gathered with index_select), the tokens, the optimizer's state at entry
+under sample=: the session gathers them from a CPU tensor in place, a device tensor is gathered
+with index_select first), the tokens, the optimizer's state at entry
 and torch's state after the step (the twin). Closing the step runs it as the one-step
 scenario a replay of it would be, in this process, by the C loader and runner (the
 numbers are gradprec's, none is computed here); the step becomes one JSON line. Nothing
@@ -187,10 +188,14 @@ class _StepFeed(Capture):
 
     def _put(self, entry, t, sel, shape):
         name, weight, state, mb, after = _ENTRY.match(entry).groups()
-        flat = t.detach().reshape(-1)
-        if sel is not None:
-            flat = flat.index_select(0, sel)
-        flat = flat.to("cpu").contiguous()
+        flat = t.detach()
+        if flat.device.type != "cpu" or not flat.is_contiguous():
+            flat = flat.reshape(-1)
+            if sel is not None:  # only the sampled elements cross to the CPU
+                flat = flat.index_select(0, sel)
+            flat = flat.to("cpu").contiguous()
+        # else the whole tensor in place: the session copies the sampled elements itself
+        # (gradprec_stream_grad/_optimizer take the whole tensor or its sample)
         i, fmt, ptr, n = self._tindex[name], _fmt(flat.dtype, name), flat.data_ptr(), flat.numel()
         if mb:
             self._stream.grad(i, fmt, ptr, n)
