@@ -170,41 +170,83 @@ uint64_t gp_scaled_nscales(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols)
     return ((rows + br - 1) / br) * ((cols + bc - 1) / bc);
 }
 
-void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float *y,
-                        uint8_t *codes, float *scales, float *tensor_scale, float given, uint64_t seed,
-                        uint64_t stream, uint64_t index0, unsigned *ev)
+/* What is done with each row's part of a block (at most 128 elements from element i):
+ * ts NVFP4's tensor scale, s the multiplier of a block spanning rows, nb the block's
+ * index and first 1 for its first part. */
+typedef struct {
+    const gp_scaled_cfg *c;
+    const float *x;
+    float *y, *scales, *lo, *hi;
+    uint8_t *codes;
+    double *f;
+    uint64_t seed, stream, index0;
+    unsigned *ev;
+} part_args;
+
+typedef void (*part_fn)(const part_args *a, uint64_t i, int w, float ts, float s, uint64_t nb, int first);
+
+/* The blocks of rows x cols tensor a->x under a->c, each row's part in turn through fn;
+ * returns NVFP4's tensor scale (1 when single level or not NVFP4). */
+static float for_parts(const part_args *a, uint64_t rows, uint64_t cols, float given, part_fn fn)
 {
+    const gp_scaled_cfg *c = a->c;
+    const float *x = a->x;
     uint64_t br, bc;
     block_shape(c, rows, cols, &br, &bc);
     float ts = 1.0f;
     if (c->kind == GP_SC_NVFP4 && c->two_level)
         ts = gp_nvfp4_tensor_scale(gp_sc_amax(x, (long)(rows * cols), 1));
-    if (tensor_scale)
-        *tensor_scale = ts;
     uint64_t nb = 0;
     for (uint64_t r0 = 0; r0 < rows; r0 += br)
         for (uint64_t c0 = 0; c0 < cols; c0 += bc, nb++) {
             uint64_t h = rows - r0 < br ? rows - r0 : br, w = cols - c0 < bc ? cols - c0 : bc;
             float s = given; /* the multiplier of a block spanning rows (per tensor, 128x128) */
             if (c->kind == GP_SC_CURRENT || c->kind == GP_SC_BLOCK_128X128) {
-                float a = 0.0f;
+                float am = 0.0f;
                 for (uint64_t r = r0; r < r0 + h; r++) {
                     float m = gp_sc_amax(x + r * cols + c0, (long)w, 1);
-                    if (m != m || m > a)
-                        a = m;
+                    if (m != m || m > am)
+                        am = m;
                     if (m != m)
                         break;
                 }
-                s = gp_fp8_scale_current(c->elem, a, c->pow2);
+                s = gp_fp8_scale_current(c->elem, am, c->pow2);
             }
             /* each row's part of the block; row blocks (MX, NVFP4, 1x128) are one row */
             for (uint64_t r = r0; r < r0 + h; r++)
-                for (uint64_t k0 = 0; k0 < w; k0 += 128) {
-                    uint64_t i = r * cols + c0 + k0, wk = w - k0 < 128 ? w - k0 : 128;
-                    float sv = gp_scaled_row_block(c, x + i, (int)wk, ts, s, seed, stream, index0 + i, y + i,
-                                                   codes ? codes + i : NULL, ev ? ev + i : NULL);
-                    if (scales && r == r0 && k0 == 0)
-                        scales[nb] = sv;
-                }
+                for (uint64_t k0 = 0; k0 < w; k0 += 128)
+                    fn(a, r * cols + c0 + k0, (int)(w - k0 < 128 ? w - k0 : 128), ts, s, nb, r == r0 && k0 == 0);
         }
+    return ts;
+}
+
+/* Quantize one part (gp_scaled_row_block); with a->lo, its rounding cells too, from the
+ * codes and scale it made (gp_scaled_row_cells). */
+static void quantize_part(const part_args *a, uint64_t i, int w, float ts, float s, uint64_t nb, int first)
+{
+    uint8_t q[128], *codes = a->codes ? a->codes + i : a->lo ? q : NULL;
+    float sv = gp_scaled_row_block(a->c, a->x + i, w, ts, s, a->seed, a->stream, a->index0 + i, a->y + i, codes,
+                                   a->ev ? a->ev + i : NULL);
+    if (a->scales && first)
+        a->scales[nb] = sv;
+    if (a->lo)
+        gp_scaled_row_cells(a->c, a->x + i, w, codes, a->y + i, sv, ts, a->lo + i, a->hi + i, a->f + i);
+}
+
+void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float *y,
+                        uint8_t *codes, float *scales, float *tensor_scale, float given, uint64_t seed,
+                        uint64_t stream, uint64_t index0, unsigned *ev)
+{
+    part_args a = {c, x, y, scales, NULL, NULL, codes, NULL, seed, stream, index0, ev};
+    float ts = for_parts(&a, rows, cols, given, quantize_part);
+    if (tensor_scale)
+        *tensor_scale = ts;
+}
+
+void gp_scaled_quantize_cells(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float *y,
+                              float given, uint64_t seed, uint64_t stream, uint64_t index0, unsigned *ev, float *lo,
+                              float *hi, double *f)
+{
+    part_args a = {c, x, y, NULL, lo, hi, NULL, f, seed, stream, index0, ev};
+    for_parts(&a, rows, cols, given, quantize_part);
 }

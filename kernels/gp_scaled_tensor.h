@@ -40,6 +40,14 @@ void gp_scaled_quantize(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, co
                         uint8_t *codes, float *scales, float *tensor_scale, float given, uint64_t seed,
                         uint64_t stream, uint64_t index0, unsigned *ev);
 
+/* gp_scaled_quantize (without codes and scales), and the rounding cell of every element,
+ * block by block from the codes and scale its quantization made (gp_scaled_row_cells:
+ * lo[i], hi[i] the two values element i may be stored as, f[i] the position of its scaled
+ * value between them; NaN, NaN, 0 past the element's range). */
+void gp_scaled_quantize_cells(const gp_scaled_cfg *c, uint64_t rows, uint64_t cols, const float *x, float *y,
+                              float given, uint64_t seed, uint64_t stream, uint64_t index0, unsigned *ev, float *lo,
+                              float *hi, double *f);
+
 /* Elements per block along a row (the whole row for per-tensor kinds: 0). */
 uint64_t gp_scaled_block_cols(const gp_scaled_cfg *c);
 

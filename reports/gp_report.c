@@ -60,6 +60,32 @@ void gp_notes_free(gp_notes *o)
     o->n = 0;
 }
 
+/* The systematic rounding bias of scaled stored gradients (grad_bias_score above 1, the
+ * scenario's or a tensor's): the note names the finding, the tensors above 1 (the first
+ * three, then how many more), the score and what to change. */
+static void grad_bias_note(const gp_scenario *sc, const gp_result *r, gp_notes *o)
+{
+    const gp_scaled_cfg *q = &sc->precision.grad_sc;
+    char names[400] = "", fmt[128];
+    size_t k = 0, above = 0;
+    for (size_t t = 0; t < r->ntensors; t++)
+        if (r->tensors[t].metric[GP_M_GRAD_BIAS_SCORE] > 1 && ++above <= 3 && k < sizeof names)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s (%.3g)", above > 1 ? ", " : "",
+                                  r->tensors[t].name, r->tensors[t].metric[GP_M_GRAD_BIAS_SCORE]);
+    if (above > 3 && k < sizeof names)
+        snprintf(names + k, sizeof names - k, " and %zu more", above - 3);
+    if (!above && !(r->metric[GP_M_GRAD_BIAS_SCORE] > 1))
+        return;
+    gp_scaled_name(q, fmt, sizeof fmt);
+    note(o, "systematic rounding bias: the %s gradients of %s round the same way over the micro-batches: their "
+         "accumulated rounding error is %.3g times the most an unbiased rounding onto the same grid gives "
+         "(grad_bias_score; false alarm 1e-9 a tensor): %s (docs/model.md, Systematic rounding bias)",
+         fmt, above ? names : "the tensors together", r->metric[GP_M_GRAD_BIAS_SCORE],
+         q->mode == GP_STOCHASTIC ? "under :sr this is not expected: the rounding's random bits are suspect"
+                                  : "use :sr (stochastic rounding, unbiased: NVIDIA's recipe for gradients), a "
+                                    "finer block, or an element format with more mantissa bits");
+}
+
 /* The AdamW models a subject's steps equalled bit for bit (matched != 0) or not, as
  * "a, b" ("" when none). */
 static void model_list(const gp_scenario *sc, const gp_result *r, int matched, char *buf, size_t n)
@@ -231,6 +257,7 @@ void gp_report_notes(const gp_scenario *sc, const gp_result *r, gp_notes *o)
         if (r->st.overflow && !q->sat)
             note(o, "the non-saturating cast (:nosat) turned %llu overflowing gradients into NaN or inf: drop :nosat "
                  "(saturate) or lower the scale", (unsigned long long)r->st.overflow);
+        grad_bias_note(sc, r, o);
     }
     if (sc->clip.max_norm > 0 && sc->loss_scale.mode != GP_LS_NONE && !sc->loss_scale.unscale_before_clip)
         note(o, "gradients are clipped before unscaling: the clip compares max_norm with the scaled norm");

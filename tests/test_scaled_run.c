@@ -18,6 +18,7 @@
 #include "gp_test_dump.h"
 
 #include "harness/run/gp_runner.h"
+#include "reports/gp_report.h"
 #include "harness/sources/gp_backend.h"
 #include "harness/sources/gp_generate.h"
 #include "kernels/cpu/gp_cpu_backend.h"
@@ -321,6 +322,119 @@ static void test_spanning_distributed_any_j(void **state)
     }
 }
 
+/* grad_bias_score (docs/model.md, Systematic rounding bias of scaled gradients), by hand.
+ * A replayed tensor of BN elements whose entries are the same in each of BK micro-batches
+ * (one step, reduction sum, no loss scale: the exact gradient is the entry), stored in
+ * four formats where round to nearest errs by a quarter of its cell the same way every
+ * time:
+ *  - mxfp4 (floor): every entry 4.5; a block's amax 4.5 = 1.001b x 2^2 gives X = 2^(2 - 2)
+ *    = 1; 4.5 lies in e2m1's cell [4, 6] (Delta 2, f = 1/4) and rounds to 4: error -1/2;
+ *  - nvfp4:single: 15 entries 2.25 and one 6 per block of 16; amax 6 gives the e4m3 scale
+ *    6 / 6 = 1, the multiplier fp32(1 / 1) = 1; 2.25 lies in [2, 3] (Delta 1, f = 1/4) and
+ *    rounds to 2: error -1/4; 6 is a code (no cell: Delta 0, error 0);
+ *  - fp8_e4m3:delayed: every entry 1.03125 = 1 + 2^-5; the first step's multiplier is 1
+ *    (Transformer Engine's initial scale); it lies in e4m3's cell [1, 1.125] (Delta 2^-3,
+ *    f = 1/4) and rounds to 1: error -2^-5;
+ *  - fp8_e4m3:blockwise_1x128: 127 entries 1.03125 and one 448 per block of 128: s = 448 /
+ *    448 = 1, the dequantization's fp32(1 / s) = 1: the delayed case's cells; 448 exact.
+ * Per element with a cell: S = BK e, V = BK Delta^2 / 4, so S^2 / V = 4 BK (e / Delta)^2 =
+ * BK / 4; the sums below are exact binary values. D per rounding (bias_note): |mu - x| = 0
+ * (mu = lo + Delta / 4 = x), plus 2^-32 Delta + 2^-51 (|lo| + Delta + |e| + |x|); the exact
+ * value v adds 2^-51 (v + v). Then the score by the bound of gp_verdict.c with L = ln 1e9:
+ * mxfp4 1.689, nvfp4 1.681, e4m3 delayed 1.689, 1x128 1.688 > 1 (flagged, a note naming
+ * the tensor and :sr).
+ * With :sr the same cells are rounded up with probability 1/4: E S^2 = BK Delta^2 f (1 - f)
+ * = V x 3/4, a score near sqrt(3/4) x 1.689 / 2 = 0.73, and the derived bound says above
+ * 1 only with probability 1e-9: not flagged, no note. 4 x 1024 x 16 = 65536 roundings each. */
+#define BN 1024
+#define BK 16
+static void test_grad_bias_by_hand(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *grad;
+        double x, lo, delta; /* the entry, its cell's lower value (toward zero), the width */
+        int exact_every;     /* every this many elements an exact value (0: none) */
+        double exact;        /* ... that value: it sets the block's amax */
+    } cases[] = {{"mxfp4", 4.5, 4.0, 2.0, 0, 0}, {"nvfp4:single", 2.25, 2.0, 1.0, 16, 6.0},
+                 {"fp8_e4m3:delayed", 1.03125, 1.0, 0.125, 0, 0},
+                 {"fp8_e4m3:blockwise_1x128", 1.03125, 1.0, 0.125, 128, 448.0}};
+    static float ent[BN];
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        for (int i = 0; i < BN; i++)
+            ent[i] = (float)(cases[c].exact_every && i % cases[c].exact_every == 0 ? cases[c].exact : cases[c].x);
+        char path[4200], names[BK][32];
+        st_entry en[BK];
+        for (int k = 0; k < BK; k++) {
+            snprintf(names[k], sizeof names[k], "w/step0/mb%d", k);
+            en[k] = (st_entry){names[k], "F32", BN, ent, sizeof ent};
+        }
+        snprintf(path, sizeof path, "%s/bias%zu.safetensors", dir, c);
+        write_safetensors(path, en, BK);
+        for (int sr = 0; sr < 2; sr++) {
+            char text[1024];
+            snprintf(text, sizeof text,
+                     "name: bias\ntensors:\n  - name: w\n    grad: {replay: %s/bias%zu.safetensors, key: w}\n"
+                     "batch: {microbatches: %d, tokens: 1}\nreduction: sum\nfullbatch: sum\n"
+                     "precision: {grad: \"%s%s\", accumulator: fp32}\noptimizer: {lr: 0.0, weight_decay: 0.0}\n",
+                     dir, c, BK, cases[c].grad, sr ? ":sr" : "");
+            gp_scenario sc;
+            gp_error e = {""};
+            gp_backend b;
+            gp_result r;
+            if (gp_scenario_load_string(text, strlen(text), "bias", &sc, &e) != 0)
+                fail_msg("%s: %s", cases[c].grad, e.msg);
+            assert_int_equal(gp_backend_open("cpu", &b, &e), 0);
+            if (gp_run_scenario(&sc, &b, NULL, &r, &e) != 0)
+                fail_msg("%s: run: %s", cases[c].grad, e.msg);
+            const gp_stats *st = &r.st;
+            int ncell = cases[c].exact_every ? BN - BN / cases[c].exact_every : BN; /* elements with a cell */
+            double dl = cases[c].delta, v = BK * dl * dl / 4, err = -dl / 4;
+            assert_true(st->qb_n == (uint64_t)BN * BK); /* every rounding has a cell or is exact */
+            assert_true(st->qb_v == ncell * v);
+            assert_true(st->qb_v2 == ncell * v * v);
+            assert_true(st->qb_vmax == v);
+            /* D: |e| = Delta / 4 under round to nearest; under :sr 1/4 or 3/4 of Delta, so the
+             * sum lies between the two (the binary64 sums: within 1e-12) */
+            double d6 = BK * 0x1p-51 * 2 * cases[c].exact, d2 = 0, d2hi = 0;
+            for (int up = 0; up < 2; up++) {
+                double dep = 0x1p-32 * dl + 0x1p-51 * (cases[c].lo + dl + (up ? dl + err : -err) + cases[c].x);
+                *(up ? &d2hi : &d2) = ncell * (BK * dep) * (BK * dep) + (BN - ncell) * d6 * d6;
+            }
+            if (!(st->qb_d2 >= d2 * (1 - 1e-12) && st->qb_d2 <= (sr ? d2hi : d2) * (1 + 1e-12)))
+                fail_msg("%s%s: sum D^2 %.17g, by hand %.17g (..%.17g)", cases[c].grad, sr ? ":sr" : "", st->qb_d2,
+                         d2, d2hi);
+            double L = log(1e9), M = ncell * v, W = ncell * v * v;
+            double bound = sqrt(M + fmax(sqrt(8 * W * L), 8 * v * L)) + sqrt(d2);
+            double score = r.metric[GP_M_GRAD_BIAS_SCORE];
+            assert_true(r.tensors[0].metric[GP_M_GRAD_BIAS_SCORE] == score);
+            gp_notes nt;
+            gp_report_notes(&sc, &r, &nt);
+            int noted = 0;
+            for (int k = 0; k < nt.n; k++)
+                noted += strstr(nt.text[k], "systematic rounding bias") && strstr(nt.text[k], "gradients of w (") &&
+                         strstr(nt.text[k], "use :sr");
+            gp_notes_free(&nt);
+            if (!sr) { /* round to nearest: S = BK err exactly, the score by hand */
+                assert_true(st->qb_ss == ncell * (BK * err) * (BK * err));
+                double want = sqrt(ncell * (BK * err) * (BK * err)) / bound;
+                if (!(fabs(score - want) <= 1e-12 * want) || !(score > 1.6))
+                    fail_msg("%s: grad_bias_score %.17g, by hand %.17g", cases[c].grad, score, want);
+                assert_int_equal(noted, 1);
+            } else { /* stochastic rounding: below the derived bound, no note */
+                if (!(score < 1.0) || !(score > 0.5))
+                    fail_msg("%s:sr: grad_bias_score %.17g: unbiased rounding stays below 1", cases[c].grad, score);
+                assert_int_equal(noted, 0);
+            }
+            printf("test_scaled_run: %s%s: grad_bias_score %.4g over %d roundings (%s)\n", cases[c].grad,
+                   sr ? ":sr" : "", score, BN * BK, sr ? "below the bound" : "by hand, flagged");
+            gp_result_free(&r);
+            gp_backend_close(&b);
+            gp_scenario_free(&sc);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     dir = argc > 1 ? argv[1] : ".";
@@ -331,6 +445,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_scaled_accumulator_whole_tensor),
         cmocka_unit_test(test_scaled_accumulator_by_hand),
         cmocka_unit_test(test_spanning_distributed_any_j),
+        cmocka_unit_test(test_grad_bias_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

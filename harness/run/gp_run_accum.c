@@ -177,8 +177,10 @@ void gp_run_amax_note(chunk *c, int k)
  * tensor's amax, a 128x128 tile's from the tile's, two-level NVFP4's tensor scale from the
  * tensor's; each row's piece of a block (at most 128 elements, NVFP4's blocks of 16) as
  * gp_scaled_quantize quantizes it (gp_scaled_row_block, the same global element indices):
- * the result equals the whole tensor's gp_scaled_quantize. */
-static void quantize_spanning(chunk *c, int k, const float *x, float *y, unsigned *ev, uint64_t stream)
+ * the result equals the whole tensor's gp_scaled_quantize. Each piece's rounding cells too,
+ * from the codes and scale its quantization made (gp_scaled_row_cells into lo, hi, f). */
+static void quantize_spanning(chunk *c, int k, const float *x, float *y, unsigned *ev, uint64_t stream, float *lo,
+                              float *hi, double *f)
 {
     const gp_scaled_cfg *q = &c->sc->precision.grad_sc;
     const uint32_t *a = c->amax + (size_t)(c->mb_base + k) * c->namax;
@@ -194,8 +196,10 @@ static void quantize_spanning(chunk *c, int k, const float *x, float *y, unsigne
             s = gp_fp8_scale_current(q->elem, gp_f32_from_bits(a[1 + tile]), q->pow2);
         for (uint64_t p = 0; p < w; p += piece) {
             uint64_t wp = w - p < piece ? w - p : piece;
-            gp_scaled_row_block(q, x + i + p, (int)wp, ts, s, c->sc->seed, stream, c->i0 + i + p, y + i + p, NULL,
-                                ev + i + p);
+            uint8_t codes[128];
+            float sv = gp_scaled_row_block(q, x + i + p, (int)wp, ts, s, c->sc->seed, stream, c->i0 + i + p,
+                                           y + i + p, codes, ev + i + p);
+            gp_scaled_row_cells(q, x + i + p, (int)wp, codes, y + i + p, sv, ts, lo + i + p, hi + i + p, f + i + p);
         }
     }
 }
@@ -245,6 +249,38 @@ static void requant_chunk(chunk *c, int k, unsigned *ev)
     memcpy(c->acc, a, c->n * sizeof *a);
 }
 
+/* The systematic bias of the stored gradients (grad_bias_score; its derivation:
+ * gp_verdict.c, gp_verdict_derive). Element i's rounding in this micro-batch, stored y from
+ * the exact scaled output x, in the cell whose two values are lo and hi (gp_scaled_row_cells:
+ * Delta = |hi - lo|, f the position of the fp32 scaled value) adds, in final units (unscaled,
+ * times errw): e = y - x to S_i, Delta^2 / 4 to V_i, and to D_i its deterministic departure
+ * from an unbiased rounding onto the cell: |mu - x| with mu = lo + f (hi - lo), the mean of
+ * such a rounding (the fp32 roundings of x, of x times the block's multiplier and of the
+ * dequantization move mu off x; so does MX :torchao's dequantization at E8M0 code 0 by
+ * 2^-127 after quantizing by 2^-126, a factor of 2, which this counts as no bias), plus 2^-32 Delta (stochastic rounding stores hi with
+ * probability floor(f 2^32) / 2^32, within 2^-32 of f) and 2^-51 (|lo| + Delta + |e| + |x|)
+ * (the binary64 roundings of mu, mu - x, y - x, of the unscaling, and the nudged x). A
+ * rounding without a cell (past the element's range: saturation, :nosat's overflow) or of
+ * a non-finite value adds nothing (its loss is the other mechanisms'). */
+static void bias_note(chunk *c, const float *y, const float *lo, const float *hi, const double *f)
+{
+    double scale = c->s, inv = scale_inverse(scale), errw = c->errw;
+    uint64_t n = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        double x = c->xs[i], v = (double)y[i], l = (double)lo[i], d = (double)hi[i] - l;
+        if (!isfinite(x) || !isfinite(v) || l != l)
+            continue;
+        double e = v - x, ad = fabs(d), mu = l + f[i] * d;
+        double dep = fabs(mu - x) + 0x1p-32 * ad + 0x1p-51 * (fabs(l) + ad + fabs(e) + fabs(x));
+        double du = gp_attrib_unscaled(ad, scale, inv) * errw;
+        c->qb_s[i] += gp_attrib_unscaled(e, scale, inv) * errw;
+        c->qb_v[i] += 0.25 * du * du;
+        c->qb_d[i] += gp_attrib_unscaled(dep, scale, inv) * errw;
+        n++;
+    }
+    c->st->qb_n += n;
+}
+
 /* The stored gradients of micro-batch k in a scaled or block format (precision.grad_sc):
  * the chunk's exact outputs rounded to fp32 (the backward's fp32 gradient), quantized
  * block by block (a row block never straddles chunks: CHUNK is a multiple of 128, 32 and
@@ -261,7 +297,8 @@ static void store_scaled(chunk *c, int k)
     const gp_scaled_cfg *q = &c->sc->precision.grad_sc;
     gp_stats *st = c->st;
     double scale = c->s, errw = c->errw, inv = scale_inverse(scale);
-    float x32[CHUNK], y32[CHUNK];
+    float x32[CHUNK], y32[CHUNK], lo[CHUNK], hi[CHUNK];
+    double f[CHUNK];
     unsigned ev[CHUNK];
     for (size_t i = 0; i < c->n; i++) {
         x32[i] = (float)c->xs[i]; /* round to nearest even: the fp32 gradient */
@@ -269,12 +306,12 @@ static void store_scaled(chunk *c, int k)
     }
     uint64_t stream = gp_stream_id(GP_STREAM_SCALED_SR, c->t, (uint64_t)c->step, (uint64_t)(c->mb_base + k));
     if (c->amax) { /* a scale spans chunks: from the amax pass */
-        quantize_spanning(c, k, x32, y32, ev, stream);
+        quantize_spanning(c, k, x32, y32, ev, stream, lo, hi, f);
     } else { /* scales local to the chunk, or the chunk is the whole tensor (rows x cols) */
         uint64_t cols = c->n == c->sc->tensors[c->t].size ? gp_run_cols(c->sc, c->t) : c->n;
-        gp_scaled_quantize(q, c->n / cols, cols, x32, y32, NULL, NULL, NULL, c->given, c->sc->seed, stream, c->i0,
-                           ev);
+        gp_scaled_quantize_cells(q, c->n / cols, cols, x32, y32, c->given, c->sc->seed, stream, c->i0, ev, lo, hi, f);
     }
+    bias_note(c, y32, lo, hi, f);
     float amax = gp_sc_amax(x32, (long)c->n, 1);
     if (amax > st->grad_amax || amax != amax)
         st->grad_amax = amax;

@@ -99,6 +99,16 @@ GP_DD_CLONES static void final_stats(chunk *c, const double *gacc, const double 
         st->ss_mech[m] = ss_mech[m];
     if (c->ref_ss)
         *c->ref_ss = ref;
+    if (c->sc->precision.grad_scaled) /* the stored gradients' bias, this step's element sums */
+        for (size_t i = 0; i < c->n; i++) {
+            double s = c->qb_s[i], v = c->qb_v[i], d = c->qb_d[i];
+            st->qb_ss += s * s;
+            st->qb_v += v;
+            st->qb_v2 += v * v;
+            st->qb_d2 += d * d;
+            if (v > st->qb_vmax)
+                st->qb_vmax = v;
+        }
 }
 
 static void dist_same_add(chunk *c)

@@ -47,6 +47,8 @@ typedef struct {
     void *grad, *acc, *old, *comp, *acc2, *comp2;
     double *err[GP_MECH_GRAD_END]; /* [n] signed local errors per mechanism, unscaled units */
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
+    double *qb_s, *qb_v, *qb_d; /* [n] precision.grad scaled: this window's S, V, D of each element
+                              (gp_runner.h, gp_stats.qb_*), summed over its micro-batches */
     double *sr_prev;       /* [n] u = up - f of the element's previous stochastic rounding in
                               this window (0: none) */
     double *lag_u, *lag_w; /* the tensor's all-lags record (tensor_state) from this chunk's

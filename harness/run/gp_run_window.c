@@ -193,6 +193,14 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     }
     c->partial = p->partial + off;
     c->sr_prev = p->sr_prev + off;
+    c->qb_s = p->qb_s + off;
+    c->qb_v = p->qb_v + off;
+    c->qb_d = p->qb_d + off;
+    if (sc->precision.grad_scaled) { /* read by the stored gradients' bias (store_scaled) only */
+        memset(c->qb_s, 0, c->n * sizeof(double));
+        memset(c->qb_v, 0, c->n * sizeof(double));
+        memset(c->qb_d, 0, c->n * sizeof(double));
+    }
     if (sc->precision.rounding == GP_ACC_STOCHASTIC) /* read by stochastic rounding's statistics only */
         memset(c->sr_prev, 0, c->n * sizeof(double));
     c->lag_u = c->lag_w = NULL; /* recorded: the first iteration (its last micro-batch) */

@@ -177,7 +177,7 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
             return -1;
     size_t ab = width_bytes(c->af), gb = width_bytes(c->gf);
     int ok = (c->xs = malloc(CHUNK * sizeof *c->xs)) && (c->sqx = malloc(CHUNK * sizeof *c->sqx)) && (c->partial = malloc(CHUNK * sizeof *c->partial)) &&
-             (c->sr_prev = malloc(CHUNK * sizeof *c->sr_prev)) &&
+             (c->sr_prev = malloc(CHUNK * sizeof *c->sr_prev)) && (c->qb_s = malloc(3 * CHUNK * sizeof *c->qb_s)) &&
              (c->grad = malloc(CHUNK * gb)) && (c->old = malloc(CHUNK * ab)) &&
              (!with_cmp || (c->acc2 = malloc(CHUNK * ab))) && (!(with_cmp && kahan) || (c->comp2 = malloc(CHUNK * ab))) &&
              (c->m = malloc(CHUNK * sizeof *c->m)) && (c->noise = malloc(CHUNK * sizeof *c->noise)) && (c->sum_m = malloc(CHUNK * sizeof *c->sum_m)) &&
@@ -186,6 +186,10 @@ static int alloc_chunk(chunk *c, int kahan, int with_cmp, int counters)
              (c->sp_nm = calloc(CHUNK, sizeof *c->sp_nm)); /* zero: window_run clears them after a spill */
     for (int m = 0; m < GP_MECH_GRAD_END; m++)
         ok = ok && (c->err[m] = malloc(CHUNK * sizeof(double)));
+    if (ok) {
+        c->qb_v = c->qb_s + CHUNK;
+        c->qb_d = c->qb_s + 2 * CHUNK;
+    }
     return ok ? 0 : -1;
 }
 
@@ -196,6 +200,7 @@ static void free_chunk(chunk *c)
     free(c->xs);
     free(c->partial);
     free(c->sr_prev);
+    free(c->qb_s); /* qb_v, qb_d: the same allocation */
     free(c->sqx);
     free(c->grad);
     free(c->old);

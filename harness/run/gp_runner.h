@@ -124,6 +124,13 @@ typedef struct {
     double sr_lag;                                  /* the all-lags score (gp_sr_lag.h), the
                                                        largest of the tensors tested; merged by max */
     uint64_t sr_lag_lags;                           /* lags it tested (0: none, the metric absent) */
+    /* precision.grad scaled: the systematic bias of the stored gradients' rounding (grad_bias_score,
+       gp_verdict.c): over element-steps i, with S_i the sum over the step's micro-batches (every
+       rank's) of the stored gradient's error (stored - exact), V_i the sum of Delta^2 / 4 (Delta:
+       the width of the rounding's cell), D_i the sum of the deterministic departures (gp_run_accum.c,
+       store_scaled), all in final units: */
+    double qb_ss, qb_v, qb_v2, qb_vmax, qb_d2;      /* sum S_i^2, sum V_i, sum V_i^2, max V_i, sum D_i^2 */
+    uint64_t qb_n;                                  /* roundings observed (0: the metric absent) */
     gp_optim_counts opt;                            /* optimizer-phase events */
     gp_optim_sums opt_ss;                           /* optimizer-phase sums of squares */
     gp_ratio_sums est[GP_NEST];                     /* per-element ratio sums (sampled runs) */
@@ -214,6 +221,11 @@ typedef struct {
                                     `expect:` is then not met */
     char refusal[600];           /* ... the refusal's line, the backend's reason included */
 } gp_result;
+
+/* grad_bias_score from a run's sums (gp_stats.qb_*: ss = sum S_i^2, m = sum V_i, w = sum
+ * V_i^2, vmax = max V_i, d2 = sum D_i^2): ||S|| / (sqrt(m + max(sqrt(8 w L), 8 vmax L)) +
+ * ||D||), L = ln(1e9); 0 when ss is 0. Derived in gp_verdict.c. */
+double gp_grad_bias_score(double ss, double m, double w, double vmax, double d2);
 
 /* Unit roundoff u = 2^-p of format f (p significant bits): 2^-8 bf16, 2^-11 fp16, 2^-24 fp32. */
 double gp_unit_roundoff(gp_format f);

@@ -48,6 +48,47 @@ double gp_verdict_ratio(double num_ss, double den_ss)
     return sqrt(num_ss) / sqrt(den_ss); /* den 0 with num > 0: inf */
 }
 
+/* grad_bias_score (precision.grad scaled): does the rounding of the stored gradients add
+ * up over a step's micro-batches beyond what any unbiased rounding onto the same grid
+ * produces? (store_scaled, bias_note in gp_run_accum.c, collects the sums.)
+ *
+ * The null: given the exact gradients (they fix every cell: scales come from amaxes of the
+ * fp32 gradients, never from a rounding), the roundings are independent and rounding r
+ * stores the upper value of its cell with probability f_r (its position in the cell), so
+ * its error e_r = y_r - x_r = (y_r - mu_r) + (mu_r - x_r): a zero-mean part lying in an
+ * interval of length Delta_r (the cell's width), plus a deterministic part of at most d_r
+ * (bias_note: fp32's own roundings, stochastic rounding's 2^-32 drift). Stochastic
+ * rounding is this null; round to nearest is not random, and the test asks whether its
+ * errors add up as if they were.
+ *
+ * Element-step i (an element in one optimizer step): S_i = sum of its e_r = Z_i + B_i,
+ * |B_i| <= D_i = sum d_r, Z_i a sum of independent zero-mean terms each in an interval of
+ * length Delta_r: by Hoeffding's lemma E exp(l Z_i) <= exp(l^2 V_i / 2), V_i = sum
+ * Delta_r^2 / 4. Then E exp(t Z_i^2) <= (1 - 2 t V_i)^(-1/2) for 2 t V_i < 1 (exp(t Z^2) =
+ * E_G exp(sqrt(2t) Z G) with G ~ N(0, 1) independent; bound the inner expectation, then
+ * E exp(t V G^2) = (1 - 2 t V)^(-1/2)). With Q = sum_i Z_i^2 (independent element-steps),
+ * M = sum V_i, W = sum V_i^2, Vmax = max V_i, and t <= 1 / (4 Vmax) (so a = 2 t V_i <= 1/2,
+ * where -ln(1 - a) <= a + a^2):
+ *   ln P(Q >= M + u) <= -t (M + u) + sum_i (t V_i + 2 t^2 V_i^2) = -t u + 2 t^2 W.
+ * t = u / (4W), when <= 1 / (4 Vmax), gives -u^2 / (8W); otherwise (u > W / Vmax) t =
+ * 1 / (4 Vmax) gives -u / (4 Vmax) + W / (8 Vmax^2) < -u / (8 Vmax). So P(Q >= M + u) <=
+ * delta for u = max(sqrt(8 W L), 8 Vmax L), L = ln(1 / delta); and ||S|| <= ||Z|| + ||D||
+ * (triangle inequality). Under the null, with probability at least 1 - delta,
+ *   ||S|| <= sqrt(M + max(sqrt(8 W L), 8 Vmax L)) + ||D||,
+ * and grad_bias_score = ||S|| / that bound, delta = 1e-9 (the other derived scores'
+ * false alarm): above 1, the stored gradients' accumulated rounding error is larger than
+ * an unbiased rounding produces except with probability 1e-9: a systematic rounding bias.
+ * Scale: a rounding that errs by the same fraction c of its cell at each of K micro-batches
+ * has S_i^2 / V_i = K (2c)^2, so the score grows as sqrt(K); errors that behave as random
+ * have E S_i^2 <= V_i (a rounding's variance is at most Delta^2 / 4). */
+double gp_grad_bias_score(double ss, double m, double w, double vmax, double d2)
+{
+    if (!(ss > 0))
+        return ss == 0 ? 0.0 : ss;
+    double L = log(1e9);
+    return sqrt(ss) / (sqrt(m + fmax(sqrt(8 * w * L), 8 * vmax * L)) + sqrt(d2));
+}
+
 /* The metrics and losses of stats st. A non-finite exact gradient (a replayed entry that
  * is inf or NaN in an applied step: ||g_full|| or ||g_same|| is not finite) leaves every
  * metric and loss measured against the exact values undefined: NaN (absent from
@@ -93,6 +134,8 @@ void gp_verdict_derive(const gp_stats *st, double *metric, double *loss)
             T += (double)st->sr_draws * 0x1p-32; /* the CPU's documented drift */
         metric[GP_M_SR_BIAS_SCORE + j] = fabs(st->sr_sum[j]) / T;
     }
+    if (st->qb_n) /* precision.grad scaled: the stored gradients' systematic rounding bias */
+        metric[GP_M_GRAD_BIAS_SCORE] = gp_grad_bias_score(st->qb_ss, st->qb_v, st->qb_v2, st->qb_vmax, st->qb_d2);
     /* weight-level losses, relative to the exact final weights as weight_rel_err */
     loss[GP_MECH_STALE] = gp_verdict_ratio(os->lost, os->w_ref);
     loss[GP_MECH_STATE] = gp_verdict_ratio(os->state, os->w_ref);
@@ -208,6 +251,13 @@ void gp_stats_add(gp_stats *a, const gp_stats *b)
         a->sr_var[j] += b->sr_var[j];
     }
     a->sr_draws += b->sr_draws;
+    a->qb_ss += b->qb_ss;
+    a->qb_v += b->qb_v;
+    a->qb_v2 += b->qb_v2;
+    a->qb_d2 += b->qb_d2;
+    if (b->qb_vmax > a->qb_vmax)
+        a->qb_vmax = b->qb_vmax;
+    a->qb_n += b->qb_n;
     if (b->sr_lag_lags && (!a->sr_lag_lags || b->sr_lag > a->sr_lag))
         a->sr_lag = b->sr_lag;
     a->sr_lag_lags += b->sr_lag_lags;

@@ -141,7 +141,14 @@ typedef enum {
        every lag L of one micro-batch (harness/run/gp_sr_lag.h: false alarm <= 1e-9 a run);      \
        absent (NaN) without a stochastic accumulator */                                            \
     X(GP_M_SR_LAG_CORR_SCORE, "sr_lag_corr_score", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,              \
-      GP_THR_DEFINED, 1.0, GP_NMECH, GP_LEVEL_GRAD)
+      GP_THR_DEFINED, 1.0, GP_NMECH, GP_LEVEL_GRAD)                                               \
+    /* precision.grad scaled: systematic rounding bias of the stored gradients over a step's     \
+       micro-batches: ||per-element accumulated error|| / its bound under unbiased rounding      \
+       (gp_verdict.c, gp_grad_bias_score: false alarm <= 1e-9); above 1 a note names the bias;   \
+       no default threshold (round to nearest is expected to exceed it); absent without a       \
+       scaled grad */                                                                              \
+    X(GP_M_GRAD_BIAS_SCORE, "grad_bias_score", GP_DIR_LARGER_WORSE, GP_TOL_ERROR,                  \
+      GP_THR_NONE, 0, GP_NMECH, GP_LEVEL_GRAD)
 
 typedef enum { GP_DIR_LARGER_WORSE, GP_DIR_SMALLER_WORSE, GP_DIR_AWAY_FROM_ONE } gp_metric_dir;
 typedef enum { GP_TOL_ERROR, GP_TOL_FRACTION, GP_TOL_EXACT } gp_metric_tol;

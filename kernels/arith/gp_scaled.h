@@ -57,10 +57,11 @@ GP_ARITH double gp_elem_max(gp_elem e)
 }
 
 /* binary64 -> fp32 rounded to nearest even (overflow to inf, NaN kept): one fp32
- * operation whose exact (or binary64) result is d. */
+ * operation whose exact (or binary64) result is d. (gp_fmt_from_f64_rne: the general
+ * routine's result, with its fast path for fp32's normal range.) */
 GP_ARITH float gp_sc_f32(double d)
 {
-    return gp_f32_from_bits(gp_fmt_from_f64_bits(GP_FP32, gp_f64_bits(d), GP_RNE, 0, 0, (unsigned *)0));
+    return gp_f32_from_bits(gp_fmt_from_f64_rne(GP_FP32, gp_f64_bits(d), 0, (unsigned *)0));
 }
 
 /* 2^k as a binary64 (-1074 <= k <= 1023). */
@@ -237,6 +238,21 @@ GP_ARITH float gp_e8m0_to_f32(uint32_t c)
     return c == 255u ? gp_f32_from_bits(0x7fc00000u) : (float)gp_sc_pow2((int)c - 127);
 }
 
+/* The multiplier of an MX block's elements under scale code sc (rule r, flags as
+ * gp_mx_quantize's): an element is quantized from fp32(x * this). FLOOR/CEIL/EVEN:
+ * 1 / X' (X' = X, or max(X, 2^-126) under GP_MX_TORCHAO); RCEIL: 1 / X (1 for code 0
+ * under GP_MX_TORCHAO); a NaN scale (255): 0 (torchao divides by inf; the block is NaN
+ * on dequantizing anyway), RCEIL NaN. */
+GP_ARITH double gp_mx_mul(gp_mx_rule r, int flags, uint32_t sc)
+{
+    if (r == GP_MX_RCEIL)
+        return sc == 255u ? gp_f64_from_bits(0x7ff8000000000000ull)
+               : (sc == 0u && (flags & GP_MX_TORCHAO)) ? 1.0 : gp_sc_pow2(127 - (int)sc);
+    if (sc == 255u)
+        return 0.0;
+    return gp_sc_pow2(127 - ((sc == 0u && (flags & GP_MX_TORCHAO)) ? 1 : (int)sc));
+}
+
 /* Quantize one MX block x[0..n) (n <= 32; a tensor's last block may be shorter) to
  * element format e under rule r and flags: writes the elements' codes to codes[0..n)
  * and returns the scale code. Elements: the fp32 quotient (FLOOR/CEIL/EVEN: x / X'
@@ -249,14 +265,7 @@ GP_ARITH uint32_t gp_mx_quantize(gp_elem e, gp_mx_rule r, int flags, const float
                                  uint64_t seed, uint64_t stream, uint64_t index0, uint8_t *codes, unsigned *ev)
 {
     uint32_t sc = gp_mx_scale(e, r, gp_sc_amax(x, n, 1));
-    double mul; /* x * mul: exact unless the quotient is an fp32 subnormal */
-    if (r == GP_MX_RCEIL)
-        mul = sc == 255u ? gp_f64_from_bits(0x7ff8000000000000ull)
-              : (sc == 0u && (flags & GP_MX_TORCHAO)) ? 1.0 : gp_sc_pow2(127 - (int)sc);
-    else if (sc == 255u)
-        mul = 0.0; /* torchao divides by inf; the block is NaN on dequantizing anyway */
-    else
-        mul = gp_sc_pow2(127 - ((sc == 0u && (flags & GP_MX_TORCHAO)) ? 1 : (int)sc));
+    double mul = gp_mx_mul(r, flags, sc); /* x * mul: exact unless the quotient is an fp32 subnormal */
     for (int k = 0; k < n; k++) {
         uint32_t rb = mode == GP_STOCHASTIC ? gp_rand_u32(seed, stream, index0 + (uint64_t)k) : 0u;
         codes[k] = (uint8_t)gp_elem_cast(e, gp_sc_f32((double)x[k] * mul), 1, mode, rb, ev ? ev + k : ev);
@@ -280,6 +289,28 @@ GP_ARITH float gp_nvfp4_tensor_scale(float amax)
     return gp_sc_f32((double)amax / 2688.0);
 }
 
+/* The multiplier of an NVFP4 block's elements under the e4m3 scale s (its value) and the
+ * tensor scale ts: fp32(1 / s) single level, fp32(fp32(1 / ts) / s) two level. */
+GP_ARITH float gp_nvfp4_mul(double s, int two_level, float ts)
+{
+    return two_level ? gp_sc_f32((double)gp_sc_f32(1.0 / (double)ts) / s) : gp_sc_f32(1.0 / s);
+}
+
+/* The e4m3 scale code of an NVFP4 block x[0..n) (n <= 16) and, in *r, its elements'
+ * multiplier, as gp_nvfp4_quantize below computes them (torchao's nvfp4_quantize). */
+GP_ARITH uint32_t gp_nvfp4_scale(const float *x, int n, int two_level, float ts, float *r)
+{
+    float b = gp_sc_f32((double)gp_sc_amax(x, n, 1) / 6.0);
+    float bs = two_level ? gp_sc_f32((double)b / (double)ts) : b;
+    if (bs < 0.015625f)
+        bs = 0.015625f;
+    if (bs > 448.0f)
+        bs = 448.0f;
+    uint32_t sc = gp_fmt_from_f64_bits(GP_FP8_E4M3, gp_f64_bits((double)bs), GP_RNE, 0, 0, (unsigned *)0);
+    *r = gp_nvfp4_mul(gp_elem_to_f64(GP_EL_E4M3, sc), two_level, ts);
+    return sc;
+}
+
 /* Quantize one NVFP4 block x[0..n) (n <= 16) as torchao's nvfp4_quantize: b =
  * fp32(amax / 6); single level (two_level 0): s = e4m3(clamp(b, 2^-6, 448)), elements
  * fp32(x * fp32(1 / s)); two level: s = e4m3(clamp(fp32(b / ts), 2^-6, 448)), elements
@@ -289,15 +320,8 @@ GP_ARITH float gp_nvfp4_tensor_scale(float amax)
 GP_ARITH uint32_t gp_nvfp4_quantize(const float *x, int n, int two_level, float ts, gp_rmode mode, uint64_t seed,
                                     uint64_t stream, uint64_t index0, uint8_t *codes, unsigned *ev)
 {
-    float b = gp_sc_f32((double)gp_sc_amax(x, n, 1) / 6.0);
-    float bs = two_level ? gp_sc_f32((double)b / (double)ts) : b;
-    if (bs < 0.015625f)
-        bs = 0.015625f;
-    if (bs > 448.0f)
-        bs = 448.0f;
-    uint32_t sc = gp_fmt_from_f64_bits(GP_FP8_E4M3, gp_f64_bits((double)bs), GP_RNE, 0, 0, (unsigned *)0);
-    double s = gp_elem_to_f64(GP_EL_E4M3, sc);
-    float r = two_level ? gp_sc_f32((double)gp_sc_f32(1.0 / (double)ts) / s) : gp_sc_f32(1.0 / s);
+    float r;
+    uint32_t sc = gp_nvfp4_scale(x, n, two_level, ts, &r);
     for (int k = 0; k < n; k++) {
         uint32_t rb = mode == GP_STOCHASTIC ? gp_rand_u32(seed, stream, index0 + (uint64_t)k) : 0u;
         codes[k] = (uint8_t)gp_elem_cast(GP_EL_E2M1, gp_sc_f32((double)x[k] * (double)r), 1, mode, rb,
@@ -342,6 +366,19 @@ typedef struct {
     int margin;       /* GP_SC_DELAYED: TE's margin (default 0) */
 } gp_scaled_cfg;
 
+/* Dequantize code v of recipe c in a block whose scale is sc (MX: the E8M0 code; NVFP4:
+ * the e4m3 code) or s (the fp8 kinds' fp32 multiplier); ts: NVFP4's tensor scale. */
+GP_ARITH float gp_scaled_dequant(const gp_scaled_cfg *c, uint32_t v, uint32_t sc, float s, float ts)
+{
+    switch (c->kind) {
+    case GP_SC_MX: return gp_mx_dequant(c->elem, v, sc);
+    case GP_SC_NVFP4: return gp_nvfp4_dequant(v, sc, c->two_level, ts);
+    case GP_SC_BLOCK_1X128:
+    case GP_SC_BLOCK_128X128: return gp_fp8_dequant_mul(c->elem, v, s);
+    default: return gp_fp8_dequant_div(c->elem, v, s);
+    }
+}
+
 /* Quantize the w consecutive elements x[0..w) of one row block of recipe c (MX: w <= 32,
  * NVFP4: w <= 16, GP_SC_BLOCK_1X128: w <= 128, its s from their amax; the per-tensor and
  * 128x128 kinds: a row's part of a block whose multiplier `given` the caller computed):
@@ -367,20 +404,71 @@ GP_ARITH float gp_scaled_row_block(const gp_scaled_cfg *c, const float *x, int w
         for (int k = 0; k < w; k++) {
             if (codes)
                 codes[k] = q[k];
-            y[k] = c->kind == GP_SC_MX ? gp_mx_dequant(c->elem, q[k], sc) : gp_nvfp4_dequant(q[k], sc, c->two_level, ts);
+            y[k] = gp_scaled_dequant(c, q[k], sc, 0.0f, ts);
         }
         return sv;
     }
     float s = c->kind == GP_SC_BLOCK_1X128 ? gp_fp8_scale_current(c->elem, gp_sc_amax(x, w, 1), c->pow2) : given;
-    int mul = c->kind == GP_SC_BLOCK_1X128 || c->kind == GP_SC_BLOCK_128X128;
     for (int k = 0; k < w; k++) {
         uint32_t rb = c->mode == GP_STOCHASTIC ? gp_rand_u32(seed, stream, index0 + (uint64_t)k) : 0u;
         uint32_t v = gp_fp8_quantize(c->elem, x[k], s, c->sat, c->mode, rb, ev ? ev + k : ev);
         if (codes)
             codes[k] = (uint8_t)v;
-        y[k] = mul ? gp_fp8_dequant_mul(c->elem, v, s) : gp_fp8_dequant_div(c->elem, v, s);
+        y[k] = gp_scaled_dequant(c, v, 0u, s, ts);
     }
     return s;
+}
+
+/* The rounding cells of one row block that gp_scaled_row_block quantized under recipe c:
+ * x[0..w) its input, codes[0..w) and y[0..w) what it wrote, sv the scale it returned, ts
+ * NVFP4's tensor scale. Element k's fp32 value in element units, q = fp32(x[k] * m) with the
+ * block's multiplier m (made from sv as the quantizers make it: gp_mx_mul, gp_nvfp4_mul, or
+ * the fp8 kinds' s), lies between the codes just toward zero and just away from zero (one
+ * of them is codes[k]: a rounding under any mode stores one of the two); lo[k] and hi[k]
+ * are those codes dequantized (lo = hi = y[k] where q is a code's value), f[k] in [0, 1)
+ * the position of q between them in element units, (|q| - |lo's value|) / (|hi's value| -
+ * |lo's value|), exactly (0 where q is a code's value). An unbiased rounding stores hi with
+ * probability f; GP_STOCHASTIC does with floor(f 2^32) / 2^32 (gp_fmt_round_info). A q past
+ * the element's largest value (saturated or, :nosat, non-finite) or NaN has no cell: lo =
+ * hi = NaN, f = 0. */
+GP_ARITH void gp_scaled_row_cells(const gp_scaled_cfg *c, const float *x, int w, const uint8_t *codes,
+                                  const float *y, float sv, float ts, float *lo, float *hi, double *f)
+{
+    uint32_t sc = 0u;
+    double m = (double)sv;
+    if (c->kind == GP_SC_MX) {
+        sc = sv != sv ? 255u : (uint32_t)(gp_sc_ilog2_f32(sv) + 127);
+        m = gp_mx_mul(c->rule, c->torchao ? GP_MX_TORCHAO : 0, sc);
+    } else if (c->kind == GP_SC_NVFP4) {
+        sc = gp_fmt_from_f64_bits(GP_FP8_E4M3, gp_f64_bits((double)sv), GP_RNE, 0, 0, (unsigned *)0);
+        m = (double)gp_nvfp4_mul((double)sv, c->two_level, ts);
+    }
+    gp_elem e = c->kind == GP_SC_NVFP4 ? GP_EL_E2M1 : c->elem;
+    double mx = gp_elem_max(e);
+    for (int k = 0; k < w; k++) {
+        double q = (double)gp_sc_f32((double)x[k] * m), a = q < 0 ? -q : q;
+        f[k] = 0.0;
+        lo[k] = hi[k] = y[k];
+        if (!(a <= mx)) {
+            lo[k] = hi[k] = gp_f32_from_bits(0x7fc00000u);
+            continue;
+        }
+        double v = gp_elem_to_f64(e, codes[k]);
+        v = v < 0 ? -v : v;
+        if (v == a)
+            continue;
+        uint32_t other = v < a ? codes[k] + 1u : codes[k] - 1u; /* sign-magnitude codes, |q| < max */
+        double o = gp_elem_to_f64(e, other);
+        o = o < 0 ? -o : o;
+        float d = gp_scaled_dequant(c, other, sc, sv, ts);
+        if (v < a) {
+            hi[k] = d;
+            f[k] = (a - v) / (o - v);
+        } else {
+            lo[k] = d;
+            f[k] = (a - o) / (v - o);
+        }
+    }
 }
 
 #endif
