@@ -108,7 +108,7 @@ def test_collapse_raise_and_warn(tmp_path, replay):
     model, opt, sched = _bf16_run()
     with pytest.raises(gpt.MonitorAlert) as e:
         with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path / "r", reduction="token_mean",
-                         accumulation_steps=A, thresholds=TH,
+                         accumulation_steps=A, thresholds=TH, background=False,
                          on_alert="raise") as mon:
             _loop(mon, model, opt, sched, DROP + 2)
     a = e.value.alert
@@ -128,10 +128,11 @@ def test_collapse_raise_and_warn(tmp_path, replay):
 
 
 def test_background_gives_the_same_records_a_step_later(tmp_path, replay):
-    """background=True: each step closes on the monitor's thread while the next trains.
-    The log is the synchronous monitor's, byte for byte (the same sessions' results: the
-    runner's thread count does not change them); a record, and its alert, come when the
-    next step closes, at flush(), or on leaving the block; 'raise' then raises there."""
+    """background=True (the default): each step closes on the monitor's thread while the
+    next trains. The log is the synchronous monitor's (background=False), byte for byte
+    (the same sessions' results: the runner's thread count does not change them); a
+    record, and its alert, come when the next step closes, at flush(), or on leaving the
+    block; 'raise' then raises there."""
     def run(out, **kw):
         model, opt, sched = _bf16_run()
         got, seen = [], []
@@ -140,13 +141,13 @@ def test_background_gives_the_same_records_a_step_later(tmp_path, replay):
             for s in range(DROP + 2):
                 _loop(mon, model, opt, sched, 1, seed0=s)
                 seen.append(mon.records)
-            if kw:
+            if not kw:
                 mon.flush()
                 assert mon.records == DROP + 2   # flush() waited for the last step's close
         return got, seen
 
-    got_sync, seen_sync = run(tmp_path / "sync")
-    got_bg, seen_bg = run(tmp_path / "bg", background=True)
+    got_sync, seen_sync = run(tmp_path / "sync", background=False)
+    got_bg, seen_bg = run(tmp_path / "bg")
     with open(tmp_path / "sync" / "monitor.jsonl", "rb") as f, open(tmp_path / "bg" / "monitor.jsonl", "rb") as g:
         assert f.read() == g.read()
     assert seen_sync == list(range(1, DROP + 3))
@@ -158,7 +159,7 @@ def test_background_gives_the_same_records_a_step_later(tmp_path, replay):
     steps_done = []
     with pytest.raises(gpt.MonitorAlert) as e:
         with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path / "r", reduction="token_mean",
-                         accumulation_steps=A, thresholds=TH, on_alert="raise", background=True) as mon:
+                         accumulation_steps=A, thresholds=TH, on_alert="raise") as mon:
             for s in range(DROP + 3):
                 _loop(mon, model, opt, sched, 1, seed0=s)
                 steps_done.append(s)

@@ -220,7 +220,7 @@ class Monitor:
 
     def __init__(self, model, optimizer=None, scaler=None, every=1, sample=None, out="gradprec-monitor",
                  reduction="mean", accumulation_steps=None, thresholds=None, on_alert="warn", writer=None,
-                 params=None, master=None, seed=0, status=None, background=False):
+                 params=None, master=None, seed=0, status=None, background=True):
         from . import REDUCTIONS
 
         if not isinstance(every, int) or isinstance(every, bool) or every < 1:
@@ -648,11 +648,13 @@ def monitor(model: Any, optimizer: Any = None, scaler: Any = None, every: int = 
     writer: a torch.utils.tensorboard.SummaryWriter: each record's metrics as scalars
       gradprec/METRIC and gradprec/METRIC/TENSOR at the step.
     status: True/False forces the one-line status on stderr (default: only on a TTY).
-    background: True closes each monitored step on a thread of its own while training goes
-      on (the feeds stay in the step: they copy what the step computed); the record, the
-      scalars and the alerts of step S then come when step S's successor closes, at
-      flush(), or on leaving the block. The same records, one step later, on one runner
-      thread beside training (docs/monitor.md, "Cost")."""
+    background: True (the default) closes each monitored step on a thread of its own while
+      training goes on (the feeds stay in the step: they copy what the step computed); the
+      record, the scalars and the alerts of step S then come when the next monitored step
+      closes, at flush(), or on leaving the block. The same records, one monitored step
+      later, on one runner thread beside training. False closes the step inside its
+      optimizer.step(), on torch's thread count: each record and alert at once
+      (docs/monitor.md, "Cost")."""
     return Monitor(model, optimizer=optimizer, scaler=scaler, every=every, sample=sample, out=out,
                    reduction=reduction, accumulation_steps=accumulation_steps, thresholds=thresholds,
                    on_alert=on_alert, writer=writer, **kw)
