@@ -64,16 +64,6 @@ int gp_sample_indices(uint64_t seed, uint64_t stream, uint64_t M, uint64_t n, ui
     return 0;
 }
 
-void gp_ratio_add(gp_ratio_sums *s, double y, double x)
-{
-    s->n += 1;
-    s->sy += y;
-    s->sx += x;
-    s->syy += y * y;
-    s->sxy += x * y;
-    s->sxx += x * x;
-}
-
 void gp_ratio_merge(gp_ratio_sums *a, const gp_ratio_sums *b)
 {
     a->n += b->n;
