@@ -95,8 +95,8 @@ def same_bits(a, b):
     return (a.view(np.uint32) == b.view(np.uint32)) | (np.isnan(a) & np.isnan(b))
 
 
-def report(what, n):
-    print("%s: %d values compared bit for bit" % (what, n))
+def report(what, n, how="bit for bit"):
+    print("%s: %d values compared %s" % (what, n, how))
 
 
 # ---- element casts against ml_dtypes ----
@@ -257,7 +257,7 @@ def test_nvfp4_stochastic_rounding_is_unbiased():
         assert (np.isclose(a, lo, rtol=2.0**-20, atol=0) | np.isclose(a, hi, rtol=2.0**-20, atol=0)).all()
     assert not same_bits(seen[0], seen[1]).all()
     assert same_bits(formats.quantize(x, "nvfp4:sr", seed=3)[0], formats.quantize(x, "nvfp4:sr", seed=3)[0]).all()
-    report("NVFP4 stochastic rounding (statistical, not bitwise)", n * x.size)
+    report("NVFP4 stochastic rounding", n * x.size, "statistically (each draw a neighbour, the mean within its bound)")
 
 
 # ---- fp8 with fp32 scales against torchao.float8 ----
