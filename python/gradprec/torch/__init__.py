@@ -386,7 +386,7 @@ class Capture:
         master): `where` is "state" (when the capture began; nothing before the first step)
         or "step<S>" (after step S: then also param, and zeros for a state not made yet).
         Returns torch's step count, or None where there is no state."""
-        plan, p, sel = self._plan, dict(self.params)[n], self._sel[n]
+        plan, p, sel = self._plan, self.params[t][1], self._sel[n]
         st = plan.state(t)
         q = plan.opt_tensors[t]
         shape = list(p.shape)

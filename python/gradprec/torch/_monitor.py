@@ -22,6 +22,7 @@ state holds one flag per (metric, tensor).
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Dict, Iterator, Optional
 import json
 import math
@@ -164,6 +165,12 @@ def _bounds(thresholds):
 _ENTRY = re.compile(r"^(.*)/(?:(weight)|state/(\w+)|step\d+/(mb)\d+|step\d+/(\w+))$")
 
 
+@functools.lru_cache(maxsize=8192)
+def _entry(name):
+    """capture's entry name split as _ENTRY's groups (the same few names every step)."""
+    return _ENTRY.match(name).groups()
+
+
 class _StepFeed(Capture):
     """One monitored step: capture's hooks, checks and scenario, each entry fed to the
     monitor's Stream instead of a spool file (tensor t of the capture is tensor t of the
@@ -187,7 +194,7 @@ class _StepFeed(Capture):
         return self._chosen[t]
 
     def _put(self, entry, t, sel, shape):
-        name, weight, state, mb, after = _ENTRY.match(entry).groups()
+        name, weight, state, mb, after = _entry(entry)
         flat = t.detach()
         if flat.device.type != "cpu" or not flat.is_contiguous():
             flat = flat.reshape(-1)
