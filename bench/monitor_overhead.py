@@ -9,12 +9,13 @@ background=True: each step closes on the monitor's thread while the next trains)
 the same with background=False (closed inside optimizer.step()), and against
 monitor(every=10, sample=4096), each pair a fresh copy of the same model and data. The two
 loops of a pair alternate in R rounds (default 8) of S steps each (default 20, so every=10
-monitors two steps a round, one of them not the round's first: the first step after the
-other loop's round runs slower for both), so a change in the machine's load falls on both alike:
-step by step for background=False; a round of each in turn for background=True (step by
+monitors two steps a round), so a change in the machine's load falls on both alike: step
+by step for background=False and for every=10, whose background close is waited for
+(flush()) inside the monitored step itself (no credit for overlapping the next step: an
+upper bound of its cost); a round of each in turn for every=1 in the background (step by
 step, a close running in the background would overlap the other loop's step and be
-charged to it), with the round's last close waited for (flush()) inside the monitored
-loop's last step. (Pairs, not all at once: interleaved after an every=1 step, the every=10
+charged to it), with the round's last close waited for inside the monitored loop's last
+step. (Pairs, not all at once: interleaved after an every=1 step, the every=10
 loop's own steps measured 30-40% slower, the aftermath of the other loop's monitored step,
 not its own cost.) A step's time is its micro-batches' forward
 and backward plus optimizer.step() (the monitor's capture, replay and log happen inside
@@ -109,6 +110,17 @@ class Loop:
         self.monitored.append(self.mon is not None and self.mon.records > r0)
 
 
+def wait_close(lp):
+    """Waits for the close of lp's monitor running in the background (flush()), in lp's
+    last step's time; that step counts as monitored when a record came."""
+    r0, c0, t0 = lp.mon.records, time.process_time(), time.perf_counter()
+    lp.mon.flush()
+    lp.times[-1] += time.perf_counter() - t0
+    lp.cpu[-1] += time.process_time() - c0
+    if lp.mon.records > r0:
+        lp.monitored[-1] = True
+
+
 def rss_mib():
     """This process's resident memory now (VmRSS), MiB."""
     with open("/proc/self/status") as f:
@@ -199,7 +211,7 @@ def main():
                     lp.monitored.clear()
                 rss = []
                 for r in range(a.rounds):
-                    if kw.get("background"):
+                    if kw.get("background") and kw["every"] == 1:
                         # a whole round of each in turn: interleaved step by step, the close
                         # running in the background would overlap the other loop's step and
                         # be charged to it; the round's last close is waited for, in the
@@ -207,14 +219,17 @@ def main():
                         for lp in loops:
                             for _ in range(a.steps):
                                 lp.step()
-                        c0, t0 = time.process_time(), time.perf_counter()
-                        loops[1].mon.flush()
-                        loops[1].times[-1] += time.perf_counter() - t0
-                        loops[1].cpu[-1] += time.process_time() - c0
+                        wait_close(loops[1])
                     else:
                         for _ in range(a.steps):
                             for lp in loops:   # one step of each in turn
                                 lp.step()
+                                if kw.get("background") and lp.mon is not None:
+                                    # every > 1: the close waited for inside the monitored
+                                    # step itself (no credit for overlapping the next step:
+                                    # an upper bound of its cost), so that the loops can be
+                                    # interleaved step by step
+                                    wait_close(lp)
                     rss.append(rss_mib())
             base = sum(loops[0].times) / len(loops[0].times)
             cpu_base = sum(loops[0].cpu) / len(loops[0].cpu)
