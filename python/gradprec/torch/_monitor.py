@@ -21,6 +21,7 @@ state holds one flag per (metric, tensor).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 from typing import Any, Dict, Iterator, Optional
@@ -261,7 +262,7 @@ class Monitor:
         self._stream = None           # the gradprec.Stream the next monitored step feeds
         self._streams = []            # every Stream (two with background=True: one closing, one fed)
         self._pool = None             # background=True: the one thread that closes steps
-        self._pending = None          # background=True: (future, step, tokens, scale) of the step closing
+        self._pending = None          # background=True: (future, step, tokens, scale, stream) of the step closing
         self._sel = None
         self._outside = {}            # (metric, tensor or None) -> True while outside its bounds
         self._hooks = []
@@ -287,7 +288,6 @@ class Monitor:
         skel = self._skeleton(cap)
         if self.background:
             self._streams = [Stream(skel, jobs=1), Stream(skel, jobs=1)]
-            import concurrent.futures
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gradprec-monitor")
         else:
             self._streams = [Stream(skel, jobs=max(1, _torch.get_num_threads()))]
@@ -491,12 +491,16 @@ class Monitor:
         if self._pool is None:
             self._judge(step, res[0], tokens, scale)
         elif previous is not None:  # one step behind: the thread closes the steps in order
-            self._judge(step=previous[1], s=previous[0].result()[0], tokens=previous[2], scale=previous[3])
+            self._judge_closed(previous)
 
     def _collect(self, quiet=False):
         """background=True: waits for the step closing and judges it (quiet: logs it, no alerts)."""
-        fut, step, tokens, scale, _ = self._pending
-        self._pending = None
+        pending, self._pending = self._pending, None
+        self._judge_closed(pending, quiet)
+
+    def _judge_closed(self, pending, quiet=False):
+        """Waits for a background close (a _pending tuple) and judges its step."""
+        fut, step, tokens, scale, _ = pending
         self._judge(step, fut.result()[0], tokens, scale, quiet)
 
     def _judge(self, step, s, tokens, scale, quiet=False):
