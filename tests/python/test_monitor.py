@@ -20,6 +20,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import warnings
 
 import pytest
@@ -168,6 +169,22 @@ def test_background_gives_the_same_records_a_step_later(tmp_path, replay):
     # the record of the step closing when it raised is written too, its alerts not raised
     assert [r["step"] for r in _records(tmp_path / "r")] == list(range(DROP + 2))
     assert os.listdir(tmp_path / "r") == ["monitor.jsonl"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_background_thread_yields_to_training(tmp_path, replay):
+    """The closing thread runs at nice 19 (the lowest CPU priority), this thread alone:
+    training's threads keep their priority (setpriority(2): on Linux a thread's nice value
+    is its own)."""
+    import threading
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    model, opt, sched = _bf16_run()
+    with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path, reduction="token_mean",
+                     accumulation_steps=A) as mon:
+        _loop(mon, model, opt, sched, 1)
+        nice = mon._pool.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result()
+    assert nice == 19
+    assert os.getpriority(os.PRIO_PROCESS, 0) == base
 
 
 def test_healthy_run_raises_nothing(tmp_path, replay):

@@ -30,6 +30,7 @@ import math
 import os
 import re
 import sys
+import threading
 import warnings
 
 from .. import Stream
@@ -117,6 +118,16 @@ def _clean(x):
     return x
 
 
+def _json_line(rec):
+    """rec as one JSON line: json.dumps of rec itself when every float in it is finite
+    (the usual record: its metrics come through _num), else of _clean(rec). Either gives
+    the same text for such a record; the walk of _clean is only paid when it changes it."""
+    try:
+        return json.dumps(rec, allow_nan=False)
+    except ValueError:
+        return json.dumps(_clean(rec), allow_nan=False)
+
+
 def _last_step(path):
     """The step of the last record of the log at path; None when there is no log or it is
     empty. Reads backwards from the end (a record can be long; the log can be large)."""
@@ -170,6 +181,20 @@ _ENTRY = re.compile(r"^(.*)/(?:(weight)|state/(\w+)|step\d+/(mb)\d+|step\d+/(\w+
 def _entry(name):
     """capture's entry name split as _ENTRY's groups (the same few names every step)."""
     return _ENTRY.match(name).groups()
+
+
+def _yield_to_training():
+    """The closing thread's initializer: on Linux, this thread alone (the nice value is a
+    per-thread attribute there; setpriority(2)) at the lowest CPU priority, nice 19, so
+    that it runs on the cycles training leaves idle and takes few from training's threads
+    when every core is busy. The step it closes waits for it at the latest one monitored
+    step later (then training's threads are idle and it gets a core). Results do not
+    depend on it. Elsewhere (where a thread id is not a process id) it does nothing."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except OSError:  # not permitted in this container: normal priority
+            pass
 
 
 class _StepFeed(Capture):
@@ -288,7 +313,8 @@ class Monitor:
         skel = self._skeleton(cap)
         if self.background:
             self._streams = [Stream(skel, jobs=1), Stream(skel, jobs=1)]
-            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gradprec-monitor")
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gradprec-monitor",
+                                                               initializer=_yield_to_training)
         else:
             self._streams = [Stream(skel, jobs=max(1, _torch.get_num_threads()))]
         self._stream = self._streams[0]
@@ -509,7 +535,7 @@ class Monitor:
         rec = self._record(step, s, tokens, scale)
         alerts = self._alerts(step, s)
         rec["alerts"] = [a.as_dict() for a in alerts]
-        self._log.write(json.dumps(_clean(rec), allow_nan=False) + "\n")
+        self._log.write(_json_line(rec) + "\n")
         self._log.flush()
         self.records += 1
         self.last = rec
