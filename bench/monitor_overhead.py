@@ -110,11 +110,36 @@ class Loop:
         self.monitored.append(self.mon is not None and self.mon.records > r0)
 
 
+# every=1 in the background: how often the training thread found the previous step's
+# close done when it came to log it (in the next monitored step's optimizer.step()), and
+# how long it waited otherwise; a round's last close, waited for by wait_close(), is not
+# counted (bench-only instrumentation of the monitor's private _judge_closed)
+CLOSES = {"judged": 0, "done": 0, "wait": 0.0, "counting": True}
+
+
+def count_closes():
+    M = gpt._monitor.Monitor
+    judge = M._judge_closed
+
+    def timed(self, pending, quiet=False):
+        if CLOSES["counting"]:
+            fut = pending[0]
+            CLOSES["judged"] += 1
+            CLOSES["done"] += fut.done()
+            t0 = time.perf_counter()
+            fut.result()
+            CLOSES["wait"] += time.perf_counter() - t0
+        return judge(self, pending, quiet)
+    M._judge_closed = timed
+
+
 def wait_close(lp):
     """Waits for the close of lp's monitor running in the background (flush()), in lp's
     last step's time; that step counts as monitored when a record came."""
     r0, c0, t0 = lp.mon.records, time.process_time(), time.perf_counter()
+    CLOSES["counting"] = False
     lp.mon.flush()
+    CLOSES["counting"] = True
     lp.times[-1] += time.perf_counter() - t0
     lp.cpu[-1] += time.process_time() - c0
     if lp.mon.records > r0:
@@ -194,6 +219,7 @@ def main():
     print("torch %s, %d threads; model: %d parameters in %d tensors, bf16, K = %d micro-batches of %d tokens"
           % (torch.__version__, torch.get_num_threads(), sum(p.numel() for p in SmallLM().parameters()),
              len(list(SmallLM().parameters())), K, BATCH * SEQ), flush=True)
+    count_closes()
     tmp = tempfile.mkdtemp(prefix="gp-monitor-bench-")
     settings = {"1s": ("every=1, sample=4096, background=False", {"every": 1, "sample": 4096, "background": False}),
                 "1": ("every=1, sample=4096", {"every": 1, "sample": 4096, "background": True}),
@@ -253,6 +279,9 @@ def main():
             est = ((every - 1) * (med(tu) if tu else 0.0) + med(tm)) / (every * med(loops[0].times))
             print("  median-based ratio %.3f (monitored step %.1f ms, other steps %s ms, unmonitored loop %.1f ms)"
                   % (est, 1e3 * med(tm), "%.1f" % (1e3 * med(tu)) if tu else "-", 1e3 * med(loops[0].times)))
+            if kw.get("background") and every == 1 and CLOSES["judged"]:
+                print("  the previous step's close was done when training came to log it in %d of %d steps "
+                      "(mean wait %.2f ms)" % (CLOSES["done"], CLOSES["judged"], 1e3 * CLOSES["wait"] / CLOSES["judged"]))
             h = a.rounds // 2
             print("  %s: %d monitored steps logged; RSS %.1f MiB at step %d (round %d), %.1f MiB at step %d (round %d); "
                   "peak %.0f MiB" % (label, loops[1].mon.records, rss[h - 1], h * a.steps, h, rss[-1],
