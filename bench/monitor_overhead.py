@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""monitor_overhead.py [--steps S] [--rounds R] [--every 1,10] — the cost of gradprec.torch.monitor inside
+"""monitor_overhead.py [--steps S] [--rounds R] [--every 1,1s,10] [--nice N] — the cost of gradprec.torch.monitor inside
 training (issue 26, item 5; bench/README.md). Builds a small transformer of its own in torch
 (nothing downloaded: token embedding, 2 pre-norm encoder layers of width 256 with 4 heads
 and a 1024-wide feed-forward, an output head over 1024 tokens; bf16 parameters, AdamW, K = 2
@@ -27,8 +27,11 @@ all steps, and the median and range of the per-round ratios), a median-based rat
 median step): what the mean would be without the stalls other work on a shared machine
 causes), and the peak resident memory growth between the first and the last round (bounded:
 the monitor keeps one step's capture at a time). Targets: <= 1.05 at every=10, <= 1.25 at
-every=1 (issue 26); reported, not enforced (exit 0 either way). --profile N times the
-parts of N synchronous (background=False) monitored steps.
+every=1 (issue 26); reported, not enforced (exit 0 either way). For every=1 in the
+background it also prints how often the previous step's close was done when training came
+to log it, and the mean wait. --profile N times the parts of N synchronous
+(background=False) monitored steps; --nice N runs the background close at nice N (Linux;
+the monitor's default is gradprec.torch._monitor.NICE, 10).
 
 Run from the repository root with the build's library:
   PYTHONPATH=$PWD/python GRADPREC_LIB=$PWD/build/libgradprec.so \\
@@ -212,8 +215,13 @@ def main():
                     help="the monitored settings beside the plain loop, of 1, 10 (the default background=True) and "
                          "1s (every=1, background=False)")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="time the parts of N monitored steps")
+    ap.add_argument("--nice", type=int, default=None, metavar="N",
+                    help="the background close's nice value (Linux; default the monitor's, %d)" % gpt._monitor.NICE)
     a = ap.parse_args()
-    print(host_line() + "; OMP_WAIT_POLICY=%s" % os.environ.get("OMP_WAIT_POLICY"), flush=True)
+    if a.nice is not None:
+        gpt._monitor.NICE = a.nice
+    print(host_line() + "; OMP_WAIT_POLICY=%s; background close at nice %d" % (os.environ.get("OMP_WAIT_POLICY"),
+                                                                            gpt._monitor.NICE), flush=True)
     if a.profile:
         return profile(a.profile)
     print("torch %s, %d threads; model: %d parameters in %d tensors, bf16, K = %d micro-batches of %d tokens"

@@ -173,9 +173,9 @@ def test_background_gives_the_same_records_a_step_later(tmp_path, replay):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
 def test_background_thread_yields_to_training(tmp_path, replay):
-    """The closing thread runs at nice 19 (the lowest CPU priority), this thread alone:
-    training's threads keep their priority (setpriority(2): on Linux a thread's nice value
-    is its own)."""
+    """The closing thread runs at nice 10 (a low CPU priority; or the process's own where
+    that is higher), this thread alone: training's threads keep their priority
+    (setpriority(2): on Linux a thread's nice value is its own)."""
     import threading
     base = os.getpriority(os.PRIO_PROCESS, 0)
     model, opt, sched = _bf16_run()
@@ -183,7 +183,7 @@ def test_background_thread_yields_to_training(tmp_path, replay):
                      accumulation_steps=A) as mon:
         _loop(mon, model, opt, sched, 1)
         nice = mon._pool.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result()
-    assert nice == 19
+    assert nice == max(10, base)
     assert os.getpriority(os.PRIO_PROCESS, 0) == base
 
 

@@ -183,16 +183,28 @@ def _entry(name):
     return _ENTRY.match(name).groups()
 
 
+# The closing thread's nice value (Linux). Under CFS a thread's share of a core against
+# a nice-0 thread is its weight over the sum: nice 10 weighs 110 against 1024, about a
+# tenth of the core. bench/monitor_overhead.py --every 1 --nice N (2026-11-29, two runs
+# each, bench/README.md): nice 0 1.19 and 1.12, 5 1.16 and 1.17, 10 1.12 and 1.07, 19 1.08
+# and 1.07. 10 rather than 19: when every core is busy with normal-priority work (not
+# training's own threads: they are idle while training waits for a close) a close that
+# training waits for still gets about a tenth of a core, not about 1.5% (nice 19, weight
+# 15), and an unprivileged thread cannot lower its nice value again to end such a wait.
+NICE = 10
+
+
 def _yield_to_training():
     """The closing thread's initializer: on Linux, this thread alone (the nice value is a
-    per-thread attribute there; setpriority(2)) at the lowest CPU priority, nice 19, so
-    that it runs on the cycles training leaves idle and takes few from training's threads
-    when every core is busy. The step it closes waits for it at the latest one monitored
-    step later (then training's threads are idle and it gets a core). Results do not
-    depend on it. Elsewhere (where a thread id is not a process id) it does nothing."""
+    per-thread attribute there; setpriority(2)) at nice NICE, a low CPU priority, so that
+    it runs on the cycles training leaves idle and takes few from training's threads when
+    every core is busy. The step it closes waits for it at the latest one monitored step
+    later. Results do not depend on it. Elsewhere (where a thread id is not a process id)
+    it does nothing."""
     if sys.platform.startswith("linux"):
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                           max(NICE, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
         except OSError:  # not permitted in this container: normal priority
             pass
 
