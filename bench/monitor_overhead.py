@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""monitor_overhead.py [--steps S] [--rounds R] [--every 1,1s,10] [--nice N] — the cost of gradprec.torch.monitor inside
-training (issue 26, item 5; bench/README.md). Builds a small transformer of its own in torch
+"""monitor_overhead.py [--steps S] [--rounds R] [--every 1,1s,10] [--nice N] — the cost of
+gradprec.torch.monitor inside training (issue 26, item 5; bench/README.md). Builds a small transformer of its own in torch
 (nothing downloaded: token embedding, 2 pre-norm encoder layers of width 256 with 4 heads
 and a 1024-wide feed-forward, an output head over 1024 tokens; bf16 parameters, AdamW, K = 2
 micro-batches of 4 x 64 tokens per optimizer step) and trains copies of it side by side in
@@ -289,7 +289,8 @@ def main():
                   % (est, 1e3 * med(tm), "%.1f" % (1e3 * med(tu)) if tu else "-", 1e3 * med(loops[0].times)))
             if kw.get("background") and every == 1 and CLOSES["judged"]:
                 print("  the previous step's close was done when training came to log it in %d of %d steps "
-                      "(mean wait %.2f ms)" % (CLOSES["done"], CLOSES["judged"], 1e3 * CLOSES["wait"] / CLOSES["judged"]))
+                      "(mean wait %.2f ms)"
+                      % (CLOSES["done"], CLOSES["judged"], 1e3 * CLOSES["wait"] / CLOSES["judged"]))
             h = a.rounds // 2
             print("  %s: %d monitored steps logged; RSS %.1f MiB at step %d (round %d), %.1f MiB at step %d (round %d); "
                   "peak %.0f MiB" % (label, loops[1].mon.records, rss[h - 1], h * a.steps, h, rss[-1],
