@@ -61,14 +61,17 @@ GP_AT_INLINE int all_below(gp_format f, const void *p, size_t n, uint32_t lim)
     return !bad;
 }
 
-GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old, const void *acc, const void *grad,
-                        size_t n, double scale, double inv, double errw, double *const *err, double *restrict te2,
-                        gp_attrib_counts *cnt, uint32_t *const *el)
+/* The loop over one block. Every array a parameter of its own, restrict: the arrays do not
+ * overlap (gp_attrib.h), and as restrict parameters the compiler can see it (as restrict
+ * locals taken from err[] and el[] it could not, and left the loop scalar). */
+GP_AT_INLINE void block_arrays(gp_format af, gp_format gf, int divide, int counting, const void *restrict old,
+                               const void *restrict acc, const void *restrict grad, size_t n, double scale,
+                               double inv, double errw, double *restrict eu, double *restrict ea,
+                               double *restrict er, const double *restrict eo, const double *restrict en,
+                               const double *restrict es, double *restrict te2, gp_attrib_counts *cnt,
+                               uint32_t *restrict c_rnd, uint32_t *restrict c_add, uint32_t *restrict c_abs,
+                               uint32_t *restrict c_und)
 {
-    double *restrict eu = err[GP_MECH_UNDERFLOW], *restrict ea = err[GP_MECH_ABSORPTION];
-    double *restrict er = err[GP_MECH_ROUNDING];
-    const double *restrict eo = err[GP_MECH_OVERFLOW], *restrict en = err[GP_MECH_NONFINITE];
-    const double *restrict es = err[GP_MECH_SATURATION];
     gp_fmt_info fi = gp_fmt_get(af);
     const uint32_t magmask = (1u << (fi.width - 1)) - 1u, uthr = 1u << ((fi.p - 1) / 2);
     uint64_t rnz = 0, add = 0, abs = 0, und = 0;
@@ -102,17 +105,29 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
         add += (uint64_t)gnz;
         abs += (uint64_t)ab;
         und += (uint64_t)un;
-        if (el) { /* a constant per call: block is inlined with el NULL and with el set */
-            el[GP_ATTRIB_EL_ROUNDED][i] += (uint32_t)nz;
-            el[GP_ATTRIB_EL_ADD][i] += (uint32_t)gnz;
-            el[GP_ATTRIB_EL_ABSORBED][i] += (uint32_t)ab;
-            el[GP_ATTRIB_EL_UNDERFLOW][i] += (uint32_t)un;
+        if (counting) { /* a constant per instance: inlined with and without the counters */
+            c_rnd[i] += (uint32_t)nz;
+            c_add[i] += (uint32_t)gnz;
+            c_abs[i] += (uint32_t)ab;
+            c_und[i] += (uint32_t)un;
         }
     }
     cnt->rounded_nonzero += rnz;
     cnt->adds_nonzero += add;
     cnt->absorbed += abs;
     cnt->underflow += und;
+}
+
+GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old, const void *acc, const void *grad,
+                        size_t n, double scale, double inv, double errw, double *const *err, double *te2,
+                        gp_attrib_counts *cnt, uint32_t *const *el)
+{
+    uint32_t *none = NULL;
+    block_arrays(af, gf, divide, el != NULL, old, acc, grad, n, scale, inv, errw, err[GP_MECH_UNDERFLOW],
+                 err[GP_MECH_ABSORPTION], err[GP_MECH_ROUNDING], err[GP_MECH_OVERFLOW], err[GP_MECH_NONFINITE],
+                 err[GP_MECH_SATURATION], te2, cnt, el ? el[GP_ATTRIB_EL_ROUNDED] : none,
+                 el ? el[GP_ATTRIB_EL_ADD] : none, el ? el[GP_ATTRIB_EL_ABSORBED] : none,
+                 el ? el[GP_ATTRIB_EL_UNDERFLOW] : none);
 }
 
 #define GP_AT_PAIR(a, g) ((a) * GP_NFORMATS + (g))
