@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """monitor_overhead.py [--steps S] [--rounds R] [--every 1,1s,10] [--nice N] — the cost of
-gradprec.torch.monitor inside training (issue 26, item 5; bench/README.md). Builds a small transformer of its own in torch
-(nothing downloaded: token embedding, 2 pre-norm encoder layers of width 256 with 4 heads
-and a 1024-wide feed-forward, an output head over 1024 tokens; bf16 parameters, AdamW, K = 2
+gradprec.torch.monitor inside training (issue 26, item 5; bench/README.md). Builds a small
+transformer of its own in torch (nothing downloaded: token embedding, 2 pre-norm encoder
+layers of width 256 with 4 heads and a 1024-wide feed-forward, an output head over 1024 tokens; bf16 parameters, AdamW, K = 2
 micro-batches of 4 x 64 tokens per optimizer step) and trains copies of it side by side in
 pairs: without the monitor against monitor(every=1, sample=4096) (the default
 background=True: each step closes on the monitor's thread while the next trains), against

@@ -122,12 +122,11 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
                         size_t n, double scale, double inv, double errw, double *const *err, double *te2,
                         gp_attrib_counts *cnt, uint32_t *const *el)
 {
-    uint32_t *none = NULL;
     block_arrays(af, gf, divide, el != NULL, old, acc, grad, n, scale, inv, errw, err[GP_MECH_UNDERFLOW],
                  err[GP_MECH_ABSORPTION], err[GP_MECH_ROUNDING], err[GP_MECH_OVERFLOW], err[GP_MECH_NONFINITE],
-                 err[GP_MECH_SATURATION], te2, cnt, el ? el[GP_ATTRIB_EL_ROUNDED] : none,
-                 el ? el[GP_ATTRIB_EL_ADD] : none, el ? el[GP_ATTRIB_EL_ABSORBED] : none,
-                 el ? el[GP_ATTRIB_EL_UNDERFLOW] : none);
+                 err[GP_MECH_SATURATION], te2, cnt, el ? el[GP_ATTRIB_EL_ROUNDED] : NULL,
+                 el ? el[GP_ATTRIB_EL_ADD] : NULL, el ? el[GP_ATTRIB_EL_ABSORBED] : NULL,
+                 el ? el[GP_ATTRIB_EL_UNDERFLOW] : NULL);
 }
 
 #define GP_AT_PAIR(a, g) ((a) * GP_NFORMATS + (g))

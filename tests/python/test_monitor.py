@@ -21,6 +21,7 @@ import json
 import math
 import os
 import sys
+import threading
 import warnings
 
 import pytest
@@ -176,7 +177,6 @@ def test_background_thread_yields_to_training(tmp_path, replay):
     """The closing thread runs at nice 10 (a low CPU priority; or the process's own where
     that is higher), this thread alone: training's threads keep their priority
     (setpriority(2): on Linux a thread's nice value is its own)."""
-    import threading
     base = os.getpriority(os.PRIO_PROCESS, 0)
     model, opt, sched = _bf16_run()
     with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path, reduction="token_mean",

@@ -202,9 +202,9 @@ def _yield_to_training():
     later. Results do not depend on it. Elsewhere (where a thread id is not a process id)
     it does nothing."""
     if sys.platform.startswith("linux"):
+        tid = threading.get_native_id()
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
-                           max(NICE, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+            os.setpriority(os.PRIO_PROCESS, tid, max(NICE, os.getpriority(os.PRIO_PROCESS, tid)))
         except OSError:  # not permitted in this container: normal priority
             pass
 
