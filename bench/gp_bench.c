@@ -23,9 +23,13 @@
  *       2x10^5 parameters x 20 steps, ns per parameter-step (both CPU time, best of 2);
  *   (k) the DD AdamW step as dispatched (FMA clone) vs its element function compiled
  *       without FMA (libm fma calls); (l) a libm fma call with the AVX upper halves clean vs
- *       in use; (m) binary64 -> bf16 RNE with events, the fast path vs the general routine.
+ *       in use; (m) binary64 -> bf16 RNE with events, the fast path vs the general routine;
+ *       (n) generation per element; (o) the attribution block vs its per-element
+ *       definition (target <= 0.5: a ratio near 1 says the loop went scalar); (p) the
+ *       in-order sums reports define (a binary64 sum, the DD clipping-norm chain), ns per
+ *       element: floors no reordering may lower.
  * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only | --throughput | --big-optimizer | --distributed]
- * (--adamw-only: (d) alone; --throughput: (i)-(n) alone).
+ * (--adamw-only: (d) alone; --throughput: (i)-(p) alone).
  * Each timing is the best of 5 runs. The first line names the host (CPU model, family,
  * cores, SIMD flags, load average; on stderr with --json). */
 #include <stdio.h>
@@ -38,6 +42,7 @@
 #include "harness/sources/gp_gen_simd.h"
 #include "harness/sources/gp_generate.h"
 #include "harness/scenario/gp_presets.h"
+#include "harness/run/gp_attrib.h"
 #include "harness/run/gp_runner.h"
 #include "kernels/arith/gp_adamw.h"
 #include "reference/gp_adamw_dd.h"
@@ -363,7 +368,114 @@ __attribute__((noinline)) static void dirty_upper(void)
 typedef struct {
     double add_ns, opt_ns, dd_fma_ns, dd_scalar_ns, dd_libm_ns, fma_clean_ns, fma_dirty_ns, rne_fast_ns, rne_gen_ns;
     double philox_ns, philox_portable_ns, pinv_ns, pinv_gsl_ns, gen_ns; /* (n) */
+    double attrib_block_ns, attrib_one_ns;                              /* (o) */
+    double sum_f64_ns, sum_dd_sq_ns;                                    /* (p) */
 } tput_times;
+
+/* (o) the attribution of every addition, gp_attrib_block (vectorised) against its
+ * definition gp_attrib_one element by element doing the same work (the error into its
+ * mechanism's array, te^2, the counts): bf16 addends into a bf16 accumulator, 2^16
+ * additions in blocks of GP_ATTRIB_BLOCK, interleaved, best of 5, ns per addition. The
+ * block runs every lane's whole classification branch-free; what makes it faster than the
+ * definition is the vector width alone, so a ratio near 1 says the loop has gone scalar
+ * (as it had from a24b955 to 8502304: bench/README.md). */
+static void bench_attribution(tput_times *tt)
+{
+    enum { NAT = 1 << 16, NM = GP_MECH_NONFINITE + 1 };
+    uint16_t *old = malloc(3 * NAT * sizeof *old), *acc = old + NAT, *grad = acc + NAT;
+    double *e = calloc((size_t)NM * NAT + NAT, sizeof *e), *te2 = e + (size_t)NM * NAT;
+    if (!old || !e) {
+        fprintf(stderr, "out of memory\n");
+        exit(3);
+    }
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < NAT; i++) { /* accumulators near 1e-1, addends 1e-5 .. 1e-2: rounding and absorption */
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        double a = 0.1 * (1 + (double)(r >> 40) * 0x1p-24), g = ldexp((double)(r >> 11 & 0xffff) * 0x1p-16 - 0.5, -(int)(r % 12) - 6);
+        unsigned ev = 0;
+        old[i] = (uint16_t)gp_fmt_from_f64_rne(GP_BF16, gp_f64_bits(a), 0, &ev);
+        grad[i] = (uint16_t)gp_fmt_from_f64_rne(GP_BF16, gp_f64_bits(g), 0, &ev);
+        double s = gp_fmt_to_f64_fast(GP_BF16, old[i]) + gp_fmt_to_f64_fast(GP_BF16, grad[i]);
+        acc[i] = (uint16_t)gp_fmt_from_f64_rne(GP_BF16, gp_f64_bits(s), 0, &ev);
+    }
+    double best[2] = {1e30, 1e30};
+    uint64_t total = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = gp_bench_cpu();
+        for (size_t i0 = 0; i0 < NAT; i0 += GP_ATTRIB_BLOCK) {
+            double *err[NM];
+            for (int m = 0; m < NM; m++)
+                err[m] = e + (size_t)m * NAT + i0;
+            gp_attrib_counts cnt = {0, 0, 0, 0};
+            if (!gp_attrib_block(GP_BF16, GP_BF16, old + i0, acc + i0, grad + i0, GP_ATTRIB_BLOCK, 1.0, 1.0, 1.0, err,
+                                 te2 + i0, &cnt, NULL)) {
+                fprintf(stderr, "gp_attrib_block declined the benchmark's block\n");
+                exit(3);
+            }
+            total += cnt.rounded_nonzero + cnt.absorbed;
+        }
+        double t1 = gp_bench_cpu();
+        gp_attrib_counts cnt = {0, 0, 0, 0};
+        for (size_t i = 0; i < NAT; i++) {
+            double delta;
+            unsigned f;
+            gp_mechanism m = gp_attrib_one(GP_BF16, GP_BF16, old[i], acc[i], grad[i], 1.0, 1.0, &delta, &f);
+            e[(size_t)m * NAT + i] += delta;
+            double te = 0;
+            for (int j = GP_MECH_UNDERFLOW; j < NM; j++)
+                te += e[(size_t)j * NAT + i];
+            te2[i] = te * te;
+            cnt.rounded_nonzero += (f & GP_AT_ROUNDED) != 0;
+            cnt.adds_nonzero += (f & GP_AT_ADD) != 0;
+            cnt.absorbed += (f & GP_AT_ABSORBED) != 0;
+            cnt.underflow += m == GP_MECH_UNDERFLOW;
+        }
+        double t2 = gp_bench_cpu();
+        total += cnt.rounded_nonzero + cnt.absorbed;
+        if (1e9 * (t1 - t0) / NAT < best[0])
+            best[0] = 1e9 * (t1 - t0) / NAT;
+        if (1e9 * (t2 - t1) / NAT < best[1])
+            best[1] = 1e9 * (t2 - t1) / NAT;
+    }
+    g_sink = (double)total + te2[NAT - 1];
+    tt->attrib_block_ns = best[0];
+    tt->attrib_one_ns = best[1];
+    free(old);
+    free(e);
+}
+
+/* (p) the in-order sums a report defines, per element: one binary64 sum s += x[i] (each
+ * addition waits for the one before: the FP adder's latency per element; the runner keeps
+ * several such sums, each of its own elements' terms), and the reference's clipping norm,
+ * the DD sum of squares gp_dd_sumsq_add (its loop-carried chain of dependent additions).
+ * Neither can be reordered without changing the bits a report holds; 2^18 elements, best
+ * of 5. */
+static void bench_inorder_sums(tput_times *tt)
+{
+    enum { NS = 1 << 18 };
+    double *x = malloc(NS * sizeof *x);
+    if (!x) {
+        fprintf(stderr, "out of memory\n");
+        exit(3);
+    }
+    for (size_t i = 0; i < NS; i++)
+        x[i] = 1e-3 * ((double)(i * 2654435761u % 100003) / 50000 - 1);
+    tt->sum_f64_ns = tt->sum_dd_sq_ns = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = gp_bench_cpu(), s = 0;
+        for (size_t i = 0; i < NS; i++)
+            s += x[i];
+        double t1 = gp_bench_cpu();
+        gp_dd d = gp_dd_sumsq_add(gp_dd_from_double(0.0), x, NS);
+        double t2 = gp_bench_cpu();
+        g_sink = s + d.hi;
+        if (1e9 * (t1 - t0) / NS < tt->sum_f64_ns)
+            tt->sum_f64_ns = 1e9 * (t1 - t0) / NS;
+        if (1e9 * (t2 - t1) / NS < tt->sum_dd_sq_ns)
+            tt->sum_dd_sq_ns = 1e9 * (t2 - t1) / NS;
+    }
+    free(x);
+}
 
 /* (n) generation a block at a time: Philox as dispatched vs its portable per-element
  * loop, the inverse normal CDF as dispatched vs GSL per element, and gp_generate
@@ -514,6 +626,8 @@ static void bench_throughput(tput_times *tt)
     }
     free(u);
     bench_generation(tt);
+    bench_attribution(tt);
+    bench_inorder_sums(tt);
 }
 
 static void print_throughput(const tput_times *tt, int json)
@@ -527,6 +641,10 @@ static void print_throughput(const tput_times *tt, int json)
         printf(", \"philox_ns\": %.3f, \"philox_portable_ns\": %.3f, \"pinv_ns\": %.3f, \"pinv_gsl_ns\": %.3f,"
                " \"generate_normal_ns\": %.3f",
                tt->philox_ns, tt->philox_portable_ns, tt->pinv_ns, tt->pinv_gsl_ns, tt->gen_ns);
+        printf(", \"attrib_block_ns\": %.3f, \"attrib_one_ns\": %.3f, \"attrib_block_vs_one\": %.3f,"
+               " \"inorder_sum_f64_ns\": %.3f, \"inorder_sum_dd_sq_ns\": %.3f",
+               tt->attrib_block_ns, tt->attrib_one_ns, tt->attrib_block_ns / tt->attrib_one_ns, tt->sum_f64_ns,
+               tt->sum_dd_sq_ns);
         return;
     }
     printf("(i) accumulation with attribution, end to end, CPU time (2^20 x K = 64, bf16/bf16): %.2f ns per element-addition "
@@ -545,6 +663,12 @@ static void print_throughput(const tput_times *tt, int json)
            "CDF block %.2f ns vs GSL per element %.2f ns (%.2fx); gp_generate (normal) %.2f ns\n",
            tt->philox_ns, tt->philox_portable_ns, tt->philox_ns / tt->philox_portable_ns, tt->pinv_ns, tt->pinv_gsl_ns,
            tt->pinv_ns / tt->pinv_gsl_ns, tt->gen_ns);
+    printf("(o) attribution of an addition (bf16 into bf16): gp_attrib_block %.2f ns vs gp_attrib_one per element "
+           "%.2f ns: %.2fx (target <= 0.5: vectorised)\n",
+           tt->attrib_block_ns, tt->attrib_one_ns, tt->attrib_block_ns / tt->attrib_one_ns);
+    printf("(p) in-order sums, per element: binary64 s += x %.2f ns; the reference clipping norm's DD sum of squares "
+           "%.2f ns (floors: neither can be reordered)\n",
+           tt->sum_f64_ns, tt->sum_dd_sq_ns);
 }
 
 int gp_bench_replay(int json, double gib, int dense, uint64_t sample, int big_only); /* gp_bench_replay.c */
