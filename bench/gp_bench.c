@@ -368,36 +368,47 @@ __attribute__((noinline)) static void dirty_upper(void)
 typedef struct {
     double add_ns, opt_ns, dd_fma_ns, dd_scalar_ns, dd_libm_ns, fma_clean_ns, fma_dirty_ns, rne_fast_ns, rne_gen_ns;
     double philox_ns, philox_portable_ns, pinv_ns, pinv_gsl_ns, gen_ns; /* (n) */
-    double attrib_block_ns, attrib_one_ns;                              /* (o) */
+    double attrib_block_ns, attrib_one_ns, attrib16_block_ns, attrib16_one_ns; /* (o) */
     double sum_f64_ns, sum_dd_sq_ns;                                    /* (p) */
 } tput_times;
 
 /* (o) the attribution of every addition, gp_attrib_block (vectorised) against its
  * definition gp_attrib_one element by element doing the same work (the error into its
- * mechanism's array, te^2, the counts): bf16 addends into a bf16 accumulator, 2^16
- * additions in blocks of GP_ATTRIB_BLOCK, interleaved, best of 5, ns per addition. The
- * block runs every lane's whole classification branch-free; what makes it faster than the
- * definition is the vector width alone, so a ratio near 1 says the loop has gone scalar
- * (as it had from a24b955 to 8502304: bench/README.md). */
-static void bench_attribution(tput_times *tt)
+ * mechanism's array, te^2, the counts), for addends of format gf into an accumulator of
+ * format af (accumulators near 1e-1, addends 2^-18 .. 2^-6 of either sign: rounding,
+ * absorption, fp16 subnormals): 2^16 additions in blocks of GP_ATTRIB_BLOCK, interleaved,
+ * best of 5, ns per addition (*block, *one). The block runs every lane's whole
+ * classification branch-free; what makes it faster than the definition is the vector
+ * width alone, so a ratio near 1 says the loop runs scalar (bf16 into bf16 did from
+ * a24b955 to 8502304, fp16 addends from 7a08375 until fin_widen lost its branch:
+ * bench/README.md). */
+static inline uint32_t packed(gp_format f, const void *p, size_t i) /* as the block loads them */
+{
+    return f == GP_FP32 ? ((const uint32_t *)p)[i] : ((const uint16_t *)p)[i];
+}
+
+static void bench_attribution_pair(gp_format af, gp_format gf, double *block, double *one)
 {
     enum { NAT = 1 << 16, NM = GP_MECH_NONFINITE + 1 };
-    uint16_t *old = malloc(3 * NAT * sizeof *old), *acc = old + NAT, *grad = acc + NAT;
+    uint32_t *old = malloc(3 * NAT * sizeof *old), *acc = old + NAT, *grad = acc + NAT;
     double *e = calloc((size_t)NM * NAT + NAT, sizeof *e), *te2 = e + (size_t)NM * NAT;
     if (!old || !e) {
         fprintf(stderr, "out of memory\n");
         exit(3);
     }
     uint64_t r = 0x9E3779B97F4A7C15ull;
-    for (size_t i = 0; i < NAT; i++) { /* accumulators near 1e-1, addends 1e-5 .. 1e-2: rounding and absorption */
+    for (size_t i = 0; i < NAT; i++) { /* packed in place: old, acc, grad hold af, af, gf values */
         r = r * 6364136223846793005ull + 1442695040888963407ull;
-        double a = 0.1 * (1 + (double)(r >> 40) * 0x1p-24), g = ldexp((double)(r >> 11 & 0xffff) * 0x1p-16 - 0.5, -(int)(r % 12) - 6);
+        double a = 0.1 * (1 + (double)(r >> 40) * 0x1p-24);
+        double g = ldexp((double)(r >> 11 & 0xffff) * 0x1p-16 - 0.5, -(int)(r % 12) - 6);
         unsigned ev = 0;
-        old[i] = (uint16_t)gp_fmt_from_f64_rne(GP_BF16, gp_f64_bits(a), 0, &ev);
-        grad[i] = (uint16_t)gp_fmt_from_f64_rne(GP_BF16, gp_f64_bits(g), 0, &ev);
-        double s = gp_fmt_to_f64_fast(GP_BF16, old[i]) + gp_fmt_to_f64_fast(GP_BF16, grad[i]);
-        acc[i] = (uint16_t)gp_fmt_from_f64_rne(GP_BF16, gp_f64_bits(s), 0, &ev);
+        uint32_t ob = gp_fmt_from_f64_rne(af, gp_f64_bits(a), 0, &ev), gb = gp_fmt_from_f64_rne(gf, gp_f64_bits(g), 0, &ev);
+        double sum = gp_fmt_to_f64_fast(af, ob) + gp_fmt_to_f64_fast(gf, gb);
+        gp_pack_set(af, old, i, ob);
+        gp_pack_set(af, acc, i, gp_fmt_from_f64_rne(af, gp_f64_bits(sum), 0, &ev));
+        gp_pack_set(gf, grad, i, gb);
     }
+    size_t wa = gp_fmt_get(af).width / 8, wg = gp_fmt_get(gf).width / 8;
     double best[2] = {1e30, 1e30};
     uint64_t total = 0;
     for (int rep = 0; rep < 5; rep++) {
@@ -407,8 +418,9 @@ static void bench_attribution(tput_times *tt)
             for (int m = 0; m < NM; m++)
                 err[m] = e + (size_t)m * NAT + i0;
             gp_attrib_counts cnt = {0, 0, 0, 0};
-            if (!gp_attrib_block(GP_BF16, GP_BF16, old + i0, acc + i0, grad + i0, GP_ATTRIB_BLOCK, 1.0, 1.0, 1.0, err,
-                                 te2 + i0, &cnt, NULL)) {
+            if (!gp_attrib_block(af, gf, (const char *)old + i0 * wa, (const char *)acc + i0 * wa,
+                                 (const char *)grad + i0 * wg, GP_ATTRIB_BLOCK, 1.0, 1.0, 1.0, err, te2 + i0, &cnt,
+                                 NULL)) {
                 fprintf(stderr, "gp_attrib_block declined the benchmark's block\n");
                 exit(3);
             }
@@ -419,7 +431,8 @@ static void bench_attribution(tput_times *tt)
         for (size_t i = 0; i < NAT; i++) {
             double delta;
             unsigned f;
-            gp_mechanism m = gp_attrib_one(GP_BF16, GP_BF16, old[i], acc[i], grad[i], 1.0, 1.0, &delta, &f);
+            gp_mechanism m = gp_attrib_one(af, gf, packed(af, old, i), packed(af, acc, i), packed(gf, grad, i), 1.0,
+                                           1.0, &delta, &f);
             e[(size_t)m * NAT + i] += delta;
             double te = 0;
             for (int j = GP_MECH_UNDERFLOW; j < NM; j++)
@@ -438,10 +451,16 @@ static void bench_attribution(tput_times *tt)
             best[1] = 1e9 * (t2 - t1) / NAT;
     }
     g_sink = (double)total + te2[NAT - 1];
-    tt->attrib_block_ns = best[0];
-    tt->attrib_one_ns = best[1];
+    *block = best[0];
+    *one = best[1];
     free(old);
     free(e);
+}
+
+static void bench_attribution(tput_times *tt)
+{
+    bench_attribution_pair(GP_BF16, GP_BF16, &tt->attrib_block_ns, &tt->attrib_one_ns);
+    bench_attribution_pair(GP_FP32, GP_FP16, &tt->attrib16_block_ns, &tt->attrib16_one_ns);
 }
 
 /* (p) the in-order sums a report defines, per element: one binary64 sum s += x[i] (each
@@ -642,9 +661,10 @@ static void print_throughput(const tput_times *tt, int json)
                " \"generate_normal_ns\": %.3f",
                tt->philox_ns, tt->philox_portable_ns, tt->pinv_ns, tt->pinv_gsl_ns, tt->gen_ns);
         printf(", \"attrib_block_ns\": %.3f, \"attrib_one_ns\": %.3f, \"attrib_block_vs_one\": %.3f,"
+               " \"attrib_fp16_block_ns\": %.3f, \"attrib_fp16_one_ns\": %.3f, \"attrib_fp16_block_vs_one\": %.3f,"
                " \"inorder_sum_f64_ns\": %.3f, \"inorder_sum_dd_sq_ns\": %.3f",
-               tt->attrib_block_ns, tt->attrib_one_ns, tt->attrib_block_ns / tt->attrib_one_ns, tt->sum_f64_ns,
-               tt->sum_dd_sq_ns);
+               tt->attrib_block_ns, tt->attrib_one_ns, tt->attrib_block_ns / tt->attrib_one_ns, tt->attrib16_block_ns,
+               tt->attrib16_one_ns, tt->attrib16_block_ns / tt->attrib16_one_ns, tt->sum_f64_ns, tt->sum_dd_sq_ns);
         return;
     }
     printf("(i) accumulation with attribution, end to end, CPU time (2^20 x K = 64, bf16/bf16): %.2f ns per element-addition "
@@ -663,9 +683,10 @@ static void print_throughput(const tput_times *tt, int json)
            "CDF block %.2f ns vs GSL per element %.2f ns (%.2fx); gp_generate (normal) %.2f ns\n",
            tt->philox_ns, tt->philox_portable_ns, tt->philox_ns / tt->philox_portable_ns, tt->pinv_ns, tt->pinv_gsl_ns,
            tt->pinv_ns / tt->pinv_gsl_ns, tt->gen_ns);
-    printf("(o) attribution of an addition (bf16 into bf16): gp_attrib_block %.2f ns vs gp_attrib_one per element "
-           "%.2f ns: %.2fx (target <= 0.5: vectorised)\n",
-           tt->attrib_block_ns, tt->attrib_one_ns, tt->attrib_block_ns / tt->attrib_one_ns);
+    printf("(o) attribution of an addition, gp_attrib_block vs gp_attrib_one per element (target <= 0.5: vectorised): "
+           "bf16 into bf16 %.2f ns vs %.2f ns: %.2fx; fp16 into fp32 %.2f ns vs %.2f ns: %.2fx\n",
+           tt->attrib_block_ns, tt->attrib_one_ns, tt->attrib_block_ns / tt->attrib_one_ns, tt->attrib16_block_ns,
+           tt->attrib16_one_ns, tt->attrib16_block_ns / tt->attrib16_one_ns);
     printf("(p) in-order sums, per element: binary64 s += x %.2f ns; the reference clipping norm's DD sum of squares "
            "%.2f ns (floors: neither can be reordered)\n",
            tt->sum_f64_ns, tt->sum_dd_sq_ns);

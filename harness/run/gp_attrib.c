@@ -33,9 +33,10 @@ GP_AT_INLINE double fin_widen(gp_format f, uint32_t b)
     if (f == GP_FP32)
         return (double)gp_f32_from_bits(b);
     uint32_t mag = b & 0x7fffu, sign = (b & 0x8000u) << 16; /* fp16 */
-    float nrm = gp_f32_from_bits(sign | (mag + ((127u - 15u) << 10)) << 13);
-    float sub = gp_f32_from_bits(sign | gp_f32_bits((float)(int32_t)mag * 0x1p-24f));
-    return (double)(mag >= 0x400u ? nrm : sub);
+    uint32_t nrm = sign | (mag + ((127u - 15u) << 10)) << 13;          /* a normal: rebias */
+    uint32_t sub = sign | gp_f32_bits((float)(int32_t)mag * 0x1p-24f); /* a subnormal: mag * 2^-24, exact */
+    uint32_t is_nrm = 0u - (uint32_t)(mag >= 0x400u); /* a mask, not a branch: the loops stay vectorised */
+    return (double)gp_f32_from_bits((nrm & is_nrm) | (sub & ~is_nrm));
 }
 
 GP_AT_INLINE uint32_t load(gp_format f, const void *p, size_t i)
