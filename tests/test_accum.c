@@ -100,6 +100,53 @@ static void test_to_f64_fast(void **state)
     }
 }
 
+/* gp_widen_block equals gp_fmt_to_f64_fast element by element, bit for bit: every pattern
+ * of each 8- and 16-bit format (NaNs among them, so the fallback runs too) in blocks of odd
+ * lengths and offsets, and random fp32 blocks with no NaN (the vectorised loop alone) and
+ * with one (the fallback). */
+static void test_widen_block(void **state)
+{
+    (void)state;
+    enum { NB = 1000 };
+    static uint32_t a32[NB + 7];
+    static uint16_t a16[1 << 16];
+    static double out[1 << 16];
+    uint64_t s = gp_test_seed(79);
+    for (int f = 0; f < GP_NFORMATS; f++) {
+        gp_format ff = (gp_format)f;
+        unsigned w = gp_fmt_get(ff).width;
+        if (w == 32)
+            continue;
+        size_t m = (size_t)1 << w;
+        for (size_t b = 0; b < m; b++)
+            gp_pack_set(ff, a16, b, (uint32_t)b);
+        for (size_t i = 0; i < m;) {
+            size_t n = 1 + gp_test_next(&s) % 777;
+            if (n > m - i)
+                n = m - i;
+            gp_widen_block(ff, a16, i, n, out);
+            for (size_t j = 0; j < n; j++)
+                gp_assert_bits(gp_f64_bits(out[j]), gp_f64_bits(gp_fmt_to_f64_fast(ff, (uint32_t)(i + j))),
+                               "format %d bits 0x%zx", f, i + j);
+            i += n;
+        }
+    }
+    for (int rep = 0; rep < 200; rep++) {
+        size_t off = (size_t)(gp_test_next(&s) % 7), n = 1 + gp_test_next(&s) % NB;
+        for (size_t j = 0; j < NB + 7; j++) { /* finite or infinite values; a NaN in odd reps */
+            uint32_t b = (uint32_t)gp_test_next(&s);
+            a32[j] = (b & 0x7fffffffu) > 0x7f800000u ? b & 0xff800000u : b;
+        }
+        if (rep % 2) /* a NaN, quiet or signalling, either sign */
+            a32[off + gp_test_next(&s) % n] = 0x7f800000u | (uint32_t)(gp_test_next(&s) & 0x80000000u) |
+                                              (uint32_t)(1 + gp_test_next(&s) % 0x7fffffu);
+        gp_widen_block(GP_FP32, a32, off, n, out);
+        for (size_t j = 0; j < n; j++)
+            gp_assert_bits(gp_f64_bits(out[j]), gp_f64_bits(gp_fmt_to_f64_fast(GP_FP32, a32[off + j])), "fp32 0x%08x",
+                           a32[off + j]);
+    }
+}
+
 /* Random gradients and accumulators: the CPU backend (fast paths included) equals a
  * loop of gp_accum_step with events requested (the generic, instrumented path). */
 static void test_backend_equals_definition(void **state)
@@ -731,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_bf16_fast_conversion),
         cmocka_unit_test(test_from_f64_rne_fast),
         cmocka_unit_test(test_to_f64_fast),
+        cmocka_unit_test(test_widen_block),
         cmocka_unit_test(test_backend_equals_definition),
         cmocka_unit_test(test_attrib_block_equals_definition),
         cmocka_unit_test(test_store_block_equals_definition),

@@ -13,6 +13,8 @@
  * The per-element error sums keep their order; the counts are integers. */
 #include "gp_attrib.h"
 
+#include "../../kernels/arith/gp_accum.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -169,6 +171,34 @@ GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, c
     }
 #undef GP_AT_CASE
     return 1;
+}
+
+GP_ATTRIB_CLONES static void gp_widen_block_clones(gp_format f, const void *a, size_t i, size_t n, double *out)
+{
+    uint32_t nan = 0;
+    if (f == GP_FP32) {
+        const uint32_t *p = (const uint32_t *)a + i;
+        for (size_t j = 0; j < n; j++) {
+            nan |= (p[j] & 0x7fffffffu) > 0x7f800000u;
+            out[j] = (double)gp_f32_from_bits(p[j]);
+        }
+    } else if (f == GP_BF16) {
+        const uint16_t *p = (const uint16_t *)a + i;
+        for (size_t j = 0; j < n; j++) {
+            nan |= (p[j] & 0x7fffu) > 0x7f80u;
+            out[j] = (double)gp_f32_from_bits((uint32_t)p[j] << 16);
+        }
+    } else {
+        nan = 1;
+    }
+    if (nan)
+        for (size_t j = 0; j < n; j++)
+            out[j] = gp_fmt_to_f64_fast(f, gp_pack_get(f, a, i + j));
+}
+
+void gp_widen_block(gp_format f, const void *a, size_t i, size_t n, double *out)
+{
+    gp_widen_block_clones(f, a, i, n, out);
 }
 
 /* The exported symbol is a plain function: clang 14 gives callers in other files no

@@ -116,6 +116,11 @@ typedef struct {
     uint64_t rounded_nonzero, adds_nonzero, absorbed, underflow;
 } gp_attrib_counts;
 
+/* out[j] = gp_fmt_to_f64_fast(f, element i + j of the packed array a of format f), j < n.
+ * fp32 and bf16 take the conversion (exact) in a vectorised loop where no element is a NaN
+ * (a NaN's payload, and every other format, go through gp_fmt_to_f64_fast itself). */
+void gp_widen_block(gp_format f, const void *a, size_t i, size_t n, double *out);
+
 /* Elements per call of gp_attrib_block at most. */
 #define GP_ATTRIB_BLOCK 256
 

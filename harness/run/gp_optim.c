@@ -9,6 +9,7 @@
 
 #include "../../kernels/arith/gp_accum.h"
 #include "../sources/gp_generate.h"
+#include "gp_attrib.h"
 
 /* 0 (the coverage build): the attribution of a step element by element, its definition;
  * else the same arithmetic a block at a time (attribute_step) */
@@ -546,32 +547,6 @@ enum { ATTR_BLK = 256 };
 #define GP_OPTIM_CLONES
 #endif /* elements per block: the temporaries stay in L1 */
 
-/* Elements [i, i + nb) of the packed array a of format f widened to double: gp_fmt_to_f64
- * of each. fp32 and bf16 take the conversion (exact) where no element is a NaN (a NaN's
- * payload is then gp_fmt_to_f64's), in loops that vectorise. */
-static void widen_block(gp_format f, const void *a, size_t i, size_t nb, double *out)
-{
-    uint32_t nan = 0;
-    if (f == GP_FP32) {
-        const uint32_t *p = (const uint32_t *)a + i;
-        for (size_t j = 0; j < nb; j++) {
-            nan |= (p[j] & 0x7fffffffu) > 0x7f800000u;
-            out[j] = (double)gp_f32_from_bits(p[j]);
-        }
-    } else if (f == GP_BF16) {
-        const uint16_t *p = (const uint16_t *)a + i;
-        for (size_t j = 0; j < nb; j++) {
-            nan |= (p[j] & 0x7fffu) > 0x7f80u;
-            out[j] = (double)gp_f32_from_bits((uint32_t)p[j] << 16);
-        }
-    } else {
-        nan = 1;
-    }
-    if (nan)
-        for (size_t j = 0; j < nb; j++)
-            out[j] = gp_fmt_to_f64_fast(f, gp_pack_get(f, a, i + j));
-}
-
 /* diff[j] |= elements i + j of a and j of b (format f) differ (NaN-ness for NaNs), for j < nb:
  * compare()'s marks. */
 static void written_block(gp_format f, const void *a, size_t i, const void *b, size_t j0, size_t nb, uint8_t *diff)
@@ -697,18 +672,18 @@ static void attribute_step(const gp_scenario *sc, const gp_optim_step *s, gp_opt
             written_block(pf, o->comp, off + j0, o->old_comp, j0, nb, diff);
         if (o->master)
             written_block(GP_FP32, o->master, off + j0, o->old_master, j0, nb, diff);
-        widen_block(gf, grad, j0, nb, G);
-        widen_block(sf, o->old_m, j0, nb, M0);
-        widen_block(sf, o->old_v, j0, nb, V0);
-        widen_block(sf, o->m, off + j0, nb, M1);
-        widen_block(sf, o->v, off + j0, nb, V1);
+        gp_widen_block(gf, grad, j0, nb, G);
+        gp_widen_block(sf, o->old_m, j0, nb, M0);
+        gp_widen_block(sf, o->old_v, j0, nb, V0);
+        gp_widen_block(sf, o->m, off + j0, nb, M1);
+        gp_widen_block(sf, o->v, off + j0, nb, V1);
         /* the weight the training carries (weight_at): the master, else param (- comp) */
         if (o->master) {
-            widen_block(GP_FP32, o->old_master, j0, nb, W0);
+            gp_widen_block(GP_FP32, o->old_master, j0, nb, W0);
         } else {
-            widen_block(pf, o->old_param, j0, nb, W0);
+            gp_widen_block(pf, o->old_param, j0, nb, W0);
             if (o->comp) {
-                widen_block(pf, o->old_comp, j0, nb, C);
+                gp_widen_block(pf, o->old_comp, j0, nb, C);
                 for (size_t j = 0; j < nb; j++)
                     W0[j] -= C[j];
             }

@@ -235,8 +235,7 @@ int gp_run_generated_final(chunk *c, double N, int *found_inf, gp_error *err)
     size_t n = c->n;
     uint64_t Nn = (uint64_t)N, A = (uint64_t)sc->batch.accumulation_steps;
     const gp_fixacc *sp_m = *c->sp_used ? c->sp_m : NULL, *sp_nm = *c->sp_used ? c->sp_nm : NULL; /* NULL: all zero */
-    for (size_t i = 0; i < n; i++)
-        c->gacc[i] = widen(c->af, gp_pack_get(c->af, c->acc, i));
+    gp_widen_block(c->af, c->acc, 0, n, c->gacc); /* widen of each, vectorised */
     gp_exactsum_div_n(c->gfull, c->sum_nm, sp_nm, sc->fullbatch == GP_FB_MEAN ? Nn : 1, n);
     if (c->dump) { /* the configuration's own formula: the entries' sum (the exact sums
                       hold the entries as stored: unscale exactly, rs a power of two) */
