@@ -618,6 +618,46 @@ static void test_read_idx(void **state)
     gp_replay_close(r);
 }
 
+/* gp_replay_read widens bf16 and fp16 entries to fp32 bit for bit (bf16: the top half;
+ * fp16: gp_fmt_to_f32_bits), NaNs and subnormals included, for reads of whole widening
+ * blocks (1024 entries), partial ones and odd starts: the entries are read into the top
+ * of the output and widened forward, block by block (gp_replay.c). */
+static void test_read_widens(void **state)
+{
+    (void)state;
+    enum { E = 5000 };
+    static uint16_t v[E];
+    static float got[E];
+    for (size_t i = 0; i < E; i++) /* every bit pattern's neighbourhood: signs, NaNs, subnormals */
+        v[i] = (uint16_t)(i * 40503u + (i >> 3));
+    char dump[4200];
+    snprintf(dump, sizeof dump, "%s/widen.safetensors", scratch);
+    st_entry en[] = {{"w/step0/mb0", "BF16", E, v, sizeof v}, {"w/step0/mb1", "F16", E, v, sizeof v}};
+    write_safetensors(dump, en, 2);
+    const size_t reads[][2] = {{0, E}, {0, 1024}, {1, 1023}, {3, 2049}, {1000, 3000}, {E - 1, 1}, {17, 4096}};
+    gp_error e = {""};
+    gp_replay *r;
+    assert_int_equal(gp_replay_open(dump, &r, &e), 0);
+    for (int k = 0; k < 2; k++) {
+        gp_replay_entry x;
+        assert_int_equal(gp_replay_entry_get(r, k ? "w/step0/mb1" : "w/step0/mb0", &x, &e), 0);
+        for (size_t q = 0; q < sizeof reads / sizeof reads[0]; q++) {
+            size_t i0 = reads[q][0], n = reads[q][1];
+            memset(got, 0xa5, sizeof got);
+            assert_int_equal(gp_replay_read(&x, i0, n, got, &e), 0);
+            for (size_t j = 0; j < n; j++) {
+                uint32_t bits, want = k ? gp_fmt_to_f32_bits(GP_FP16, v[i0 + j]) : (uint32_t)v[i0 + j] << 16;
+                memcpy(&bits, &got[j], 4);
+                if (bits != want)
+                    fail_msg("%s entry %zu (read %zu at %zu): 0x%08x, want 0x%08x", k ? "F16" : "BF16", i0 + j, n, i0,
+                             bits, want);
+            }
+        }
+        gp_replay_entry_release(&x);
+    }
+    gp_replay_close(r);
+}
+
 /* A dump truncated after the scenario was loaded and before it runs: gp_run_scenario
  * returns -3 (a fault) naming the dump and the first entry now past the end. */
 static void test_truncated_after_load(void **state)
@@ -995,6 +1035,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_many_tensors_parsed_once),
         cmocka_unit_test(test_read_faults),
         cmocka_unit_test(test_read_idx),
+        cmocka_unit_test(test_read_widens),
         cmocka_unit_test(test_truncated_after_load),
         cmocka_unit_test(test_cli_truncated_during_run),
         cmocka_unit_test(test_safetensors_by_hand),

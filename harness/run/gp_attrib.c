@@ -201,6 +201,42 @@ void gp_widen_block(gp_format f, const void *a, size_t i, size_t n, double *out)
     gp_widen_block_clones(f, a, i, n, out);
 }
 
+GP_ATTRIB_CLONES static void gp_mul_f32_block_clones(double *restrict out, const float *restrict m, size_t n, double f)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = (double)m[i] * f;
+}
+
+void gp_mul_f32_block(double *out, const float *m, size_t n, double f)
+{
+    gp_mul_f32_block_clones(out, m, n, f);
+}
+
+GP_ATTRIB_CLONES static void gp_scale_f32_block_clones(float *m, size_t n, double f)
+{
+    for (size_t i = 0; i < n; i++)
+        m[i] = (float)((double)m[i] * f);
+}
+
+void gp_scale_f32_block(float *m, size_t n, double f)
+{
+    gp_scale_f32_block_clones(m, n, f);
+}
+
+/* Not finite: the exponent field all ones (a test on the bits, which vectorises). */
+GP_ATTRIB_CLONES static uint64_t gp_nonfinite_count_clones(const double *x, size_t n)
+{
+    uint64_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += (gp_f64_bits(x[i]) >> 52 & 0x7ffu) == 0x7ffu;
+    return k;
+}
+
+uint64_t gp_nonfinite_count(const double *x, size_t n)
+{
+    return gp_nonfinite_count_clones(x, n);
+}
+
 /* The exported symbol is a plain function: clang 14 gives callers in other files no
  * symbol for a cloned function (its dispatcher is local), so the clones stay static. */
 int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,

@@ -121,6 +121,14 @@ typedef struct {
  * (a NaN's payload, and every other format, go through gp_fmt_to_f64_fast itself). */
 void gp_widen_block(gp_format f, const void *a, size_t i, size_t n, double *out);
 
+/* The runner's element-wise loops over a chunk, vectorised (AVX-512 / AVX2 clones; the same
+ * IEEE operation on each element, so the same bits on every clone):
+ * out[i] = (double)m[i] * f; m[i] = (float)((double)m[i] * f); and the number of x[i] that
+ * are not finite, i < n. */
+void gp_mul_f32_block(double *out, const float *m, size_t n, double f);
+void gp_scale_f32_block(float *m, size_t n, double f);
+uint64_t gp_nonfinite_count(const double *x, size_t n);
+
 /* Elements per call of gp_attrib_block at most. */
 #define GP_ATTRIB_BLOCK 256
 

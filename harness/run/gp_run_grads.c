@@ -148,8 +148,7 @@ int gp_run_outputs(chunk *c, double N, int k, gp_error *err)
     else
         gp_generate(gd, sc->seed, stream, c->i0, c->n, c->m);
     if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */
-        for (size_t i = 0; i < c->n; i++)
-            c->m[i] = (float)((double)c->m[i] * c->shrink);
+        gp_scale_f32_block(c->m, c->n, c->shrink);
     if (!gp_fill_outputs(c->xs, c->m, c->n, mul, (double)nk, den, c->s)) /* den a power of two: vectorised */
         fill_xs(c->xs, c->m, c->n, mul, (double)nk, den, c->s);
     return 0;
@@ -166,10 +165,7 @@ int gp_run_generate_microbatch(chunk *c, double N, int k, gp_error *err)
         return rc;
     uint32_t w = (uint32_t)c->tok[k];
     if (c->dump) {
-        uint64_t nonfinite = 0; /* a local count: st's would be reloaded after every store */
-        for (size_t i = 0; i < c->n; i++)
-            nonfinite += !isfinite(c->xs[i]); /* the exact sums cannot hold it */
-        c->st->replay_nonfinite += nonfinite;
+        c->st->replay_nonfinite += gp_nonfinite_count(c->xs, c->n); /* the exact sums cannot hold them */
         w = replay_weight(c->sc, c->tok[k], N);
     } else if (c->D) {
         dist_same_add(c);
@@ -219,8 +215,7 @@ static int replay_outputs(chunk *c, int k, gp_error *err)
         return -3;
     }
     double f = c->s / c->rs; /* exact: s and rs are powers of two */
-    for (size_t i = 0; i < c->n; i++)
-        c->xs[i] = (double)c->m[i] * f; /* exact: x_k s = entry s / rs */
+    gp_mul_f32_block(c->xs, c->m, c->n, f); /* exact: x_k s = entry s / rs */
     return 0;
 }
 

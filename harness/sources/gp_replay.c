@@ -840,14 +840,35 @@ static float widen(gp_format f, const unsigned char *p)
     return gp_f32_from_bits(gp_fmt_to_f32_bits(f, h));
 }
 
+/* Entries of fewer than 4 bytes are read into the top of out, then widened forward a block
+ * at a time through a local copy: block [j0, j0 + m) writes bytes [4 j0, 4 (j0 + m)) of out,
+ * and the entries still to be read start at byte (4 - w) n + (j0 + m) w, which is not below
+ * 4 (j0 + m) since j0 + m <= n. A whole bf16 block is a loop of shifts that vectorises. */
+#define WIDEN_BLOCK 1024
 int gp_replay_read(const gp_replay_entry *e, uint64_t i0, size_t n, float *out, gp_error *err)
 {
     size_t w = width(e->fmt);
-    if (read_bytes(e, i0 * w, out, n * w, err) != 0)
+    if (w == 4)
+        return read_bytes(e, i0 * w, out, n * w, err) != 0 ? -1 : 0;
+    const unsigned char *src = (const unsigned char *)out + n * (4 - w);
+    if (read_bytes(e, i0 * w, (unsigned char *)out + n * (4 - w), n * w, err) != 0)
         return -1;
-    if (e->fmt != GP_FP32) /* widen in place, last first: element j's 2 bytes lie at or below out[j] */
-        for (size_t j = n; j-- > 0;)
-            out[j] = widen(e->fmt, (const unsigned char *)out + j * w);
+    for (size_t j0 = 0; j0 < n; j0 += WIDEN_BLOCK) {
+        size_t m = n - j0 < WIDEN_BLOCK ? n - j0 : WIDEN_BLOCK;
+        unsigned char tmp[WIDEN_BLOCK * 2];
+        memcpy(tmp, src + j0 * w, m * w);
+        if (e->fmt == GP_BF16 && m == WIDEN_BLOCK) { /* bf16 is the top half of fp32 (NaN payloads included) */
+            uint16_t h[WIDEN_BLOCK];
+            uint32_t b[WIDEN_BLOCK];
+            memcpy(h, tmp, sizeof h);
+            for (size_t q = 0; q < WIDEN_BLOCK; q++)
+                b[q] = (uint32_t)h[q] << 16;
+            memcpy(out + j0, b, sizeof b);
+        } else {
+            for (size_t q = 0; q < m; q++)
+                out[j0 + q] = widen(e->fmt, tmp + q * w);
+        }
+    }
     return 0;
 }
 
