@@ -100,18 +100,14 @@ GP_HOT void store_range(chunk *c, size_t i0, size_t i1, gp_format gf)
 }
 
 #if GP_VECTOR_BLOCKS
-#define HIST_LANES 16
 /* note_output of the outputs xs[0..n) (n <= GP_ATTRIB_BLOCK) unscaled (gp_attrib_unscaled)
- * and weighted by errw: their squares into sq, their magnitudes counted in h. The squares
+ * and weighted by errw: their squares into sq, their magnitudes into hist. The squares
  * and bins come from the vectorised gp_output_terms (the same values; a subnormal
- * output's bin from exp_of here); what is left is the counts. h is HIST_LANES histograms,
- * element i counted in h[i % HIST_LANES] (bin GP_HIST_BINS: a zero, not counted), so that
- * neighbours in the same bin do not wait on each other's increment; their sum is the
- * histogram. */
+ * output's bin from exp_of here); what is left is the counts. */
 static void note_outputs(const double *xs, size_t n, double scale, double inv, double errw, double *sq,
-                         uint32_t (*h)[GP_HIST_BINS + 1])
+                         uint64_t *hist)
 {
-    int32_t bin[GP_ATTRIB_BLOCK + HIST_LANES - 1];
+    int32_t bin[GP_ATTRIB_BLOCK];
     if (gp_output_terms(xs, n, scale, inv, errw, GP_HIST_MIN_EXP, GP_HIST_BINS, sq, bin))
         for (size_t i = 0; i < n; i++) {
             double x = gp_attrib_unscaled(xs[i], scale, inv);
@@ -120,11 +116,9 @@ static void note_outputs(const double *xs, size_t n, double scale, double inv, d
                 bin[i] = b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b;
             }
         }
-    for (size_t i = n; i < n + HIST_LANES - 1; i++)
-        bin[i] = -1;
-    for (size_t i = 0; i < n; i += HIST_LANES)
-        for (int l = 0; l < HIST_LANES; l++)
-            h[l][bin[i + (size_t)l] < 0 ? GP_HIST_BINS : bin[i + (size_t)l]]++;
+    for (size_t i = 0; i < n; i++)
+        if (bin[i] >= 0)
+            hist[bin[i]]++;
 }
 #endif
 
@@ -136,9 +130,8 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
 #if GP_VECTOR_BLOCKS
     gp_stats *st = c->st;
     double scale = c->s, errw = c->errw, inv = scale_inverse(scale);
+    uint64_t *hist = c->hist;
     size_t wg = gp_fmt_get(gf).width / 8;
-    uint32_t h[HIST_LANES][GP_HIST_BINS + 1]; /* note_outputs' counts of this call: at most CHUNK each */
-    memset(h, 0, sizeof h);
 #endif
     for (size_t i0 = 0; i0 < c->n; i0 += GP_ATTRIB_BLOCK) {
         size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
@@ -148,7 +141,7 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
                            c->err[GP_MECH_ROUNDING] + i0, &nonzero)) {
             st->rounded_nonzero += nonzero;
             st->stored_nonzero += nonzero;
-            note_outputs(c->xs + i0, n, scale, inv, errw, c->sqx + i0, h);
+            note_outputs(c->xs + i0, n, scale, inv, errw, c->sqx + i0, hist);
             if (c->cnt[0]) /* zeros and normal values: store_range counts each non-zero output
                               as rounded and stored, none as subnormal */
                 for (size_t i = i0; i < i0 + n; i++) {
@@ -161,11 +154,6 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
 #endif
         store_range(c, i0, i0 + n, gf);
     }
-#if GP_VECTOR_BLOCKS
-    for (int l = 0; l < HIST_LANES; l++)
-        for (int b = 0; b < GP_HIST_BINS; b++)
-            c->hist[b] += h[l][b];
-#endif
 }
 
 void gp_run_amax_note(chunk *c, int k)
