@@ -585,11 +585,19 @@ static void test_f32_ulp_equals_definition(void **state)
     gp_assert_bits(gp_f64_bits(gp_f32_ulp(0x1.fffffep127)), gp_f64_bits(0x1p104), "ulp of FLT_MAX (hand)");
 }
 
-/* gp_fill_outputs against the exact quotient: x = nk * (m * mul) / den in MPFR (exact: at
- * most 31 + 24 + 3 significant bits over a power of two), rounded once to binary64 with
- * binary64's subnormals (mpfr_get_d), then gp_f64_nudge by the sign of the
- * exact x minus that rounding, times s: bit for bit, for every den a power of two (zero,
- * subnormal and sticky results included) and none written for other den. */
+/* gp_fill_outputs against the exact quotient: x = nk * (m * mul) / den in MPFR, rounded
+ * once to binary64 with binary64's subnormals (mpfr_get_d), then gp_f64_nudge by the sign
+ * of the exact x minus that rounding, times s: bit for bit. For den a power of two the
+ * quotient is exact in MPFR (at most 31 + 24 + 3 significant bits over a power of two)
+ * and every m is tried (zero, subnormal and sticky results included); for other den
+ * (token counts such as 2800 = 300 + 500 + 800 + 1200, odd, prime, 2^31 - 1; nk * mul below
+ * 2^29 in the vector path, at or above it in the rational one) MPFR's 256-bit quotient
+ * decides the rounding and the
+ * remainder's sign unless x lies within 2^-200 relative of a binary64 value or midpoint,
+ * which the results of these inputs cannot (x = a/den with a of at most 58 bits and den
+ * below 2^32: a non-representable x differs from any 54-bit value by at least
+ * 1/(den 2^54) relative), and m keeps x normal (the remainder of a quotient that is not
+ * subnormal is exact: gp_attrib.h). */
 static void test_fill_outputs_equals_exact(void **state)
 {
     (void)state;
@@ -598,36 +606,43 @@ static void test_fill_outputs_equals_exact(void **state)
     static float m[N];
     static double xs[N];
     const double nks[] = {1, 3, 512, 4097, 2147483647.0};
-    const double dens[] = {1, 0x1p15, 0x1p40, 0x1p1000, 0x1p1022};
+    const double dens[] = {1, 0x1p15, 0x1p40, 0x1p1000, 0x1p1022, 0x1p1023, 2800, 3, 1000003, 2147483647.0};
+    enum { NDEN = sizeof dens / sizeof dens[0] };
     const double muls[] = {1, 8}, ss[] = {1, 65536, 0x1p-3};
     gp_mpfr_env env;
     gp_mpfr_env_enter(&env);
     mpfr_t x;
     mpfr_init2(x, 256);
-    uint64_t compared = 0, sticky_seen = 0, subnormal_seen = 0;
-    for (int rep = 0; rep < 200; rep++) {
+    uint64_t compared = 0, sticky_seen = 0, subnormal_seen = 0, general = 0, rational = 0;
+    for (int rep = 0; rep < 400; rep++) {
         size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
         double nk = rep % 6 < 5 ? nks[rep % 5] : (double)(1 + gp_test_next(&s) % 2147483647u);
-        double den = dens[rep / 6 % 5], mul = muls[rep / 30 % 2], sc = ss[rep / 60 % 3];
+        double den = dens[rep / 6 % NDEN], mul = muls[rep / 60 % 2], sc = ss[rep / 120 % 3];
+        int e, pow2 = frexp(den, &e) == 0.5;
+
         for (size_t i = 0; i < n; i++) {
             uint32_t b = (uint32_t)gp_test_next(&s);
             if ((b & 0x7f800000u) == 0x7f800000u) /* finite fp32 values only */
                 b &= 0xbfffffffu;
+            if (!pow2) /* a normal quotient: |m| in [2^-60, 2^4) over den < 2^32 */
+                b = (b & 0x807fffffu) | (uint32_t)(127 - 60 + (int)(b >> 23 & 0x3f)) << 23;
             if (i % 17 == 0)
                 b &= 0x80000000u; /* signed zeros */
             m[i] = gp_f32_from_bits(b);
         }
-        assert_int_equal(gp_fill_outputs(xs, m, n, mul, nk, den, sc), 1);
+        gp_fill_outputs(xs, m, n, mul, nk, den, sc);
         for (size_t i = 0; i < n; i++) {
             double mm = (double)m[i] * mul; /* exact */
             mpfr_set_d(x, mm, MPFR_RNDN);
             mpfr_mul_d(x, x, nk, MPFR_RNDN);
-            mpfr_div_d(x, x, den, MPFR_RNDN); /* exact: den a power of two, the range wide */
+            mpfr_div_d(x, x, den, MPFR_RNDN); /* exact for a power of two; else 256 bits (above) */
             double r = mpfr_get_d(x, MPFR_RNDN); /* correctly rounded, subnormals included */
             int sticky = mpfr_cmp_d(x, r);
             sticky = sticky > 0 ? 1 : sticky < 0 ? -1 : 0;
             sticky_seen += sticky != 0;
             subnormal_seen += r != 0 && fabs(r) < 0x1p-1022;
+            general += !pow2;
+            rational += !pow2 && nk * mul >= 0x1p29;
             gp_assert_bits(gp_f64_bits(xs[i]), gp_f64_bits(gp_f64_nudge(r, sticky) * sc),
                            "m %a nk %.0f den %a mul %g s %g", (double)m[i], nk, den, mul, sc);
             compared++;
@@ -635,13 +650,10 @@ static void test_fill_outputs_equals_exact(void **state)
     }
     mpfr_clear(x);
     gp_mpfr_env_leave(&env);
-    assert_true(sticky_seen > 1000 && subnormal_seen > 100); /* both branches of the nudge exercised */
-    xs[0] = 42;
-    assert_int_equal(gp_fill_outputs(xs, m, 1, 1, 1, 3.0, 1), 0); /* not a power of two */
-    assert_int_equal(gp_fill_outputs(xs, m, 1, 1, 1, 0x1p1023, 1), 0); /* reciprocal subnormal */
-    assert_true(xs[0] == 42);
-    print_message("gp_fill_outputs: %llu outputs compared with MPFR (%llu sticky, %llu subnormal)\n",
-                  (unsigned long long)compared, (unsigned long long)sticky_seen, (unsigned long long)subnormal_seen);
+    assert_true(sticky_seen > 1000 && subnormal_seen > 100 && general > 10000 && rational > 1000); /* every path */
+    print_message("gp_fill_outputs: %llu outputs compared with MPFR (%llu sticky, %llu subnormal, %llu of a general den)\n",
+                  (unsigned long long)compared, (unsigned long long)sticky_seen, (unsigned long long)subnormal_seen,
+                  (unsigned long long)general);
 }
 
 /* gp_output_terms against its definition per element: x = xs / s (gp_attrib_unscaled), the

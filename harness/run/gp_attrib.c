@@ -14,13 +14,14 @@
 #include "gp_attrib.h"
 
 #include "../../kernels/arith/gp_accum.h"
+#include "../../reference/gp_exact.h"
 
 #include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) /* ThreadSanitizer cannot run an
                                                              ifunc resolver at load time */
-#define GP_ATTRIB_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define GP_ATTRIB_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define GP_ATTRIB_CLONES
 #endif
@@ -319,14 +320,16 @@ int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double in
 }
 
 /* x = S / den for S = nk * m exactly (nk an integer, m an fp32 value in binary64) as a
- * nudged binary64: hi + lo = nk m exactly (FMA), q = hi * inv = the correct rounding of
- * hi / den (inv = 1/den exactly, den a power of two), r = hi - q den + lo, whose sign is
- * that of S - q den; then gp_f64_nudge(q, sign r) with its branches as masks on the bits
- * (the same bits; written so that a loop of it vectorises). */
-GP_AT_INLINE double quotient_pow2(double m, double nk, double den, double inv)
+ * nudged binary64: hi + lo = nk m exactly (FMA), q = the correct rounding of hi / den (the
+ * quotient; with divide 0, hi * inv, its equal when den is a power of two and inv = 1/den
+ * exactly), r = hi - q den + lo, whose sign is that of S - q den (hi - q den is exact, the
+ * remainder of a correctly rounded quotient, while q is not subnormal); then
+ * gp_f64_nudge(q, sign r) with its branches as masks on the bits (the same bits; written
+ * so that a loop of it vectorises). */
+GP_AT_INLINE double quotient(double m, double nk, double den, double inv, int divide)
 {
     double hi = nk * m, lo = fma(nk, m, -hi);
-    double q = hi * inv;
+    double q = divide ? hi / den : hi * inv;
     double r = fma(-q, den, hi) + lo;
     uint64_t u = gp_f64_bits(q), rb = gp_f64_bits(r), t = rb << 1;
     uint64_t sticky = t - 1 < 0xffe0000000000000ull ? ~0ull : 0; /* r > 0 or r < 0 (not 0, not NaN) */
@@ -343,18 +346,49 @@ GP_AT_INLINE double quotient_pow2(double m, double nk, double den, double inv)
 GP_ATTRIB_CLONES static void fill_outputs_clones(double *restrict xs, const float *restrict m, size_t n, double mul,
                                                  double nk, double den, double inv, double s)
 {
-    for (size_t i = 0; i < n; i++)
-        xs[i] = quotient_pow2((double)m[i] * mul, nk, den, inv) * s;
+    if (inv != 0)
+        for (size_t i = 0; i < n; i++)
+            xs[i] = quotient((double)m[i] * mul, nk, den, inv, 0) * s;
+    else
+        for (size_t i = 0; i < n; i++)
+            xs[i] = quotient((double)m[i] * mul, nk, den, 0, 1) * s;
 }
 
-int gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s)
+/* x = (nk * (m[i] * mul)) / den in rationals, nudged: gp_fill_outputs where the product
+ * may round, one element at a time. */
+static void exact_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s)
+{
+    mpq_t x, d;
+    mpq_inits(x, d, NULL);
+    for (size_t i = 0; i < n; i++) {
+        int sticky;
+        double mm = (double)m[i] * mul; /* the binary64 product, as the vectorised path takes it */
+        if (mm == 0) { /* zero: its sign as the binary64 operations give it (rationals have none) */
+            xs[i] = nk * mm / den * s;
+            continue;
+        }
+        mpq_set_d(x, mm);
+        mpq_set_d(d, nk);
+        mpq_mul(x, x, d);
+        mpq_set_d(d, den);
+        mpq_div(x, x, d);
+        double r = gp_exact_q_nearest(x, &sticky); /* then sticky is set */
+        xs[i] = gp_f64_nudge(r, sticky) * s;
+    }
+    mpq_clears(x, d, NULL);
+}
+
+void gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s)
 {
     int e;
     double f = frexp(den, &e);
-    if (!(f == 0.5 && e - 1 <= 1022 && e - 1 >= -1022))
-        return 0;
-    fill_outputs_clones(xs, m, n, mul, nk, den, ldexp(1.0, 1 - e), s);
-    return 1;
+    if (f != 0.5 && !(nk * mul < 0x1p29)) { /* hi = nk * (m * mul) may round: quotient() would be off */
+        exact_outputs(xs, m, n, mul, nk, den, s);
+        return;
+    }
+    /* a power of two whose reciprocal is normal: the product by it */
+    fill_outputs_clones(xs, m, n, mul, nk, den, f == 0.5 && e - 1 <= 1022 && e - 1 >= -1022 ? ldexp(1.0, 1 - e) : 0,
+                        s);
 }
 
 GP_ATTRIB_CLONES static int gp_output_terms_clones(const double *restrict xs, size_t n, double scale, double inv,

@@ -165,14 +165,17 @@ int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc
 int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw, void *grad,
                    double *partial, double *err_round, uint64_t *nonzero);
 
-/* The backward outputs xs[i] = x * s, i < n, with x = (nk * (m[i] * mul)) / den exact as
- * a nudged binary64 (gp_f64_nudge of the rounded quotient by the sign of the remainder,
- * the runner's quotient), when den is a power of two whose reciprocal is a normal
- * binary64 (the division is then the multiplication by it: the same rounding); returns
- * 1, or 0 and writes nothing for another den. m[i] * mul and the product by s are
- * binary64 operations. Vectorised like gp_attrib_block; checked bit for bit against the
- * exact quotient (MPFR) and gp_f64_nudge (tests/test_accum.c). */
-int gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s);
+/* The backward outputs xs[i] = x * s, i < n, with x = (nk * (m[i] * mul)) / den as a
+ * nudged binary64: gp_f64_nudge of hi / den correctly rounded, hi = nk * (m[i] * mul)
+ * rounded, by the sign of the exact remainder. That is x exactly (the nudge of its correct
+ * rounding) when den is a power of two whose reciprocal is a normal binary64 (which divides
+ * as the multiplication by it, the same rounding), or when hi is exact and hi / den is not
+ * subnormal: hi is exact for any fp32 m when nk * mul < 2^29 (nk, mul integers: 53 bits
+ * hold the product). Otherwise (den not a power of two, nk * mul >= 2^29) x is computed in
+ * rationals (GMP), element by element. m[i] * mul and the product by s are binary64
+ * operations. Vectorised like gp_attrib_block; checked bit for bit against the exact
+ * quotient (MPFR) and gp_f64_nudge (tests/test_accum.c). */
+void gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s);
 
 /* The terms of the outputs' statistics: for x = xs[i] / s (as gp_attrib_unscaled with
  * inv), i < n, sq[i] = (x * errw)^2 when x is finite, else +0 (which leaves a sum of

@@ -8,22 +8,6 @@
 
 /* ---- exact backward outputs ---- */
 
-/* Exact x = S/den as a nudged binary64 given S = n * m exactly (n integer, m fp32). */
-GP_HOT double quotient(double m, double n, double den)
-{
-    double hi = n * m, lo = fma(n, m, -hi); /* n*m = hi + lo exactly */
-    double q = hi / den;
-    double r = fma(-q, den, hi) + lo;      /* sign of (S - q*den): exact sign */
-    return gp_f64_nudge(q, r > 0 ? 1 : r < 0 ? -1 : 0);
-}
-
-/* xs[i] = quotient(m[i] * mul, nk, den) * s for i < n (an FMA clone: see GP_DD_CLONES). */
-GP_DD_CLONES static void fill_xs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s)
-{
-    for (size_t i = 0; i < n; i++)
-        xs[i] = quotient((double)m[i] * mul, nk, den) * s;
-}
-
 /* The per-micro-batch divisor of S_k under the configured reduction. */
 static double reduction_den(const gp_scenario *sc, long nk, double N)
 {
@@ -149,8 +133,7 @@ int gp_run_outputs(chunk *c, double N, int k, gp_error *err)
         gp_generate(gd, sc->seed, stream, c->i0, c->n, c->m);
     if (c->shrink != 1.0) /* the shrunk value, made fp32, is the exact input */
         gp_scale_f32_block(c->m, c->n, c->shrink);
-    if (!gp_fill_outputs(c->xs, c->m, c->n, mul, (double)nk, den, c->s)) /* den a power of two: vectorised */
-        fill_xs(c->xs, c->m, c->n, mul, (double)nk, den, c->s);
+    gp_fill_outputs(c->xs, c->m, c->n, mul, (double)nk, den, c->s); /* exact quotients, nudged; vectorised */
     return 0;
 }
 
