@@ -4,10 +4,43 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* The butterflies of one radix-2 stage (groups of len values) over x[i0 .. i1) (complex
+ * values, re and im interleaved; i0, i1 multiples of len), f the stage's factors in order. */
+static void stage(double *x, size_t i0, size_t i1, size_t len, const double *f)
+{
+    size_t half = len >> 1;
+    for (size_t i = i0; i < i1; i += len)
+        for (size_t k = 0; k < half; k++) {
+            double wr = f[2 * k], wi = f[2 * k + 1];
+            double *a = x + 2 * (i + k), *b = x + 2 * (i + k + half);
+            double br = b[0] * wr - b[1] * wi, bi = b[0] * wi + b[1] * wr;
+            b[0] = a[0] - br;
+            b[1] = a[1] - bi;
+            a[0] += br;
+            a[1] += bi;
+        }
+}
+
+/* Stage len's factors tw[k N / len] (conjugated for sign +1), k < len / 2, into f. */
+static void factors(double *f, size_t N, size_t len, const double *tw, int sign)
+{
+    for (size_t k = 0; k < len / 2; k++) {
+        f[2 * k] = tw[2 * k * (N / len)];
+        f[2 * k + 1] = sign * tw[2 * k * (N / len) + 1];
+    }
+}
+
+/* Complex values a block of the first stages works on (128 KiB: in a core's L2). */
+#define FFT_BLOCK ((size_t)1 << 13)
+
 /* In-place radix-2 FFT of N complex values (re, im interleaved in x), N a power of two;
  * sign -1: forward (X_k = sum_j x_j e^(-2 pi i jk / N)), +1: unnormalised inverse. tw holds
- * e^(-2 pi i k / N) for k < N / 2. */
-static void fft(double *x, size_t N, const double *tw, int sign)
+ * e^(-2 pi i k / N) for k < N / 2; w: room for N complex values. The stages of groups up to
+ * FFT_BLOCK values run block by block (a group lies in one block, and each butterfly reads
+ * only its group's values of the stage before), the wider ones over the whole array: the
+ * same butterflies on the same values as stage after stage over the array, so the same
+ * bits, with the array read from memory once for all the first stages. */
+static void fft(double *x, size_t N, const double *tw, int sign, double *w)
 {
     for (size_t i = 1, j = 0; i < N; i++) { /* bit reversal */
         size_t bit = N >> 1;
@@ -22,18 +55,15 @@ static void fft(double *x, size_t N, const double *tw, int sign)
             x[2 * j + 1] = ti;
         }
     }
-    for (size_t len = 2; len <= N; len <<= 1) {
-        size_t half = len >> 1, stride = N / len;
-        for (size_t i = 0; i < N; i += len)
-            for (size_t k = 0; k < half; k++) {
-                double wr = tw[2 * k * stride], wi = sign * tw[2 * k * stride + 1];
-                double *a = x + 2 * (i + k), *b = x + 2 * (i + k + half);
-                double br = b[0] * wr - b[1] * wi, bi = b[0] * wi + b[1] * wr;
-                b[0] = a[0] - br;
-                b[1] = a[1] - bi;
-                a[0] += br;
-                a[1] += bi;
-            }
+    size_t B = N < FFT_BLOCK ? N : FFT_BLOCK;
+    for (size_t len = 2; len <= B; len <<= 1) /* stage len's factors at w + 2 (len / 2 - 1) */
+        factors(w + 2 * (len / 2 - 1), N, len, tw, sign);
+    for (size_t b0 = 0; b0 < N; b0 += B)
+        for (size_t len = 2; len <= B; len <<= 1)
+            stage(x, b0, b0 + B, len, w + 2 * (len / 2 - 1));
+    for (size_t len = 2 * B; len <= N; len <<= 1) {
+        factors(w, N, len, tw, sign);
+        stage(x, 0, N, len, w);
     }
 }
 
@@ -43,10 +73,12 @@ int gp_sr_lag_sums(const double *u, const double *w, size_t n, double *S, double
     while (N < 2 * n)
         N <<= 1;
     double *A = calloc(2 * N, sizeof *A), *B = calloc(2 * N, sizeof *B), *tw = malloc(N * sizeof *tw);
-    if (!A || !B || !tw) {
+    double *sw = malloc(2 * N * sizeof *sw); /* stages' factors, contiguous (fft) */
+    if (!A || !B || !tw || !sw) {
         free(A);
         free(B);
         free(tw);
+        free(sw);
         return -1;
     }
     for (size_t k = 0; k < N / 2; k++) {
@@ -59,8 +91,8 @@ int gp_sr_lag_sums(const double *u, const double *w, size_t n, double *S, double
         A[2 * j + 1] = w[j];
         B[2 * j] = u[j] * u[j];
     }
-    fft(A, N, tw, -1);
-    fft(B, N, tw, -1);
+    fft(A, N, tw, -1, sw);
+    fft(B, N, tw, -1, sw);
     /* A = U + i W with U, W the transforms of the real u, w: U_k = (A_k + conj A_(N-k)) / 2,
      * W_k = (A_k - conj A_(N-k)) / 2i. corr(x, y)[L] = sum_j x_j y_(j+L) is the inverse of
      * conj(X) Y: Z = |U|^2 + i conj(B) W, whose inverse is S + i V (both real). */
@@ -76,7 +108,7 @@ int gp_sr_lag_sums(const double *u, const double *w, size_t n, double *S, double
         B[2 * k] = sr - vi; /* Z = sr + i (vr + i vi) */
         B[2 * k + 1] = vr;
     }
-    fft(B, N, tw, +1);
+    fft(B, N, tw, +1, sw);
     for (size_t L = 1; L < n; L++) {
         S[L] = B[2 * L] / (double)N;
         V[L] = B[2 * L + 1] / (double)N;
@@ -84,6 +116,7 @@ int gp_sr_lag_sums(const double *u, const double *w, size_t n, double *S, double
     free(A);
     free(B);
     free(tw);
+    free(sw);
     return 0;
 }
 
