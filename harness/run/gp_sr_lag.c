@@ -5,7 +5,10 @@
 #include <stdlib.h>
 
 /* The butterflies of one radix-2 stage (groups of len values) over x[i0 .. i1) (complex
- * values, re and im interleaved; i0, i1 multiples of len), f the stage's factors in order. */
+ * values, re and im interleaved; i0, i1 multiples of len), f the stage's factors in order.
+ * Not to be cloned for AVX2/AVX-512: there gcc 12 vectorises this complex product into
+ * vfmaddsub, an FMA, although contraction is off (-ffp-contract=off), and the bits change
+ * (tried: a report's sr_lag_corr_score moved in its last digits). */
 static void stage(double *x, size_t i0, size_t i1, size_t len, const double *f)
 {
     size_t half = len >> 1;
@@ -33,20 +36,28 @@ static void factors(double *f, size_t N, size_t len, const double *tw, int sign)
 /* Complex values a block of the first stages works on (128 KiB: in a core's L2). */
 #define FFT_BLOCK ((size_t)1 << 13)
 
+/* The bit reversal of i + 1 in log2(N) bits, given r, that of i. */
+static size_t next_rev(size_t r, size_t N)
+{
+    size_t bit = N >> 1;
+    for (; r & bit; bit >>= 1)
+        r ^= bit;
+    return r | bit;
+}
+
 /* In-place radix-2 FFT of N complex values (re, im interleaved in x), N a power of two;
  * sign -1: forward (X_k = sum_j x_j e^(-2 pi i jk / N)), +1: unnormalised inverse. tw holds
- * e^(-2 pi i k / N) for k < N / 2; w: room for N complex values. The stages of groups up to
- * FFT_BLOCK values run block by block (a group lies in one block, and each butterfly reads
- * only its group's values of the stage before), the wider ones over the whole array: the
- * same butterflies on the same values as stage after stage over the array, so the same
- * bits, with the array read from memory once for all the first stages. */
-static void fft(double *x, size_t N, const double *tw, int sign, double *w)
+ * e^(-2 pi i k / N) for k < N / 2; w: room for N complex values. reversed: x already holds
+ * its values in bit-reversed order (the caller placed them so), else they are permuted here
+ * first. The stages of groups up to FFT_BLOCK values run block by block (a group lies in
+ * one block, and each butterfly reads only its group's values of the stage before), the
+ * wider ones over the whole array: the same butterflies on the same values as stage after
+ * stage over the array, so the same bits, with the array read from memory once for all the
+ * first stages. */
+static void fft(double *x, size_t N, const double *tw, int sign, double *w, int reversed)
 {
-    for (size_t i = 1, j = 0; i < N; i++) { /* bit reversal */
-        size_t bit = N >> 1;
-        for (; j & bit; bit >>= 1)
-            j ^= bit;
-        j |= bit;
+    for (size_t i = 1, j = 0; i < N && !reversed; i++) { /* bit reversal */
+        j = next_rev(j, N);
         if (i < j) {
             double tr = x[2 * i], ti = x[2 * i + 1];
             x[2 * i] = x[2 * j];
@@ -86,13 +97,13 @@ int gp_sr_lag_sums(const double *u, const double *w, size_t n, double *S, double
         tw[2 * k] = cos(t);
         tw[2 * k + 1] = sin(t);
     }
-    for (size_t j = 0; j < n; j++) {
-        A[2 * j] = u[j];
-        A[2 * j + 1] = w[j];
-        B[2 * j] = u[j] * u[j];
+    for (size_t j = 0, r = 0; j < n; j++, r = next_rev(r, N)) { /* placed bit-reversed: fft's first step */
+        A[2 * r] = u[j];
+        A[2 * r + 1] = w[j];
+        B[2 * r] = u[j] * u[j];
     }
-    fft(A, N, tw, -1, sw);
-    fft(B, N, tw, -1, sw);
+    fft(A, N, tw, -1, sw, 1);
+    fft(B, N, tw, -1, sw, 1);
     /* A = U + i W with U, W the transforms of the real u, w: U_k = (A_k + conj A_(N-k)) / 2,
      * W_k = (A_k - conj A_(N-k)) / 2i. corr(x, y)[L] = sum_j x_j y_(j+L) is the inverse of
      * conj(X) Y: Z = |U|^2 + i conj(B) W, whose inverse is S + i V (both real). */
@@ -108,7 +119,7 @@ int gp_sr_lag_sums(const double *u, const double *w, size_t n, double *S, double
         B[2 * k] = sr - vi; /* Z = sr + i (vr + i vi) */
         B[2 * k + 1] = vr;
     }
-    fft(B, N, tw, +1, sw);
+    fft(B, N, tw, +1, sw, 0);
     for (size_t L = 1; L < n; L++) {
         S[L] = B[2 * L] / (double)N;
         V[L] = B[2 * L + 1] / (double)N;
