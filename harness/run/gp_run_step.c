@@ -144,11 +144,7 @@ static int coupled_step(sim *S, int found_inf, float scale, gp_error *err)
         /* the sums in locals, in element order as before (a store through st would be
          * reloaded every element: it may alias the arrays) */
         double ss_scaling = st->ss_mech[GP_MECH_SCALING], ss_skipped = st->ss_full_skipped;
-        /* nothing scaled (before NULL: b = after) by right = 1: each lost is after - after,
-         * +0 (or 0 for a non-finite after), and adding +0 * +0 leaves the sum of squares (a
-         * +0 or positive binary64, never -0) as it is: the loop would change no bit */
-        int no_op = !found_inf && !before && right == 1.0f;
-        for (uint64_t i = 0; i < n && !no_op; i++) {
+        for (uint64_t i = 0; i < n; i++) {
             double lost;
             if (found_inf) { /* the whole gradient the reference used */
                 lost = ts->gfull[i] * (S->step.ref_coef.hi + S->step.ref_coef.lo);
