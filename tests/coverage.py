@@ -56,7 +56,7 @@ import tempfile
 RUNNER_STEP = {
     "classify", "note_output", "store_range", "store_grads_fmt", "gp_run_store_grads", "attribute_range",
     "attribute_fmt", "accumulate_args", "accumulate_on", "accumulate_before", "diverged",
-    "sr_observe", "accumulate_after", "gp_run_accumulate", "gp_run_unscale", "quotient", "reduction_den",
+    "sr_observe", "accumulate_after", "gp_run_accumulate", "gp_run_unscale", "reduction_den",
     "gp_run_generate_microbatch", "gp_run_generated_final", "run_generated", "gp_run_explicit", "window_run", "next_window",
     "gp_run_accumulate_step", "gp_run_clip_ops", "clip_step", "ref_clip_coef", "compare_grad_scale",
     "coupled_step", "scaler_step", "gp_run_simulate", "chunk_begin", "gp_run_optimize_chunk", "optimize_run",
@@ -335,8 +335,6 @@ EXCLUSIONS = [
     (R, "gp_run_accumulate_step", r"if \(S->ts\[t\]\.amax\)|spanning \? waves|if \(S->ts\[t\]\.acc_shadow\)|"
      r"return rc \? rc : waves", None,
      WHY_SCALED + " (the amax passes of a grad or an accumulator whose scale spans the runner's chunks)"),
-    (R, "gp_run_generate_microbatch", r"for \(size_t i = 0; i < c->n; i\+\+\)", None,
-     WHY_REPLAY + " (the replayed entries' non-finite count)"),
     (A + "gp_format.h", "gp_fmt_round_info", r"if \(!i\.inf && !i\.qnan\)|\} else if \(i\.qnan\) \{", None,
      "OPEN: a NaN or an infinity converted to an element format of a scaled gradient (e4m3 without "
      "infinities, fp6 and fp4 with neither): only scaled formats reach it; test_scaled_formats checks them "
