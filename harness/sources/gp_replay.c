@@ -855,18 +855,16 @@ int gp_replay_read(const gp_replay_entry *e, uint64_t i0, size_t n, float *out, 
         return -1;
     for (size_t j0 = 0; j0 < n; j0 += WIDEN_BLOCK) {
         size_t m = n - j0 < WIDEN_BLOCK ? n - j0 : WIDEN_BLOCK;
-        unsigned char tmp[WIDEN_BLOCK * 2];
-        memcpy(tmp, src + j0 * w, m * w);
+        uint16_t h[WIDEN_BLOCK]; /* the block's entries (w = 2), copied before out is written */
+        memcpy(h, src + j0 * w, m * w);
         if (e->fmt == GP_BF16 && m == WIDEN_BLOCK) { /* bf16 is the top half of fp32 (NaN payloads included) */
-            uint16_t h[WIDEN_BLOCK];
             uint32_t b[WIDEN_BLOCK];
-            memcpy(h, tmp, sizeof h);
             for (size_t q = 0; q < WIDEN_BLOCK; q++)
                 b[q] = (uint32_t)h[q] << 16;
             memcpy(out + j0, b, sizeof b);
         } else {
             for (size_t q = 0; q < m; q++)
-                out[j0 + q] = widen(e->fmt, tmp + q * w);
+                out[j0 + q] = widen(e->fmt, (const unsigned char *)(h + q));
         }
     }
     return 0;
