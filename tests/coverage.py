@@ -195,10 +195,10 @@ EXCLUSIONS = [
      "the report histogram's clamp: exact outputs below 2^-160 or from 2^140 (no metric depends on it)"),
     (H, "gp_attrib_one", r"s != 0 \|\| e != 0 \?", None,
      "e != 0 with s = 0: impossible (s = RN(a + g) = 0 means the exact sum a + g is 0)"),
-    (R, "sr_observe", r"if \(af == GP_FP32\)|c->sc->precision.ftz && fabs|e > 0 \? 1 : e < 0", None,
+    (H, "gp_sr_draw_one", r"if \(af == GP_FP32\)|ftz && fabs|e > 0 \? 1 : e < 0", None,
      "stochastic rounding into an fp32 accumulator or with FTZ: no training setup does it (fuzz_backend "
      "covers the combinations)"),
-    (R, "sr_observe", r"if \(isfinite\(vhi\) && frac > 0", (1, 5, 9),
+    (H, "gp_sr_draw_one", r"if \(isfinite\(vhi\) && frac > 0", (1, 5, 9),
      "a stochastic rounding next to the largest finite value (vhi = inf), frac >= 1 (impossible: v lies "
      "between its neighbours), or a stored value that is neither neighbour (a wrong backend only)"),
     (R, "ref_clip_coef", r"coef\.hi == 1\.0", None,
@@ -352,7 +352,7 @@ EXCLUSIONS = [
     (R, "attribute_fmt", r"c->lag_rec = c->lag_u && k == c->K - 1 && c->mb_base == 0", None,
      "OPEN: a stochastic accumulator in a data-parallel scenario (ranks other than 0 record no all-lags "
      "sample): no preset combines them"),
-    (R, "sr_observe", r"if \(c->lag_rec && i < c->lag_lim\)", None,
+    (R, "sr_observe", r"if \(c->lag_rec && i0 \+ j < c->lag_lim\)", None,
      "OPEN: a stochastic tensor longer than the all-lags record (2^21 elements): no preset is that large"),
     (R, "chunk_begin", r"if \(ts->lag_u && S->step_idx == 0 && i0 < ts->lag_n\)", None,
      "OPEN: chunks of a stochastic tensor past the all-lags record (2^21 elements) or after the first step's "

@@ -220,6 +220,138 @@ static uint32_t attrib_value(gp_format f, uint64_t *s)
     return sign | mag;
 }
 
+/* Stochastic rounding on the CPU backend (its random bits a block of counters at a time,
+ * bf16 accumulators of finite values on the bit loop) equals gp_accum_step per element with
+ * gp_rand_u32's bits: every accumulator and grad format, FTZ or not, first indices not a
+ * multiple of 4 (one Philox counter serves four elements) and near 2^64 (the index wraps),
+ * lengths across the backend's blocks of 1024, any bit patterns (sums overflowing to
+ * infinity, subnormals, zeros), and in some calls an infinity or a NaN. */
+static void test_backend_sr_equals_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(23);
+    enum { N = 2600 };
+    static uint8_t grad[N * 4], acc[N * 4];
+    static uint32_t want[N];
+    const gp_plugin *cpu = gp_cpu_backend();
+    for (int af = 0; af < GP_NFORMATS; af++)
+        for (int gf = 0; gf < GP_NFORMATS; gf++)
+            for (int rep = 0; rep < 8; rep++) {
+                int ftz = rep % 4 == 3;
+                uint64_t first = rep % 4 == 1 ? ~0ull - gp_test_next(&s) % 3000 : gp_test_next(&s) % 100000;
+                size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
+                uint64_t seed = gp_test_next(&s), stream = gp_test_next(&s);
+                gp_fmt_info fa = gp_fmt_get((gp_format)af), fg = gp_fmt_get((gp_format)gf);
+                for (size_t i = 0; i < n; i++) {
+                    uint32_t ab = attrib_value((gp_format)af, &s), gb = attrib_value((gp_format)gf, &s);
+                    uint64_t r = gp_test_next(&s);
+                    if (r % 8 == 0) /* next to the largest magnitude: sums overflow */
+                        ab = (fa.maxfin - (uint32_t)(r >> 8) % 4) | (uint32_t)(r >> 12 & 1) << (fa.width - 1);
+                    if (r % 8 == 1)
+                        gb = (fg.maxfin - (uint32_t)(r >> 16) % 4) | (uint32_t)(r >> 20 & 1) << (fg.width - 1);
+                    gp_pack_set((gp_format)af, acc, i, ab);
+                    gp_pack_set((gp_format)gf, grad, i, gb);
+                }
+                if (rep % 4 == 2 && fa.inf) /* an infinity or a NaN somewhere in the call */
+                    gp_pack_set((gp_format)af, acc, gp_test_next(&s) % n, fa.inf + (uint32_t)(gp_test_next(&s) & 1));
+                for (size_t i = 0; i < n; i++) {
+                    uint32_t comp = 0;
+                    float g = gp_f32_from_bits(gp_fmt_to_f32_bits((gp_format)gf, gp_pack_get((gp_format)gf, grad, i)));
+                    want[i] = gp_accum_step((gp_format)af, GP_ACC_STOCHASTIC, ftz, gp_pack_get((gp_format)af, acc, i),
+                                            &comp, g, gp_rand_u32(seed, stream, first + i), NULL);
+                }
+                gp_plugin_accumulate_args a;
+                memset(&a, 0, sizeof a);
+                a.struct_size = sizeof a;
+                a.grad_format = gf;
+                a.acc_format = af;
+                a.rounding = GP_ACC_STOCHASTIC;
+                a.ftz = ftz;
+                a.seed = seed;
+                a.stream = stream;
+                a.first_index = first;
+                a.n = n;
+                a.grad = grad;
+                a.acc = acc;
+                assert_int_equal(cpu->accumulate(&a), 0);
+                for (size_t i = 0; i < n; i++) {
+                    uint32_t got = gp_pack_get((gp_format)af, acc, i);
+                    gp_assert_bits(gp_fmt_agree((gp_format)af, got, want[i]) ? want[i] : got, want[i],
+                                   "acc fmt %d grad fmt %d rep %d element %zu", af, gf, rep, i);
+                }
+            }
+}
+
+/* The vectorised stochastic-rounding draws equal their definition, gp_sr_draw_one, bit for
+ * bit (u, w and the flag): random blocks of both pairs it takes (bf16 accumulator, bf16 or
+ * fp32 addend), stored values that are the stochastic rounding itself (gp_accum_step with
+ * random bits: a draw whenever the sum lies between two values), the old value or an
+ * arbitrary one (neither neighbour: no draw), and among the inputs infinities, NaNs and
+ * values next to the largest finite one (hi infinite, sums overflowing fp32). Both
+ * outcomes occur. FTZ, another accumulator or addend format is declined, nothing written. */
+static void test_sr_draw_block_equals_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(17);
+    enum { N = GP_ATTRIB_BLOCK };
+    static uint32_t old[N], acc[N], grad[N];
+    static double u[N], w[N];
+    static uint8_t draw[N];
+    const gp_format gfs[] = {GP_BF16, GP_FP32};
+    uint64_t drawn = 0, not_drawn = 0;
+    for (size_t p = 0; p < 2; p++) {
+        gp_format af = GP_BF16, gf = gfs[p];
+        gp_fmt_info fa = gp_fmt_get(af), fg = gp_fmt_get(gf);
+        for (int rep = 0; rep < 200; rep++) {
+            size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t r = gp_test_next(&s);
+                uint32_t ob = attrib_value(af, &s), gb = attrib_value(gf, &s), nb;
+                if (r % 16 == 0) /* the largest finite magnitude, either sign: hi infinite, sums overflowing */
+                    ob = fa.maxfin | (uint32_t)(r >> 8 & 1) << (fa.width - 1);
+                if (r % 16 == 1)
+                    gb = fg.maxfin | (uint32_t)(r >> 9 & 1) << (fg.width - 1);
+                if (r % 32 == 2) /* infinities and NaNs */
+                    ob = r >> 10 & 1 ? fa.inf : fa.inf + 1;
+                if (r % 32 == 3)
+                    gb = (r >> 11 & 1 ? fg.inf : fg.inf + 1) | (uint32_t)(r >> 12 & 1) << (fg.width - 1);
+                unsigned how = (unsigned)(r >> 16) % 4;
+                if (how <= 1) { /* the stochastic rounding */
+                    uint32_t comp = 0;
+                    nb = gp_accum_step(af, GP_ACC_STOCHASTIC, 0, ob, &comp,
+                                       gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gb)), (uint32_t)(r >> 32), NULL);
+                } else {
+                    nb = how == 2 ? ob : attrib_value(af, &s);
+                }
+                gp_pack_set(af, old, i, ob);
+                gp_pack_set(af, acc, i, nb);
+                gp_pack_set(gf, grad, i, gb);
+            }
+            memset(draw, 0xee, sizeof draw);
+            assert_int_equal(gp_sr_draw_block(af, gf, 0, old, acc, grad, n, u, w, draw), 1);
+            for (size_t i = 0; i < n; i++) {
+                double wu, ww;
+                uint32_t nb = gp_pack_get(af, acc, i);
+                int want = gp_sr_draw_one(af, gp_fmt_to_f64(af, gp_pack_get(af, old, i)),
+                                          gp_fmt_to_f64(gf, gp_pack_get(gf, grad, i)), nb, 0, &wu, &ww);
+                assert_int_equal(draw[i], want);
+                gp_assert_bits(gp_f64_bits(u[i]), gp_f64_bits(wu), "u %zu", i);
+                gp_assert_bits(gp_f64_bits(w[i]), gp_f64_bits(ww), "w %zu", i);
+                drawn += (uint64_t)want;
+                not_drawn += (uint64_t)!want;
+            }
+        }
+    }
+    assert_true(drawn > 1000 && not_drawn > 1000);
+    memset(draw, 0xee, sizeof draw);
+    assert_int_equal(gp_sr_draw_block(GP_BF16, GP_BF16, 1, old, acc, grad, 4, u, w, draw), 0);
+    assert_int_equal(gp_sr_draw_block(GP_FP32, GP_BF16, 0, old, acc, grad, 4, u, w, draw), 0);
+    assert_int_equal(gp_sr_draw_block(GP_BF16, GP_FP16, 0, old, acc, grad, 4, u, w, draw), 0);
+    assert_int_equal(gp_sr_draw_block(GP_FP16, GP_FP16, 0, old, acc, grad, 4, u, w, draw), 0);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(draw[i], 0xee);
+}
+
 /* The vectorised attribution equals its definition, gp_attrib_one with the error update,
  * sums and per-element counters of harness/run/gp_run_accum.c's attribute_range, bit for
  * bit (counters: every other block, from 0 and from 7): random blocks of every pair it
@@ -257,6 +389,8 @@ static void test_attrib_block_equals_definition(void **state)
                 } else {
                     nb = attrib_value(af, &s);
                 }
+                if ((nb & ((1u << (gp_fmt_get(af).width - 1)) - 1u)) == gp_fmt_get(af).maxfin)
+                    nb = 0; /* a stored +-max finite (saturation) is declined by contract: tested below */
                 gp_pack_set(af, old, i, ob);
                 gp_pack_set(af, acc, i, nb);
                 gp_pack_set(gf, grad, i, gb);
@@ -738,6 +872,8 @@ static void test_unscale_block_equals_definition(void **state)
                     nb = how == 1 ? attrib_value(af, &s) : ob;
                 if (!isfinite(gp_fmt_to_f64(af, nb)))
                     nb = ob;
+                if ((nb & ((1u << (gp_fmt_get(af).width - 1)) - 1u)) == gp_fmt_get(af).maxfin)
+                    nb = 0; /* a stored +-max finite (saturation) is declined by contract */
                 gp_pack_set(af, old, i, ob);
                 gp_pack_set(af, acc, i, nb);
                 for (int m = 0; m < GP_MECH_NONFINITE + 1; m++) {
@@ -792,7 +928,9 @@ int main(void)
         cmocka_unit_test(test_to_f64_fast),
         cmocka_unit_test(test_widen_block),
         cmocka_unit_test(test_backend_equals_definition),
+        cmocka_unit_test(test_backend_sr_equals_definition),
         cmocka_unit_test(test_attrib_block_equals_definition),
+        cmocka_unit_test(test_sr_draw_block_equals_definition),
         cmocka_unit_test(test_store_block_equals_definition),
         cmocka_unit_test(test_fill_outputs_equals_exact),
         cmocka_unit_test(test_output_terms_equal_definition),

@@ -247,6 +247,51 @@ int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc
     return gp_attrib_block_clones(af, gf, old, acc, grad, n, s, inv, errw, err, te2, cnt, el);
 }
 
+/* gp_sr_draw_one into bf16 without ftz, folded to selects: a and g are fp32 values, so
+ * s = fl32(a + g) is the float sum; for a finite s its rounding toward zero to bf16 is
+ * its top 16 bits (the same sign and exponent fields, the significand cut); a NaN or
+ * infinite s, an infinite vhi, a frac outside (0, 1) (NaN included) fail the same tests. */
+GP_AT_INLINE void sr_draws(gp_format gf, const uint16_t *restrict old, const uint16_t *restrict acc,
+                           const void *restrict grad, size_t n, double *restrict u, double *restrict w,
+                           uint8_t *restrict draw)
+{
+    for (size_t i = 0; i < n; i++) {
+        float a = gp_f32_from_bits((uint32_t)old[i] << 16);
+        float g = gf == GP_BF16 ? gp_f32_from_bits((uint32_t)((const uint16_t *)grad)[i] << 16)
+                                : ((const float *)grad)[i];
+        float sf = a + g;
+        double s = (double)sf, e = 0;
+        uint32_t nb = acc[i], lo = gp_f32_bits(sf) >> 16, hi = lo + 1;
+        double vlo = (double)gp_f32_from_bits(lo << 16), vhi = (double)gp_f32_from_bits(hi << 16);
+        double frac = ((s - vlo) + e) / (vhi - vlo);
+        int ok = (fabs(s) < INFINITY) & (fabs(vhi) < INFINITY) & (frac > 0) & (frac < 1) & ((nb == lo) | (nb == hi));
+        double ui = (double)(nb == hi) - frac, wi = frac * (1 - frac);
+        u[i] = ok ? ui : 0.0;
+        w[i] = ok ? wi : 0.0;
+        draw[i] = (uint8_t)ok;
+    }
+}
+
+GP_ATTRIB_CLONES static int gp_sr_draw_block_clones(gp_format af, gp_format gf, int ftz, const void *old,
+                                                    const void *acc, const void *grad, size_t n, double *u,
+                                                    double *w, uint8_t *draw)
+{
+    if (af != GP_BF16 || ftz || (gf != GP_BF16 && gf != GP_FP32))
+        return 0;
+    if (gf == GP_BF16)
+        sr_draws(GP_BF16, old, acc, grad, n, u, w, draw);
+    else
+        sr_draws(GP_FP32, old, acc, grad, n, u, w, draw);
+    return 1;
+}
+
+/* See gp_attrib.h; the clones are static as for gp_attrib_block. */
+int gp_sr_draw_block(gp_format af, gp_format gf, int ftz, const void *old, const void *acc, const void *grad,
+                     size_t n, double *u, double *w, uint8_t *draw)
+{
+    return gp_sr_draw_block_clones(af, gf, ftz, old, acc, grad, n, u, w, draw);
+}
+
 /* The RNE rounding of a zero, or of a magnitude in gf's normal range, as gp_fmt_from_f64_rne
  * rounds it (a zero: the signed zero). */
 GP_AT_INLINE void store(gp_format gf, int divide, const double *restrict xs, size_t n, double scale, double inv,

@@ -111,6 +111,46 @@ static inline gp_mechanism gp_attrib_one(gp_format af, gp_format gf, uint32_t ob
     return m;
 }
 
+/* A stochastic rounding of the accumulator value a (format af) plus the addend g that stored
+ * nb, as a draw (the bias statistics of gp_runner.h): the sum s rounded is fl32(a + g) for
+ * af narrower than fp32 (fp32 opmath, gp_accum.h), the exact sum s + e for fp32. With lo
+ * and hi the neighbours of s in af toward and away from zero (lo its rounding toward
+ * zero, hi = lo + 1 in sign-magnitude bits), frac = ((s - lo) + e) / (hi - lo): when s is
+ * finite (and not flushed under ftz), hi finite, frac in (0, 1) and nb one of lo and hi,
+ * the rounding was a draw: returns 1 with *u = [nb == hi] - frac (the draw's deviation
+ * from its mean) and *w = frac (1 - frac) (its variance). Else returns 0, *u = *w = 0. */
+static inline int gp_sr_draw_one(gp_format af, double a, double g, uint32_t nb, int ftz, double *u, double *w)
+{
+    double s = a + g, e = 0;
+    if (af == GP_FP32) { /* the exact sum s + e */
+        double bb = s - a;
+        e = (a - (s - bb)) + (g - bb);
+    } else {
+        s = (double)((float)a + (float)g); /* fl32(acc + g), what is rounded to the narrow format */
+    }
+    *u = *w = 0;
+    if (isfinite(s) && !(ftz && fabs(s) < ldexp(1.0, gp_fmt_get(af).emin))) {
+        uint32_t lo = gp_fmt_from_f64(af, gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0), GP_RTZ, 0, 0, (unsigned *)0);
+        uint32_t hi = lo + 1; /* one step away from zero: sign-magnitude encodings */
+        double vlo = gp_fmt_to_f64_fast(af, lo), vhi = gp_fmt_to_f64_fast(af, hi);
+        double frac = ((s - vlo) + e) / (vhi - vlo);
+        if (isfinite(vhi) && frac > 0 && frac < 1 && (nb == lo || nb == hi)) {
+            *u = (double)(nb == hi) - frac;
+            *w = frac * (1 - frac);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* gp_sr_draw_one for the additions i < n of packed arrays old, acc (format af) and grad
+ * (format gf) without ftz, for af bf16 and gf bf16 or fp32, when every old, acc and grad
+ * value is finite: draw[i] its result, u[i] and w[i] its outputs. Returns 1; returns 0
+ * and writes nothing for another case. Vectorised like gp_attrib_block; equal to the
+ * definition bit for bit (tests/test_accum.c). */
+int gp_sr_draw_block(gp_format af, gp_format gf, int ftz, const void *old, const void *acc, const void *grad,
+                     size_t n, double *u, double *w, uint8_t *draw);
+
 /* Counts of a block's additions (gp_attrib_block). */
 typedef struct {
     uint64_t rounded_nonzero, adds_nonzero, absorbed, underflow;

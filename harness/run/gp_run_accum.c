@@ -435,45 +435,59 @@ static int diverged(chunk *c, const char *entry, const char *output, int k, size
     return 1;
 }
 
-/* Stochastic rounding of element i from old accumulator a (bits ob) plus addend g to nb
- * (see gp_runner.h): add the draw to the three statistics. *prev_u is u of the previous
- * element of this micro-batch (0: none), updated. In the recorded micro-batch, u and
+/* The stochastic roundings of elements [i0, i0 + n) (n <= GP_ATTRIB_BLOCK) of chunk c,
+ * accumulator format af, grad format gf: each a draw or not (gp_sr_draw_one, a block at a
+ * time where gp_sr_draw_block has the case), then in element order the draws' terms added
+ * to the three statistics (see gp_runner.h). *prev_u is u of the previous element of this
+ * micro-batch (0: none, or no draw), updated. In the recorded micro-batch, u and
  * w = f(1 - f) go to the all-lags record (gp_sr_lag.h). */
-static void sr_observe(chunk *c, size_t i, double a, double g, uint32_t nb, double *prev_u)
+static void sr_observe(chunk *c, size_t i0, size_t n, gp_format af, gp_format gf, double *prev_u)
 {
-    gp_format af = c->af;
-    double s = a + g, e = 0;
-    if (af == GP_FP32) { /* the exact sum s + e */
-        double bb = s - a;
-        e = (a - (s - bb)) + (g - bb);
-    } else {
-        s = (double)((float)a + (float)g); /* fl32(acc + g), what is rounded to the narrow format */
-    }
-    double u = 0, wr = 0;
-    if (isfinite(s) && !(c->sc->precision.ftz && fabs(s) < ldexp(1.0, gp_fmt_get(af).emin))) {
-        uint32_t lo = gp_fmt_from_f64(af, gp_f64_nudge(s, e > 0 ? 1 : e < 0 ? -1 : 0), GP_RTZ, 0, 0, (unsigned *)0);
-        uint32_t hi = lo + 1; /* one step away from zero: sign-magnitude encodings */
-        double vlo = widen(af, lo), vhi = widen(af, hi);
-        double frac = ((s - vlo) + e) / (vhi - vlo);
-        if (isfinite(vhi) && frac > 0 && frac < 1 && (nb == lo || nb == hi)) {
-            u = (double)(nb == hi) - frac;
-            double w = frac * (1 - frac), p = *prev_u, q = c->sr_prev[i];
-            wr = w;
-            c->st->sr_draws++;
-            c->st->sr_sum[0] += u;
-            c->st->sr_var[0] += w;
-            c->st->sr_sum[1] += p * u;
-            c->st->sr_var[1] += p * p * w;
-            c->st->sr_sum[2] += q * u;
-            c->st->sr_var[2] += q * q * w;
+    double u[GP_ATTRIB_BLOCK], w[GP_ATTRIB_BLOCK];
+    uint8_t draw[GP_ATTRIB_BLOCK];
+    int ftz = c->sc->precision.ftz;
+    size_t wa = gp_fmt_get(af).width / 8, wg = gp_fmt_get(gf).width / 8;
+    if (!GP_VECTOR_BLOCKS || !gp_sr_draw_block(af, gf, ftz, (const char *)c->old + i0 * wa,
+                                               (const char *)c->acc + i0 * wa, (const char *)c->grad + i0 * wg, n,
+                                               u, w, draw))
+        for (size_t j = 0; j < n; j++) {
+            uint32_t ob = gp_pack_get(af, c->old, i0 + j), nb = gp_pack_get(af, c->acc, i0 + j);
+            draw[j] = (uint8_t)gp_sr_draw_one(af, widen(af, ob), widen(gf, gp_pack_get(gf, c->grad, i0 + j)), nb, ftz,
+                                              &u[j], &w[j]);
         }
+    gp_stats *st = c->st;
+    double *sr_prev = c->sr_prev + i0, p = *prev_u;
+    double s0 = st->sr_sum[0], s1 = st->sr_sum[1], s2 = st->sr_sum[2]; /* in locals: sr_prev may alias st */
+    double v0 = st->sr_var[0], v1 = st->sr_var[1], v2 = st->sr_var[2];
+    uint64_t draws = st->sr_draws;
+    for (size_t j = 0; j < n; j++) {
+        double uj = u[j];
+        if (draw[j]) {
+            double wj = w[j], q = sr_prev[j];
+            draws++;
+            s0 += uj;
+            v0 += wj;
+            s1 += p * uj;
+            v1 += p * p * wj;
+            s2 += q * uj;
+            v2 += q * q * wj;
+        }
+        p = uj;
+        sr_prev[j] = uj;
     }
-    *prev_u = u;
-    c->sr_prev[i] = u;
-    if (c->lag_rec && i < c->lag_lim) { /* the all-lags record (gp_sr_lag.h): no draw is 0, 0 */
-        c->lag_u[i] = u;
-        c->lag_w[i] = wr;
-    }
+    st->sr_sum[0] = s0;
+    st->sr_sum[1] = s1;
+    st->sr_sum[2] = s2;
+    st->sr_var[0] = v0;
+    st->sr_var[1] = v1;
+    st->sr_var[2] = v2;
+    st->sr_draws = draws;
+    *prev_u = p;
+    for (size_t j = 0; j < n; j++) /* the all-lags record (gp_sr_lag.h): no draw is 0, 0 */
+        if (c->lag_rec && i0 + j < c->lag_lim) {
+            c->lag_u[i0 + j] = u[j];
+            c->lag_w[i0 + j] = w[j];
+        }
 }
 
 /* The mechanism of an addition into a scaled accumulator (fp32 sum re-quantized: ev its
@@ -501,10 +515,9 @@ static inline gp_mechanism acc_scaled_mech(unsigned ev, gp_mechanism m, unsigned
 /* The attribution of elements [i0, i1) of chunk c for micro-batch k, one at a time
  * (gp_attrib_one): accumulator format af, grad format gf (see store_grads_fmt for the
  * instances); adds the trajectory terms to *traj_err and *traj_ref in element order. */
-GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_format gf, double *prev_u,
-                            double *traj_err, double *traj_ref, double *ss_x)
+GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_format gf, double *traj_err,
+                            double *traj_ref, double *ss_x)
 {
-    int sr = c->sc->precision.rounding == GP_ACC_STOCHASTIC;
     double scale = c->s, inv = scale_inverse(scale), errw = c->errw;
     gp_stats *st = c->st;
     double *const *err = c->err;
@@ -513,8 +526,6 @@ GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_for
     const int counting = c->cnt[0] != NULL;
     for (size_t i = i0; i < i1; i++) {
         uint32_t ob = gp_pack_get(af, old, i), nb = gp_pack_get(af, acc, i), gb = gp_pack_get(gf, grad, i);
-        if (sr)
-            sr_observe(c, i, widen(af, ob), widen(gf, gb), nb, prev_u);
         double delta;
         unsigned f;
         gp_mechanism m = gp_attrib_one(af, gf, ob, nb, gb, scale, inv, &delta, &f);
@@ -565,21 +576,25 @@ GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_for
  * trajectory: the accumulated error after this step is the sum of every local error so
  * far (unscaled); the reference is the exact partial sum. Element i's terms are added
  * once its local error of this micro-batch is noted: the order of the sums is the
- * element order. Blocks of finite values without stochastic rounding go through the
- * vectorised gp_attrib_block (the same results, per-element counters included). */
+ * element order. Blocks of finite values go through the vectorised gp_attrib_block (the
+ * same results, per-element counters included); stochastic roundings are observed a
+ * block at a time before (sr_observe: statistics of their own, in element order too). */
 GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
 {
     double prev_u = 0;
     double traj_err = c->traj_err[k], traj_ref = c->traj_ref[k], ss_x = c->st->ss_x;
+    int sr = c->sc->precision.rounding == GP_ACC_STOCHASTIC;
     c->lag_rec = c->lag_u && k == c->K - 1 && c->mb_base == 0; /* rank 0's last micro-batch */
 #if GP_VECTOR_BLOCKS
-    int fast = c->sc->precision.rounding != GP_ACC_STOCHASTIC && !c->acc_ev;
+    int fast = !c->acc_ev;
     uint32_t *el[GP_ATTRIB_NEL];
     double scale = c->s, inv = scale_inverse(scale), te2[GP_ATTRIB_BLOCK];
     size_t w = gp_fmt_get(af).width / 8, wg = gp_fmt_get(gf).width / 8;
 #endif
     for (size_t i0 = 0; i0 < c->n; i0 += GP_ATTRIB_BLOCK) {
         size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
+        if (sr) /* its own statistics, apart from the attribution's */
+            sr_observe(c, i0, n, af, gf, &prev_u);
 #if GP_VECTOR_BLOCKS
         gp_attrib_counts cnt = {0, 0, 0, 0};
         double *err[GP_MECH_GRAD_END];
@@ -608,7 +623,7 @@ GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
             continue;
         }
 #endif
-        attribute_range(c, i0, i0 + n, af, gf, &prev_u, &traj_err, &traj_ref, &ss_x);
+        attribute_range(c, i0, i0 + n, af, gf, &traj_err, &traj_ref, &ss_x);
     }
     c->traj_err[k] = traj_err;
     c->traj_ref[k] = traj_ref;

@@ -286,10 +286,12 @@ static void window_run(sim *S, lane *L, size_t u)
     chunk *G = L->grp;
     const gp_tensor_spec *spec = &S->sc->tensors[G[0].t];
     int explicit_values = spec->grad.kind == GP_DIST_VALUES, fused = !explicit_values && !G[0].D;
+    int norm = S->sc->clip.max_norm > 0; /* the reference's clipping norm: only ref_clip_coef reads it
+                                            (unfused, below, it is summed either way) */
     for (size_t j = 0; j < U->ng; j++) /* a sampled chunk's squares are weighted below, in order */
         fused &= S->w[G[j].t] == 1.0;
     for (size_t j = 0; j < U->ng; j++) /* the clipping norm's sum in final_stats, the same order */
-        G[j].ref_ss = fused ? &U->ref_ss : NULL;
+        G[j].ref_ss = fused && norm ? &U->ref_ss : NULL;
     int rc = explicit_values ? gp_run_explicit(&G[0], spec, S->N, &U->found_inf, &U->err)
                              : run_generated(G, U->ng, S->N, &U->found_inf, &U->err);
     for (size_t j = 0; j < U->ng && rc == 0; j++) {

@@ -2,29 +2,16 @@
  * Philox4x32-10 over many counters per vector register, and GSL's inverse normal CDF
  * with its central branch vectorised. Both give exactly the bits of the scalar
  * definitions (kernels/arith/gp_philox.h, gsl_cdf_ugaussian_Pinv) on every path; the
- * path is chosen at run time from the CPU (AVX-512F, AVX2, else portable C). */
+ * path is chosen at run time from the CPU (AVX-512F, AVX2, else portable C). The Philox
+ * loop lives with the CPU backend (kernels/cpu/gp_cpu_philox.h), whose stochastic
+ * rounding draws from it too. */
 #ifndef GP_GEN_SIMD_H
 #define GP_GEN_SIMD_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* A code path; AUTO picks the widest the CPU has. */
-typedef enum { GP_GEN_AUTO, GP_GEN_PORTABLE, GP_GEN_AVX2, GP_GEN_AVX512 } gp_gen_path;
-
-/* 1 when `path` can run on this CPU (AUTO and PORTABLE always). */
-int gp_gen_path_available(gp_gen_path path);
-
-/* Words per output lane the vector paths may write past n: callers size w[k] to
- * n rounded up to a multiple of GP_GEN_PAD. */
-#define GP_GEN_PAD 16
-
-/* w[k][j] = word k of gp_philox4x32_10(ctr = {e lo, e hi, stream lo, stream hi},
- * key = {seed lo, seed hi}) for element e = idx ? idx[j] : i0 + j (mod 2^64), j < n.
- * w[k][n .. round_up(n, GP_GEN_PAD)) may be overwritten with unspecified words. An
- * unavailable path runs the portable one. */
-void gp_philox_block(gp_gen_path path, uint64_t seed, uint64_t stream, uint64_t i0, const uint64_t *idx, size_t n,
-                     uint32_t *const w[4]);
+#include "../../kernels/cpu/gp_cpu_philox.h" /* gp_gen_path, gp_philox_block */
 
 /* x[j] = gsl_cdf_ugaussian_Pinv(p[j]) bit for bit, j < n (x and p do not overlap):
  * Wichura's AS241 evaluated as GSL evaluates it, the same binary64 operations in the

@@ -12,6 +12,7 @@
 #include "../arith/gp_scaler.h"
 #include "../arith/gp_philox.h"
 #include "gp_cpu_adamw.h"
+#include "gp_cpu_philox.h"
 #include "gp_lowbit.h"
 
 /* 0 (the coverage build): AdamW runs its definition, gp_adamw_step, per element */
@@ -87,6 +88,82 @@ GP_CPU_CLONES static int accumulate_f32_rne_f16g(float *acc, const uint16_t *g, 
     return 1;
 }
 
+#if GP_VECTOR_BLOCKS
+/* Stochastic rounding of fl32(acc + g) into bf16 without FTZ, acc and g finite (gf bf16
+ * or fp32), rb[i] the element's random bits: the rounding of gp_fmt_round_info on the
+ * bits. s = fl32(acc + g) is finite or an infinity of overflow (never a NaN); bf16 keeps
+ * its top 16 bits (fp32's sign and exponent fields: its quantum is 2^16 of fp32's in
+ * every binade, subnormals included), the discarded 16 bits are the position f = low / 2^16
+ * between the neighbours, and the draw goes away from zero iff rb < floor(f 2^32) =
+ * low << 16. Adding 1 to the kept bits is the next magnitude, carrying into the exponent
+ * field, and past the largest finite one 0x7f80 (infinity, as the general routine gives);
+ * an infinite s has low = 0 and stays. */
+GP_CPU_CLONES static void accumulate_bf16_sr(uint16_t *acc, const void *grad, int gf, const uint32_t *rb, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = gf == GP_BF16 ? gp_f32_from_bits((uint32_t)((const uint16_t *)grad)[i] << 16) : ((const float *)grad)[i];
+        uint32_t x = gp_f32_bits(gp_f32_from_bits((uint32_t)acc[i] << 16) + g);
+        acc[i] = (uint16_t)((x >> 16) + (uint32_t)(rb[i] < x << 16));
+    }
+}
+
+/* Are acc[0..n) (bf16) and grad[0..n) (bf16 or fp32) all finite? */
+static int bf16_sr_inputs_finite(const uint16_t *acc, const void *grad, int gf, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= (uint32_t)((acc[i] & 0x7fffu) >= 0x7f80u);
+    if (gf == GP_BF16)
+        for (size_t i = 0; i < n; i++)
+            bad |= (uint32_t)((((const uint16_t *)grad)[i] & 0x7fffu) >= 0x7f80u);
+    else
+        for (size_t i = 0; i < n; i++)
+            bad |= (uint32_t)((((const uint32_t *)grad)[i] & 0x7fffffffu) >= 0x7f800000u);
+    return !bad;
+}
+
+/* Stochastic rounding, the general loop's steps with its random bits drawn a block at a
+ * time: element e's gp_rand_u32 is word e mod 4 of Philox counter e / 4, so one counter
+ * serves four elements, and gp_philox_block computes a block's counters in vector
+ * registers (the same words: tests/test_gen.c). bf16 accumulators of finite values
+ * without FTZ take accumulate_bf16_sr, the rest the per-element step. */
+#define SR_BLOCK 1024
+static void accumulate_sr(const gp_plugin_accumulate_args *a, gp_format af, gp_format gf)
+{
+    uint32_t wb[4][SR_BLOCK / 4 + GP_GEN_PAD], rb[SR_BLOCK]; /* the counters of SR_BLOCK elements: at most SR_BLOCK / 4 + 1 */
+    uint32_t *const w[4] = {wb[0], wb[1], wb[2], wb[3]};
+    size_t wg = gp_fmt_get(gf).width / 8;
+    int fast = af == GP_BF16 && (gf == GP_BF16 || gf == GP_FP32) && !a->ftz;
+    for (uint64_t i0 = 0; i0 < a->n; i0 += SR_BLOCK) {
+        size_t m = (size_t)(a->n - i0 < SR_BLOCK ? a->n - i0 : SR_BLOCK);
+        uint64_t e0 = a->first_index + i0, c0 = e0 >> 2;
+        if (e0 + (m - 1) >= e0) {
+            gp_philox_block(GP_GEN_AUTO, a->seed, a->stream, c0, NULL, (size_t)((e0 & 3) + m + 3) >> 2, w);
+            for (size_t j = 0; j < m; j++) {
+                uint64_t e = e0 + j;
+                rb[j] = w[e & 3][(e >> 2) - c0];
+            }
+        } else { /* the index wraps past 2^64 inside the block (the counter e / 4 with it) */
+            for (size_t j = 0; j < m; j++)
+                rb[j] = gp_rand_u32(a->seed, a->stream, e0 + j);
+        }
+        uint16_t *acc16 = (uint16_t *)a->acc + i0;
+        const char *g = (const char *)a->grad + i0 * wg;
+        if (fast && bf16_sr_inputs_finite(acc16, g, gf, m)) {
+            accumulate_bf16_sr(acc16, g, gf, rb, m);
+            continue;
+        }
+        for (size_t j = 0; j < m; j++) {
+            uint32_t comp = 0;
+            uint64_t i = i0 + j;
+            gp_pack_set(af, a->acc, i,
+                        gp_accum_step(af, GP_ACC_STOCHASTIC, a->ftz, gp_pack_get(af, a->acc, i), &comp,
+                                      grad_value(gf, a->grad, i), rb[j], (unsigned *)0));
+        }
+    }
+}
+#endif
+
 static int cpu_accumulate(const gp_plugin_accumulate_args *a)
 {
     gp_format gf = (gp_format)a->grad_format, af = (gp_format)a->acc_format;
@@ -109,6 +186,12 @@ static int cpu_accumulate(const gp_plugin_accumulate_args *a)
     }
     if (af == GP_FP32 && gf == GP_FP16 && r == GP_ACC_RNE && !a->ftz && accumulate_f32_rne_f16g(a->acc, a->grad, a->n))
         return 0;
+#if GP_VECTOR_BLOCKS
+    if (r == GP_ACC_STOCHASTIC) {
+        accumulate_sr(a, af, gf);
+        return 0;
+    }
+#endif
     for (uint64_t i = 0; i < a->n; i++) {
         uint32_t rb = r == GP_ACC_STOCHASTIC ? gp_rand_u32(a->seed, a->stream, a->first_index + i) : 0;
         uint32_t comp = r == GP_ACC_KAHAN ? gp_pack_get(af, a->comp, i) : 0;
