@@ -463,12 +463,12 @@ static void bench_attribution(tput_times *tt)
     bench_attribution_pair(GP_FP32, GP_FP16, &tt->attrib16_block_ns, &tt->attrib16_one_ns);
 }
 
-/* (p) the in-order sums a report defines, per element: one binary64 sum s += x[i] (each
- * addition waits for the one before: the FP adder's latency per element; the runner keeps
- * several such sums, each of its own elements' terms), and the reference's clipping norm,
- * the DD sum of squares gp_dd_sumsq_add (its loop-carried chain of dependent additions).
- * Neither can be reordered without changing the bits a report holds; 2^18 elements, best
- * of 5. */
+/* (p) the sums a report defines, per element: one binary64 sum s += x[i] in element order
+ * (each addition waits for the one before: the FP adder's latency per element; the runner
+ * keeps several such sums, each of its own elements' terms), which cannot be reordered
+ * without changing the bits a report holds, and the reference's clipping norm, the DD sum
+ * of squares gp_dd_sumsq_add (16 interleaved lanes since 2026-11-29; one chain in element
+ * order before); 2^18 elements, best of 5. */
 static void bench_inorder_sums(tput_times *tt)
 {
     enum { NS = 1 << 18 };
@@ -687,8 +687,8 @@ static void print_throughput(const tput_times *tt, int json)
            "bf16 into bf16 %.2f ns vs %.2f ns: %.2fx; fp16 into fp32 %.2f ns vs %.2f ns: %.2fx\n",
            tt->attrib_block_ns, tt->attrib_one_ns, tt->attrib_block_ns / tt->attrib_one_ns, tt->attrib16_block_ns,
            tt->attrib16_one_ns, tt->attrib16_block_ns / tt->attrib16_one_ns);
-    printf("(p) in-order sums, per element: binary64 s += x %.2f ns; the reference clipping norm's DD sum of squares "
-           "%.2f ns (floors: neither can be reordered)\n",
+    printf("(p) sums, per element: binary64 s += x in order %.2f ns (a floor: it cannot be reordered); the reference "
+           "clipping norm's DD sum of squares (16 lanes) %.2f ns\n",
            tt->sum_f64_ns, tt->sum_dd_sq_ns);
 }
 

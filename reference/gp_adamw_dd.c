@@ -129,12 +129,35 @@ void gp_adamw_dd_state_get(const gp_adamw_dd_state *st, size_t i, double *w, dou
 
 /* ---- the clipping norm ---- */
 
-/* The loop of gp_dd_sumsq_add: gp_dd_sumsq_step (gp_adamw_dd.h) per element. */
+/* The lanes of gp_dd_sumsq_add, each a chain of gp_dd_sumsq_step (gp_adamw_dd.h): the
+ * loop over the lanes is the same operations on independent values, which the compiler
+ * may put in vector registers without changing a bit; the chains overlap instead of
+ * waiting for one another. */
 GP_DD_CLONES static gp_dd gp_dd_sumsq_add_clones(gp_dd acc, const double *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        acc = gp_dd_sumsq_step(acc, x[i]);
-    return acc;
+    enum { L = GP_DD_SUMSQ_LANES };
+    double hi[L], lo[L];
+    for (int l = 0; l < L; l++)
+        hi[l] = lo[l] = 0.0;
+    size_t i = 0;
+    for (; n - i >= L; i += L)
+        for (int l = 0; l < L; l++) {
+            gp_dd a = gp_dd_sumsq_step((gp_dd){hi[l], lo[l]}, x[i + l]);
+            hi[l] = a.hi;
+            lo[l] = a.lo;
+        }
+    for (int l = 0; i + (size_t)l < n; l++) {
+        gp_dd a = gp_dd_sumsq_step((gp_dd){hi[l], lo[l]}, x[i + (size_t)l]);
+        hi[l] = a.hi;
+        lo[l] = a.lo;
+    }
+    gp_dd t[L];
+    for (int l = 0; l < L; l++)
+        t[l] = (gp_dd){hi[l], lo[l]};
+    for (int h = 1; h < L; h *= 2) /* the tree: lane l takes lane l + h */
+        for (int l = 0; l < L; l += 2 * h)
+            t[l] = gp_dd_add(t[l], t[l + h]);
+    return gp_dd_add(acc, t[0]);
 }
 
 /* The exported symbol is a plain function: clang 14 gives callers in other files no

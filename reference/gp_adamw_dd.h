@@ -245,8 +245,7 @@ static inline gp_dd gp_dd_sqrt(gp_dd x)
     return gp_dd_fast_two_sum(sh, sl);
 }
 
-/* acc + x^2: one term of gp_dd_sumsq_add (below), for a caller that adds the squares in
- * a loop of its own (the runner's final statistics); acc.hi >= 0. gp_dd_add(acc, {p, e})
+/* acc + x^2: one term of a lane of gp_dd_sumsq_add (below); acc.hi >= 0. gp_dd_add(acc, {p, e})
  * of the exact square p + e with the first TwoSum, that of acc.hi and p, done as
  * Fast2Sum on the operands ordered by magnitude (both are >= 0: max and min order them):
  * the result of an error-free sum is unique (s = RN(a + b), and a + b - s exactly, +0
@@ -266,11 +265,25 @@ static inline gp_dd gp_dd_sumsq_step(gp_dd acc, double x)
     return gp_dd_fast_two_sum(v.hi, t.lo + v.lo);
 }
 
-/* acc + x[0]^2 + ... + x[n-1]^2 in DD, in that order, each square an exact TwoProd
- * (p, e) added by gp_dd_add: acc = gp_dd_add(acc, {p, e}) (the reference's clipping
- * norm). acc.hi >= 0 (a sum of squares, started at 0). An FMA clone where the CPU has
- * FMA; the same results as that loop written out, bit for bit (test_adamw_dd), a NaN
- * only as a NaN. */
+/* acc + x[0]^2 + ... + x[n-1]^2 in DD (the reference's clipping norm), in
+ * GP_DD_SUMSQ_LANES interleaved lanes: lane l is the DD sum, from 0 in increasing i, of
+ * the squares of the x[i] with i = l mod GP_DD_SUMSQ_LANES, each square an exact TwoProd
+ * (p, e) added by gp_dd_add (gp_dd_sumsq_step); the lanes are then added pairwise in a
+ * fixed tree (lane l takes lane l + h for h = 1, 2, 4, 8 and l a multiple of 2h), and the
+ * total to acc by gp_dd_add. acc.hi >= 0 (a sum of squares, started at 0). The result
+ * depends on n and the order of x only, so a caller that sums a tensor in fixed chunks
+ * gets the same bits for any -j. Error: every gp_dd_add here adds two non-negative values
+ * with a relative error of at most GP_DD_ERR_ADD (about 3u^2, below), and a value is
+ * carried through at most ceil(n / 16) + 5 of them, so the result is within
+ * (ceil(n / 16) + 5) GP_DD_ERR_ADD of acc + the exact sum, relatively (to first order):
+ * below 2^-94 for the runner's chunks of 16384 elements. Summed over C such chunks (each
+ * call's result carried in acc, and the runner's window totals added up: at most 2C more
+ * additions), below (2C + 2^10 + 5) GP_DD_ERR_ADD: 2^-77 for 2^40 elements. (Until 2026-11-29 the
+ * sum was one chain in element order: the same kind of bound with n in place of n / 16,
+ * and a latency of about 20 cycles an element.) An FMA clone where the CPU has FMA;
+ * the same results as the lanes written out, bit for bit (test_adamw_dd), a NaN only as a
+ * NaN. */
+#define GP_DD_SUMSQ_LANES 16
 gp_dd gp_dd_sumsq_add(gp_dd acc, const double *x, size_t n);
 
 /* The per-operation relative error bounds of the header comment (u = 2^-53). */

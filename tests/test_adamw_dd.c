@@ -622,11 +622,14 @@ static void test_paths_equal_element(void **state)
     }
 }
 
-/* gp_dd_sumsq_add (an FMA clone) equals the loop of gp_dd_add over TwoProd squares
- * written out here, compiled without FMA, bit for bit (a NaN only as a NaN, see above):
+/* gp_dd_sumsq_add (an FMA clone) equals its definition written out here, compiled without
+ * FMA, bit for bit (a NaN only as a NaN, see above): 16 lanes, each a loop of gp_dd_add
+ * over the TwoProd squares of its elements (i = l mod 16), the lanes added pairwise in the
+ * fixed tree, the total to the sum so far:
  * arrays of edge_value (zeros of both signs, subnormals, tiny, ordinary and huge values
- * whose squares overflow), the sum carried over calls of lengths 0..40, and a run of
- * ordinary values where acc.hi and the square swap order of magnitude (small first). */
+ * whose squares overflow), the sum carried over calls of lengths 0..40 (300..340 in every
+ * third run), and a run of ordinary values where acc.hi and the square swap order of
+ * magnitude (small first). */
 static void test_sumsq_equals_loop(void **state)
 {
     (void)state;
@@ -644,14 +647,21 @@ static void test_sumsq_equals_loop(void **state)
         }
         gp_dd got = {0.0, 0.0}, want = {0.0, 0.0};
         size_t i0 = 0;
-        for (size_t len = 0; i0 < NX; i0 += len, len = (len + 7) % 41) {
+        for (size_t len = 0; i0 < NX; i0 += len, len = (len + 7) % 41 + (rep % 3 == 0 ? 300 : 0)) {
             size_t k = len < NX - i0 ? len : NX - i0;
             got = gp_dd_sumsq_add(got, x + i0, k);
+            gp_dd lane[16];
+            for (int l = 0; l < 16; l++)
+                lane[l] = (gp_dd){0.0, 0.0};
             for (size_t i = i0; i < i0 + k; i++) {
                 double p, e;
                 gp_dd_two_prod(x[i], x[i], &p, &e);
-                want = gp_dd_add(want, (gp_dd){p, e});
+                lane[(i - i0) % 16] = gp_dd_add(lane[(i - i0) % 16], (gp_dd){p, e});
             }
+            for (int h = 1; h < 16; h *= 2)
+                for (int l = 0; l < 16; l += 2 * h)
+                    lane[l] = gp_dd_add(lane[l], lane[l + h]);
+            want = gp_dd_add(want, lane[0]);
             gp_assert_bits(bits_nan_as_one(got.hi), bits_nan_as_one(want.hi), "run %d after %zu: hi", rep, i0 + k);
             gp_assert_bits(bits_nan_as_one(got.lo), bits_nan_as_one(want.lo), "run %d after %zu: lo", rep, i0 + k);
             compared++;

@@ -21,7 +21,7 @@ static double reduction_den(const gp_scenario *sc, long nk, double N)
 
 /* ---- statistics of the final gradients ---- */
 
-GP_DD_CLONES static void final_stats(chunk *c, const double *gacc, const double *gsame, const double *gfull)
+static void final_stats(chunk *c, const double *gacc, const double *gsame, const double *gfull)
 {
     gp_stats *st = c->st;
     /* the sums in locals (each in element order, as before): stores through st would
@@ -35,11 +35,8 @@ GP_DD_CLONES static void final_stats(chunk *c, const double *gacc, const double 
         ss_mech[m] = st->ss_mech[m];
         err[m] = c->err[m];
     }
-    gp_dd ref = c->ref_ss ? *c->ref_ss : gp_dd_from_double(0.0); /* its chain overlaps the sums' */
     for (size_t i = 0; i < c->n; i++) {
         double a = gacc[i], s = gsame[i], f = gfull[i];
-        if (c->ref_ss)
-            ref = gp_dd_sumsq_step(ref, f);
         if (!isfinite(a))
             nonfinite++;
         ss_full += f * f;
@@ -81,8 +78,6 @@ GP_DD_CLONES static void final_stats(chunk *c, const double *gacc, const double 
     st->max_ulp = max_ulp;
     for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
         st->ss_mech[m] = ss_mech[m];
-    if (c->ref_ss)
-        *c->ref_ss = ref;
     if (c->sc->precision.grad_scaled) /* the stored gradients' bias, this step's element sums */
         for (size_t i = 0; i < c->n; i++) {
             double s = c->qb_s[i], v = c->qb_v[i], d = c->qb_d[i];

@@ -63,10 +63,6 @@ typedef struct {
     int *sp_used;          /* the lane's flag: some spill of its pool may be non-zero (else
                               every one is zero: not cleared, not read) */
     double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
-    gp_dd *ref_ss;         /* the window's sum of squares of gfull (the reference's clipping
-                              norm), continued by final_stats in element order; NULL: the
-                              window adds them itself (window_run; fused without clipping,
-                              nobody: nothing reads the sum) */
     gp_stats *st;          /* this step's statistics of the tensor */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
     uint64_t *hist;        /* [GP_HIST_BINS] the thread's histogram of the exact outputs */
@@ -248,7 +244,7 @@ typedef struct sim {
     float scale;  /* this iteration's loss scale */
     double rscale; /* the scale this iteration's replayed entries carry (loss_scale.replay_scales; 1: unscaled) */
     gp_optim_step step;
-    gp_dd ref_ss; /* this step's sum of squares of the exact full-batch gradient (read only under clipping) */
+    gp_dd ref_ss; /* this step's sum of squares of the exact full-batch gradient (summed only under clipping) */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
     gp_stats *step_st; /* [ntensors] gradient statistics of the current step: kept only
                           when the step is not skipped (a skipped step's gradient was

@@ -57,8 +57,8 @@ static int clip_step(sim *S, float scale, float *coef, float *right, gp_error *e
 }
 
 /* The exact clip coefficient of the reference: min(1, max_norm / (||g_full|| + 1e-6))
- * as torch's formula reads, from the double-double sum of squares (relative error of
- * the sum below 2^-100 for fewer than 2^40 elements). */
+ * as torch's formula reads, from the double-double sum of squares (gp_dd_sumsq_add's
+ * error bound: below 2^-77 relative for 2^40 elements). */
 static gp_dd ref_clip_coef(const gp_scenario *sc, gp_dd ss)
 {
     gp_dd one = {1.0, 0.0};

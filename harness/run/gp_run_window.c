@@ -285,21 +285,16 @@ static void window_run(sim *S, lane *L, size_t u)
         chunk_begin(S, L, U, j);
     chunk *G = L->grp;
     const gp_tensor_spec *spec = &S->sc->tensors[G[0].t];
-    int explicit_values = spec->grad.kind == GP_DIST_VALUES, fused = !explicit_values && !G[0].D;
-    int norm = S->sc->clip.max_norm > 0; /* the reference's clipping norm: only ref_clip_coef reads it
-                                            (unfused, below, it is summed either way) */
-    for (size_t j = 0; j < U->ng; j++) /* a sampled chunk's squares are weighted below, in order */
-        fused &= S->w[G[j].t] == 1.0;
-    for (size_t j = 0; j < U->ng; j++) /* the clipping norm's sum in final_stats, the same order */
-        G[j].ref_ss = fused && norm ? &U->ref_ss : NULL;
+    int explicit_values = spec->grad.kind == GP_DIST_VALUES;
+    int norm = S->sc->clip.max_norm > 0; /* the reference's clipping norm: only ref_clip_coef reads it */
     int rc = explicit_values ? gp_run_explicit(&G[0], spec, S->N, &U->found_inf, &U->err)
                              : run_generated(G, U->ng, S->N, &U->found_inf, &U->err);
     for (size_t j = 0; j < U->ng && rc == 0; j++) {
         chunk *c = &G[j];
         int smp = S->w[c->t] != 1.0;
         gp_dd ss = {0.0, 0.0}, *to = smp ? &ss : &U->ref_ss;
-        if (!fused)
-            *to = gp_dd_sumsq_add(*to, c->gfull, c->n); /* the reference's clipping norm */
+        if (norm) /* the reference's clipping norm, chunk by chunk (fixed bounds: the same for any -j) */
+            *to = gp_dd_sumsq_add(*to, c->gfull, c->n);
         /* a sampled tensor's elements stand for M_h / n_h elements each: the estimate of
          * the whole model's norm (gp_runner.h) */
         if (smp)
