@@ -282,6 +282,55 @@ static void test_backend_sr_equals_definition(void **state)
             }
 }
 
+/* fp16 grads into an fp16 accumulator, RNE, no FTZ (the backend's F16C loop where the CPU
+ * has it) equals gp_accum_step per element: finite values of every kind (subnormals,
+ * zeros of both signs, values next to the largest finite one whose sums overflow to
+ * infinity, arbitrary patterns), lengths that are not a multiple of 8; a call holding an
+ * infinity takes the general loop, with the same results. */
+static void test_backend_f16_equals_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(29);
+    enum { N = 3000 };
+    static uint16_t acc[N], grad[N];
+    static uint32_t want[N];
+    const gp_plugin *cpu = gp_cpu_backend();
+    gp_fmt_info fi = gp_fmt_get(GP_FP16);
+    uint64_t overflowed = 0, subnormal = 0;
+    for (int rep = 0; rep < 60; rep++) {
+        size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t r = gp_test_next(&s);
+            acc[i] = (uint16_t)attrib_value(GP_FP16, &s);
+            grad[i] = (uint16_t)attrib_value(GP_FP16, &s);
+            if (r % 8 == 0) /* next to the largest magnitude, the same sign: overflow */
+                acc[i] = (uint16_t)((fi.maxfin - (uint32_t)(r >> 8) % 8) | (grad[i] & 0x8000u));
+        }
+        if (rep % 10 == 9) /* an infinity: the general loop */
+            acc[gp_test_next(&s) % n] = (uint16_t)(fi.inf | (gp_test_next(&s) & 1) << 15);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t comp = 0;
+            want[i] = gp_accum_step(GP_FP16, GP_ACC_RNE, 0, acc[i], &comp,
+                                    gp_f32_from_bits(gp_fmt_to_f32_bits(GP_FP16, grad[i])), 0, NULL);
+            overflowed += (want[i] & 0x7fffu) == fi.inf;
+            subnormal += (want[i] & 0x7fffu) != 0 && (want[i] & 0x7fffu) < 0x400u;
+        }
+        gp_plugin_accumulate_args a;
+        memset(&a, 0, sizeof a);
+        a.struct_size = sizeof a;
+        a.grad_format = GP_FP16;
+        a.acc_format = GP_FP16;
+        a.rounding = GP_ACC_RNE;
+        a.n = n;
+        a.grad = grad;
+        a.acc = acc;
+        assert_int_equal(cpu->accumulate(&a), 0);
+        for (size_t i = 0; i < n; i++)
+            gp_assert_bits(acc[i], want[i], "rep %d element %zu", rep, i);
+    }
+    assert_true(overflowed > 100 && subnormal > 100);
+}
+
 /* The vectorised stochastic-rounding draws equal their definition, gp_sr_draw_one, bit for
  * bit (u, w and the flag): random blocks of both pairs it takes (bf16 accumulator, bf16 or
  * fp32 addend), stored values that are the stochastic rounding itself (gp_accum_step with
@@ -473,32 +522,36 @@ static void test_attrib_block_equals_definition(void **state)
 }
 
 /* The vectorised store of backward outputs equals its definition (harness/run/gp_run_accum.c's
- * store_range: gp_fmt_from_f64_rne with events, with and without FTZ, the mechanism by
- * gp_classify_v, which must be rounding here, and the two error sums) bit for bit:
- * random zeros, ties, binade and range edges and arbitrary values of the normal range,
- * in bf16, fp16 and fp32, the scale by inverse and by division. A value outside (a
- * subnormal result, past the largest finite value, inf, NaN) or another format is
- * declined with nothing written. */
+ * store_range: gp_fmt_from_f64_rne with events, the mechanism by gp_classify_v, rounding
+ * or underflow here, the error sums and the counts) bit for bit: random zeros, ties,
+ * binade and range edges and arbitrary values of the normal range, in bf16, fp16 and fp32,
+ * the scale by inverse and by division; normal values give the same with FTZ. With
+ * subnormals, also values below the least normal one: arbitrary ones down to below half
+ * the least subnormal (stored as zero), ties between subnormals and their neighbours, and
+ * values just below the least normal one (which round up to it). A value outside (a
+ * subnormal result without subnormals, past the largest finite value, inf, NaN) or another
+ * format is declined with nothing written. */
 static void test_store_block_equals_definition(void **state)
 {
     (void)state;
     uint64_t s = gp_test_seed(17);
     enum { N = GP_ATTRIB_BLOCK };
-    static double xs[N], p0[N], p1[N], e0[N], e1[N];
+    static double xs[N], p0[N], p1[N], e0[N], e1[N], u0[N], u1[N];
     static uint32_t grad[N];
     const gp_format fmts[] = {GP_BF16, GP_FP16, GP_FP32};
     const double scales[][2] = {{1.0, 1.0}, {65536.0, 1.0 / 65536}, {3.0, 0.0}};
     for (int f = 0; f < 3; f++) {
         gp_format gf = fmts[f];
         gp_fmt_info fi = gp_fmt_get(gf);
-        double minn = ldexp(1.0, fi.emin), maxf = gp_fmt_to_f64(gf, fi.maxfin);
-        uint64_t inexact = 0;
-        for (int rep = 0; rep < 60; rep++) {
+        double minn = ldexp(1.0, fi.emin), maxf = gp_fmt_to_f64(gf, fi.maxfin), q = ldexp(minn, 1 - fi.p);
+        uint64_t inexact = 0, seen[GP_NMECH] = {0}, subnormal_seen = 0;
+        for (int rep = 0; rep < 120; rep++) {
+            int sub = rep % 4 >= 2;
             size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
             for (size_t i = 0; i < n; i++) {
                 uint64_t r = gp_test_next(&s);
                 double v;
-                switch (r % 6) {
+                switch (r % (sub ? 9 : 6)) {
                 case 0: v = r & 8 ? -0.0 : 0.0; break;
                 case 1: v = minn; break;
                 case 2: v = maxf; break;
@@ -513,49 +566,79 @@ static void test_store_block_equals_definition(void **state)
                         v = maxf;
                     break;
                 }
+                case 6: /* below the least normal value, down to below half the least subnormal */
+                    v = ldexp(1.0 + (double)(r >> 12) * 0x1p-52, fi.emin - 1 - (int)((r >> 4) % (unsigned)(fi.p + 2)));
+                    break;
+                case 7: { /* a tie between subnormals k q and (k + 1) q, or a neighbour */
+                    v = ((double)((r >> 8) % (1u << (fi.p - 1))) + 0.5) * q;
+                    if (r & 16)
+                        v = nextafter(v, r & 32 ? 0.0 : INFINITY);
+                    break;
+                }
+                case 8: v = nextafter(minn, 0.0); break; /* rounds up to the least normal value */
                 default: /* random magnitude in the normal range */
                     v = ldexp(1.0 + (double)(r >> 12) * 0x1p-52, fi.emin + (int)((r >> 4) % (unsigned)(fi.emax - fi.emin)));
                 }
                 xs[i] = r & 64 ? -v : v;
                 p0[i] = p1[i] = ldexp((double)(int64_t)gp_test_next(&s), -70);
                 e0[i] = e1[i] = r & 128 ? -0.0 : ldexp((double)(int64_t)gp_test_next(&s), -90);
+                u0[i] = u1[i] = r & 256 ? -0.0 : ldexp((double)(int64_t)gp_test_next(&s), -90);
             }
             const double *sc = scales[rep % 3];
             double errw = rep / 3 % 2 ? 1.0 / 3 : 1.0;
-            uint64_t nz = 0, want_nz = 0;
-            assert_int_equal(gp_store_block(gf, xs, n, sc[0], sc[1], errw, grad, p1, e1, &nz), 1);
+            gp_store_counts got = {0, 0, 0, 0}, want = {0, 0, 0, 0};
+            assert_int_equal(gp_store_block(gf, sub, xs, n, sc[0], sc[1], errw, grad, p1, e1, u1, &got), 1);
             for (size_t i = 0; i < n; i++) {
-                for (int ftz = 0; ftz < 2; ftz++) {
+                for (int ftz = 0; ftz < 2 - sub; ftz++) { /* normal values: FTZ changes nothing */
                     unsigned ev = 0;
                     uint32_t g = gp_fmt_from_f64_rne(gf, gp_f64_bits(xs[i]), ftz, &ev);
                     gp_assert_bits(gp_pack_get(gf, grad, i), g, "fmt %d rep %d element %zu ftz %d", gf, rep, i, ftz);
                     double v = gp_fmt_to_f64(gf, g);
-                    assert_int_equal(gp_classify_v(gf, xs[i], g, v, ev), GP_MECH_ROUNDING);
+                    gp_mechanism m = gp_classify_v(gf, xs[i], g, v, ev);
+                    if (ftz == 0) {
+                        assert_true(m == GP_MECH_ROUNDING || m == GP_MECH_UNDERFLOW);
+                        seen[m]++;
+                        double d = gp_attrib_unscaled(v - xs[i], sc[0], sc[1]) * errw;
+                        if (m == GP_MECH_UNDERFLOW)
+                            u0[i] += d;
+                        else
+                            e0[i] += d;
+                        want.rounded_nonzero += xs[i] != 0;
+                        want.stored_nonzero += v != 0;
+                        want.subnormal += v != 0 && (g & ((1u << (fi.width - 1)) - 1u)) < (1u << (fi.p - 1));
+                        want.underflow += m == GP_MECH_UNDERFLOW;
+                    } else {
+                        assert_int_equal(m, GP_MECH_ROUNDING);
+                    }
                     inexact += ftz == 0 && v != xs[i];
                 }
-                double v = gp_fmt_to_f64(gf, gp_pack_get(gf, grad, i));
                 p0[i] += gp_attrib_unscaled(xs[i], sc[0], sc[1]) * errw;
-                e0[i] += gp_attrib_unscaled(v - xs[i], sc[0], sc[1]) * errw;
-                want_nz += xs[i] != 0;
                 gp_assert_bits(gp_f64_bits(p1[i]), gp_f64_bits(p0[i]), "partial fmt %d rep %d element %zu", gf, rep, i);
                 gp_assert_bits(gp_f64_bits(e1[i]), gp_f64_bits(e0[i]), "err fmt %d rep %d element %zu", gf, rep, i);
+                gp_assert_bits(gp_f64_bits(u1[i]), gp_f64_bits(u0[i]), "under fmt %d rep %d element %zu", gf, rep, i);
             }
-            assert_int_equal(nz, want_nz);
+            assert_int_equal(got.rounded_nonzero, want.rounded_nonzero);
+            assert_int_equal(got.stored_nonzero, want.stored_nonzero);
+            assert_int_equal(got.subnormal, want.subnormal);
+            assert_int_equal(got.underflow, want.underflow);
+            subnormal_seen += want.subnormal;
             /* one value outside: declined, nothing written */
             const double outside[] = {minn / 2, nextafter(maxf, INFINITY), INFINITY, NAN, 0x1p-1074};
             size_t at = (size_t)(gp_test_next(&s) % n);
             double keep = xs[at], before = p1[0];
-            xs[at] = outside[rep % 5];
+            xs[at] = outside[sub ? 1 + rep % 3 : rep % 5];
             uint32_t g0 = grad[0];
             grad[0] = ~g0;
-            assert_int_equal(gp_store_block(gf, xs, n, sc[0], sc[1], errw, grad, p1, e1, &nz), 0);
-            assert_true(grad[0] == ~g0 && gp_f64_bits(p1[0]) == gp_f64_bits(before) && nz == want_nz);
+            gp_store_counts again = got;
+            assert_int_equal(gp_store_block(gf, sub, xs, n, sc[0], sc[1], errw, grad, p1, e1, u1, &again), 0);
+            assert_true(grad[0] == ~g0 && gp_f64_bits(p1[0]) == gp_f64_bits(before) &&
+                        again.rounded_nonzero == got.rounded_nonzero && again.underflow == got.underflow);
             xs[at] = keep;
         }
-        assert_true(inexact > 0);
+        assert_true(inexact > 0 && seen[GP_MECH_UNDERFLOW] > 0 && seen[GP_MECH_ROUNDING] > 0 && subnormal_seen > 0);
     }
-    uint64_t nz = 0;
-    assert_int_equal(gp_store_block(GP_FP8_E5M2, xs, 4, 1.0, 1.0, 1.0, grad, p1, e1, &nz), 0);
+    gp_store_counts none = {0, 0, 0, 0};
+    assert_int_equal(gp_store_block(GP_FP8_E5M2, 1, xs, 4, 1.0, 1.0, 1.0, grad, p1, e1, u1, &none), 0);
 }
 
 /* bf16: 1 + 2^-9 stays 1 (2^-9 is below half an ulp of 1, 2^-8): ABSORBED. With Kahan
@@ -929,6 +1012,7 @@ int main(void)
         cmocka_unit_test(test_widen_block),
         cmocka_unit_test(test_backend_equals_definition),
         cmocka_unit_test(test_backend_sr_equals_definition),
+        cmocka_unit_test(test_backend_f16_equals_definition),
         cmocka_unit_test(test_attrib_block_equals_definition),
         cmocka_unit_test(test_sr_draw_block_equals_definition),
         cmocka_unit_test(test_store_block_equals_definition),

@@ -292,21 +292,34 @@ int gp_sr_draw_block(gp_format af, gp_format gf, int ftz, const void *old, const
     return gp_sr_draw_block_clones(af, gf, ftz, old, acc, grad, n, u, w, draw);
 }
 
-/* The RNE rounding of a zero, or of a magnitude in gf's normal range, as gp_fmt_from_f64_rne
- * rounds it (a zero: the signed zero). */
-GP_AT_INLINE void store(gp_format gf, int divide, const double *restrict xs, size_t n, double scale, double inv,
-                        double errw, void *restrict grad, double *restrict partial, double *restrict er,
-                        uint64_t *nonzero)
+/* The RNE rounding of a zero, or of a magnitude up to gf's largest finite value, as
+ * gp_fmt_from_f64_rne rounds it without FTZ (a zero: the signed zero). In the normal range
+ * on the bits (gp_fmt_from_f64_rne's fast path); below the least normal value the
+ * magnitude in units of the least subnormal q, t = |x| / q (exact: a power of two, t <
+ * 2^(p-1)), rounded to an integer by (t + 2^52) - 2^52 (to nearest even, binary64's own
+ * rounding at that magnitude): the subnormal's bits, 0, or those of the least normal value
+ * when t rounds up to 2^(p-1). The mechanism, as attrib.c's header derives it for
+ * gp_attrib_block: underflow = x != 0, v != x and mag below 2^((p-1)/2). */
+GP_AT_INLINE void store(gp_format gf, int divide, int sub, const double *restrict xs, size_t n, double scale,
+                        double inv, double errw, void *restrict grad, double *restrict partial, double *restrict er,
+                        double *restrict eu, gp_store_counts *cnt)
 {
     gp_fmt_info fi = gp_fmt_get(gf);
     const int d = 53 - fi.p; /* discarded bits */
     const uint64_t bias = (uint64_t)(1023 + fi.emin - 1) << (fi.p - 1);
-    uint64_t nz = 0;
+    const uint64_t lo = (uint64_t)(1023 + fi.emin) << 52; /* the bits of the least normal value */
+    const double q_inv = ldexp(1.0, (fi.p - 1) - fi.emin); /* 1 / the least subnormal */
+    const uint32_t uthr = 1u << ((fi.p - 1) / 2), minnormal = 1u << (fi.p - 1);
+    uint64_t rnz = 0, snz = 0, nsub = 0, und = 0;
     for (size_t i = 0; i < n; i++) {
         double x = xs[i];
         uint64_t u = gp_f64_bits(x), a = u & 0x7fffffffffffffffull;
         uint64_t r = (a + ((1ull << (d - 1)) - 1u) + ((a >> d) & 1u)) >> d;
         uint32_t mag = a ? (uint32_t)(r - bias) : 0u;
+        if (sub) { /* (a constant per instance: without values below the least normal, nothing of this) */
+            double t = ((a < lo ? fabs(x) : 0.0) * q_inv + 0x1p52) - 0x1p52; /* (0 for the normal ones: in range) */
+            mag = a < lo ? (uint32_t)t : mag;
+        }
         uint32_t g = (uint32_t)(u >> 63) << (fi.width - 1) | mag;
         if (gf == GP_FP32)
             ((uint32_t *)grad)[i] = g;
@@ -317,34 +330,53 @@ GP_AT_INLINE void store(gp_format gf, int divide, const double *restrict xs, siz
         partial[i] += xu * errw;
         double dl = v - x;
         dl = divide ? dl / scale : dl * inv;
-        er[i] += dl * errw;
-        nz += a != 0;
+        rnz += a != 0;
+        if (!sub) { /* a normal value or zero: rounding, stored non-zero iff non-zero */
+            er[i] += dl * errw;
+            continue;
+        }
+        int un = (a != 0) & (v != x) & (mag < uthr);
+        double xr = er[i], xd = eu[i];
+        xr = un ? xr : xr + dl * errw;
+        xd = un ? xd + dl * errw : xd;
+        er[i] = xr;
+        eu[i] = xd;
+        snz += mag != 0;
+        nsub += (mag != 0) & (mag < minnormal);
+        und += (uint64_t)un;
     }
-    *nonzero += nz;
+    cnt->rounded_nonzero += rnz;
+    cnt->stored_nonzero += sub ? snz : rnz;
+    cnt->subnormal += nsub;
+    cnt->underflow += und;
 }
 
-GP_ATTRIB_CLONES static int gp_store_block_clones(gp_format gf, const double *xs, size_t n, double s, double inv, double errw,
-                                    void *grad, double *partial, double *err_round, uint64_t *nonzero)
+GP_ATTRIB_CLONES static int gp_store_block_clones(gp_format gf, int subnormals, const double *xs, size_t n, double s,
+                                                  double inv, double errw, void *grad, double *partial,
+                                                  double *err_round, double *err_under, gp_store_counts *cnt)
 {
     if ((gf != GP_BF16 && gf != GP_FP16 && gf != GP_FP32) || n > GP_ATTRIB_BLOCK)
         return 0;
     gp_fmt_info fi = gp_fmt_get(gf);
-    /* the binary64 bits of the least normal and of the largest finite value of gf */
+    /* the binary64 bits of the least normal (0 with subnormals) and of the largest finite value of gf */
     const uint64_t lo = (uint64_t)(1023 + fi.emin) << 52, hi = gp_fmt_to_f64_bits(gf, fi.maxfin);
-    uint64_t bad = 0;
+    uint64_t big = 0, small = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t a = gp_f64_bits(xs[i]) & 0x7fffffffffffffffull;
-        bad |= (uint64_t)(a != 0) & ((uint64_t)(a < lo) | (uint64_t)(a > hi));
+        big |= (uint64_t)(a > hi);
+        small |= (uint64_t)(a != 0) & (uint64_t)(a < lo);
     }
-    if (bad)
+    if (big || (small && !subnormals))
         return 0;
     int divide = inv == 0;
-#define GP_ST_CASE(G)                                                                \
-    case G:                                                                          \
-        if (divide)                                                                  \
-            store(G, 1, xs, n, s, inv, errw, grad, partial, err_round, nonzero);      \
-        else                                                                         \
-            store(G, 0, xs, n, s, inv, errw, grad, partial, err_round, nonzero);      \
+#define GP_ST_CASE(G)                                                                                  \
+    case G:                                                                                            \
+        if (small)                                                                                     \
+            store(G, divide, 1, xs, n, s, inv, errw, grad, partial, err_round, err_under, cnt);         \
+        else if (divide)                                                                               \
+            store(G, 1, 0, xs, n, s, inv, errw, grad, partial, err_round, err_under, cnt);              \
+        else                                                                                           \
+            store(G, 0, 0, xs, n, s, inv, errw, grad, partial, err_round, err_under, cnt);              \
         break;
     switch (gf) {
         GP_ST_CASE(GP_BF16)
@@ -358,10 +390,10 @@ GP_ATTRIB_CLONES static int gp_store_block_clones(gp_format gf, const double *xs
 
 /* The exported symbol is a plain function: clang 14 gives callers in other files no
  * symbol for a cloned function (its dispatcher is local), so the clones stay static. */
-int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw,
-                                    void *grad, double *partial, double *err_round, uint64_t *nonzero)
+int gp_store_block(gp_format gf, int subnormals, const double *xs, size_t n, double s, double inv, double errw,
+                   void *grad, double *partial, double *err_round, double *err_under, gp_store_counts *cnt)
 {
-    return gp_store_block_clones(gf, xs, n, s, inv, errw, grad, partial, err_round, nonzero);
+    return gp_store_block_clones(gf, subnormals, xs, n, s, inv, errw, grad, partial, err_round, err_under, cnt);
 }
 
 /* x = S / den for S = nk * m exactly (nk an integer, m an fp32 value in binary64) as a

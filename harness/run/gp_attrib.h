@@ -192,18 +192,27 @@ int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc
                     double s, double inv, double errw, double *const *err, double *te2, gp_attrib_counts *cnt,
                     uint32_t *const *el);
 
+/* Counts of a stored block (gp_store_block): outputs that are not zero, stored values that
+ * are not zero, stored subnormals, underflows. */
+typedef struct {
+    uint64_t rounded_nonzero, stored_nonzero, subnormal, underflow;
+} gp_store_counts;
+
 /* Store the backward outputs xs[0..n) (n <= GP_ATTRIB_BLOCK, binary64, scaled by s) as
  * gradients of format gf (bf16, fp16, fp32) in packed grad, when every one is zero or has
- * a magnitude in gf's normal range up to its largest finite value: grad[i] = the RNE
- * rounding (gp_fmt_from_f64_rne: for these, no event but inexact, never overflow or
- * underflow, so the mechanism is rounding), partial[i] += x * errw with x = xs[i] / s,
- * err_round[i] += ((v - xs[i]) / s) * errw with v the stored value (divisions as
- * gp_attrib_unscaled with inv), *nonzero += the non-zero xs (each stored non-zero). Returns
- * 1; returns 0 and changes nothing when some xs[i] is outside that range, or for another
- * format. Vectorised like gp_attrib_block; equal to the one-element definition in
- * gp_run_accum.c (store_range) bit for bit (tests/test_accum.c). */
-int gp_store_block(gp_format gf, const double *xs, size_t n, double s, double inv, double errw, void *grad,
-                   double *partial, double *err_round, uint64_t *nonzero);
+ * a magnitude up to gf's largest finite value and, unless `subnormals` (the run has no
+ * FTZ), at least its least normal one: as the one-element definition in gp_run_accum.c
+ * (store_range) without FTZ: grad[i] = the RNE rounding (gp_fmt_from_f64_rne; a
+ * magnitude below the least normal one rounds to a subnormal, zero or the least normal
+ * value), the mechanism gp_classify_v names (underflow where gp_fmt_underflow_loss, else
+ * rounding: no overflow in this range), partial[i] += x * errw with x = xs[i] / s,
+ * err_round[i] or for an underflow err_under[i] += ((v - xs[i]) / s) * errw with v the
+ * stored value (divisions as gp_attrib_unscaled with inv), and the counts added to *cnt.
+ * Returns 1; returns 0 and changes nothing when some xs[i] is outside that range, or for
+ * another format. Vectorised like gp_attrib_block; equal to the definition bit for bit
+ * (tests/test_accum.c). */
+int gp_store_block(gp_format gf, int subnormals, const double *xs, size_t n, double s, double inv, double errw,
+                   void *grad, double *partial, double *err_round, double *err_under, gp_store_counts *cnt);
 
 /* The backward outputs xs[i] = x * s, i < n, with x = (nk * (m[i] * mul)) / den as a
  * nudged binary64: gp_f64_nudge of hi / den correctly rounded, hi = nk * (m[i] * mul)

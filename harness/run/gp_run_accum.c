@@ -123,7 +123,8 @@ static void note_outputs(const double *xs, size_t n, double scale, double inv, d
 #endif
 
 /* The stored gradients of one micro-batch (store_range). Blocks whose outputs are zeros or
- * round to normal values go through the vectorised gp_store_block (the same results),
+ * round to normal values (without FTZ or sampling, subnormal ones too) go through the
+ * vectorised gp_store_block (the same results),
  * then the squares and the histogram (note_outputs) and the per-element counters. */
 GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
 {
@@ -132,15 +133,19 @@ GP_HOT void store_grads_fmt(chunk *c, gp_format gf)
     double scale = c->s, errw = c->errw, inv = scale_inverse(scale);
     uint64_t *hist = c->hist;
     size_t wg = gp_fmt_get(gf).width / 8;
+    /* subnormal results too, without FTZ and per-element counters (which count them) */
+    int subnormals = !c->sc->precision.ftz && !c->cnt[0];
 #endif
     for (size_t i0 = 0; i0 < c->n; i0 += GP_ATTRIB_BLOCK) {
         size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
 #if GP_VECTOR_BLOCKS
-        uint64_t nonzero = 0;
-        if (gp_store_block(gf, c->xs + i0, n, scale, inv, errw, (char *)c->grad + i0 * wg, c->partial + i0,
-                           c->err[GP_MECH_ROUNDING] + i0, &nonzero)) {
-            st->rounded_nonzero += nonzero;
-            st->stored_nonzero += nonzero;
+        gp_store_counts cnt = {0, 0, 0, 0};
+        if (gp_store_block(gf, subnormals, c->xs + i0, n, scale, inv, errw, (char *)c->grad + i0 * wg,
+                           c->partial + i0, c->err[GP_MECH_ROUNDING] + i0, c->err[GP_MECH_UNDERFLOW] + i0, &cnt)) {
+            st->rounded_nonzero += cnt.rounded_nonzero;
+            st->stored_nonzero += cnt.stored_nonzero;
+            st->subnormal += cnt.subnormal;
+            st->underflow += cnt.underflow;
             note_outputs(c->xs + i0, n, scale, inv, errw, c->sqx + i0, hist);
             if (c->cnt[0]) /* zeros and normal values: store_range counts each non-zero output
                               as rounded and stored, none as subnormal */

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../arith/gp_accum.h"
 #include "../arith/gp_adamw.h"
@@ -87,6 +88,58 @@ GP_CPU_CLONES static int accumulate_f32_rne_f16g(float *acc, const uint16_t *g, 
     }
     return 1;
 }
+
+#if GP_VECTOR_BLOCKS && defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GP_CPU_F16C 1
+#else
+#define GP_CPU_F16C 0
+#endif
+
+#if GP_VECTOR_BLOCKS
+/* fp16 grads into fp16, RNE, no FTZ, when every acc and grad value is finite (returns 0
+ * and changes nothing otherwise): F16C's conversions, fp16 to fp32 exact and fp32 to
+ * fp16 rounded to nearest even as IEEE 754 defines it (subnormal results and the overflow
+ * to infinity included), around the plain fp32 add: gp_accum_step's fl32(a + g) stored
+ * by gp_fmt_store_f32 (tests/test_accum.c checks them equal). */
+#if GP_CPU_F16C
+__attribute__((target("avx2,f16c"))) static void add_f16_rne_f16c(uint16_t *acc, const uint16_t *g, uint64_t n)
+{
+    uint64_t i = 0;
+    for (; n - i >= 8; i += 8) {
+        __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(acc + i)));
+        __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + i)));
+        _mm_storeu_si128((__m128i *)(acc + i), _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
+    }
+    if (i < n) { /* the last few, through a padded block */
+        uint16_t pa[8] = {0}, pg[8] = {0};
+        memcpy(pa, acc + i, (size_t)(n - i) * sizeof *pa);
+        memcpy(pg, g + i, (size_t)(n - i) * sizeof *pg);
+        add_f16_rne_f16c(pa, pg, 8);
+        memcpy(acc + i, pa, (size_t)(n - i) * sizeof *pa);
+    }
+    _mm256_zeroupper();
+}
+#endif
+
+static int accumulate_f16_rne_f16g(uint16_t *acc, const uint16_t *g, uint64_t n)
+{
+#if GP_CPU_F16C
+    if (!__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("avx2"))
+        return 0;
+    uint32_t bad = 0;
+    for (uint64_t i = 0; i < n; i++)
+        bad |= (uint32_t)((acc[i] & 0x7fffu) >= 0x7c00u) | (uint32_t)((g[i] & 0x7fffu) >= 0x7c00u);
+    if (bad)
+        return 0;
+    add_f16_rne_f16c(acc, g, n);
+    return 1;
+#else
+    (void)acc, (void)g, (void)n;
+    return 0;
+#endif
+}
+#endif
 
 #if GP_VECTOR_BLOCKS
 /* Stochastic rounding of fl32(acc + g) into bf16 without FTZ, acc and g finite (gf bf16
@@ -187,6 +240,8 @@ static int cpu_accumulate(const gp_plugin_accumulate_args *a)
     if (af == GP_FP32 && gf == GP_FP16 && r == GP_ACC_RNE && !a->ftz && accumulate_f32_rne_f16g(a->acc, a->grad, a->n))
         return 0;
 #if GP_VECTOR_BLOCKS
+    if (af == GP_FP16 && gf == GP_FP16 && r == GP_ACC_RNE && !a->ftz && accumulate_f16_rne_f16g(a->acc, a->grad, a->n))
+        return 0;
     if (r == GP_ACC_STOCHASTIC) {
         accumulate_sr(a, af, gf);
         return 0;
