@@ -90,7 +90,9 @@ GP_CPU_CLONES static int accumulate_f32_rne_f16g(float *acc, const uint16_t *g, 
 }
 
 #if GP_VECTOR_BLOCKS && defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
 #define GP_CPU_F16C 1
 #else
 #define GP_CPU_F16C 0
@@ -103,6 +105,21 @@ GP_CPU_CLONES static int accumulate_f32_rne_f16g(float *acc, const uint16_t *g, 
  * to infinity included), around the plain fp32 add: gp_accum_step's fl32(a + g) stored
  * by gp_fmt_store_f32 (tests/test_accum.c checks them equal). */
 #if GP_CPU_F16C
+/* Can this CPU run add_f16_rne_f16c? AVX2 (which the OS must enable for the ymm
+ * registers) and F16C (CPUID leaf 1, ECX; clang 14's __builtin_cpu_supports does not know
+ * it), asked once. */
+static int f16c_usable(void)
+{
+    static _Atomic int known = -1; /* -1: not asked yet */
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (k < 0) {
+        unsigned a, b, c, d;
+        k = __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+        atomic_store_explicit(&known, k, memory_order_relaxed);
+    }
+    return k;
+}
+
 __attribute__((target("avx2,f16c"))) static void add_f16_rne_f16c(uint16_t *acc, const uint16_t *g, uint64_t n)
 {
     uint64_t i = 0;
@@ -125,7 +142,7 @@ __attribute__((target("avx2,f16c"))) static void add_f16_rne_f16c(uint16_t *acc,
 static int accumulate_f16_rne_f16g(uint16_t *acc, const uint16_t *g, uint64_t n)
 {
 #if GP_CPU_F16C
-    if (!__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("avx2"))
+    if (!f16c_usable())
         return 0;
     uint32_t bad = 0;
     for (uint64_t i = 0; i < n; i++)
