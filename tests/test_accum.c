@@ -147,6 +147,28 @@ static void test_widen_block(void **state)
     }
 }
 
+/* The CPU backend's accumulate on n elements (asserting success): formats, rounding, FTZ,
+ * the random stream (seed, stream) from element `first`, comp for Kahan (else NULL). */
+static void cpu_accumulate_n(int af, int gf, int r, int ftz, uint64_t seed, uint64_t stream, uint64_t first, size_t n,
+                             void *acc, const void *grad, void *comp)
+{
+    gp_plugin_accumulate_args a;
+    memset(&a, 0, sizeof a);
+    a.struct_size = sizeof a;
+    a.grad_format = gf;
+    a.acc_format = af;
+    a.rounding = r;
+    a.ftz = ftz;
+    a.seed = seed;
+    a.stream = stream;
+    a.first_index = first;
+    a.n = n;
+    a.grad = grad;
+    a.acc = acc;
+    a.comp = comp;
+    assert_int_equal(gp_cpu_backend()->accumulate(&a), 0);
+}
+
 /* Random gradients and accumulators: the CPU backend (fast paths included) equals a
  * loop of gp_accum_step with events requested (the generic, instrumented path). */
 static void test_backend_equals_definition(void **state)
@@ -157,7 +179,6 @@ static void test_backend_equals_definition(void **state)
     static float gsrc[N];
     static uint32_t accsrc[N], want[N], wcomp[N];
     static uint8_t grad[N * 4], acc[N * 4], comp[N * 4];
-    const gp_plugin *cpu = gp_cpu_backend();
     for (int af = 0; af < GP_NFORMATS; af++)
         for (int gf = 0; gf < GP_NFORMATS; gf++)
             for (int r = GP_ACC_RNE; r <= GP_ACC_KAHAN; r++)
@@ -176,21 +197,7 @@ static void test_backend_equals_definition(void **state)
                         uint32_t rb = r == GP_ACC_STOCHASTIC ? gp_rand_u32(5, 6, 100 + (uint64_t)i) : 0;
                         want[i] = gp_accum_step((gp_format)af, (gp_acc_rounding)r, ftz, accsrc[i], &wcomp[i], gsrc[i], rb, &ev);
                     }
-                    gp_plugin_accumulate_args a;
-                    memset(&a, 0, sizeof a);
-                    a.struct_size = sizeof a;
-                    a.grad_format = gf;
-                    a.acc_format = af;
-                    a.rounding = r;
-                    a.ftz = ftz;
-                    a.seed = 5;
-                    a.stream = 6;
-                    a.first_index = 100;
-                    a.n = N;
-                    a.grad = grad;
-                    a.acc = acc;
-                    a.comp = comp;
-                    assert_int_equal(cpu->accumulate(&a), 0);
+                    cpu_accumulate_n(af, gf, r, ftz, 5, 6, 100, N, acc, grad, comp);
                     for (int i = 0; i < N; i++) {
                         uint32_t got = gp_pack_get((gp_format)af, acc, (uint64_t)i);
                         if (gp_fmt_agree((gp_format)af, got, want[i]))
@@ -233,7 +240,6 @@ static void test_backend_sr_equals_definition(void **state)
     enum { N = 2600 };
     static uint8_t grad[N * 4], acc[N * 4];
     static uint32_t want[N];
-    const gp_plugin *cpu = gp_cpu_backend();
     for (int af = 0; af < GP_NFORMATS; af++)
         for (int gf = 0; gf < GP_NFORMATS; gf++)
             for (int rep = 0; rep < 8; rep++) {
@@ -260,20 +266,7 @@ static void test_backend_sr_equals_definition(void **state)
                     want[i] = gp_accum_step((gp_format)af, GP_ACC_STOCHASTIC, ftz, gp_pack_get((gp_format)af, acc, i),
                                             &comp, g, gp_rand_u32(seed, stream, first + i), NULL);
                 }
-                gp_plugin_accumulate_args a;
-                memset(&a, 0, sizeof a);
-                a.struct_size = sizeof a;
-                a.grad_format = gf;
-                a.acc_format = af;
-                a.rounding = GP_ACC_STOCHASTIC;
-                a.ftz = ftz;
-                a.seed = seed;
-                a.stream = stream;
-                a.first_index = first;
-                a.n = n;
-                a.grad = grad;
-                a.acc = acc;
-                assert_int_equal(cpu->accumulate(&a), 0);
+                cpu_accumulate_n(af, gf, GP_ACC_STOCHASTIC, ftz, seed, stream, first, n, acc, grad, NULL);
                 for (size_t i = 0; i < n; i++) {
                     uint32_t got = gp_pack_get((gp_format)af, acc, i);
                     gp_assert_bits(gp_fmt_agree((gp_format)af, got, want[i]) ? want[i] : got, want[i],
@@ -294,7 +287,6 @@ static void test_backend_f16_equals_definition(void **state)
     enum { N = 3000 };
     static uint16_t acc[N], grad[N];
     static uint32_t want[N];
-    const gp_plugin *cpu = gp_cpu_backend();
     gp_fmt_info fi = gp_fmt_get(GP_FP16);
     uint64_t overflowed = 0, subnormal = 0;
     for (int rep = 0; rep < 60; rep++) {
@@ -315,16 +307,7 @@ static void test_backend_f16_equals_definition(void **state)
             overflowed += (want[i] & 0x7fffu) == fi.inf;
             subnormal += (want[i] & 0x7fffu) != 0 && (want[i] & 0x7fffu) < 0x400u;
         }
-        gp_plugin_accumulate_args a;
-        memset(&a, 0, sizeof a);
-        a.struct_size = sizeof a;
-        a.grad_format = GP_FP16;
-        a.acc_format = GP_FP16;
-        a.rounding = GP_ACC_RNE;
-        a.n = n;
-        a.grad = grad;
-        a.acc = acc;
-        assert_int_equal(cpu->accumulate(&a), 0);
+        cpu_accumulate_n(GP_FP16, GP_FP16, GP_ACC_RNE, 0, 0, 0, 0, n, acc, grad, NULL);
         for (size_t i = 0; i < n; i++)
             gp_assert_bits(acc[i], want[i], "rep %d element %zu", rep, i);
     }
