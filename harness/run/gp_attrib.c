@@ -250,7 +250,9 @@ int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc
 /* gp_sr_draw_one into bf16 without ftz, folded to selects: a and g are fp32 values, so
  * s = fl32(a + g) is the float sum; for a finite s its rounding toward zero to bf16 is
  * its top 16 bits (the same sign and exponent fields, the significand cut); a NaN or
- * infinite s, an infinite vhi, a frac outside (0, 1) (NaN included) fail the same tests. */
+ * infinite s, an infinite vhi, a frac outside (0, 1) (NaN included) fail the same tests.
+ * The definition's + e (0 here) is left out: it changes only the sign of a zero frac,
+ * which is no draw either way. */
 GP_AT_INLINE void sr_draws(gp_format gf, const uint16_t *restrict old, const uint16_t *restrict acc,
                            const void *restrict grad, size_t n, double *restrict u, double *restrict w,
                            uint8_t *restrict draw)
@@ -260,10 +262,10 @@ GP_AT_INLINE void sr_draws(gp_format gf, const uint16_t *restrict old, const uin
         float g = gf == GP_BF16 ? gp_f32_from_bits((uint32_t)((const uint16_t *)grad)[i] << 16)
                                 : ((const float *)grad)[i];
         float sf = a + g;
-        double s = (double)sf, e = 0;
+        double s = (double)sf;
         uint32_t nb = acc[i], lo = gp_f32_bits(sf) >> 16, hi = lo + 1;
         double vlo = (double)gp_f32_from_bits(lo << 16), vhi = (double)gp_f32_from_bits(hi << 16);
-        double frac = ((s - vlo) + e) / (vhi - vlo);
+        double frac = (s - vlo) / (vhi - vlo);
         int ok = (fabs(s) < INFINITY) & (fabs(vhi) < INFINITY) & (frac > 0) & (frac < 1) & ((nb == lo) | (nb == hi));
         double ui = (double)(nb == hi) - frac, wi = frac * (1 - frac);
         u[i] = ok ? ui : 0.0;

@@ -144,8 +144,8 @@ static inline int gp_sr_draw_one(gp_format af, double a, double g, uint32_t nb, 
 }
 
 /* gp_sr_draw_one for the additions i < n of packed arrays old, acc (format af) and grad
- * (format gf) without ftz, for af bf16 and gf bf16 or fp32, when every old, acc and grad
- * value is finite: draw[i] its result, u[i] and w[i] its outputs. Returns 1; returns 0
+ * (format gf) without ftz, for af bf16 and gf bf16 or fp32 (any values, infinities and
+ * NaNs included): draw[i] its result, u[i] and w[i] its outputs. Returns 1; returns 0
  * and writes nothing for another case. Vectorised like gp_attrib_block; equal to the
  * definition bit for bit (tests/test_accum.c). */
 int gp_sr_draw_block(gp_format af, gp_format gf, int ftz, const void *old, const void *acc, const void *grad,

@@ -99,11 +99,6 @@ GP_CPU_CLONES static int accumulate_f32_rne_f16g(float *acc, const uint16_t *g, 
 #endif
 
 #if GP_VECTOR_BLOCKS
-/* fp16 grads into fp16, RNE, no FTZ, when every acc and grad value is finite (returns 0
- * and changes nothing otherwise): F16C's conversions, fp16 to fp32 exact and fp32 to
- * fp16 rounded to nearest even as IEEE 754 defines it (subnormal results and the overflow
- * to infinity included), around the plain fp32 add: gp_accum_step's fl32(a + g) stored
- * by gp_fmt_store_f32 (tests/test_accum.c checks them equal). */
 #if GP_CPU_F16C
 /* Can this CPU run add_f16_rne_f16c? AVX2 (which the OS must enable for the ymm
  * registers) and F16C (CPUID leaf 1, ECX; clang 14's __builtin_cpu_supports does not know
@@ -139,6 +134,11 @@ __attribute__((target("avx2,f16c"))) static void add_f16_rne_f16c(uint16_t *acc,
 }
 #endif
 
+/* fp16 grads into fp16, RNE, no FTZ, when every acc and grad value is finite (returns 0
+ * and changes nothing otherwise): F16C's conversions, fp16 to fp32 exact and fp32 to
+ * fp16 rounded to nearest even as IEEE 754 defines it (subnormal results and the overflow
+ * to infinity included), around the plain fp32 add: gp_accum_step's fl32(a + g) stored
+ * by gp_fmt_store_f32 (tests/test_accum.c checks them equal). */
 static int accumulate_f16_rne_f16g(uint16_t *acc, const uint16_t *g, uint64_t n)
 {
 #if GP_CPU_F16C
@@ -168,7 +168,7 @@ static int accumulate_f16_rne_f16g(uint16_t *acc, const uint16_t *g, uint64_t n)
  * low << 16. Adding 1 to the kept bits is the next magnitude, carrying into the exponent
  * field, and past the largest finite one 0x7f80 (infinity, as the general routine gives);
  * an infinite s has low = 0 and stays. */
-GP_CPU_CLONES static void accumulate_bf16_sr(uint16_t *acc, const void *grad, int gf, const uint32_t *rb, size_t n)
+GP_CPU_CLONES static void accumulate_bf16_sr(uint16_t *acc, const void *grad, gp_format gf, const uint32_t *rb, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float g = gf == GP_BF16 ? gp_f32_from_bits((uint32_t)((const uint16_t *)grad)[i] << 16) : ((const float *)grad)[i];
@@ -178,7 +178,7 @@ GP_CPU_CLONES static void accumulate_bf16_sr(uint16_t *acc, const void *grad, in
 }
 
 /* Are acc[0..n) (bf16) and grad[0..n) (bf16 or fp32) all finite? */
-static int bf16_sr_inputs_finite(const uint16_t *acc, const void *grad, int gf, size_t n)
+static int bf16_sr_inputs_finite(const uint16_t *acc, const void *grad, gp_format gf, size_t n)
 {
     uint32_t bad = 0;
     for (size_t i = 0; i < n; i++)
