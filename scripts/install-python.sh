@@ -22,6 +22,44 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 py="$venv/bin/python"
 
+# pip without its cache (--no-cache-dir: the cache would hold a second copy of the wheels,
+# about 3.5 GB with torch's CUDA libraries) and with its temporary folder (where every
+# downloaded wheel waits until the install ends) on whichever of $TMPDIR and the venv's
+# file system has more room: CI stop 37 ran out of space in this step (measured here, the
+# peak fell from about 11 GB to 6 GB). A failed pip says how much room each had.
+tmp_default="${TMPDIR:-/tmp}"
+free_kb() { df -Pk "$1" 2>/dev/null | awk 'NR==2 {print $4}'; }
+pip_tmp="$tmp_default"
+if [ "$(free_kb "$venv")" -gt "$(free_kb "$tmp_default")" ] 2>/dev/null; then
+  pip_tmp="$venv/.pip-tmp"
+fi
+pip_install() {
+  mkdir -p "$pip_tmp"
+  if ! TMPDIR="$pip_tmp" "$py" -m pip install --disable-pip-version-check --no-cache-dir -q "$@"; then
+    echo "install-python: pip failed; free space: $venv $(( $(free_kb "$venv") / 1024 )) MiB," \
+      "pip's temporary folder $pip_tmp $(( $(free_kb "$pip_tmp") / 1024 )) MiB" >&2
+    [ "$pip_tmp" = "$tmp_default" ] || rm -rf "$pip_tmp"
+    exit 1
+  fi
+  [ "$pip_tmp" = "$tmp_default" ] || rm -rf "$pip_tmp"
+}
+
+# Resolves the requirements once (pip --dry-run --report), then installs each resolved
+# distribution alone (--no-deps): at most one wheel waits in the temporary folder at a time
+# (all of torch's at once would need about 2.7 GB more room; the install is about 5.7 GB).
+pip_install_each() {
+  mkdir -p "$pip_tmp"
+  local report="$pip_tmp/gp-resolve.json" req
+  TMPDIR="$pip_tmp" "$py" -m pip install --disable-pip-version-check --no-cache-dir -q \
+    --dry-run --report "$report" "$@" || { echo "install-python: pip could not resolve $*" >&2; exit 1; }
+  for req in $("$py" -c 'import json, sys
+for d in json.load(open(sys.argv[1]))["install"]:
+    print(d["metadata"]["name"] + "==" + d["metadata"]["version"])' "$report"); do
+    pip_install --no-deps "$req"
+  done
+  rm -f "$report"
+}
+
 # module name -> PyPI name; a module that imports is left as it is.
 missing=()
 for pair in numpy:numpy safetensors:safetensors torch:torch pytest:pytest setuptools:setuptools jsonschema:jsonschema; do
@@ -30,7 +68,8 @@ for pair in numpy:numpy safetensors:safetensors torch:torch pytest:pytest setupt
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-python: installing ${missing[*]} from PyPI"
-  "$py" -m pip install --disable-pip-version-check -q "${missing[@]}"
+  echo "install-python: free space for it: $(( $(free_kb "$venv") / 1024 )) MiB in $venv's file system, $(( $(free_kb "$pip_tmp") / 1024 )) MiB in $pip_tmp"
+  pip_install_each "${missing[@]}"
 else
   echo "install-python: numpy, safetensors, torch, pytest, jsonschema present in $venv"
 fi
@@ -46,7 +85,7 @@ for pair in optimi:torch-optimi torchao:torchao packaging:packaging bitsandbytes
 done
 if [ ${#extra[@]} -gt 0 ]; then
   echo "install-python: installing ${extra[*]} from PyPI (--no-deps: torch stays as it is)"
-  "$py" -m pip install --disable-pip-version-check -q --no-deps "${extra[@]}"
+  pip_install --no-deps "${extra[@]}"
 fi
 
 # TensorBoard for gradprec.torch.monitor(writer=SummaryWriter(...)) and its test
@@ -54,7 +93,7 @@ fi
 # which is torch.
 if ! "$py" -c "import tensorboard" >/dev/null 2>&1; then
   echo "install-python: installing tensorboard from PyPI"
-  "$py" -m pip install --disable-pip-version-check -q tensorboard
+  pip_install_each tensorboard
 fi
 
 # The package itself: no network, no build isolation (the venv's setuptools builds it).
