@@ -62,9 +62,9 @@ with gpt.capture(model, out, reduction="mean", accumulation_steps=K, sample=samp
 
 
 def host_line(flags=False):
-    """The host line: CPU model, family, cores (with flags: the SIMD flags the fast paths
+    """The host line: CPU model, family and model number, cores (with flags: the SIMD flags the fast paths
     dispatch on), load average."""
-    model = family = "?"
+    model = family = number = "?"
     have = set()
     try:
         with open("/proc/cpuinfo") as f:
@@ -75,6 +75,8 @@ def host_line(flags=False):
                     model = v
                 elif k == "cpu family" and family == "?":
                     family = v
+                elif k == "model" and number == "?":
+                    number = v
                 elif k == "flags" and not have:
                     have = set(v.split())
     except OSError:
@@ -84,8 +86,8 @@ def host_line(flags=False):
     if flags:
         simd = ", flags " + (" ".join(f for f in ("avx512f", "avx512bw", "avx512vl", "avx2", "fma", "f16c")
                                        if f in have) or "-")
-    return "host: %s, family %s, %d cores%s, load average %.2f %.2f %.2f" % (model, family, os.cpu_count() or 0,
-                                                                              simd, *la)
+    return "host: %s, family %s model %s, %d cores%s, load average %.2f %.2f %.2f" % (
+        model, family, number, os.cpu_count() or 0, simd, *la)
 
 
 def run_child(argv, env=None, quiet=False):

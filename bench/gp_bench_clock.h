@@ -24,11 +24,11 @@ static inline double gp_bench_cpu(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The host line every figure needs (bench/README.md): CPU model and family, cores, the
+/* The host line every figure needs (bench/README.md): CPU model, family and model number, cores, the
  * SIMD flags the fast paths dispatch on, and the load average now, from /proc. */
 static inline void gp_bench_host_line(FILE *out)
 {
-    char line[4096], model[256] = "?", family[32] = "?", simd[128] = "";
+    char line[4096], model[256] = "?", family[32] = "?", number[32] = "?", simd[128] = "";
     FILE *f = fopen("/proc/cpuinfo", "r");
     int have_flags = 0;
     while (f && fgets(line, sizeof line, f)) {
@@ -41,6 +41,8 @@ static inline void gp_bench_host_line(FILE *out)
             snprintf(model, sizeof model, "%s", v);
         else if (!strncmp(line, "cpu family", 10) && family[0] == '?')
             snprintf(family, sizeof family, "%s", v);
+        else if (!strncmp(line, "model", 5) && (line[5] == ' ' || line[5] == '\t') && number[0] == '?')
+            snprintf(number, sizeof number, "%s", v);
         else if (!strncmp(line, "flags", 5) && !have_flags) {
             static const char *const want[] = {"avx512f", "avx512bw", "avx512vl", "avx2", "fma", "f16c"};
             have_flags = 1;
@@ -63,8 +65,8 @@ static inline void gp_bench_host_line(FILE *out)
         la[0] = la[1] = la[2] = -1;
     if (l)
         fclose(l);
-    fprintf(out, "host: %s, family %s, %ld cores, flags %s, load average %.2f %.2f %.2f\n", model, family,
-            sysconf(_SC_NPROCESSORS_ONLN), simd[0] ? simd : "-", la[0], la[1], la[2]);
+    fprintf(out, "host: %s, family %s model %s, %ld cores, flags %s, load average %.2f %.2f %.2f\n", model, family,
+            number, sysconf(_SC_NPROCESSORS_ONLN), simd[0] ? simd : "-", la[0], la[1], la[2]);
     fflush(out);
 }
 
