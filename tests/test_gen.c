@@ -1,7 +1,8 @@
 /* test_gen.c — the generator's block paths (harness/sources/gp_gen_simd.h) bit for bit against
  * their scalar definitions on every path this CPU has: Philox4x32-10 per element
  * (kernels/arith/gp_philox.h, itself checked against Random123's vectors in
- * test_philox) and GSL's gsl_cdf_ugaussian_Pinv over every branch and its boundaries;
+ * test_philox) and GSL's gsl_cdf_ugaussian_Pinv over every branch and its boundaries,
+ * the tails' -log against libm's;
  * then gp_generate / gp_generate_at against the element formula their header states. */
 #include "gp_test.h"
 
@@ -204,6 +205,73 @@ static void test_pinv_sweep(void **state)
     }
 }
 
+/* ---- -log(pp), the tails' logarithm ---- */
+
+/* t = gp_neglog_block(x) on every available path against -log(x[k]) from libm, bit for
+ * bit, at full length and at a length leaving a remainder after the last register. */
+static void check_neglog(const double *x, size_t n)
+{
+    static double t[4096];
+    assert_true(n <= 4096);
+    for (size_t q = 0; q < NPATHS; q++) {
+        if (!gp_gen_path_available(paths[q]))
+            continue;
+        for (size_t len = n; len + 8 > n && len > 0; len -= len > 5 ? 5 : len) {
+            gp_neglog_block(paths[q], x, len, t);
+            for (size_t k = 0; k < len; k++)
+                gp_assert_bits(bits_of(t[k]), bits_of(-log(x[k])), "path %s x = %a (%zu of %zu)", path_names[q], x[k],
+                               k, len);
+        }
+    }
+}
+
+/* The vector path's own cases: the reduction's boundaries (powers of two, sqrt(2) times
+ * them, 0.25 where the vector range ends, the smallest normal), and what must go to
+ * libm (subnormals, zeros, negatives, infinities, NaN, x >= 0.25). */
+static void test_neglog_boundaries(void **state)
+{
+    (void)state;
+    static double x[4096];
+    size_t n = 0;
+    for (int e = 2; e <= 1022; e += (e < 80 ? 1 : 37)) {
+        n = around(x, n, ldexp(1.0, -e), 2);
+        n = around(x, n, ldexp(0x1.6a09e667f3bcdp0, -e), 2); /* sqrt(2) rounded */
+        if (n > 4000) {
+            check_neglog(x, n);
+            n = 0;
+        }
+    }
+    n = around(x, n, 0.25, 3);
+    n = around(x, n, 0.075, 3);
+    n = around(x, n, 0x1p-1022, 3);
+    const double special[] = {0.0, -0.0, DBL_TRUE_MIN, 0x1p-1030, -0.01, -INFINITY, INFINITY, NAN, 0.5, 0.9, 1.0, 7.0};
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+        x[n++] = special[i];
+    check_neglog(x, n);
+}
+
+/* Random inputs: pp = min(P, 1 - P) of the generator's uniform grid ((k + 0.5) 2^-53),
+ * doubles of random exponent over every binade below 1 (subnormals included) and
+ * random doubles of (0, 0.075), the tails' range. GP_SWEEP_N of each. */
+static void test_neglog_sweep(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(0x10c10c);
+    long total = gp_test_count("GP_SWEEP_N", 1000000);
+    static double x[3072];
+    for (long done = 0; done < total; done += 1024) {
+        size_t n = 0;
+        for (int i = 0; i < 1024; i++) {
+            uint64_t r = gp_test_next(&s);
+            double P = ((double)(r >> 11) + 0.5) * 0x1p-53;
+            x[n++] = P < 0.5 ? P : 1.0 - P;
+            x[n++] = ldexp(0.5 + (double)(gp_test_next(&s) >> 12) * 0x1p-53, -(int)(r % 1075));
+            x[n++] = 0.075 * ((double)(gp_test_next(&s) >> 11) * 0x1p-53);
+        }
+        check_neglog(x, n);
+    }
+}
+
 /* ---- gp_generate against its header's element formula ---- */
 
 /* Element i of d on stream, computed from the contract in gp_generate.h with the
@@ -322,6 +390,8 @@ int main(void)
         cmocka_unit_test(test_philox_block),
         cmocka_unit_test(test_pinv_boundaries),
         cmocka_unit_test(test_pinv_sweep),
+        cmocka_unit_test(test_neglog_boundaries),
+        cmocka_unit_test(test_neglog_sweep),
         cmocka_unit_test(test_generate_contract),
         cmocka_unit_test(test_generate_sparse_edge),
     };

@@ -64,28 +64,39 @@ static void pinv_portable(const double *p, size_t n, double *x)
 
 /* The vector paths take PINV_CHUNK inputs at a time: the central branch in registers,
  * the positions of the other inputs listed; of those, the ones in (0, 1) get
- * t = -log(pp) here (libm's log, which GSL calls, one call each) and r = sqrt(t) and
- * the rest of GSL's branch in registers; 0, 1, NaN and inputs outside [0, 1] call GSL. */
+ * t = -log(pp) (libm's log, which GSL calls, or on the AVX-512 path the value libm's log
+ * must return: neglog_avx512) and r = sqrt(t) and the rest of GSL's branch in registers;
+ * 0, 1, NaN and inputs outside [0, 1] call GSL. */
 #define PINV_CHUNK 256
 typedef void pinv_tails_fn(const double *pv, const double *t, size_t m, double *x);
 
+/* t[k] = -log(pp[k]) by libm, one call each. */
+static void neglog_libm(const double *pp, size_t m, double *t)
+{
+    for (size_t k = 0; k < m; k++)
+        t[k] = -log(pp[k]);
+}
+
+/* The AVX2 path's tails: the inputs at list[k] (cnt of them) gathered, libm's log. */
 static void pinv_outside(const double *p, const uint16_t *list, size_t cnt, double *x, pinv_tails_fn *tails)
 {
-    double pv[PINV_CHUNK], t[PINV_CHUNK], xr[PINV_CHUNK];
+    double pv[PINV_CHUNK], pp[PINV_CHUNK], t[PINV_CHUNK], xr[PINV_CHUNK];
     uint16_t at[PINV_CHUNK];
     size_t m = 0;
     for (size_t k = 0; k < cnt; k++) {
         double P = p[list[k]];
         if (P > 0.0 && P < 1.0) {
             pv[m] = P;
-            t[m] = -log(P < 0.5 ? P : 1.0 - P);
+            pp[m] = P < 0.5 ? P : 1.0 - P;
             at[m++] = list[k];
         } else {
             x[list[k]] = gsl_cdf_ugaussian_Pinv(P);
         }
     }
-    if (m)
+    if (m) {
+        neglog_libm(pp, m, t);
         tails(pv, t, m, xr);
+    }
     for (size_t k = 0; k < m; k++)
         x[at[k]] = xr[k];
 }
@@ -111,6 +122,95 @@ static void pinv_outside(const double *p, const uint16_t *list, size_t cnt, doub
         }                                                                        \
         (out) = _mm256_div_pd(u_, v_);                                           \
     } while (0)
+
+/* gp_neglog_block's AVX-512 path: 8 lanes at a time for x[k] normal in (0, 0.25) (the
+ * tails give x < 0.075); other lanes, and lanes whose value is too close to a rounding
+ * boundary to be sure of libm's, call libm.
+ *
+ * Why the value is libm's: each lane computes L = log(x) as y + z (y = L rounded to
+ * nearest, z the exact rest) with |y + z - L| <= 0.02 ulp(y) (below), and keeps y only
+ * when |z| <= 0.4 ulp(y) and y is not a power of two: then L lies within 0.42 ulp of y and
+ * every other double at least 0.58 ulp from L, while glibc's log errs by at most 0.520 ulp
+ * where |log x| > 2^-4 (0.519 with FMA: the bound derived in the comments of glibc's
+ * sysdeps/ieee754/dbl-64/e_log.c, glibc >= 2.28, as Debian 12 ships; before 2.28 glibc's
+ * log was correctly rounded): the only double libm can return is y. About 20% of lanes
+ * (|z| roughly uniform in [0, 0.5] ulp) fall back to libm. tests/test_gen.c compares
+ * gp_neglog_block with libm's log on the generator's grid, on every binade of (0, 0.25),
+ * around the reduction's boundaries and on the inputs that take the fallback.
+ *
+ * The evaluation: x = 2^e m with m in [sqrt(1/2), sqrt(2)], so e <= -2 and |L| >= 1.04,
+ * ulp(y) >= 2^-52; log(m) = 2 atanh(s), s = (m - 1)/(m + 1), |s| <= 0.1716:
+ * - m - 1 is exact (Sterbenz), m + 1 = qh + ql exactly (Fast2Sum), s = sh + sl with
+ *   sh = (m - 1)/qh rounded, its remainder exact by an FMA, sl = (remainder - sh ql)
+ *   times rcp14(qh) (relative error 2^-14 on a term below 2^-52 |s|): |s - sh - sl| <
+ *   2^-65 |s| < 2^-13 ulp(y);
+ * - 2 atanh(s) = 2s + T, T = 2 s^3 sum_k s^(2k)/(2k+3), k < 12 (the rest is below
+ *   2 |s|^27/27 / (1 - s^2) < 2^-70), evaluated in binary64 from sh: relative error
+ *   <= 6 2^-53 (s^2, Horner's FMAs, the coefficients, two products, sh for s), so
+ *   |error of T| <= 2^-50.4 |T| <= 2^-50.4 * 0.0035 < 2^-58.5 = 2^-6.5 ulp(y);
+ * - e ln2 = e LN2_HI + e LN2_LO with e LN2_HI exact (LN2_HI has 32 significant bits)
+ *   and |ln2 - LN2_HI - LN2_LO| < 2^-85, so the error is below 2^-74;
+ * - hi + lo1 = e LN2_HI + 2 sh exactly (Fast2Sum: |e LN2_HI| >= 1.38 > |2 sh|); lo =
+ *   lo1 + (e LN2_LO + (2 sl + T)), three roundings of values below 2^-8, each below
+ *   2^-61 = 2^-9 ulp(y); y + z = hi + lo exactly (Fast2Sum).
+ * In all |y + z - L| < (2^-6.5 + 3 2^-9 + 2^-13 + 2^-20) ulp(y) < 0.02 ulp(y). */
+#define NEGLOG_TERMS 12
+#define NEGLOG_LN2_HI 0x1.62e42feep-1 /* ln 2 to 32 significant bits */
+#define NEGLOG_LN2_LO 0x1.a39ef35793c76p-33 /* ln 2 - NEGLOG_LN2_HI, rounded */
+#define NEGLOG_SQRT2 0x1.6a09e667f3bcdp0
+#define NEGLOG_KEEP 0.4 /* |z| <= 0.4 ulp(y) */
+static const double neglog_c[NEGLOG_TERMS] = {1.0 / 3,  1.0 / 5,  1.0 / 7,  1.0 / 9,  1.0 / 11, 1.0 / 13,
+                                              1.0 / 15, 1.0 / 17, 1.0 / 19, 1.0 / 21, 1.0 / 23, 1.0 / 25};
+
+__attribute__((target("avx512f"))) static void neglog_avx512(const double *x, size_t m, double *t)
+{
+    const __m512i expmask = _mm512_set1_epi64(0x7ff), mant = _mm512_set1_epi64(0x000fffffffffffffll);
+    const __m512i one_exp = _mm512_set1_epi64(0x3ff0000000000000ll);
+    const __m512d one = _mm512_set1_pd(1.0);
+    for (size_t k = 0; k < m; k += 8) {
+        __mmask8 in = (__mmask8)(m - k >= 8 ? 0xff : (1u << (m - k)) - 1);
+        __m512d xv = _mm512_mask_loadu_pd(_mm512_set1_pd(0.125), in, x + k);
+        __m512i b = _mm512_castpd_si512(xv);
+        __m512i ef = _mm512_and_epi64(_mm512_srli_epi64(b, 52), expmask); /* sign 0 below 0.25 */
+        __mmask8 ok = _mm512_cmp_pd_mask(xv, _mm512_set1_pd(0.25), _CMP_LT_OQ) &
+                      _mm512_cmp_pd_mask(xv, _mm512_set1_pd(0x1p-1022), _CMP_GE_OQ);
+        __m512d mv = _mm512_castsi512_pd(_mm512_or_epi64(_mm512_and_epi64(b, mant), one_exp)); /* [1, 2) */
+        __mmask8 big = _mm512_cmp_pd_mask(mv, _mm512_set1_pd(NEGLOG_SQRT2), _CMP_GT_OQ);
+        mv = _mm512_mask_mul_pd(mv, big, mv, _mm512_set1_pd(0.5));
+        __m512i e = _mm512_mask_add_epi64(_mm512_sub_epi64(ef, _mm512_set1_epi64(1023)), big,
+                                          _mm512_sub_epi64(ef, _mm512_set1_epi64(1023)), _mm512_set1_epi64(1));
+        __m512d d = _mm512_sub_pd(mv, one);
+        __m512d qh = _mm512_add_pd(one, mv);
+        __m512d ql = _mm512_sub_pd(mv, _mm512_sub_pd(qh, one));
+        __m512d sh = _mm512_div_pd(d, qh);
+        __m512d rem = _mm512_fnmadd_pd(sh, qh, d); /* d - sh qh, exact */
+        __m512d sl = _mm512_mul_pd(_mm512_fnmadd_pd(sh, ql, rem), _mm512_rcp14_pd(qh)); /* 2^-14 of a 2^-53 term */
+        __m512d s2 = _mm512_mul_pd(sh, sh);
+        __m512d pv = _mm512_set1_pd(neglog_c[NEGLOG_TERMS - 1]);
+        for (int i = NEGLOG_TERMS - 2; i >= 0; i--)
+            pv = _mm512_fmadd_pd(pv, s2, _mm512_set1_pd(neglog_c[i]));
+        __m512d T = _mm512_mul_pd(_mm512_mul_pd(_mm512_add_pd(sh, sh), s2), pv);
+        __m512d edv = _mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(e)); /* |e| <= 1022 */
+        __m512d A = _mm512_mul_pd(edv, _mm512_set1_pd(NEGLOG_LN2_HI)), B = _mm512_add_pd(sh, sh);
+        __m512d hi = _mm512_add_pd(A, B);
+        __m512d lo1 = _mm512_sub_pd(B, _mm512_sub_pd(hi, A));
+        __m512d lo = _mm512_add_pd(lo1, _mm512_add_pd(_mm512_mul_pd(edv, _mm512_set1_pd(NEGLOG_LN2_LO)),
+                                                      _mm512_add_pd(_mm512_add_pd(sl, sl), T)));
+        __m512d y = _mm512_add_pd(hi, lo);
+        __m512d z = _mm512_sub_pd(lo, _mm512_sub_pd(y, hi));
+        /* ulp(y) = 2^(E - 52) for y's biased exponent E (|y| >= 1: E >= 1023) */
+        __m512i yb = _mm512_castpd_si512(y);
+        __m512d ulp = _mm512_castsi512_pd(_mm512_slli_epi64(
+            _mm512_sub_epi64(_mm512_and_epi64(_mm512_srli_epi64(yb, 52), expmask), _mm512_set1_epi64(52)), 52));
+        ok &= _mm512_cmp_pd_mask(_mm512_abs_pd(z), _mm512_mul_pd(ulp, _mm512_set1_pd(NEGLOG_KEEP)), _CMP_LE_OQ);
+        ok &= _mm512_test_epi64_mask(yb, mant); /* not a power of two */
+        _mm512_mask_storeu_pd(t + k, in, _mm512_castsi512_pd(_mm512_xor_epi64(yb, _mm512_set1_epi64(
+                                                                 (long long)0x8000000000000000ull))));
+        for (unsigned bad = in & ~ok; bad; bad &= bad - 1)
+            t[k + (size_t)__builtin_ctz(bad)] = -log(x[k + (size_t)__builtin_ctz(bad)]);
+    }
+    _mm256_zeroupper();
+}
 
 /* GSL past the central branch for P = pv[k] in (0, 1), t[k] = -log(pp): r = sqrt(t);
  * intermediate(r) if r <= 5 else tail(r); negated (sign flip) if P < 0.5. */
@@ -159,24 +259,41 @@ __attribute__((target("avx2"))) static void tails_avx2(const double *pv, const d
  * Lanes outside the central branch compute values that pinv_outside replaces. */
 __attribute__((target("avx512f"))) static void pinv_avx512(const double *p, size_t n, double *x)
 {
-    uint16_t list[PINV_CHUNK + 8];
+    /* the tails of a chunk, packed by register compression: P, pp = min(P, 1 - P) as GSL
+     * forms it, the position; 8 lanes of slack for the last full-register store */
+    double pv[PINV_CHUNK + 8], pp[PINV_CHUNK + 8], t[PINV_CHUNK], xr[PINV_CHUNK];
+    uint64_t at[PINV_CHUNK + 8];
+    const __m512i iota = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
     for (size_t c = 0; c < n; c += PINV_CHUNK) {
         size_t m = n - c < PINV_CHUNK ? n - c : PINV_CHUNK, cnt = 0;
         for (size_t j = 0; j < m; j += 8) {
             __mmask8 in = (__mmask8)(m - j >= 8 ? 0xff : (1u << (m - j)) - 1);
-            __m512d q = _mm512_sub_pd(_mm512_maskz_loadu_pd(in, p + c + j), _mm512_set1_pd(0.5)), y;
+            __m512d P = _mm512_maskz_loadu_pd(in, p + c + j), y;
+            __m512d q = _mm512_sub_pd(P, _mm512_set1_pd(0.5));
             __m512d r = _mm512_sub_pd(_mm512_set1_pd(PINV_R0), _mm512_mul_pd(q, q));
             PINV_RAT512(pinv_a, pinv_b, r, y);
             _mm512_mask_storeu_pd(x + c + j, in, _mm512_mul_pd(q, y));
-            unsigned out = in & ~(unsigned)_mm512_cmp_pd_mask(_mm512_abs_pd(q), _mm512_set1_pd(PINV_CENTRAL), _CMP_LE_OQ);
-            for (unsigned l = 0; l < 8; l++) { /* branch-free: the lanes come in at random */
-                list[cnt] = (uint16_t)(j + l);
-                cnt += out >> l & 1;
-            }
+            __mmask8 out = in & ~_mm512_cmp_pd_mask(_mm512_abs_pd(q), _mm512_set1_pd(PINV_CENTRAL), _CMP_LE_OQ);
+            __mmask8 tail = out & _mm512_cmp_pd_mask(P, _mm512_setzero_pd(), _CMP_GT_OQ) &
+                            _mm512_cmp_pd_mask(P, _mm512_set1_pd(1.0), _CMP_LT_OQ);
+            for (unsigned odd = out & ~tail; odd; odd &= odd - 1) /* 0, 1, NaN, outside [0, 1]: GSL */
+                x[c + j + (size_t)__builtin_ctz(odd)] = gsl_cdf_ugaussian_Pinv(p[c + j + (size_t)__builtin_ctz(odd)]);
+            __mmask8 low = _mm512_cmp_pd_mask(P, _mm512_set1_pd(0.5), _CMP_LT_OQ);
+            __m512d ppv = _mm512_mask_blend_pd(low, _mm512_sub_pd(_mm512_set1_pd(1.0), P), P);
+            _mm512_storeu_pd(pv + cnt, _mm512_maskz_compress_pd(tail, P));
+            _mm512_storeu_pd(pp + cnt, _mm512_maskz_compress_pd(tail, ppv));
+            _mm512_storeu_si512((void *)(at + cnt),
+                                _mm512_maskz_compress_epi64(tail, _mm512_add_epi64(_mm512_set1_epi64((long long)j), iota)));
+            cnt += (size_t)__builtin_popcount(tail);
         }
-        _mm256_zeroupper();
-        pinv_outside(p + c, list, cnt, x + c, tails_avx512);
+        if (cnt) {
+            neglog_avx512(pp, cnt, t);
+            tails_avx512(pv, t, cnt, xr);
+        }
+        for (size_t k = 0; k < cnt; k++)
+            x[c + at[k]] = xr[k];
     }
+    _mm256_zeroupper();
 }
 
 __attribute__((target("avx2"))) static void pinv_avx2(const double *p, size_t n, double *x)
@@ -213,6 +330,16 @@ __attribute__((target("avx2"))) static void pinv_avx2(const double *p, size_t n,
     }
 }
 #endif
+
+void gp_neglog_block(gp_gen_path path, const double *x, size_t n, double *t)
+{
+    switch (gp_gen_path_resolve(path)) {
+#ifdef GP_GEN_HAVE_X86
+    case GP_GEN_AVX512: neglog_avx512(x, n, t); return;
+#endif
+    default: neglog_libm(x, n, t); return;
+    }
+}
 
 void gp_ugaussian_pinv_block(gp_gen_path path, const double *p, size_t n, double *x)
 {
