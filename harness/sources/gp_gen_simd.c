@@ -159,6 +159,7 @@ static void pinv_outside(const double *p, const uint16_t *list, size_t cnt, doub
 #define NEGLOG_LN2_LO 0x1.a39ef35793c76p-33 /* ln 2 - NEGLOG_LN2_HI, rounded */
 #define NEGLOG_SQRT2 0x1.6a09e667f3bcdp0
 #define NEGLOG_KEEP 0.4 /* |z| <= 0.4 ulp(y) */
+#define NEGLOG_LIST 256
 static const double neglog_c[NEGLOG_TERMS] = {1.0 / 3,  1.0 / 5,  1.0 / 7,  1.0 / 9,  1.0 / 11, 1.0 / 13,
                                               1.0 / 15, 1.0 / 17, 1.0 / 19, 1.0 / 21, 1.0 / 23, 1.0 / 25};
 
@@ -167,6 +168,9 @@ __attribute__((target("avx512f"))) static void neglog_avx512(const double *x, si
     const __m512i expmask = _mm512_set1_epi64(0x7ff), mant = _mm512_set1_epi64(0x000fffffffffffffll);
     const __m512i one_exp = _mm512_set1_epi64(0x3ff0000000000000ll);
     const __m512d one = _mm512_set1_pd(1.0);
+    const __m512i iota = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    uint64_t list[NEGLOG_LIST]; /* the lanes left to libm, called in batches */
+    size_t cnt = 0;
     for (size_t k = 0; k < m; k += 8) {
         __mmask8 in = (__mmask8)(m - k >= 8 ? 0xff : (1u << (m - k)) - 1);
         __m512d xv = _mm512_mask_loadu_pd(_mm512_set1_pd(0.125), in, x + k);
@@ -206,10 +210,16 @@ __attribute__((target("avx512f"))) static void neglog_avx512(const double *x, si
         ok &= _mm512_test_epi64_mask(yb, mant); /* not a power of two */
         _mm512_mask_storeu_pd(t + k, in, _mm512_castsi512_pd(_mm512_xor_epi64(yb, _mm512_set1_epi64(
                                                                  (long long)0x8000000000000000ull))));
-        for (unsigned bad = in & ~ok; bad; bad &= bad - 1)
-            t[k + (size_t)__builtin_ctz(bad)] = -log(x[k + (size_t)__builtin_ctz(bad)]);
+        _mm512_storeu_si512((void *)(list + cnt), _mm512_maskz_compress_epi64(
+                                                       in & ~ok, _mm512_add_epi64(_mm512_set1_epi64((long long)k), iota)));
+        cnt += (size_t)__builtin_popcount(in & ~ok);
+        if (cnt > NEGLOG_LIST - 8 || k + 8 >= m) { /* libm with the upper halves clean (gp_bench (l)) */
+            _mm256_zeroupper();
+            for (size_t i = 0; i < cnt; i++)
+                t[list[i]] = -log(x[list[i]]);
+            cnt = 0;
+        }
     }
-    _mm256_zeroupper();
 }
 
 /* GSL past the central branch for P = pv[k] in (0, 1), t[k] = -log(pp): r = sqrt(t);
