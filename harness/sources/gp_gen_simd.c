@@ -213,7 +213,8 @@ __attribute__((target("avx512f"))) static void neglog_avx512(const double *x, si
         _mm512_storeu_si512((void *)(list + cnt), _mm512_maskz_compress_epi64(
                                                        in & ~ok, _mm512_add_epi64(_mm512_set1_epi64((long long)k), iota)));
         cnt += (size_t)__builtin_popcount(in & ~ok);
-        if (cnt > NEGLOG_LIST - 8 || k + 8 >= m) { /* libm with the upper halves clean (gp_bench (l)) */
+        /* libm in batches: no registers spilled around each call, the upper halves clean (gp_bench (l)) */
+        if (cnt > NEGLOG_LIST - 8 || k + 8 >= m) {
             _mm256_zeroupper();
             for (size_t i = 0; i < cnt; i++)
                 t[list[i]] = -log(x[list[i]]);
