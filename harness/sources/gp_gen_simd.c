@@ -107,7 +107,7 @@ static void pinv_outside(const double *p, const uint16_t *list, size_t cnt, doub
 #define PINV_RAT512(a, b, z, out)                                                \
     do {                                                                         \
         __m512d u_ = _mm512_set1_pd((a)[7]), v_ = _mm512_set1_pd((b)[7]);        \
-        for (int i_ = 6; i_ >= 0; i_--) {                                        \
+        _Pragma("GCC unroll 7") for (int i_ = 6; i_ >= 0; i_--) {                \
             u_ = _mm512_add_pd(_mm512_mul_pd((z), u_), _mm512_set1_pd((a)[i_])); \
             v_ = _mm512_add_pd(_mm512_mul_pd((z), v_), _mm512_set1_pd((b)[i_])); \
         }                                                                        \
@@ -116,7 +116,7 @@ static void pinv_outside(const double *p, const uint16_t *list, size_t cnt, doub
 #define PINV_RAT256(a, b, z, out)                                                \
     do {                                                                         \
         __m256d u_ = _mm256_set1_pd((a)[7]), v_ = _mm256_set1_pd((b)[7]);        \
-        for (int i_ = 6; i_ >= 0; i_--) {                                        \
+        _Pragma("GCC unroll 7") for (int i_ = 6; i_ >= 0; i_--) {                \
             u_ = _mm256_add_pd(_mm256_mul_pd((z), u_), _mm256_set1_pd((a)[i_])); \
             v_ = _mm256_add_pd(_mm256_mul_pd((z), v_), _mm256_set1_pd((b)[i_])); \
         }                                                                        \

@@ -92,6 +92,7 @@ __attribute__((target("avx512f"))) static void philox_avx512(uint64_t seed, uint
         }
         __m512i a1 = _mm512_srli_epi64(a0, 32), b1 = _mm512_srli_epi64(b0, 32);
         __m512i a2 = c2, a3 = c3, b2 = c2, b3 = c3;
+#pragma GCC unroll 10
         for (int r = 0; r < 10; r++) {
             __m512i pa0 = _mm512_mul_epu32(a0, m0), pa1 = _mm512_mul_epu32(a2, m1);
             __m512i pb0 = _mm512_mul_epu32(b0, m0), pb1 = _mm512_mul_epu32(b2, m1);
@@ -140,6 +141,7 @@ __attribute__((target("avx2"))) static void philox_avx2(uint64_t seed, uint64_t 
         __m256i pa = _mm256_permutevar8x32_epi32(ea, split), pb = _mm256_permutevar8x32_epi32(eb, split);
         __m256i c0 = _mm256_permute2x128_si256(pa, pb, 0x20), c1 = _mm256_permute2x128_si256(pa, pb, 0x31);
         __m256i x2 = c2, x3 = c3;
+#pragma GCC unroll 10
         for (int r = 0; r < 10; r++) {
             __m256i pe0 = _mm256_mul_epu32(c0, m0), po0 = _mm256_mul_epu32(_mm256_srli_epi64(c0, 32), m0);
             __m256i pe1 = _mm256_mul_epu32(x2, m1), po1 = _mm256_mul_epu32(_mm256_srli_epi64(x2, 32), m1);
