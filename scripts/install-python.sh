@@ -23,35 +23,34 @@ fi
 py="$venv/bin/python"
 
 # pip without its cache (--no-cache-dir: the cache would hold a second copy of the wheels,
-# about 3.5 GB with torch's CUDA libraries) and with its temporary folder (where every
-# downloaded wheel waits until the install ends) on whichever of $TMPDIR and the venv's
-# file system has more room: CI stop 37 ran out of space in this step (measured here, the
-# peak fell from about 11 GB to 6 GB). A failed pip says how much room each had.
+# about 2.7 GB with torch's CUDA libraries) and with its temporary folder on whichever of
+# $TMPDIR and the venv's file system has more room: CI stop 37 ran out of space in this
+# step. Measured on a fresh venv: 8.5 GB at the peak with every wheel held to the end, the
+# venv's own 5.9 GB installing one distribution at a time (docs/python.md). A failed pip
+# says how much room each folder had.
 tmp_default="${TMPDIR:-/tmp}"
 free_kb() { df -Pk "$1" 2>/dev/null | awk 'NR==2 {print $4}'; }
 pip_tmp="$tmp_default"
 if [ "$(free_kb "$venv")" -gt "$(free_kb "$tmp_default")" ] 2>/dev/null; then
   pip_tmp="$venv/.pip-tmp"
+  mkdir -p "$pip_tmp"
+  trap 'rm -rf "$venv/.pip-tmp"' EXIT
 fi
 pip_install() {
-  mkdir -p "$pip_tmp"
   if ! TMPDIR="$pip_tmp" "$py" -m pip install --disable-pip-version-check --no-cache-dir -q "$@"; then
     echo "install-python: pip failed; free space: $venv $(( $(free_kb "$venv") / 1024 )) MiB," \
       "pip's temporary folder $pip_tmp $(( $(free_kb "$pip_tmp") / 1024 )) MiB" >&2
-    [ "$pip_tmp" = "$tmp_default" ] || rm -rf "$pip_tmp"
     exit 1
   fi
-  [ "$pip_tmp" = "$tmp_default" ] || rm -rf "$pip_tmp"
 }
 
 # Resolves the requirements once (pip --dry-run --report), then installs each resolved
-# distribution alone (--no-deps): at most one wheel waits in the temporary folder at a time
-# (all of torch's at once would need about 2.7 GB more room; the install is about 5.7 GB).
+# distribution alone (--no-deps): at most one wheel waits in the temporary folder at a time.
 pip_install_each() {
-  mkdir -p "$pip_tmp"
-  local report="$pip_tmp/gp-resolve.json" req
+  local report req
+  report="$(mktemp "$pip_tmp/gp-resolve.XXXXXX")"
   TMPDIR="$pip_tmp" "$py" -m pip install --disable-pip-version-check --no-cache-dir -q \
-    --dry-run --report "$report" "$@" || { echo "install-python: pip could not resolve $*" >&2; exit 1; }
+    --dry-run --report "$report" "$@" || { rm -f "$report"; echo "install-python: pip could not resolve $*" >&2; exit 1; }
   for req in $("$py" -c 'import json, sys
 for d in json.load(open(sys.argv[1]))["install"]:
     print(d["metadata"]["name"] + "==" + d["metadata"]["version"])' "$report"); do

@@ -63,7 +63,7 @@ static void pinv_portable(const double *p, size_t n, double *x)
 }
 
 /* The vector paths take PINV_CHUNK inputs at a time: the central branch in registers,
- * the positions of the other inputs listed; of those, the ones in (0, 1) get
+ * the positions of the other inputs listed (AVX-512: packed); of those, the ones in (0, 1) get
  * t = -log(pp) (libm's log, which GSL calls, or on the AVX-512 path the value libm's log
  * must return: neglog_avx512) and r = sqrt(t) and the rest of GSL's branch in registers;
  * 0, 1, NaN and inputs outside [0, 1] call GSL. */
@@ -181,8 +181,8 @@ __attribute__((target("avx512f"))) static void neglog_avx512(const double *x, si
         __m512d mv = _mm512_castsi512_pd(_mm512_or_epi64(_mm512_and_epi64(b, mant), one_exp)); /* [1, 2) */
         __mmask8 big = _mm512_cmp_pd_mask(mv, _mm512_set1_pd(NEGLOG_SQRT2), _CMP_GT_OQ);
         mv = _mm512_mask_mul_pd(mv, big, mv, _mm512_set1_pd(0.5));
-        __m512i e = _mm512_mask_add_epi64(_mm512_sub_epi64(ef, _mm512_set1_epi64(1023)), big,
-                                          _mm512_sub_epi64(ef, _mm512_set1_epi64(1023)), _mm512_set1_epi64(1));
+        __m512i e = _mm512_sub_epi64(ef, _mm512_set1_epi64(1023));
+        e = _mm512_mask_add_epi64(e, big, e, _mm512_set1_epi64(1));
         __m512d d = _mm512_sub_pd(mv, one);
         __m512d qh = _mm512_add_pd(one, mv);
         __m512d ql = _mm512_sub_pd(mv, _mm512_sub_pd(qh, one));
@@ -193,9 +193,10 @@ __attribute__((target("avx512f"))) static void neglog_avx512(const double *x, si
         __m512d pv = _mm512_set1_pd(neglog_c[NEGLOG_TERMS - 1]);
         for (int i = NEGLOG_TERMS - 2; i >= 0; i--)
             pv = _mm512_fmadd_pd(pv, s2, _mm512_set1_pd(neglog_c[i]));
-        __m512d T = _mm512_mul_pd(_mm512_mul_pd(_mm512_add_pd(sh, sh), s2), pv);
+        __m512d B = _mm512_add_pd(sh, sh);
+        __m512d T = _mm512_mul_pd(_mm512_mul_pd(B, s2), pv);
         __m512d edv = _mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(e)); /* |e| <= 1022 */
-        __m512d A = _mm512_mul_pd(edv, _mm512_set1_pd(NEGLOG_LN2_HI)), B = _mm512_add_pd(sh, sh);
+        __m512d A = _mm512_mul_pd(edv, _mm512_set1_pd(NEGLOG_LN2_HI));
         __m512d hi = _mm512_add_pd(A, B);
         __m512d lo1 = _mm512_sub_pd(B, _mm512_sub_pd(hi, A));
         __m512d lo = _mm512_add_pd(lo1, _mm512_add_pd(_mm512_mul_pd(edv, _mm512_set1_pd(NEGLOG_LN2_LO)),
@@ -267,7 +268,7 @@ __attribute__((target("avx2"))) static void tails_avx2(const double *pv, const d
 }
 
 /* GSL's small(q) per lane, q = p - 0.5: r = 0.180625 - q*q, x = q * rat_eval(r).
- * Lanes outside the central branch compute values that pinv_outside replaces. */
+ * Lanes outside the central branch compute values that the tails then replace. */
 __attribute__((target("avx512f"))) static void pinv_avx512(const double *p, size_t n, double *x)
 {
     /* the tails of a chunk, packed by register compression: P, pp = min(P, 1 - P) as GSL
