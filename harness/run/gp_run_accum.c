@@ -116,9 +116,9 @@ static void note_outputs(const double *xs, size_t n, double scale, double inv, d
                 bin[i] = b < 0 ? 0 : b >= GP_HIST_BINS ? GP_HIST_BINS - 1 : b;
             }
         }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) /* element i in copy i % GP_HIST_WAYS */
         if (bin[i] >= 0)
-            hist[bin[i]]++;
+            hist[(i % GP_HIST_WAYS) * GP_HIST_BINS + (size_t)bin[i]]++;
 }
 #endif
 

@@ -25,16 +25,18 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
 {
     gp_stats *st = c->st;
     /* the sums in locals (each in element order, as before): stores through st would
-     * otherwise be reloaded every element, since they may alias the arrays */
+     * otherwise be reloaded every element, since they may alias the arrays; the
+     * mechanisms' six by name, so that all of them stay in registers (as an array indexed
+     * in a loop they went through memory: a store to load wait in every element's sums) */
+    _Static_assert(GP_MECH_GRAD_END - GP_MECH_UNDERFLOW == 6, "final_stats names the six mechanisms of a gradient");
     uint64_t nonfinite = st->nonfinite;
     double ss_full = st->ss_full, ss_same = st->ss_same, ss_acc = st->ss_acc, ss_acc_full = st->ss_acc_full;
     double ss_acc_same = st->ss_acc_same, ss_same_full = st->ss_same_full, max_ulp = st->max_ulp;
-    double ss_mech[GP_MECH_GRAD_END];
-    const double *err[GP_MECH_GRAD_END];
-    for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++) {
-        ss_mech[m] = st->ss_mech[m];
-        err[m] = c->err[m];
-    }
+    const double *eu = c->err[GP_MECH_UNDERFLOW], *ea = c->err[GP_MECH_ABSORPTION], *eo = c->err[GP_MECH_OVERFLOW];
+    const double *es = c->err[GP_MECH_SATURATION], *er = c->err[GP_MECH_ROUNDING], *en = c->err[GP_MECH_NONFINITE];
+    double su = st->ss_mech[GP_MECH_UNDERFLOW], sa = st->ss_mech[GP_MECH_ABSORPTION];
+    double so = st->ss_mech[GP_MECH_OVERFLOW], ssat = st->ss_mech[GP_MECH_SATURATION];
+    double sr = st->ss_mech[GP_MECH_ROUNDING], sn = st->ss_mech[GP_MECH_NONFINITE];
     for (size_t i = 0; i < c->n; i++) {
         double a = gacc[i], s = gsame[i], f = gfull[i];
         if (!isfinite(a))
@@ -48,8 +50,12 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
         double u = fabs(a - s) * gp_f32_ulp_recip(s); /* = fabs(a - s) / gp_f32_ulp(s) */
         if (u > max_ulp || u != u)
             max_ulp = u;
-        for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
-            ss_mech[m] += err[m][i] * err[m][i];
+        su += eu[i] * eu[i];
+        sa += ea[i] * ea[i];
+        so += eo[i] * eo[i];
+        ssat += es[i] * es[i];
+        sr += er[i] * er[i];
+        sn += en[i] * en[i];
         if (c->cnt[0]) { /* this element's y, x of each ratio estimate */
             double yx[GP_NEST][2] = {{(a - f) * (a - f), f * f}, {(a - s) * (a - s), s * s},
                                      {(s - f) * (s - f), f * f}, {a * a, f * f},
@@ -76,8 +82,12 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
     st->ss_acc_same = ss_acc_same;
     st->ss_same_full = ss_same_full;
     st->max_ulp = max_ulp;
-    for (int m = GP_MECH_UNDERFLOW; m < GP_MECH_GRAD_END; m++)
-        st->ss_mech[m] = ss_mech[m];
+    st->ss_mech[GP_MECH_UNDERFLOW] = su;
+    st->ss_mech[GP_MECH_ABSORPTION] = sa;
+    st->ss_mech[GP_MECH_OVERFLOW] = so;
+    st->ss_mech[GP_MECH_SATURATION] = ssat;
+    st->ss_mech[GP_MECH_ROUNDING] = sr;
+    st->ss_mech[GP_MECH_NONFINITE] = sn;
     if (c->sc->precision.grad_scaled) /* the stored gradients' bias, this step's element sums */
         for (size_t i = 0; i < c->n; i++) {
             double s = c->qb_s[i], v = c->qb_v[i], d = c->qb_d[i];

@@ -22,6 +22,10 @@
 #include "gp_attrib.h"
 #include "gp_collective.h"
 
+/* The histogram's copies: element i of a block counts in copy i % GP_HIST_WAYS, so that
+ * neighbours in one bin do not wait on each other's increment (a store to load chain);
+ * integer counts, summed in any order. */
+#define GP_HIST_WAYS 4
 #define CHUNK GP_OPTIM_CHUNK /* elements processed together; results do not depend on it */
 
 /* ---- per-tensor working state for one chunk of elements ---- */
@@ -65,7 +69,8 @@ typedef struct {
     double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
     gp_stats *st;          /* this step's statistics of the tensor */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
-    uint64_t *hist;        /* [GP_HIST_BINS] the thread's histogram of the exact outputs */
+    uint64_t *hist;        /* [GP_HIST_WAYS][GP_HIST_BINS] the thread's histogram of the exact
+                              outputs, in GP_HIST_WAYS copies summed at the end */
     gp_mismatch *first;    /* where the unit's first disagreement with cmp is noted */
     gp_replay *dump;       /* replayed gradients: the tensor's dump, else NULL */
     const uint64_t *idx;   /* sampled tensor: its chosen elements (element j of the run is
@@ -202,7 +207,7 @@ typedef struct {
     gp_optim_state opt;
     void *acc, *comp; /* [CHUNK] uncoupled runs: the chunk's accumulator (and Kahan's) */
     double *gfull;    /* [CHUNK] uncoupled runs: the chunk's exact full-batch gradient */
-    uint64_t hist[GP_HIST_BINS];
+    uint64_t hist[GP_HIST_WAYS * GP_HIST_BINS];
     int sp_used;  /* some spill of the pool may be non-zero (chunk.sp_used) */
     struct dist_pool *D; /* data-parallel runs: the ranks' buffers of one window, else NULL */
 } lane;

@@ -64,8 +64,11 @@ static void philox_portable(uint64_t seed, uint64_t stream, uint64_t i0, const u
 #ifdef GP_GEN_HAVE_X86
 /* 16 counters at a time, in two registers of 8 64-bit lanes (elements j..j+7 and
  * j+8..j+15), each 32-bit word in the low half of its lane: vpmuludq then gives the
- * whole 32x32 -> 64-bit product, lo in the low half and hi a shift away; the high
- * halves carry garbage that vpmuludq ignores and the final packing drops. */
+ * whole 32x32 -> 64-bit product, lo in the low half and hi one shuffle away (HI_DOWN
+ * copies each lane's high word into its low one: vpshufd, a shuffle port's work, where
+ * a 64-bit shift would take the multiplier's port too); the high halves carry garbage
+ * that vpmuludq ignores and the final packing drops. */
+#define HI_DOWN(p) _mm512_shuffle_epi32((p), (_MM_PERM_ENUM)0xF5) /* words 1,1,3,3 of each 128 bits */
 __attribute__((target("avx512f"))) static void philox_avx512(uint64_t seed, uint64_t stream, uint64_t i0,
                                                              const uint64_t *idx, size_t n, uint32_t *const w[4])
 {
@@ -96,12 +99,12 @@ __attribute__((target("avx512f"))) static void philox_avx512(uint64_t seed, uint
         for (int r = 0; r < 10; r++) {
             __m512i pa0 = _mm512_mul_epu32(a0, m0), pa1 = _mm512_mul_epu32(a2, m1);
             __m512i pb0 = _mm512_mul_epu32(b0, m0), pb1 = _mm512_mul_epu32(b2, m1);
-            a0 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(pa1, 32), a1, k0[r], 0x96); /* three-way xor */
-            a2 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(pa0, 32), a3, k1[r], 0x96);
+            a0 = _mm512_ternarylogic_epi32(HI_DOWN(pa1), a1, k0[r], 0x96); /* three-way xor */
+            a2 = _mm512_ternarylogic_epi32(HI_DOWN(pa0), a3, k1[r], 0x96);
             a1 = pa1;
             a3 = pa0;
-            b0 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(pb1, 32), b1, k0[r], 0x96);
-            b2 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(pb0, 32), b3, k1[r], 0x96);
+            b0 = _mm512_ternarylogic_epi32(HI_DOWN(pb1), b1, k0[r], 0x96);
+            b2 = _mm512_ternarylogic_epi32(HI_DOWN(pb0), b3, k1[r], 0x96);
             b1 = pb1;
             b3 = pb0;
         }
