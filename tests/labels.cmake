@@ -51,7 +51,7 @@ set(GP_FULL_UNDER_SANITIZERS
 # plain run (under the sanitizers: make test-full), not in make check.
 set(GP_SLOW
     "^test_(html|replay|sample|threads)$"
-    "^cli_run_(same_seed_same_bytes|four_shards_merge_identical)$"
+    "^cli_run_(same_seed_same_bytes|four_shards_merge_identical|vector_blocks_equal_definitions)$"
     "^cli_show_presets_round_trip$" "^threads_ten_tensors_same_bytes$")
 
 # gp_label_tests(): label every test of the current directory by GP_LABEL_RULES (first match),

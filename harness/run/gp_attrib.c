@@ -68,7 +68,7 @@ GP_AT_INLINE int all_below(gp_format f, const void *p, size_t n, uint32_t lim)
 /* The loop over one block. Every array a parameter of its own, restrict: the arrays do not
  * overlap (gp_attrib.h), and as restrict parameters the compiler can see it (as restrict
  * locals taken from err[] and el[] it could not, and left the loop scalar). */
-GP_AT_INLINE void block_arrays(gp_format af, gp_format gf, int divide, int counting, const void *restrict old,
+GP_AT_INLINE void block_arrays(gp_format af, gp_format gf, int divide, int counting, int rare, const void *restrict old,
                                const void *restrict acc, const void *restrict grad, size_t n, double scale,
                                double inv, double errw, double *restrict eu, double *restrict ea,
                                double *restrict er, const double *restrict eo, const double *restrict en,
@@ -90,7 +90,9 @@ GP_AT_INLINE void block_arrays(gp_format af, gp_format gf, int divide, int count
         int nz = (s != 0) | (e != 0), inexact = (e != 0) | (nv != s);
         int un = (ab ^ 1) & nz & inexact & ((nb & magmask) < uthr);
         int rd = (ab | un) ^ 1;
-        double xu = eu[i], xa = ea[i], xo = eo[i], xr = er[i], xn = en[i], xs = es[i];
+        double xu = eu[i], xa = ea[i], xr = er[i];
+        /* without them (rare 0) the three are +0: te, never -0, is unchanged by adding +-0 */
+        double xo = rare ? eo[i] : 0, xn = rare ? en[i] : 0, xs = rare ? es[i] : 0;
         xu = un ? xu + dw : xu;
         xa = ab ? xa + dw : xa;
         xr = rd ? xr + dw : xr;
@@ -122,11 +124,11 @@ GP_AT_INLINE void block_arrays(gp_format af, gp_format gf, int divide, int count
     cnt->underflow += und;
 }
 
-GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old, const void *acc, const void *grad,
+GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, int rare, const void *old, const void *acc, const void *grad,
                         size_t n, double scale, double inv, double errw, double *const *err, double *te2,
                         gp_attrib_counts *cnt, uint32_t *const *el)
 {
-    block_arrays(af, gf, divide, el != NULL, old, acc, grad, n, scale, inv, errw, err[GP_MECH_UNDERFLOW],
+    block_arrays(af, gf, divide, el != NULL, rare, old, acc, grad, n, scale, inv, errw, err[GP_MECH_UNDERFLOW],
                  err[GP_MECH_ABSORPTION], err[GP_MECH_ROUNDING], err[GP_MECH_OVERFLOW], err[GP_MECH_NONFINITE],
                  err[GP_MECH_SATURATION], te2, cnt, el ? el[GP_ATTRIB_EL_ROUNDED] : NULL,
                  el ? el[GP_ATTRIB_EL_ADD] : NULL, el ? el[GP_ATTRIB_EL_ABSORBED] : NULL,
@@ -135,7 +137,10 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, const void *old,
 
 #define GP_AT_PAIR(a, g) ((a) * GP_NFORMATS + (g))
 
-GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
+/* flatten: every call inlined, gp_fmt_get's included (its switch then folds to constants);
+ * an out-of-line call from a vector clone into default-target code can cost far more than
+ * its work (the upper halves of the vector registers are dirty: bench/README.md, (l)). */
+__attribute__((flatten)) GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
                                      size_t n, double s, double inv, double errw, double *const *err, double *te2,
                                      gp_attrib_counts *cnt, uint32_t *const *el)
 {
@@ -152,14 +157,23 @@ GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, c
     if (n > GP_ATTRIB_BLOCK || !all_below(af, old, n, gp_fmt_get(af).inf) ||
         !all_below(af, acc, n, gp_fmt_get(af).maxfin) || !all_below(gf, grad, n, gp_fmt_get(gf).inf))
         return 0;
+    /* the overflow, saturation and non-finite errors: all given, or none (all +0) */
+    int rare = err[GP_MECH_OVERFLOW] != NULL;
+#define GP_AT_RARE(A, G, DIVIDE, EL)                                                                      \
+    do {                                                                                                  \
+        if (rare)                                                                                         \
+            block(A, G, DIVIDE, 1, old, acc, grad, n, s, inv, errw, err, te2, cnt, EL);                    \
+        else                                                                                              \
+            block(A, G, DIVIDE, 0, old, acc, grad, n, s, inv, errw, err, te2, cnt, EL);                    \
+    } while (0)
 #define GP_AT_CASE(A, G)                                                                                  \
     case GP_AT_PAIR(A, G):                                                                                \
         if (el)                                                                                           \
-            block(A, G, divide, old, acc, grad, n, s, inv, errw, err, te2, cnt, el);                       \
+            GP_AT_RARE(A, G, divide, el);                                                                 \
         else if (divide)                                                                                  \
-            block(A, G, 1, old, acc, grad, n, s, inv, errw, err, te2, cnt, NULL);                          \
+            GP_AT_RARE(A, G, 1, NULL);                                                                    \
         else                                                                                              \
-            block(A, G, 0, old, acc, grad, n, s, inv, errw, err, te2, cnt, NULL);                          \
+            GP_AT_RARE(A, G, 0, NULL);                                                                    \
         break;
     switch (pair) {
         GP_AT_CASE(GP_BF16, GP_BF16)
@@ -171,6 +185,7 @@ GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, c
     default: break;
     }
 #undef GP_AT_CASE
+#undef GP_AT_RARE
     return 1;
 }
 

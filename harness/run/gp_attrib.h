@@ -180,12 +180,13 @@ enum { GP_ATTRIB_EL_ROUNDED, GP_ATTRIB_EL_ADD, GP_ATTRIB_EL_ABSORBED, GP_ATTRIB_
  * af) and grad (format gf), for the pairs (af, gf) bf16/bf16, fp32/bf16, fp32/fp16,
  * fp32/fp32, bf16/fp32, fp16/fp16, when every old, acc and grad value is finite: as
  * gp_attrib_one for each i, err[m][i] += delta * errw for its mechanism m (err indexed by
- * gp_mechanism, entries GP_MECH_UNDERFLOW..GP_MECH_NONFINITE), te2[i] = te * te with te
- * the sum of err[j][i] over those j in order (starting from +0), and the GP_AT_ flags
- * and underflows added to *cnt, and, with el non-NULL (runs with sampling), each
- * element's to its counters el[k][i] (GP_ATTRIB_EL_*). Returns 1; returns 0 and changes nothing for another
- * pair or when some value is not finite, or a new value is +-max finite (overflow,
- * non-finite and saturation need gp_attrib_one).
+ * gp_mechanism, entries GP_MECH_UNDERFLOW..GP_MECH_NONFINITE; the entries of overflow,
+ * saturation and non-finite values, which it only reads, may all three be NULL: all +0),
+ * te2[i] = te * te with te the sum of err[j][i] over those j in order (starting from +0),
+ * and the GP_AT_ flags and underflows added to *cnt, and, with el non-NULL (runs with
+ * sampling), each element's to its counters el[k][i] (GP_ATTRIB_EL_*). Returns 1; returns
+ * 0 and changes nothing for another pair or when some value is not finite, or a new value
+ * is +-max finite (overflow, non-finite and saturation need gp_attrib_one).
  * Vectorised (an AVX2 / AVX-512 clone chosen at run time); results equal the scalar
  * definition bit for bit (tests/test_accum.c). */
 int gp_attrib_block(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad, size_t n,

@@ -29,7 +29,7 @@ static inline int exp_of(double x)
 
 static void note_error(chunk *c, size_t i, gp_mechanism m, double delta)
 {
-    c->err[m][i] += delta * c->errw;
+    gp_run_err_add(c, m, i, delta * c->errw);
 }
 
 /* An unscaled backward output x (xw: its share of the final gradient) into the histogram
@@ -565,8 +565,8 @@ GP_HOT void attribute_range(chunk *c, size_t i0, size_t i1, gp_format af, gp_for
         for (int j = GP_MECH_UNDERFLOW; j < GP_MECH_GRAD_END; j++) {
             double x = err[j][i];
             if (j == (int)m) {
-                x += delta * errw; /* note_error */
-                err[j][i] = x;
+                gp_run_err_add(c, m, i, delta * errw); /* note_error */
+                x = err[j][i];
             }
             te += x;
         }
@@ -605,6 +605,8 @@ GP_HOT void attribute_fmt(chunk *c, int k, gp_format af, gp_format gf)
         double *err[GP_MECH_GRAD_END];
         for (int m = 0; m < GP_MECH_GRAD_END; m++)
             err[m] = c->err[m] + i0;
+        if (!c->rare) /* all +0: the kernel need not read them */
+            err[GP_MECH_OVERFLOW] = err[GP_MECH_SATURATION] = err[GP_MECH_NONFINITE] = NULL;
         if (c->cnt[0]) { /* runs with sampling: the element's own counts */
             el[GP_ATTRIB_EL_ROUNDED] = c->cnt[CNT_RND] + i0;
             el[GP_ATTRIB_EL_ADD] = c->cnt[CNT_ADD] + i0;

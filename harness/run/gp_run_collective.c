@@ -30,7 +30,7 @@ static void coll_note(chunk *c, size_t i, int nonzero, gp_mechanism m, double d)
         c->st->coll.overflow++;
         CNT_EL(c, CNT_OVF, i);
     }
-    c->err[m][i] += d;
+    gp_run_err_add(c, m, i, d);
     c->D->cerr[m][c->off + i] += d;
 }
 
@@ -133,7 +133,7 @@ static int coll_hop(chunk *c, void *X, const void *Y, int hop, double w, gp_erro
                 c->st->coll.absorbed++;
                 CNT_EL(c, CNT_ABS, i);
             }
-            c->err[m][i] += d;
+            gp_run_err_add(c, m, i, d);
             D->cerr[m][c->off + i] += d;
             continue;
         }

@@ -50,6 +50,8 @@ typedef struct {
                            gradients, added to ss_x by the attribution in element order */
     void *grad, *acc, *old, *comp, *acc2, *comp2;
     double *err[GP_MECH_GRAD_END]; /* [n] signed local errors per mechanism, unscaled units */
+    int rare;              /* some error of overflow, saturation or non-finite values may be
+                              non-zero (gp_run_err_add); 0: those three arrays are all +0 */
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
     double *qb_s, *qb_v, *qb_d; /* [n] precision.grad scaled: this window's S, V, D of each element
                               (gp_runner.h, gp_stats.qb_*), summed over its micro-batches */
@@ -100,6 +102,14 @@ typedef struct {
     const unsigned *acc_ev;   /* while a scaled accumulator's micro-batch is attributed: each
                               element's events of the re-quantization, else NULL */
 } chunk;
+
+/* Chunk c's error of mechanism m at element i grows by d: every write of err[m] but the
+ * vectorised kernels' (gp_attrib.h), which write only underflow, absorption and rounding. */
+static inline void gp_run_err_add(chunk *c, gp_mechanism m, size_t i, double d)
+{
+    c->err[m][i] += d;
+    c->rare |= m == GP_MECH_OVERFLOW || m == GP_MECH_SATURATION || m == GP_MECH_NONFINITE;
+}
 
 /* Count an event of element i in the per-element counters (runs with sampling). */
 #define CNT_EL(c, k, i)                 \

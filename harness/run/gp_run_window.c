@@ -191,6 +191,7 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
         c->err[m] = p->err[m] + off;
         memset(c->err[m], 0, c->n * sizeof(double));
     }
+    c->rare = 0;
     c->partial = p->partial + off;
     c->sr_prev = p->sr_prev + off;
     c->qb_s = p->qb_s + off;
