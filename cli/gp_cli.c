@@ -11,13 +11,14 @@ static const char usage[] =
     "  show     print a preset (or a scenario file) as complete YAML\n"
     "  advise   price the alternatives to a configuration: errors and memory\n"
     "  gate     compare a report with a baseline (CI regression gate)\n"
-    "  report   merge shard reports; render report.json as HTML\n"
+    "  report   merge shard reports; render report.json as HTML; a monitor log as reports\n"
     "  round    round numbers to a format, exactly, with the events that fire\n"
     "  explain  range, precision and loss thresholds of each format\n"
     "  repro    the scenario YAML a fuzz input decodes to\n"
     "\n"
     "`gradprec COMMAND --help` describes a command.\n"
-    "exit codes: 0 pass, 1 failed thresholds or gate, 2 bad usage or input, 3 internal error\n";
+    "exit codes: 0 as expected (run) or passed (gate), 1 a scenario not as expected or a\n"
+    "gate that failed, 2 bad usage or input, 3 internal error\n";
 
 int gp_cli_main(int argc, char **argv, FILE *out, FILE *err)
 {

@@ -4,7 +4,7 @@ Nothing numeric happens here: every number comes from the C library.
 `gradprec.torch` (imported separately) captures a PyTorch model's gradients for replay.
 
     import gradprec
-    res = gradprec.run("dump/scenario.yaml", out_dir="reports")
+    res = gradprec.run("dump/scenario.yaml", out_dir="gradprec-out")
     print(res.scenarios[0].verdict, res.scenarios[0].metrics["normalization_rel_err"])
 """
 from __future__ import annotations
