@@ -137,10 +137,16 @@ GP_AT_INLINE void block(gp_format af, gp_format gf, int divide, int rare, const 
 
 #define GP_AT_PAIR(a, g) ((a) * GP_NFORMATS + (g))
 
-/* flatten: every call inlined, gp_fmt_get's included (its switch then folds to constants);
- * an out-of-line call from a vector clone into default-target code can cost far more than
- * its work (the upper halves of the vector registers are dirty: bench/README.md, (l)). */
-__attribute__((flatten)) GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
+/* Flattened with gcc: every call inlined, gp_fmt_get's included (its switch then folds to
+ * constants); gcc 12 left it out of line here once, and a call from a vector clone into
+ * default-target code can cost far more than its work (the upper halves of the vector
+ * registers are dirty: bench/README.md, (l)). clang refuses flatten beside target_clones. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define GP_AT_FLATTEN __attribute__((flatten))
+#else
+#define GP_AT_FLATTEN
+#endif
+GP_AT_FLATTEN GP_ATTRIB_CLONES static int gp_attrib_block_clones(gp_format af, gp_format gf, const void *old, const void *acc, const void *grad,
                                      size_t n, double s, double inv, double errw, double *const *err, double *te2,
                                      gp_attrib_counts *cnt, uint32_t *const *el)
 {
