@@ -27,7 +27,8 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
     /* the sums in locals (each in element order, as before): stores through st would
      * otherwise be reloaded every element, since they may alias the arrays; the
      * mechanisms' six by name, so that all of them stay in registers (as an array indexed
-     * in a loop they went through memory: a store to load wait in every element's sums) */
+     * in a loop they went through memory: a store to load wait in every element's sums);
+     * the rare three (chunk.rare) in a loop of their own, only when set */
     _Static_assert(GP_MECH_GRAD_END - GP_MECH_UNDERFLOW == 6, "final_stats names the six mechanisms of a gradient");
     uint64_t nonfinite = st->nonfinite;
     double ss_full = st->ss_full, ss_same = st->ss_same, ss_acc = st->ss_acc, ss_acc_full = st->ss_acc_full;
@@ -52,10 +53,7 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
             max_ulp = u;
         su += eu[i] * eu[i];
         sa += ea[i] * ea[i];
-        so += eo[i] * eo[i];
-        ssat += es[i] * es[i];
         sr += er[i] * er[i];
-        sn += en[i] * en[i];
         if (c->cnt[0]) { /* this element's y, x of each ratio estimate */
             double yx[GP_NEST][2] = {{(a - f) * (a - f), f * f}, {(a - s) * (a - s), s * s},
                                      {(s - f) * (s - f), f * f}, {a * a, f * f},
@@ -74,6 +72,12 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
                     gp_ratio_add(&st->est[e], yx[e][0], yx[e][1]);
         }
     }
+    if (c->rare) /* else all +0: the sums (never -0) are as they were */
+        for (size_t i = 0; i < c->n; i++) {
+            so += eo[i] * eo[i];
+            ssat += es[i] * es[i];
+            sn += en[i] * en[i];
+        }
     st->nonfinite = nonfinite;
     st->ss_full = ss_full;
     st->ss_same = ss_same;

@@ -24,8 +24,11 @@
 
 /* The histogram's copies: element i of a block counts in copy i % GP_HIST_WAYS, so that
  * neighbours in one bin do not wait on each other's increment (a store to load chain);
- * integer counts, summed in any order. */
-#define GP_HIST_WAYS 4
+ * integer counts, summed in any order. A copy has GP_HIST_SLOTS slots: bin b in slot
+ * 1 + b, and slot 0 the discard of outputs that have no bin (zeros, non-finite values),
+ * so that the vectorised blocks count without a branch (gp_run_accum.c, note_outputs). */
+#define GP_HIST_WAYS 8
+#define GP_HIST_SLOTS (GP_HIST_BINS + 1)
 #define CHUNK GP_OPTIM_CHUNK /* elements processed together; results do not depend on it */
 
 /* ---- per-tensor working state for one chunk of elements ---- */
@@ -50,8 +53,9 @@ typedef struct {
                            gradients, added to ss_x by the attribution in element order */
     void *grad, *acc, *old, *comp, *acc2, *comp2;
     double *err[GP_MECH_GRAD_END]; /* [n] signed local errors per mechanism, unscaled units */
-    int rare;              /* some error of overflow, saturation or non-finite values may be
-                              non-zero (gp_run_err_add); 0: those three arrays are all +0 */
+    int rare;              /* 1: the errors of overflow, saturation and non-finite values are
+                              in their arrays (gp_run_rare_on); 0: they are all +0 and their
+                              arrays unset (chunk_begin clears only the other three) */
     double *partial;       /* [n] running binary64 sum of the exact outputs (charts only) */
     double *qb_s, *qb_v, *qb_d; /* [n] precision.grad scaled: this window's S, V, D of each element
                               (gp_runner.h, gp_stats.qb_*), summed over its micro-batches */
@@ -71,7 +75,7 @@ typedef struct {
     double *gfull;         /* [n] out: the exact full-batch gradient, rounded to binary64 */
     gp_stats *st;          /* this step's statistics of the tensor */
     double *traj_err, *traj_ref; /* [K] this step's trajectory sums */
-    uint64_t *hist;        /* [GP_HIST_WAYS][GP_HIST_BINS] the thread's histogram of the exact
+    uint64_t *hist;        /* [GP_HIST_WAYS][GP_HIST_SLOTS] the thread's histogram of the exact
                               outputs, in GP_HIST_WAYS copies summed at the end */
     gp_mismatch *first;    /* where the unit's first disagreement with cmp is noted */
     gp_replay *dump;       /* replayed gradients: the tensor's dump, else NULL */
@@ -103,12 +107,25 @@ typedef struct {
                               element's events of the re-quantization, else NULL */
 } chunk;
 
+/* Chunk c's overflow, saturation and non-finite error arrays, set to +0 before their
+ * first read or write in a window (most windows never touch them). */
+static inline void gp_run_rare_on(chunk *c)
+{
+    if (c->rare)
+        return;
+    memset(c->err[GP_MECH_OVERFLOW], 0, c->n * sizeof(double));
+    memset(c->err[GP_MECH_SATURATION], 0, c->n * sizeof(double));
+    memset(c->err[GP_MECH_NONFINITE], 0, c->n * sizeof(double));
+    c->rare = 1;
+}
+
 /* Chunk c's error of mechanism m at element i grows by d: every write of err[m] but the
  * vectorised kernels' (gp_attrib.h), which write only underflow, absorption and rounding. */
 static inline void gp_run_err_add(chunk *c, gp_mechanism m, size_t i, double d)
 {
+    if (m == GP_MECH_OVERFLOW || m == GP_MECH_SATURATION || m == GP_MECH_NONFINITE)
+        gp_run_rare_on(c);
     c->err[m][i] += d;
-    c->rare |= m == GP_MECH_OVERFLOW || m == GP_MECH_SATURATION || m == GP_MECH_NONFINITE;
 }
 
 /* Count an event of element i in the per-element counters (runs with sampling). */
@@ -217,7 +234,7 @@ typedef struct {
     gp_optim_state opt;
     void *acc, *comp; /* [CHUNK] uncoupled runs: the chunk's accumulator (and Kahan's) */
     double *gfull;    /* [CHUNK] uncoupled runs: the chunk's exact full-batch gradient */
-    uint64_t hist[GP_HIST_WAYS * GP_HIST_BINS];
+    uint64_t hist[GP_HIST_WAYS * GP_HIST_SLOTS];
     int sp_used;  /* some spill of the pool may be non-zero (chunk.sp_used) */
     struct dist_pool *D; /* data-parallel runs: the ranks' buffers of one window, else NULL */
 } lane;

@@ -187,10 +187,11 @@ static void chunk_begin(sim *S, lane *L, unit *U, size_t j)
     c->old = (char *)p->old + off * ab;
     c->acc2 = p->acc2 ? (char *)p->acc2 + off * ab : NULL;
     c->comp2 = p->comp2 ? (char *)p->comp2 + off * ab : NULL;
-    for (int m = 0; m < GP_MECH_GRAD_END; m++) {
+    for (int m = 0; m < GP_MECH_GRAD_END; m++) /* the rare three: gp_run_rare_on; 0 (normalization): unused */
         c->err[m] = p->err[m] + off;
-        memset(c->err[m], 0, c->n * sizeof(double));
-    }
+    memset(c->err[GP_MECH_UNDERFLOW], 0, c->n * sizeof(double));
+    memset(c->err[GP_MECH_ABSORPTION], 0, c->n * sizeof(double));
+    memset(c->err[GP_MECH_ROUNDING], 0, c->n * sizeof(double));
     c->rare = 0;
     c->partial = p->partial + off;
     c->sr_prev = p->sr_prev + off;

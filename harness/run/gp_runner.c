@@ -362,8 +362,9 @@ static int run_scenario(const gp_scenario *sc, const replay_run *R, const gp_run
     if (rc == 0)
         rc = sr_lag_scores(&S, err);
     for (int l = 0; rc == 0 && l < S.nlanes; l++) /* integer counts: any order */
-        for (int h = 0; h < GP_HIST_WAYS * GP_HIST_BINS; h++)
-            res->hist[h % GP_HIST_BINS] += S.lanes[l].hist[h];
+        for (int w = 0; w < GP_HIST_WAYS; w++) /* slot 0 of a copy: the discard */
+            for (int h = 0; h < GP_HIST_BINS; h++)
+                res->hist[h] += S.lanes[l].hist[w * GP_HIST_SLOTS + 1 + h];
     free_lanes(&S);
     free_tensors(&S);
     free(S.step_st);
