@@ -376,6 +376,13 @@ double gp_exactsum_div(double s, const gp_fixacc *spill, uint64_t d, int *sticky
 void gp_exactsum_div_n(double *q, const double *s, const gp_fixacc *spill, uint64_t d, size_t count)
 {
     const double dd = (double)d; /* exact: d < 2^53 */
+    if (!spill && (d & (d - 1)) == 0) { /* d = 2^k: s * 2^-k is the one rounding of the same
+                                           exact value as s / d (2^-k exact; NaN, inf, -0 too) */
+        const double r = 1.0 / dd;
+        for (size_t i = 0; i < count; i++)
+            q[i] = s[i] * r;
+        return;
+    }
     if (!spill) { /* every spill zero: gp_exactsum_div's quotient, in a loop that vectorises */
         for (size_t i = 0; i < count; i++)
             q[i] = s[i] / dd;
