@@ -223,9 +223,9 @@ double gp_fixacc_div(const gp_fixacc *a, uint64_t d, int *sticky)
  * term against TwoSum's six additions and one; equality is by value, so +0 and -0 are
  * equal, as they are as values.
  *
- * Three paths give identical results (the same test, element by element): AVX2 (four
- * lanes, chosen at run time where the CPU has it), SSE2 (two lanes; every x86-64) and
- * portable C. The vector loops store the sums and, for the rare flagged lane, redo
+ * Four paths give identical results (the same test, element by element): AVX-512
+ * (eight lanes) or AVX2 (four), chosen at run time from the CPU, SSE2 (two lanes; every
+ * x86-64) and portable C. The vector loops store the sums and, for the rare flagged lane, redo
  * that lane: spill += the old s, s = t. GCC 12 does not vectorise the flag test
  * itself (it extracts lanes one by one), hence the intrinsics. */
 
@@ -310,6 +310,33 @@ __attribute__((target("avx2"))) static size_t exactsum_avx2(double *s, gp_fixacc
     _mm256_zeroupper();
     return spilled + exactsum_scalar(s, spill, x, dn, i, count);
 }
+
+/* Eight lanes, as exactsum_avx2: the flag test as a mask register. */
+__attribute__((target("avx512f"))) static size_t exactsum_avx512(double *s, gp_fixacc *spill, const float *x,
+                                                                 double dn, size_t count)
+{
+    const __m512d vn = _mm512_set1_pd(dn);
+    size_t i = 0, spilled = 0;
+    for (; i + 8 <= count; i += 8) {
+        __m512d t = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i)), vn), a = _mm512_loadu_pd(s + i);
+        __m512d sum = _mm512_add_pd(a, t);
+        __mmask8 m = _mm512_cmp_pd_mask(_mm512_sub_pd(sum, a), t, _CMP_NEQ_UQ) |
+                     _mm512_cmp_pd_mask(_mm512_sub_pd(sum, t), a, _CMP_NEQ_UQ);
+        _mm512_storeu_pd(s + i, sum);
+        if (__builtin_expect(m != 0, 0)) {
+            double ta[8], aa[8];
+            _mm512_storeu_pd(ta, t);
+            _mm512_storeu_pd(aa, a);
+            for (int j = 0; j < 8; j++)
+                if (m >> j & 1) {
+                    exactsum_restart(&s[i + j], &spill[i + j], aa[j], ta[j]);
+                    spilled++;
+                }
+        }
+    }
+    _mm256_zeroupper(); /* as exactsum_avx2 */
+    return spilled + exactsum_scalar(s, spill, x, dn, i, count);
+}
 #endif
 
 int gp_exactsum_path_available(gp_exactsum_path path)
@@ -323,6 +350,8 @@ int gp_exactsum_path_available(gp_exactsum_path path)
         return 1;
     case GP_EXACTSUM_AVX2:
         return __builtin_cpu_supports("avx2") != 0;
+    case GP_EXACTSUM_AVX512:
+        return __builtin_cpu_supports("avx512f") != 0;
 #endif
     default:
         return 0;
@@ -342,7 +371,11 @@ size_t gp_exactsum_add_path(gp_exactsum_path path, double *s, gp_fixacc *spill, 
     const double dn = (double)n; /* n*x is exact: 29 + 24 bits */
 #ifdef GP_EXACTSUM_HAVE_X86
     if (path == GP_EXACTSUM_AUTO)
-        path = __builtin_cpu_supports("avx2") ? GP_EXACTSUM_AVX2 : GP_EXACTSUM_SSE2;
+        path = __builtin_cpu_supports("avx512f") ? GP_EXACTSUM_AVX512
+               : __builtin_cpu_supports("avx2") ? GP_EXACTSUM_AVX2
+                                                 : GP_EXACTSUM_SSE2;
+    if (path == GP_EXACTSUM_AVX512)
+        return exactsum_avx512(s, spill, x, dn, count);
     if (path == GP_EXACTSUM_AVX2)
         return exactsum_avx2(s, spill, x, dn, count);
     if (path == GP_EXACTSUM_SSE2)

@@ -54,10 +54,16 @@ double gp_exact_q_nearest(const mpq_t q, int *sticky);
 size_t gp_exactsum_add(double *s, gp_fixacc *spill, const float *x, uint32_t n, size_t count);
 
 /* The same with a chosen instruction-set path (for tests and bench/): AUTO is what
- * gp_exactsum_add uses (AVX2 where the CPU has it, else SSE2 on x86-64, else portable
- * C). Every path gives the same s and spill bit for bit. Only call with a path for
+ * gp_exactsum_add uses (AVX-512 where the CPU has it, else AVX2, else SSE2 on x86-64,
+ * else portable C). Every path gives the same s and spill bit for bit. Only call with a path for
  * which gp_exactsum_path_available returns 1; an unavailable one falls back to C. */
-typedef enum { GP_EXACTSUM_AUTO, GP_EXACTSUM_PORTABLE, GP_EXACTSUM_SSE2, GP_EXACTSUM_AVX2 } gp_exactsum_path;
+typedef enum {
+    GP_EXACTSUM_AUTO,
+    GP_EXACTSUM_PORTABLE,
+    GP_EXACTSUM_SSE2,
+    GP_EXACTSUM_AVX2,
+    GP_EXACTSUM_AVX512
+} gp_exactsum_path;
 int gp_exactsum_path_available(gp_exactsum_path path);
 size_t gp_exactsum_add_path(gp_exactsum_path path, double *s, gp_fixacc *spill, const float *x, uint32_t n,
                             size_t count);

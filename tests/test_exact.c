@@ -394,8 +394,9 @@ static void test_nudge(void **state)
  * spill. Every element's quotients must equal the fixacc's bit for bit. */
 static void exactsum_case(uint64_t *s, size_t count, int steps, int spread, uint32_t nmax)
 {
-    enum { NPATH = 3 };
-    const gp_exactsum_path paths[NPATH] = {GP_EXACTSUM_PORTABLE, GP_EXACTSUM_SSE2, GP_EXACTSUM_AVX2};
+    enum { NPATH = 4 };
+    const gp_exactsum_path paths[NPATH] = {GP_EXACTSUM_PORTABLE, GP_EXACTSUM_SSE2, GP_EXACTSUM_AVX2,
+                                           GP_EXACTSUM_AVX512};
     double *sums[NPATH];
     gp_fixacc *spills[NPATH];
     for (int p = 0; p < NPATH; p++) {
@@ -435,7 +436,7 @@ static void exactsum_case(uint64_t *s, size_t count, int steps, int spread, uint
         const gp_fixacc *pspill = p < NPATH ? spills[p] : spill;
         for (size_t i = 0; i < count; i++) {
             gp_assert_bits(gp_f64_bits(ps[i]), gp_f64_bits(sums[0][i]), "%s path: s of element %zu",
-                           p == 1 ? "SSE2" : p == 2 ? "AVX2" : "automatic", i);
+                           p == 1 ? "SSE2" : p == 2 ? "AVX2" : p == 3 ? "AVX-512" : "automatic", i);
             assert_memory_equal(&pspill[i], &spills[0][i], sizeof spill[i]);
         }
     }
@@ -507,8 +508,10 @@ static void test_exactsum(void **state)
     exactsum_case(&s, 300, 8, 3, 1u << 30);     /* n >= 2^29: the fixacc path */
     exactsum_case(&s, 300, 16, 0, 1);           /* equal exponents */
     exactsum_case(&s, 1003, 64, -1, 600);       /* a random fifth of the lanes spill; a 3-tail */
-    printf("# paths tested: portable, SSE2 %s, AVX2 %s\n", gp_exactsum_path_available(GP_EXACTSUM_SSE2) ? "yes" : "no",
-           gp_exactsum_path_available(GP_EXACTSUM_AVX2) ? "yes" : "no (CPU lacks it)");
+    printf("# paths tested: portable, SSE2 %s, AVX2 %s, AVX-512 %s\n",
+           gp_exactsum_path_available(GP_EXACTSUM_SSE2) ? "yes" : "no",
+           gp_exactsum_path_available(GP_EXACTSUM_AVX2) ? "yes" : "no (CPU lacks it)",
+           gp_exactsum_path_available(GP_EXACTSUM_AVX512) ? "yes" : "no (CPU lacks it)");
 }
 
 /* gp_exactsum_div_n without spills is the IEEE quotient s / d of each element (its
@@ -554,7 +557,7 @@ static void test_exactsum_avx_state(void **state)
     static float x[CNT];
     for (size_t i = 0; i < CNT; i++)
         x[i] = (float)i * 0x1p-10f;
-    const gp_exactsum_path paths[] = {GP_EXACTSUM_AUTO, GP_EXACTSUM_SSE2, GP_EXACTSUM_AVX2};
+    const gp_exactsum_path paths[] = {GP_EXACTSUM_AUTO, GP_EXACTSUM_SSE2, GP_EXACTSUM_AVX2, GP_EXACTSUM_AVX512};
     for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
         if (!gp_exactsum_path_available(paths[p]))
             continue;
