@@ -27,12 +27,12 @@ static inline float grad_value(gp_format gf, const void *grad, uint64_t i)
     return gp_f32_from_bits(gp_fmt_to_f32_bits(gf, gp_pack_get(gf, grad, i)));
 }
 
-/* The two common cases get vectorised loops, with an AVX2 clone chosen at run time on
- * x86-64 (the same IEEE operations in wider registers: no FMA is enabled, so nothing
- * contracts, and the results are bit for bit those of the general loop below). */
+/* The two common cases get vectorised loops, with AVX-512 and AVX2 clones chosen at run
+ * time on x86-64 (the same IEEE operations in wider registers: -ffp-contract=off, so
+ * nothing contracts, and the results are bit for bit those of the general loop below). */
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) /* ThreadSanitizer cannot run an
                                                              ifunc resolver at load time */
-#define GP_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#define GP_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define GP_CPU_CLONES
 #endif
