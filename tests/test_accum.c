@@ -915,6 +915,51 @@ static void test_output_terms_equal_definition(void **state)
     print_message("gp_output_terms: %llu elements compared\n", (unsigned long long)compared);
 }
 
+/* gp_final_terms against its definition per element: the squares and squared differences
+ * as written, |a - s| / gp_f32_ulp(s) by the division (the kernel multiplies by the exact
+ * reciprocal), the count of non-finite a by isfinite; values over binary64's whole range
+ * (fp32's subnormal ulp floor, overflowing squares, subnormal ones), zeros of both signs,
+ * infinities and NaNs in every operand, odd lengths. */
+static void test_final_terms_equal_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(33);
+    enum { N = GP_ATTRIB_BLOCK };
+    static double in[6][N], t[GP_FT_N][N];
+    uint64_t compared = 0;
+    for (int rep = 0; rep < 60; rep++) {
+        size_t n = rep % 2 ? N : (size_t)(1 + gp_test_next(&s) % N);
+        uint64_t want_nonfinite = 0;
+        for (int k = 0; k < 6; k++)
+            for (size_t i = 0; i < n; i++) {
+                uint64_t r = gp_test_next(&s);
+                int e = (int)(r % 2200) - 1100; /* past both ends of binary64 */
+                double v = ldexp(1.0 + (double)(r >> 12) * 0x1p-52, e) * (r & 1 ? -1 : 1);
+                if (k < 3 && r % 7 == 0) /* a, s, f close together: the differences small */
+                    v = in[0][i] * (1.0 + (double)(r % 5) * 0x1p-20);
+                in[k][i] = r % 31 == 0 ? (r & 2 ? -0.0 : 0.0) : r % 37 == 0 ? (r & 2 ? INFINITY : NAN) : v;
+            }
+        for (size_t i = 0; i < n; i++)
+            want_nonfinite += !isfinite(in[0][i]);
+        uint64_t got = gp_final_terms(in[0], in[1], in[2], in[3], in[4], in[5], n, t);
+        assert_int_equal(got, want_nonfinite);
+        for (size_t i = 0; i < n; i++) {
+            double a = in[0][i], sm = in[1][i], f = in[2][i];
+            double want[GP_FT_N] = {f * f, sm * sm, a * a, (a - f) * (a - f), (a - sm) * (a - sm), (sm - f) * (sm - f),
+                                    fabs(a - sm) / gp_f32_ulp(sm), in[3][i] * in[3][i], in[4][i] * in[4][i],
+                                    in[5][i] * in[5][i]};
+            for (int k = 0; k < GP_FT_N; k++) {
+                if (isnan(want[k]))
+                    assert_true(isnan(t[k][i]));
+                else
+                    gp_assert_bits(gp_f64_bits(t[k][i]), gp_f64_bits(want[k]), "rep %d element %zu term %d", rep, i, k);
+                compared++;
+            }
+        }
+    }
+    print_message("gp_final_terms: %llu terms compared\n", (unsigned long long)compared);
+}
+
 /* gp_unscale_block against the runner's per-element unscale attribution: exact =
  * widen(old) * inv, gp_classify_v(af, exact, stored, v, no events), the error (v - exact)
  * * errw added to that mechanism's sum, the non-zero and underflow counts; random blocks
@@ -1007,6 +1052,7 @@ int main(void)
         cmocka_unit_test(test_store_block_equals_definition),
         cmocka_unit_test(test_fill_outputs_equals_exact),
         cmocka_unit_test(test_output_terms_equal_definition),
+        cmocka_unit_test(test_final_terms_equal_definition),
         cmocka_unit_test(test_unscale_block_equals_definition),
         cmocka_unit_test(test_absorption_and_kahan),
         cmocka_unit_test(test_fp32_directed_equals_ieee),

@@ -516,6 +516,36 @@ int gp_output_terms(const double *xs, size_t n, double scale, double inv, double
     return gp_output_terms_clones(xs, n, scale, inv, errw, min_exp, bins, sq, bin);
 }
 
+GP_ATTRIB_CLONES static uint64_t gp_final_terms_clones(const double *restrict acc, const double *restrict same,
+                                                       const double *restrict full, const double *restrict eu,
+                                                       const double *restrict ea, const double *restrict er, size_t n,
+                                                       double (*restrict t)[GP_ATTRIB_BLOCK])
+{
+    uint64_t nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = acc[i], s = same[i], f = full[i];
+        nonfinite += (gp_f64_bits(a) >> 52 & 0x7ff) == 0x7ff; /* !isfinite(a), on the bits: it vectorises */
+        t[GP_FT_FULL][i] = f * f;
+        t[GP_FT_SAME][i] = s * s;
+        t[GP_FT_ACC][i] = a * a;
+        t[GP_FT_ACC_FULL][i] = (a - f) * (a - f);
+        t[GP_FT_ACC_SAME][i] = (a - s) * (a - s);
+        t[GP_FT_SAME_FULL][i] = (s - f) * (s - f);
+        t[GP_FT_ULP][i] = fabs(a - s) * gp_f32_ulp_recip(s); /* = fabs(a - s) / gp_f32_ulp(s) */
+        t[GP_FT_UND][i] = eu[i] * eu[i];
+        t[GP_FT_ABS][i] = ea[i] * ea[i];
+        t[GP_FT_RND][i] = er[i] * er[i];
+    }
+    return nonfinite;
+}
+
+/* See gp_attrib.h; the clones are static as for gp_attrib_block. */
+uint64_t gp_final_terms(const double *acc, const double *same, const double *full, const double *eu, const double *ea,
+                        const double *er, size_t n, double (*t)[GP_ATTRIB_BLOCK])
+{
+    return gp_final_terms_clones(acc, same, full, eu, ea, er, n, t);
+}
+
 /* The unscale's attribution (see gp_attrib.h) for a format af of finite values. */
 GP_AT_INLINE void unscale_block(gp_format af, const void *old, const void *acc, size_t n, double inv, double errw,
                                 double *restrict eu, double *restrict er, uint64_t *rounded_nonzero,

@@ -227,6 +227,29 @@ int gp_store_block(gp_format gf, int subnormals, const double *xs, size_t n, dou
  * quotient (MPFR) and gp_f64_nudge (tests/test_accum.c). */
 void gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk, double den, double s);
 
+/* The terms of the final gradients' statistics (the runner's final_stats, which adds them
+ * in element order), i < n (n <= GP_ATTRIB_BLOCK), for a = acc[i] (accumulated), s =
+ * same[i] (exact, the same operations), f = full[i] (exact full batch): t[GP_FT_*][i] =
+ * f*f, s*s, a*a, (a-f)^2, (a-s)^2, (s-f)^2, |a - s| * gp_f32_ulp_recip(s), and the squares
+ * of eu[i], ea[i], er[i] (the underflow, absorption and rounding errors); returns how many
+ * a are not finite. The same IEEE operations as those expressions written per element
+ * (vectorised like gp_attrib_block; tests/test_accum.c). */
+enum {
+    GP_FT_FULL,
+    GP_FT_SAME,
+    GP_FT_ACC,
+    GP_FT_ACC_FULL,
+    GP_FT_ACC_SAME,
+    GP_FT_SAME_FULL,
+    GP_FT_ULP,
+    GP_FT_UND,
+    GP_FT_ABS,
+    GP_FT_RND,
+    GP_FT_N
+};
+uint64_t gp_final_terms(const double *acc, const double *same, const double *full, const double *eu, const double *ea,
+                        const double *er, size_t n, double (*t)[GP_ATTRIB_BLOCK]);
+
 /* The terms of the outputs' statistics: for x = xs[i] / s (as gp_attrib_unscaled with
  * inv), i < n, sq[i] = (x * errw)^2 when x is finite, else +0 (which leaves a sum of
  * squares unchanged: such a sum is never -0), and bin[i] = the histogram bin of a finite

@@ -28,7 +28,9 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
      * otherwise be reloaded every element, since they may alias the arrays; the
      * mechanisms' six by name, so that all of them stay in registers (as an array indexed
      * in a loop they went through memory: a store to load wait in every element's sums);
-     * the rare three (chunk.rare) in a loop of their own, only when set */
+     * the terms come a block at a time from gp_final_terms (vectorised), so that the loop
+     * here is the additions alone; the rare three (chunk.rare) in a loop of their own,
+     * only when set */
     _Static_assert(GP_MECH_GRAD_END - GP_MECH_UNDERFLOW == 6, "final_stats names the six mechanisms of a gradient");
     uint64_t nonfinite = st->nonfinite;
     double ss_full = st->ss_full, ss_same = st->ss_same, ss_acc = st->ss_acc, ss_acc_full = st->ss_acc_full;
@@ -38,39 +40,42 @@ static void final_stats(chunk *c, const double *gacc, const double *gsame, const
     double su = st->ss_mech[GP_MECH_UNDERFLOW], sa = st->ss_mech[GP_MECH_ABSORPTION];
     double so = st->ss_mech[GP_MECH_OVERFLOW], ssat = st->ss_mech[GP_MECH_SATURATION];
     double sr = st->ss_mech[GP_MECH_ROUNDING], sn = st->ss_mech[GP_MECH_NONFINITE];
-    for (size_t i = 0; i < c->n; i++) {
-        double a = gacc[i], s = gsame[i], f = gfull[i];
-        if (!isfinite(a))
-            nonfinite++;
-        ss_full += f * f;
-        ss_same += s * s;
-        ss_acc += a * a;
-        ss_acc_full += (a - f) * (a - f);
-        ss_acc_same += (a - s) * (a - s);
-        ss_same_full += (s - f) * (s - f);
-        double u = fabs(a - s) * gp_f32_ulp_recip(s); /* = fabs(a - s) / gp_f32_ulp(s) */
-        if (u > max_ulp || u != u)
-            max_ulp = u;
-        su += eu[i] * eu[i];
-        sa += ea[i] * ea[i];
-        sr += er[i] * er[i];
-        if (c->cnt[0]) { /* this element's y, x of each ratio estimate */
-            double yx[GP_NEST][2] = {{(a - f) * (a - f), f * f}, {(a - s) * (a - s), s * s},
-                                     {(s - f) * (s - f), f * f}, {a * a, f * f},
-                                     {c->cnt[CNT_ABS][i], c->cnt[CNT_ADD][i]},
-                                     {c->cnt[CNT_UND][i], c->cnt[CNT_RND][i]},
-                                     {c->cnt[CNT_SUB][i], c->cnt[CNT_STORED][i]},
-                                     {c->cnt[CNT_OVF][i], 1},
-                                     {!isfinite(a), 1}};
-            if (c->el) /* several steps: the element's totals over them are its unit */
-                for (int e = 0; e < GP_NEST; e++) {
-                    c->el[(i * GP_NEST + (size_t)e) * 2] += yx[e][0];
-                    c->el[(i * GP_NEST + (size_t)e) * 2 + 1] += yx[e][1];
-                }
-            else /* one step: this element is one unit */
-                for (int e = 0; e < GP_NEST; e++)
-                    gp_ratio_add(&st->est[e], yx[e][0], yx[e][1]);
+    double t[GP_FT_N][GP_ATTRIB_BLOCK]; /* a block's terms (gp_final_terms, vectorised), added in order */
+    for (size_t i0 = 0; i0 < c->n; i0 += GP_ATTRIB_BLOCK) {
+        size_t n = c->n - i0 < GP_ATTRIB_BLOCK ? c->n - i0 : GP_ATTRIB_BLOCK;
+        nonfinite += gp_final_terms(gacc + i0, gsame + i0, gfull + i0, eu + i0, ea + i0, er + i0, n, t);
+        for (size_t j = 0; j < n; j++) {
+            ss_full += t[GP_FT_FULL][j];
+            ss_same += t[GP_FT_SAME][j];
+            ss_acc += t[GP_FT_ACC][j];
+            ss_acc_full += t[GP_FT_ACC_FULL][j];
+            ss_acc_same += t[GP_FT_ACC_SAME][j];
+            ss_same_full += t[GP_FT_SAME_FULL][j];
+            double u = t[GP_FT_ULP][j];
+            if (u > max_ulp || u != u)
+                max_ulp = u;
+            su += t[GP_FT_UND][j];
+            sa += t[GP_FT_ABS][j];
+            sr += t[GP_FT_RND][j];
         }
+    }
+    for (size_t i = 0; i < c->n && c->cnt[0]; i++) { /* this element's y, x of each ratio estimate */
+        double a = gacc[i], s = gsame[i], f = gfull[i];
+        double yx[GP_NEST][2] = {{(a - f) * (a - f), f * f}, {(a - s) * (a - s), s * s},
+                                 {(s - f) * (s - f), f * f}, {a * a, f * f},
+                                 {c->cnt[CNT_ABS][i], c->cnt[CNT_ADD][i]},
+                                 {c->cnt[CNT_UND][i], c->cnt[CNT_RND][i]},
+                                 {c->cnt[CNT_SUB][i], c->cnt[CNT_STORED][i]},
+                                 {c->cnt[CNT_OVF][i], 1},
+                                 {!isfinite(a), 1}};
+        if (c->el) /* several steps: the element's totals over them are its unit */
+            for (int e = 0; e < GP_NEST; e++) {
+                c->el[(i * GP_NEST + (size_t)e) * 2] += yx[e][0];
+                c->el[(i * GP_NEST + (size_t)e) * 2 + 1] += yx[e][1];
+            }
+        else /* one step: this element is one unit */
+            for (int e = 0; e < GP_NEST; e++)
+                gp_ratio_add(&st->est[e], yx[e][0], yx[e][1]);
     }
     if (c->rare) /* else all +0: the sums (never -0) are as they were */
         for (size_t i = 0; i < c->n; i++) {
