@@ -9,6 +9,7 @@
 #include "gp_test.h"
 
 #include "kernels/arith/gp_accum.h"
+#include "kernels/arith/gp_clip.h"
 #include "kernels/arith/gp_philox.h"
 #include "kernels/cpu/gp_cpu_adamw.h"
 #include "kernels/cpu/gp_cpu_backend.h"
@@ -312,6 +313,61 @@ static void test_backend_f16_equals_definition(void **state)
             gp_assert_bits(acc[i], want[i], "rep %d element %zu", rep, i);
     }
     assert_true(overflowed > 100 && subnormal > 100);
+}
+
+/* The CPU backend's grad_sumsq (the clipping norm's sum of squares, a perfect tree a
+ * chunk of 256 at a time) equals its definition gp_clip_sumsq (the streaming tree T of
+ * gp_clip.h) bit for bit: bf16, fp16 and fp32 tensors of lengths around the chunk and
+ * power-of-two boundaries and random ones, values over each format's whole range
+ * (subnormals; squares that underflow or overflow fp32), zeros of both signs, and now and
+ * then an infinity or a NaN (fp16's then take the definition itself). */
+static void test_backend_sumsq_equals_definition(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(34);
+    enum { N = 5000 };
+    static uint32_t g[N]; /* packed in the format (at most 4 bytes) */
+    const gp_format fmts[] = {GP_BF16, GP_FP16, GP_FP32};
+    const size_t lens[] = {1, 2, 3, 255, 256, 257, 511, 512, 513, 1024, 4096, 4097, N};
+    uint64_t compared = 0, nonfinite = 0, finite = 0;
+    for (int fi = 0; fi < 3; fi++) {
+        gp_format f = fmts[fi];
+        for (int rep = 0; rep < 40; rep++) {
+            size_t n = rep < 13 ? lens[rep] : (size_t)(1 + gp_test_next(&s) % N);
+            int wild = rep % 3 == 2; /* a tenth of the values anywhere: sums often overflow */
+            for (size_t i = 0; i < n; i++) { /* else moderate values: finite sums */
+                uint64_t r = gp_test_next(&s);
+                int e = f == GP_FP16 ? (int)(r % 28) - 20 : (int)(r % 91) - 60;
+                float w = ldexpf(1.0f + (float)(r >> 40) * 0x1p-24f, e) * (r & 1 ? -1.0f : 1.0f);
+                uint32_t v = wild && r % 10 == 0 ? attrib_value(f, &s) : gp_fmt_rne_from_f32_bits(f, gp_f32_bits(w));
+                if (gp_test_next(&s) % 41 == 0)
+                    v = (uint32_t)(gp_test_next(&s) & 1) << (gp_fmt_get(f).width - 1); /* +-0 */
+                gp_pack_set(f, g, i, v);
+            }
+            if (rep % 7 == 6) { /* an infinity or a NaN somewhere */
+                gp_fmt_info info = gp_fmt_get(f);
+                gp_pack_set(f, g, gp_test_next(&s) % n, rep % 2 ? info.inf : info.qnan);
+                nonfinite++;
+            }
+            gp_plugin_sumsq_args a;
+            memset(&a, 0, sizeof a);
+            a.struct_size = sizeof a;
+            a.format = (int32_t)f;
+            a.n = n;
+            a.grad = g;
+            assert_int_equal(gp_cpu_backend()->grad_sumsq(&a), 0);
+            float want = gp_clip_sumsq(f, g, n);
+            if (isnan(want))
+                assert_true(isnan(a.sumsq));
+            else
+                gp_assert_bits(gp_f32_bits(a.sumsq), gp_f32_bits(want), "format %d, n %zu, rep %d", (int)f, n, rep);
+            compared++;
+            finite += isfinite(want) != 0;
+        }
+    }
+    assert_true(finite > compared / 2); /* rounding, not overflow, is what most compare */
+    print_message("grad_sumsq: %llu tensors compared (%llu with a non-finite value, %llu finite sums)\n",
+                  (unsigned long long)compared, (unsigned long long)nonfinite, (unsigned long long)finite);
 }
 
 /* The vectorised stochastic-rounding draws equal their definition, gp_sr_draw_one, bit for
@@ -1047,6 +1103,7 @@ int main(void)
         cmocka_unit_test(test_backend_equals_definition),
         cmocka_unit_test(test_backend_sr_equals_definition),
         cmocka_unit_test(test_backend_f16_equals_definition),
+        cmocka_unit_test(test_backend_sumsq_equals_definition),
         cmocka_unit_test(test_attrib_block_equals_definition),
         cmocka_unit_test(test_sr_draw_block_equals_definition),
         cmocka_unit_test(test_store_block_equals_definition),

@@ -364,9 +364,73 @@ static int cpu_adamw(const gp_plugin_adamw_args *a)
     return 0;
 }
 
+/* gp_clip_sumsq a chunk of SUMSQ_BLOCK elements at a time. By property (1) of gp_clip.h
+ * (chunking), T over the n squares equals T over the sums of the aligned chunks of 2^8,
+ * the last one partial; a full chunk's T is the perfect tree, summed level by level as
+ * pair sums of neighbours (each one fp32 RNE addition, in loops that vectorise), the
+ * partial one by gp_clip_sumsq itself. The squares are gp_clip_square's, fl32(w * w) of
+ * the exact widening: bf16 by the bit move, fp32 as is, fp16 through the
+ * normal/subnormal masks of accumulate_f32_rne_f16g when no value is infinite or NaN;
+ * other formats, and fp16 with such a value, take gp_clip_sumsq whole. */
+#define SUMSQ_BLOCK 256
+GP_CPU_CLONES static float sumsq_perfect(gp_format f, const void *packed, uint64_t i0)
+{
+    float a[SUMSQ_BLOCK], b[SUMSQ_BLOCK / 2];
+    if (f == GP_BF16) {
+        const uint16_t *h = (const uint16_t *)packed + i0;
+        for (size_t i = 0; i < SUMSQ_BLOCK; i++) {
+            float w = gp_f32_from_bits((uint32_t)h[i] << 16);
+            a[i] = w * w;
+        }
+    } else if (f == GP_FP32) {
+        const float *x = (const float *)packed + i0;
+        for (size_t i = 0; i < SUMSQ_BLOCK; i++)
+            a[i] = x[i] * x[i];
+    } else { /* fp16, every value finite */
+        const uint16_t *h = (const uint16_t *)packed + i0;
+        for (size_t i = 0; i < SUMSQ_BLOCK; i++) {
+            uint32_t mag = h[i] & 0x7fffu, sign = (uint32_t)(h[i] & 0x8000u) << 16;
+            float nrm = gp_f32_from_bits(sign | (mag + ((127u - 15u) << 10)) << 13);
+            float sub = gp_f32_from_bits(sign | gp_f32_bits((float)(int32_t)mag * 0x1p-24f));
+            float w = mag >= 0x400u ? nrm : sub;
+            a[i] = w * w;
+        }
+    }
+    for (size_t w = SUMSQ_BLOCK / 2; w >= 1; w /= 4) { /* two levels a pass: a -> b -> a */
+        for (size_t i = 0; i < w; i++)
+            b[i] = a[2 * i] + a[2 * i + 1];
+        if (w == 1)
+            return b[0];
+        for (size_t i = 0; i < w / 2; i++)
+            a[i] = b[2 * i] + b[2 * i + 1];
+        if (w == 2)
+            return a[0];
+    }
+    return a[0]; /* not reached: SUMSQ_BLOCK is a power of two */
+}
+
 static int cpu_grad_sumsq(gp_plugin_sumsq_args *a)
 {
-    a->sumsq = gp_clip_sumsq((gp_format)a->format, a->grad, a->n);
+    gp_format f = (gp_format)a->format;
+    int fast = f == GP_BF16 || f == GP_FP32;
+    if (f == GP_FP16) {
+        uint32_t bad = 0;
+        for (uint64_t i = 0; i < a->n; i++)
+            bad |= (uint32_t)((((const uint16_t *)a->grad)[i] & 0x7fffu) >= 0x7c00u);
+        fast = !bad;
+    }
+    if (!fast) {
+        a->sumsq = gp_clip_sumsq(f, a->grad, a->n);
+        return 0;
+    }
+    gp_clip_tree t;
+    gp_clip_tree_init(&t);
+    uint64_t i0 = 0, w = gp_fmt_get(f).width / 8;
+    for (; i0 + SUMSQ_BLOCK <= a->n; i0 += SUMSQ_BLOCK)
+        gp_clip_tree_push(&t, sumsq_perfect(f, a->grad, i0));
+    if (i0 < a->n)
+        gp_clip_tree_push(&t, gp_clip_sumsq(f, (const char *)a->grad + i0 * w, a->n - i0));
+    a->sumsq = gp_clip_tree_result(&t);
     return 0;
 }
 
