@@ -910,6 +910,15 @@ static void test_fill_outputs_equals_exact(void **state)
             compared++;
         }
     }
+    /* A block whose only inexact quotient underflows to zero (no subnormal one beside it):
+     * the nudge still applies, x = the least subnormal with the sign of m. */
+    {
+        const float mz[3] = {1.0f, 0x1p-100f, -0x1.8p-110f};
+        gp_fill_outputs(xs, mz, 3, 1.0, 1.0, 0x1p1022, 1.0);
+        gp_assert_bits(gp_f64_bits(xs[0]), gp_f64_bits(0x1p-1022), "normal quotient");
+        gp_assert_bits(gp_f64_bits(xs[1]), gp_f64_bits(0x1p-1074), "underflow to zero, nudged up");
+        gp_assert_bits(gp_f64_bits(xs[2]), gp_f64_bits(-0x1p-1074), "underflow to zero, nudged down");
+    }
     mpfr_clear(x);
     gp_mpfr_env_leave(&env);
     assert_true(sticky_seen > 1000 && subnormal_seen > 100 && general > 10000 && rational > 1000); /* every path */

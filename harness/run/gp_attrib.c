@@ -443,9 +443,25 @@ GP_AT_INLINE double quotient(double m, double nk, double den, double inv, int di
     return gp_f64_from_bits((take & moved) | (~take & u));
 }
 
+/* With an exact product (nk * mul < 2^29: hi = nk * m exact, lo = 0) and den = 2^k, q =
+ * hi * 2^-k is exact wherever it is not subnormal (a power-of-two scaling), so r = 0 and
+ * quotient() returns q itself: the first loop takes that (NaN and infinite m too: quotient
+ * keeps q then), and only a block where some non-zero hi gives a q below 2^-1022 (subnormal
+ * or zero: the scaling may lose bits, and the nudge applies) is redone by quotient(). */
 GP_ATTRIB_CLONES static void fill_outputs_clones(double *restrict xs, const float *restrict m, size_t n, double mul,
-                                                 double nk, double den, double inv, double s)
+                                                 double nk, double den, double inv, double s, int exact)
 {
+    if (inv != 0 && exact) {
+        uint64_t sub = 0;
+        for (size_t i = 0; i < n; i++) {
+            double hi = nk * ((double)m[i] * mul), q = hi * inv;
+            uint64_t a = gp_f64_bits(q) & 0x7fffffffffffffffull, h = gp_f64_bits(hi) << 1;
+            sub |= (uint64_t)(h != 0) & (uint64_t)(a < 0x0010000000000000ull); /* below 2^-1022, 0 included */
+            xs[i] = q * s;
+        }
+        if (!sub)
+            return;
+    }
     if (inv != 0)
         for (size_t i = 0; i < n; i++)
             xs[i] = quotient((double)m[i] * mul, nk, den, inv, 0) * s;
@@ -488,7 +504,7 @@ void gp_fill_outputs(double *xs, const float *m, size_t n, double mul, double nk
     }
     /* a power of two whose reciprocal is normal: the product by it */
     fill_outputs_clones(xs, m, n, mul, nk, den, f == 0.5 && e - 1 <= 1022 && e - 1 >= -1022 ? ldexp(1.0, 1 - e) : 0,
-                        s);
+                        s, nk * mul < 0x1p29);
 }
 
 GP_ATTRIB_CLONES static int gp_output_terms_clones(const double *restrict xs, size_t n, double scale, double inv,
