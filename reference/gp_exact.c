@@ -256,6 +256,18 @@ static size_t exactsum_scalar(double *s, gp_fixacc *spill, const float *x, doubl
 #if defined(__x86_64__) && !defined(GP_EXACT_PORTABLE)
 #define GP_EXACTSUM_HAVE_X86 1
 
+/* A vector step's flagged lanes (bit j of m: element i + j), whose sums t[j] + a[j] were
+ * not exact: each restarts (exactsum_restart). Returns how many. */
+static size_t exactsum_redo(double *s, gp_fixacc *spill, size_t i, unsigned m, const double *t, const double *a)
+{
+    size_t k = 0;
+    for (; m; m &= m - 1, k++) {
+        unsigned j = (unsigned)__builtin_ctz(m);
+        exactsum_restart(&s[i + j], &spill[i + j], a[j], t[j]);
+    }
+    return k;
+}
+
 static size_t exactsum_sse2(double *s, gp_fixacc *spill, const float *x, double dn, size_t count)
 {
     const __m128d vn = _mm_set1_pd(dn);
@@ -271,11 +283,7 @@ static size_t exactsum_sse2(double *s, gp_fixacc *spill, const float *x, double 
             double ta[2], aa[2];
             _mm_storeu_pd(ta, t);
             _mm_storeu_pd(aa, a);
-            for (int j = 0; j < 2; j++)
-                if (m >> j & 1) {
-                    exactsum_restart(&s[i + j], &spill[i + j], aa[j], ta[j]);
-                    spilled++;
-                }
+            spilled += exactsum_redo(s, spill, i, (unsigned)m, ta, aa);
         }
     }
     return spilled + exactsum_scalar(s, spill, x, dn, i, count);
@@ -297,11 +305,7 @@ __attribute__((target("avx2"))) static size_t exactsum_avx2(double *s, gp_fixacc
             double ta[4], aa[4];
             _mm256_storeu_pd(ta, t);
             _mm256_storeu_pd(aa, a);
-            for (int j = 0; j < 4; j++)
-                if (m >> j & 1) {
-                    exactsum_restart(&s[i + j], &spill[i + j], aa[j], ta[j]);
-                    spilled++;
-                }
+            spilled += exactsum_redo(s, spill, i, (unsigned)m, ta, aa);
         }
     }
     /* Clear the upper halves before returning to SSE code: gcc 12 emits no vzeroupper here
@@ -327,11 +331,7 @@ __attribute__((target("avx512f"))) static size_t exactsum_avx512(double *s, gp_f
             double ta[8], aa[8];
             _mm512_storeu_pd(ta, t);
             _mm512_storeu_pd(aa, a);
-            for (int j = 0; j < 8; j++)
-                if (m >> j & 1) {
-                    exactsum_restart(&s[i + j], &spill[i + j], aa[j], ta[j]);
-                    spilled++;
-                }
+            spilled += exactsum_redo(s, spill, i, m, ta, aa);
         }
     }
     _mm256_zeroupper(); /* as exactsum_avx2 */
