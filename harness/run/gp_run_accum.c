@@ -122,9 +122,9 @@ static void note_outputs(const double *xs, size_t n, double scale, double inv, d
     for (; i + GP_HIST_WAYS <= n; i += GP_HIST_WAYS)
 #pragma GCC unroll 8
         for (size_t w = 0; w < GP_HIST_WAYS; w++)
-            h[w * GP_HIST_SLOTS + (size_t)(ptrdiff_t)bin[i + w]]++;
+            h[(ptrdiff_t)(w * GP_HIST_SLOTS) + bin[i + w]]++; /* bin -1: h[-1], the discard */
     for (; i < n; i++)
-        hist[(i % GP_HIST_WAYS) * GP_HIST_SLOTS + 1 + bin[i]]++;
+        h[(ptrdiff_t)((i % GP_HIST_WAYS) * GP_HIST_SLOTS) + bin[i]]++;
 }
 #endif
 
