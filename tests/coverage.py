@@ -119,6 +119,9 @@ WHY_SATURATION = ("OPEN: the arms of the saturation test no preset takes (rtz-fp
                   "sign (not saturation), a binary64 sum with a rounding error at the overflow boundary, an RTZ "
                   "unscale past the max (gp_run_unscale); test_attribution's test_rtz_saturation and "
                   "test_saturated_thresholds reach them")
+WHY_SUMSQ = ("OPEN: the CPU backend's clipping sum of squares of a bf16 or fp16 gradient (its vector chunks "
+             "and fp16's check for non-finite values): the suite's presets clip fp32 accumulators only; "
+             "test_accum's test_backend_sumsq_equals_definition runs every format against gp_clip_sumsq")
 WHY_FAIL = ("a backend call failed or refused the configuration, or a failure propagates: correct backends do "
             "not fail (hostile_plugin_faults and test_accumulate's broken plugins reach these)")
 WHY_MISMATCH = ("the two backends of --compare disagree: the correct example plugin never does; the 24 wrong "
@@ -164,6 +167,10 @@ EXCLUSIONS = [
      "gradprec's own CPU models of the other AdamW forms failing (an error, not a differing model: those "
      "return 1 and are counted): the CPU backend does not fail"),
     (C, "cpu_accumulate_many", r"if \(rc != 0\)", None, WHY_FAIL),
+    (C, "sumsq_perfect", r"if \(f == GP_BF16\)|else if \(f == GP_FP32\)|^float w = mag >= 0x400u|"
+     r"^for \(size_t i = 0; i < SUMSQ_BLOCK; i\+\+\) \{$", None, WHY_SUMSQ),
+    (C, "cpu_grad_sumsq", r"int fast = f == GP_BF16 \|\| f == GP_FP32;|^if \(f == GP_FP16\) \{$|"
+     r"^for \(uint64_t i = 0; i < a->n; i\+\+\)$", None, WHY_SUMSQ),
     (R, None, r"out of memory|if \(!norms\)|if \(!copy\)|!\(before = malloc", None,
      "allocation failure: not reachable without fault injection"),
     (R, None, r"malloc\(\(sc->ntensors \? sc->ntensors : 1\)|malloc\(bytes \? bytes : 1\)", None,
@@ -191,7 +198,7 @@ EXCLUSIONS = [
      "and gp_attrib_one passes the event only with an infinite result, classified above"),
     (R, "note_output", r"^if \(isfinite\(x\)\) \{$", None,
      "x = an exact quotient of finite values divided by a power-of-two loss scale: always finite"),
-    (R, "note_output", r"hist\[b < 0", None,
+    (R, "note_output", r"hist\[1 \+ \(b < 0", None,
      "the report histogram's clamp: exact outputs below 2^-160 or from 2^140 (no metric depends on it)"),
     (H, "gp_attrib_one", r"s != 0 \|\| e != 0 \?", None,
      "e != 0 with s = 0: impossible (s = RN(a + g) = 0 means the exact sum a + g is 0)"),
@@ -430,7 +437,8 @@ def gcov_json(data, build, work):
 
 
 def base_fn(name):
-    return re.sub(r"\.(avx2|default|resolver|fma)$", "", name or "")
+    """A function's name without the suffix of a target clone (every clone is the same source)."""
+    return re.sub(r"\.(avx2|default|resolver|fma|arch_x86_64_v[34])$", "", name or "")
 
 
 def collect(root, docs):

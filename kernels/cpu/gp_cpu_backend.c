@@ -396,17 +396,14 @@ GP_CPU_CLONES static float sumsq_perfect(gp_format f, const void *packed, uint64
             a[i] = w * w;
         }
     }
-    for (size_t w = SUMSQ_BLOCK / 2; w >= 1; w /= 4) { /* two levels a pass: a -> b -> a */
+    _Static_assert(SUMSQ_BLOCK == 256, "four passes of two levels each: 256 -> 1");
+    for (size_t w = SUMSQ_BLOCK / 2; w >= 2; w /= 4) { /* two levels a pass: a -> b -> a */
         for (size_t i = 0; i < w; i++)
             b[i] = a[2 * i] + a[2 * i + 1];
-        if (w == 1)
-            return b[0];
         for (size_t i = 0; i < w / 2; i++)
             a[i] = b[2 * i] + b[2 * i + 1];
-        if (w == 2)
-            return a[0];
     }
-    return a[0]; /* not reached: SUMSQ_BLOCK is a power of two */
+    return a[0];
 }
 
 static int cpu_grad_sumsq(gp_plugin_sumsq_args *a)
