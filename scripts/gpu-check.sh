@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh — one command for a machine with an NVIDIA GPU: builds gradprec with the
-# CUDA backend, runs the device tests (test_cuda_parity with all 2^32 fp32 inputs per
+# CUDA backend, runs the device tests (test_cuda_fp8_cvt: the GPU's fp8 cvt against
+# gradprec's model on all 2^32 fp32 inputs; test_cuda_parity with all 2^32 fp32 inputs per
 # format and mode, test_cuda_example_plugin), `gradprec run --backend cuda --compare cpu`
 # over the default suite, the backend fuzz corpus replayed on the device, the GPU
 # benchmarks (the fused AdamW kernel's bandwidth as a fraction of a device-to-device copy
@@ -10,7 +11,8 @@
 # (scripts/gpu_torch_adapters.py), the host CPU's torch sqrt against IEEE
 # (scripts/mkl-sqrt-probe.py), and writes one Markdown summary (OUT/summary.md, default
 # gpu-check-out/). GP_PREBUILT=DIR uses binaries built elsewhere with nvcc (DIR laid out
-# as a build folder: gradprec, libgradprec.so, tests/, fuzz/, bench/, examples/plugins/)
+# as a build folder: gradprec, libgradprec.so, tests/, fuzz/, bench/, examples/plugins/,
+# and lib/ with shared libraries for LD_LIBRARY_PATH: scripts/gpu-pack.sh makes it)
 # instead of configuring and building here (a device machine without MPFR/GSL headers).
 # Without a GPU it says so in one line and exits 0 having run nothing. Exit 1 when any
 # step fails; a step that runs past GP_STEP_TIMEOUT seconds (default 3600) fails.
@@ -47,14 +49,18 @@ step() {
 
 if [ -n "${GP_PREBUILT:-}" ]; then
     rows+=("| prebuilt binaries | used | | \`$build\` |")
+    # scripts/gpu-pack.sh puts the libraries a bare CUDA image lacks in lib/.
+    [ -d "$build/lib" ] && export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 else
     step "configure + build (nvcc, sm_80/sm_90)" build.log \
-        sh -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build '$build' -j $(nproc) --target all gp_tests gp_bench_cuda_adamw"
+        sh -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build '$build' -j $(nproc) --target all gp_tests gp_bench_cuda_adamw test_cuda_fp8_cvt"
     if ! grep -q "CUDA backend ON" "$out/build.log"; then
         rows+=("| CUDA backend | FAIL | | nvcc not found at configure time: the device tests would only skip |")
         status=1
     fi
 fi
+step "the GPU's fp8 cvt against gp_elem_cast, all 2^32 inputs (sm_89+)" fp8-cvt.log \
+    "$build/tests/test_cuda_fp8_cvt"
 step "device parity: sampled conversions, accumulate_many, every preset" parity.log \
     "$build/tests/test_cuda_parity"
 step "example CUDA plugin on the device" plugin.log \
