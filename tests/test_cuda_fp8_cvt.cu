@@ -24,6 +24,9 @@
  *    by the host's compiler (16 slices of 2^20 patterns over all signs and exponents), so
  *    the check does not rest on the device compilation of the model alone.
  *
+ * --wrong-model: the sweep against the model without saturation must find exactly the
+ * inputs that overflow unclamped, counted by hand in main (the check can fail).
+ *
  * Exit 77 (skipped) without a device or on one older than sm_89 (no fp8 cvt); 1 on any
  * mismatch, printing the first ones; 0 otherwise. Not run through the host shim: the
  * instruction is the subject. scripts/gpu-check.sh runs it; docs/cuda.md has the result. */
@@ -71,18 +74,21 @@ __device__ static uint32_t hw_cvt_pair(gp_elem e, float a, float b)
 #endif
 }
 
-__device__ static void note(sweep_out *o, gp_elem e, uint32_t x, uint32_t hw)
+/* 1 when the code hw of pattern x differs from the model's (sat: gp_elem_cast's
+ * saturation; 0 only for the check that the sweep catches a wrong model). */
+__device__ static int note(sweep_out *o, gp_elem e, uint32_t x, uint32_t hw, int sat)
 {
     float v = gp_f32_from_bits(x);
-    uint32_t ref = gp_elem_cast(e, v, 1, GP_RNE, 0, (unsigned *)0);
+    uint32_t ref = gp_elem_cast(e, v, sat, GP_RNE, 0, (unsigned *)0);
     if (v != v) {
         atomicAdd(&o->nan_codes[hw & 0xffu], 1u);
         if (!is_nan_code(e, hw))
             atomicAdd(&o->nan_not_nan, 1ull);
-        return;
+        return 0;
     }
-    if (hw != ref) {
-        atomicAdd(&o->mismatches, 1ull);
+    if (hw == ref)
+        return 0;
+    if (*(volatile unsigned *)&o->shown < MAX_SHOWN) {
         unsigned k = atomicAdd(&o->shown, 1u);
         if (k < MAX_SHOWN) {
             o->shown_x[k] = x;
@@ -90,25 +96,27 @@ __device__ static void note(sweep_out *o, gp_elem e, uint32_t x, uint32_t hw)
             o->shown_ref[k] = ref;
         }
     }
+    return 1;
 }
 
 /* Patterns x in [0, 2^31) paired with x | 2^31: all 2^32 in 2^31 instructions. */
-__global__ void sweep_kernel(gp_elem e, sweep_out *o)
+__global__ void sweep_kernel(gp_elem e, int sat, sweep_out *o)
 {
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    unsigned long long done = 0;
+    unsigned long long done = 0, bad = 0;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (1ull << 31); i += stride) {
         uint32_t xa = (uint32_t)i, xb = xa | 0x80000000u;
         uint32_t d = hw_cvt_pair(e, gp_f32_from_bits(xa), gp_f32_from_bits(xb));
         if (d == 0xffffffffu)
             return;
-        note(o, e, xa, d >> 8);
-        note(o, e, xb, d & 0xffu);
+        bad += (unsigned)note(o, e, xa, d >> 8, sat);
+        bad += (unsigned)note(o, e, xb, d & 0xffu, sat);
         done += 2;
     }
     if (blockIdx.x == 0 && threadIdx.x == 0)
         o->supported = 1;
     atomicAdd(&o->converted, done);
+    atomicAdd(&o->mismatches, bad);
 }
 
 /* The codes of n patterns start + k * step, for the host's comparison. */
@@ -153,12 +161,15 @@ __global__ void widen_kernel(gp_elem e, uint32_t *out)
 
 static const char *ename(gp_elem e) { return e == GP_EL_E4M3 ? "e4m3" : "e5m2"; }
 
-static int check_sweep(gp_elem e)
+/* The sweep against gp_elem_cast with saturation (sat = 1): 0 when every pattern agrees.
+ * With sat = 0 (a wrong model: OCP's non-saturating cast) it must find exactly the inputs
+ * that overflow without the clamp: returns 0 when the count is `want_wrong`. */
+static int check_sweep(gp_elem e, int sat, unsigned long long want_wrong)
 {
     sweep_out *d_o, o;
     CK(cudaMalloc(&d_o, sizeof o));
     CK(cudaMemset(d_o, 0, sizeof o));
-    sweep_kernel<<<132 * 16, 256>>>(e, d_o);
+    sweep_kernel<<<132 * 16, 256>>>(e, sat, d_o);
     CK(cudaGetLastError());
     CK(cudaMemcpy(&o, d_o, sizeof o, cudaMemcpyDeviceToHost));
     CK(cudaFree(d_o));
@@ -167,8 +178,8 @@ static int check_sweep(gp_elem e)
         return 1;
     }
     printf("fp32 -> %s, cvt.rn.satfinite.%sx2.f32, all 2^32 patterns: %llu codes differ from gp_elem_cast "
-           "(sat, RNE); NaN inputs not giving a NaN: %llu; NaN codes given:",
-           ename(e), ename(e), o.mismatches, o.nan_not_nan);
+           "(%s, RNE); NaN inputs not giving a NaN: %llu; NaN codes given:",
+           ename(e), ename(e), o.mismatches, sat ? "sat" : "WITHOUT sat, a wrong model", o.nan_not_nan);
     for (int c = 0; c < 256; c++)
         if (o.nan_codes[c])
             printf(" 0x%02x x %u", c, o.nan_codes[c]);
@@ -176,6 +187,11 @@ static int check_sweep(gp_elem e)
     for (unsigned k = 0; k < o.shown && k < MAX_SHOWN; k++)
         printf("  x = 0x%08x (%.9g): hardware 0x%02x, gradprec 0x%02x\n", o.shown_x[k],
                (double)gp_f32_from_bits(o.shown_x[k]), o.shown_hw[k], o.shown_ref[k]);
+    if (!sat) {
+        printf("  a wrong model: %llu differences expected, %llu found: %s\n", want_wrong, o.mismatches,
+               o.mismatches == want_wrong ? "caught as derived" : "FAIL");
+        return o.mismatches != want_wrong;
+    }
     return o.mismatches || o.nan_not_nan;
 }
 
@@ -243,8 +259,21 @@ static int check_widen(gp_elem e)
     return bad != 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* --wrong-model: the sweep against gp_elem_cast WITHOUT saturation must differ exactly
+     * on the non-NaN inputs that overflow when not clamped, counted by hand: e4m3's largest
+     * finite value is 448 = 1.75 * 2^8, the next step 480 is past it, their midpoint 464
+     * rounds to 448 (ties to even: mantissa 110), so every |x| > 464 (fp32 bits of 464:
+     * 0x43e80000) up to inf (0x7f800000) differs, 0x7f800000 - 0x43e80000 patterns a sign;
+     * e5m2's 57344 = 1.75 * 2^15 and 65536 (inf) have the midpoint 61440 (0x47700000),
+     * which ties to 65536 (even), so every |x| >= 61440 up to and with inf differs,
+     * 0x7f800000 - 0x47700000 + 1 a sign. */
+    int wrong = argc > 1 && strcmp(argv[1], "--wrong-model") == 0;
+    if (argc > 1 && !wrong) {
+        fprintf(stderr, "usage: test_cuda_fp8_cvt [--wrong-model]\n");
+        return 2;
+    }
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         printf("test_cuda_fp8_cvt: no CUDA device: skipped\n");
@@ -258,8 +287,14 @@ int main(void)
     }
     printf("test_cuda_fp8_cvt on %s (sm_%d%d)\n", p.name, p.major, p.minor);
     int fail = 0;
+    if (wrong) {
+        fail |= check_sweep(GP_EL_E4M3, 0, 2ull * (0x7f800000u - 0x43e80000u));
+        fail |= check_sweep(GP_EL_E5M2, 0, 2ull * (0x7f800000u - 0x47700000u + 1u));
+        printf(fail ? "test_cuda_fp8_cvt --wrong-model: FAIL\n" : "test_cuda_fp8_cvt --wrong-model: pass\n");
+        return fail;
+    }
     for (int e = GP_EL_E4M3; e <= GP_EL_E5M2; e++) {
-        fail |= check_sweep((gp_elem)e);
+        fail |= check_sweep((gp_elem)e, 1, 0);
         fail |= check_sample((gp_elem)e);
         fail |= check_widen((gp_elem)e);
     }

@@ -40,12 +40,12 @@ LENGTHS = [17, 17]
 TH = {"stale_update_frac": {"max": 0.75}, "absorbed_frac": 0.05}
 
 
-def _loop(mon, model, opt, sched, steps, seed0=0):
+def _loop(mon, model, opt, sched, steps, seed0=0, device="cpu"):
     """Trains `steps` optimizer steps of A equal micro-batches (token_mean loss); returns
     per step the fraction of parameter elements torch's step left unchanged."""
     unchanged = []
     for s in range(steps):
-        seqs = sequences(LENGTHS, seed0 + s)
+        seqs = sequences(LENGTHS, seed0 + s, device)
         n = sum(q.shape[1] - 1 for q in seqs)
         for seq in seqs:
             with mon.microbatch(tokens=seq.shape[1] - 1) if mon is not None else _null():
@@ -68,8 +68,8 @@ class _null:
         return False
 
 
-def _bf16_run(drop=True):
-    model = make_model(0, torch.bfloat16)
+def _bf16_run(drop=True, device="cpu"):
+    model = make_model(0, torch.bfloat16).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0 if t < DROP or not drop else 1e-4)
     return model, opt, sched
@@ -104,6 +104,24 @@ def test_collapse_flagged_at_its_step(tmp_path, replay):
     # the replay is torch's twin at every monitored step, and nothing else is left behind
     assert all(r["twin_mismatch_count"] == 0 for r in recs)
     assert os.listdir(tmp_path) == ["monitor.jsonl"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the monitor on a CUDA run not tried")
+def test_collapse_on_cuda_is_the_twin(tmp_path, replay):
+    # The collapse run on a CUDA device, torch's default AdamW form there (foreach): the
+    # monitor gathers each sampled gradient on the device, names torch's CUDA order
+    # (torch_cuda_foreach), and every monitored step is torch's twin; the collapse is
+    # flagged at the step where torch's own count of unchanged elements crosses 3 in 4.
+    model, opt, sched = _bf16_run(device="cuda")
+    got = []
+    with gpt.monitor(model, optimizer=opt, every=1, out=tmp_path, reduction="token_mean", accumulation_steps=A,
+                     thresholds=TH, on_alert=got.append) as mon:
+        unchanged = _loop(mon, model, opt, sched, DROP + 2, device="cuda")
+    recs = _records(tmp_path)
+    assert [r["step"] for r in recs] == list(range(DROP + 2))
+    assert all(r["twin_mismatch_count"] == 0 for r in recs), [r["twin_mismatch_count"] for r in recs]
+    first = next(s for s, f in enumerate(unchanged) if f > 0.75)
+    assert {a.step for a in got if a.metric == "stale_update_frac"} == {first}, unchanged
 
 
 def test_collapse_raise_and_warn(tmp_path, replay):

@@ -18,6 +18,8 @@
 # per-step token counts, param/master dtypes, per-step LRs, per-group hyper-parameters,
 # the evaluation) must not be a twin.
 import json
+import os
+import shutil
 
 import pytest
 import torch
@@ -25,6 +27,7 @@ from safetensors.torch import load_file, save_file
 
 import gradprec
 import gradprec.torch as gpt
+from conftest import REPO
 from tinylm import make_model, sequences, token_losses
 
 A = 3                                         # accumulation_steps: the loss is mean / A
@@ -38,9 +41,9 @@ class Run:
     """One training run: warm-up steps, then the captured steps; what torch had after
     each captured step (cloned here), the gradient each step read, the LRs."""
 
-    def __init__(self, kind, form, out, warmup=True):
-        self.kind, self.form, self.out = kind, form, out
-        self.model = make_model(0, torch.float32 if kind == "amp" else torch.bfloat16)
+    def __init__(self, kind, form, out, warmup=True, device="cpu"):
+        self.kind, self.form, self.out, self.device = kind, form, out, device
+        self.model = make_model(0, torch.float32 if kind == "amp" else torch.bfloat16).to(device)
         named = list(self.model.named_parameters())
         self.names = [n for n, _ in named]
         kw = dict(FORMS[form], betas=BETAS, eps=EPS)
@@ -61,7 +64,7 @@ class Run:
         # growth x8 every 2 clean steps: after 3 clean warm-up steps the tracker is 1, so the
         # scale grows in the first captured step (the tracker carried in decides when), to
         # 2^20, where the fp16 backward overflows: the second step is skipped (backoff 2^-4)
-        self.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 14, growth_factor=8.0, backoff_factor=2.0 ** -4,
+        self.scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 14, growth_factor=8.0, backoff_factor=2.0 ** -4,
                                            growth_interval=2) if kind == "amp" else None
         if warmup:
             for s, lengths in enumerate(WARMUP):
@@ -93,24 +96,26 @@ class Run:
         return self.masters if self.masters is not None else [p for _, p in self.model.named_parameters()]
 
     def state(self):
+        """torch's tensors now, copied to the CPU."""
         out = {}
+        cp = lambda t: t.detach().to("cpu", copy=True)  # noqa: E731
         for (n, p), q in zip(self.model.named_parameters(), self._opt_tensors()):
             st = self.opt.state.get(q, {})
-            e = {"param": p.detach().clone(),
-                 "exp_avg": st["exp_avg"].clone() if st else torch.zeros_like(q),
-                 "exp_avg_sq": st["exp_avg_sq"].clone() if st else torch.zeros_like(q),
+            e = {"param": cp(p),
+                 "exp_avg": cp(st["exp_avg"]) if st else torch.zeros_like(q, device="cpu"),
+                 "exp_avg_sq": cp(st["exp_avg_sq"]) if st else torch.zeros_like(q, device="cpu"),
                  "step": int(st["step"]) if st else 0}
             if self.masters is not None:
-                e["master"] = q.detach().clone()
+                e["master"] = cp(q)
             out[n] = e
         return out
 
     def _step(self, cap, lengths, seed):
-        for seq in sequences(lengths, seed):
+        for seq in sequences(lengths, seed, self.device):
             mb = cap.microbatch(tokens=seq.shape[1] - 1) if cap is not None else _null()
             with mb:
                 if self.scaler is not None:
-                    with torch.autocast("cpu", dtype=torch.float16):
+                    with torch.autocast(self.device, dtype=torch.float16):
                         loss = token_losses(self.model, seq).mean() / A
                     self.scaler.scale(loss).backward()
                 else:
@@ -124,13 +129,13 @@ class Run:
             scale = self.scaler.get_scale()
             if self.form != "fused":
                 self.scaler.unscale_(self.opt)  # .grad unscaled: the gradient the step reads
-            grads = {n: q.grad.clone() / (scale if self.form == "fused" else 1.0)
+            grads = {n: q.grad.to("cpu", copy=True) / (scale if self.form == "fused" else 1.0)
                      for n, q in zip(self.names, self._opt_tensors())}
             self.scaler.step(self.opt)
             self.scaler.update()
             skipped = self.scaler.get_scale() < scale  # GradScaler backs off on a skip
         else:
-            grads = {n: q.grad.clone() for n, q in zip(self.names, self._opt_tensors())}
+            grads = {n: q.grad.to("cpu", copy=True) for n, q in zip(self.names, self._opt_tensors())}
             self.opt.step()
             scale, skipped = None, False
         if self.masters is not None:
@@ -211,7 +216,10 @@ def _bits_equal(a, b):
 def test_dump_holds_torch_state(runs, case):
     # Everything here is compared with what torch itself held (cloned by the test):
     # the state on entering, after every step, and the decisions the scenario records.
-    r = runs[case]
+    _check_dump(runs[case])
+
+
+def _check_dump(r):
     d = load_file(str(r.out / "grads.safetensors"))
     outs = ["param", "exp_avg", "exp_avg_sq"] + (["master"] if r.masters is not None else [])
     for n in r.names:
@@ -231,6 +239,8 @@ def test_dump_holds_torch_state(runs, case):
     assert opt["betas"] == list(BETAS) and opt["eps"] == EPS
     if r.form == "fused":
         assert opt["fused"] == "torch_cpu" and "evaluation" not in opt
+    elif r.device == "cuda":  # the orders measured for torch's CUDA AdamW (gp_adamw.h)
+        assert opt["evaluation"] == ("torch_cuda_foreach" if r.form == "foreach" else "torch_cuda")
     elif (r.kind, r.form) == ("bf16", "foreach"):
         assert opt["evaluation"] == "torch_cpu_foreach" and "fused" not in opt
     else:
@@ -286,7 +296,50 @@ def _replay(r, doc=None, name="scenario.yaml"):
 
 @pytest.mark.parametrize("case", CASES, ids=["-".join(c) for c in CASES])
 def test_replay_is_the_twin(runs, case, twin):
-    r = runs[case]
+    _check_twin(runs[case])
+
+
+# On a CUDA device: every case but fused, which the capture refuses there (gradprec models
+# torch's fused CPU kernel only); torch_cuda and torch_cuda_foreach were measured as
+# subjects (scripts/gpu_torch_adapters.py), this replays a capture of a real CUDA run.
+CUDA_CASES = [c for c in CASES if c[1] != "fused"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: a capture of a CUDA run not replayed")
+@pytest.mark.parametrize("case", CUDA_CASES, ids=["-".join(c) for c in CUDA_CASES])
+def test_cuda_capture_is_the_twin(tmp_path, case, twin):
+    # The same training runs with the model, optimizer, GradScaler and autocast on a
+    # CUDA device: the dump holds torch's tensors, the scenario names torch's CUDA order,
+    # and the replay on gradprec's CPU backend reproduces every step bit for bit.
+    r = Run(case[0], case[1], tmp_path / "run", device="cuda")
+    _check_dump(r)
+    _check_twin(r)
+
+
+# Captures of that test's runs recorded on an H200 (tests/data/cuda-capture-h200/README.md):
+# (directory, the order the capture wrote, orders that must not be the twin). In fp32
+# (master) steps torch's CUDA single-tensor form multiplies by a reciprocal taken in
+# binary64 where foreach divides (gp_adamw.h), and torch's CPU order is another; over bf16
+# tensors CUDA's foreach keeps its scalars in fp32 where the CPU's _foreach_mul_ rounds
+# them to bf16 (torch_cpu_foreach).
+H200_CAPTURES = [("master-single", "torch_cuda", ["torch_cuda_foreach", "torch_cpu", "unfused"]),
+                 ("master-foreach", "torch_cuda_foreach", ["torch_cuda", "torch_cpu", "unfused"]),
+                 ("bf16-foreach", "torch_cuda_foreach", ["torch_cpu_foreach"])]
+
+
+@pytest.mark.parametrize("name,order,others", H200_CAPTURES, ids=[c[0] for c in H200_CAPTURES])
+def test_cuda_captures_recorded_on_an_h200(tmp_path, twin, name, order, others):
+    src = os.path.join(REPO, "tests", "data", "cuda-capture-h200", name)
+    shutil.copy(os.path.join(src, "grads.safetensors"), tmp_path)
+    text = open(os.path.join(src, "scenario.yaml"), encoding="utf-8").read()
+    assert 'evaluation: "%s"' % order in text
+    for ev in [order] + others:
+        (tmp_path / "scenario.yaml").write_text(text.replace('evaluation: "%s"' % order, 'evaluation: "%s"' % ev))
+        n = gradprec.run(tmp_path / "scenario.yaml", backend="cpu")[0].metrics["twin_mismatch_count"]
+        assert (n == 0) == (ev == order), (ev, n)
+
+
+def _check_twin(r):
     sc = _replay(r)
     assert sc.metrics["twin_mismatch_count"] == 0, sc.report["notes"][:1]
     # what was lost against the exact reference: torch's own stale fraction

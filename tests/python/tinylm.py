@@ -19,7 +19,7 @@ class TinyLM(nn.Module):
     def forward(self, x):
         n = x.shape[1]
         h = self.emb(x) + self.pos[:n]
-        mask = torch.triu(torch.full((n, n), float("-inf"), dtype=h.dtype), diagonal=1)
+        mask = torch.triu(torch.full((n, n), float("-inf"), dtype=h.dtype, device=h.device), diagonal=1)
         h = self.block(h, src_mask=mask)
         return self.head(h)
 
@@ -30,9 +30,10 @@ def token_losses(model, seq):
     return F.cross_entropy(logits.reshape(-1, VOCAB), seq[:, 1:].reshape(-1), reduction="none")
 
 
-def sequences(lengths, seed):
+def sequences(lengths, seed, device="cpu"):
+    """The same tokens on every device (drawn on the CPU, then moved)."""
     g = torch.Generator().manual_seed(seed)
-    return [torch.randint(0, VOCAB, (1, L), generator=g) for L in lengths]
+    return [torch.randint(0, VOCAB, (1, L), generator=g).to(device) for L in lengths]
 
 
 def make_model(seed, dtype=torch.float32):
