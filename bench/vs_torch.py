@@ -30,7 +30,9 @@ distributions and arithmetic, not the same numbers.
 
 Beside them, the native limit: bench/vs_torch_native.c compiled here with
 `cc -O3 -march=native` (the memory traffic of each loop and its arithmetic, no reference
-for (j), nothing else).
+for (j), nothing else), and for (i) and (replay) the floor that byte-identical reports
+set: the three sums the report keeps per micro-batch in element order, each a chain of
+dependent binary64 additions (`vs_torch_native chain`).
 
 --threads adds item 4 of the issue: (i) with `gradprec run -j 1` and `-j 2`, wall time,
 interleaved with a control (two copies of the native loop one after the other against
@@ -260,6 +262,7 @@ def main():
         unit = {"i": "element-addition", "j": "parameter-step", "replay": "element-addition"}
         native_argv = {"i": ["accum", str(n), str(K)], "j": ["optim", str(P), str(S)], "replay": ["accum", str(n), str(K)]}
         times = {c: {"gradprec": [], "torch": [], "native": []} for c in configs}
+        chain = []  # the element-order sums' floor, once a round, for (i) and (replay)
         gen = torch.Generator().manual_seed(1)
         # torch's one-off costs (first calls, lazy initialisation) untimed: each loop once, small
         torch_accumulation(4096, 2, tokens, gen)
@@ -283,6 +286,8 @@ def main():
                     torch_replay(dump, K)
                 times[c]["torch"].append(time.process_time() - t0)
                 times[c]["native"].append(native_cpu(native, native_argv[c]))
+            if "i" in configs or "replay" in configs:
+                chain.append(native_cpu(native, ["chain", str(n), str(K)]))
             print("  round %d done, load %s" % (r + 1, " ".join(open("/proc/loadavg").read().split()[:3])), flush=True)
         for c in configs:
             T = times[c]
@@ -293,6 +298,10 @@ def main():
                   "ratio gradprec/torch %.3f (rounds %.3f-%.3f), gradprec/native %.1f"
                   % (c, unit[c], ns["gradprec"], ns["torch"], ns["native"], med["gradprec"] / med["torch"],
                      min(per), max(per), med["gradprec"] / med["native"]), flush=True)
+            if c in ("i", "replay"):
+                fl = statistics.median(chain)
+                print("    floor of byte-identical reports (the element-order sums alone): %.3f ns = %.2f of torch's"
+                      % (1e9 * fl / work[c], fl / med["torch"]), flush=True)
         if a.threads:
             threads(gp, native, tmp, n, K, a.rounds)
         print(host_line(flags=True).replace("host:", "host at the end:"))

@@ -9,6 +9,13 @@
  *                               grads unscaled into fp32 with a non-finite check, the
  *                               global norm, the clip factor, AdamW on fp32 master, m, v,
  *                               the bf16 parameters cast from the master: the (j) loop
+ *   vs_torch_native chain N K   K passes of the three sums gradprec's report keeps per
+ *                               micro-batch in element order (gp_run_accum.c,
+ *                               attribute_fmt: the trajectory's squared error and squared
+ *                               reference, the sum of squares of the outputs), each one
+ *                               binary64 addition per element, nothing else: a floor for
+ *                               (i) and (replay) while the reports stay byte-identical,
+ *                               since a sum in element order is a chain of dependent adds
  *
  * Prints the CPU seconds of the timed loops (setup untimed) and a checksum (so the
  * compiler keeps the work). Exit 2 on bad arguments. */
@@ -124,6 +131,28 @@ static int optim(long n, int steps)
     return 0;
 }
 
+static int chain(long n, int K)
+{
+    double *e = malloc((size_t)n * sizeof *e), *p = malloc((size_t)n * sizeof *p), *q = malloc((size_t)n * sizeof *q);
+    if (!e || !p || !q)
+        return 3;
+    for (long i = 0; i < n; i++) {
+        e[i] = 1e-12 * uniform() * uniform();
+        p[i] = 1e-3 * uniform();
+        q[i] = 1e-6 * uniform() * uniform();
+    }
+    double t0 = cpu_s(), s1 = 0, s2 = 0, s3 = 0;
+    for (int k = 0; k < K; k++)
+        for (long i = 0; i < n; i++) { /* element order, as the report's sums (no -ffast-math: kept) */
+            s1 += e[i];
+            s2 += p[i] * p[i];
+            s3 += q[i];
+        }
+    double t = cpu_s() - t0;
+    printf("%.6f %.9g\n", t, s1 + s2 + s3);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long n = argc == 4 ? atol(argv[2]) : 0;
@@ -132,6 +161,8 @@ int main(int argc, char **argv)
         return accum(n, k);
     if (n > 0 && k > 0 && strcmp(argv[1], "optim") == 0)
         return optim(n, k);
-    fprintf(stderr, "usage: vs_torch_native accum|optim N K\n");
+    if (n > 0 && k > 0 && strcmp(argv[1], "chain") == 0)
+        return chain(n, k);
+    fprintf(stderr, "usage: vs_torch_native accum|optim|chain N K\n");
     return 2;
 }
