@@ -541,20 +541,23 @@ def test_misuse_is_refused_where_it_happens(tmp_path):
     assert "had not run optimizer.step()" in man["optimizer"]["twin"]
 
 
-def test_hundreds_of_bf16_tensors_mid_training_are_a_twin(tmp_path, twin):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device: the user-size capture not run on one"))])
+def test_hundreds_of_bf16_tensors_mid_training_are_a_twin(tmp_path, twin, device):
     # The shape of a small LLM capture: 320 bf16 parameter tensors (160 layers of
     # Linear(24, 24) with bias, each layer a residual tanh step), AdamW with its state
     # from 4 earlier steps, then 3 captured steps whose micro-batch counts and sequence
     # lengths change every step, sampled to 64 elements per tensor. The replay must be
     # torch's run on every sampled element after every step, and the dump's after-step
-    # entries must be torch's (checked on the first and last tensor here).
+    # entries must be torch's (checked on the first and last tensor here). On a CUDA
+    # device too (torch's default foreach form there; the sample gathered on the device).
     torch.manual_seed(3)
-    layers = torch.nn.ModuleList(torch.nn.Linear(24, 24) for _ in range(160)).bfloat16()
+    layers = torch.nn.ModuleList(torch.nn.Linear(24, 24) for _ in range(160)).bfloat16().to(device)
     head = layers[-1]
     opt = torch.optim.AdamW(layers.parameters(), lr=1e-3, weight_decay=0.05, betas=BETAS, eps=EPS)
 
     def microbatch(n, mb):
-        x = torch.randn(n, 24).bfloat16()
+        x = torch.randn(n, 24).bfloat16().to(device)
         for lin in layers:
             x = x + torch.tanh(lin(x))
         with mb():
@@ -574,10 +577,11 @@ def test_hundreds_of_bf16_tensors_mid_training_are_a_twin(tmp_path, twin):
     with gpt.capture(layers, tmp_path, reduction="mean", accumulation_steps=4, optimizer=opt, sample=64) as cap:
         for lengths in ([7, 2, 13, 4], [3, 17], [5, 8, 1]):
             step(lengths, cap)
-            after.append(head.weight.detach().clone())
+            after.append(head.weight.detach().to("cpu", copy=True))
     doc = json.loads(json.dumps(cap.scenario()))
     assert doc["batch"]["tokens"] == [[7, 2, 13, 4], [3, 17], [5, 8, 1]]
     assert doc["optimizer"]["param"] == "bf16" and doc["tensors"][0]["state"]["step"] == 4
+    assert doc["optimizer"]["evaluation"] == ("torch_cuda_foreach" if device == "cuda" else gpt.sqrt_evaluation())
     dump = load_file(str(tmp_path / "grads.safetensors"))
     idx = torch.frombuffer(gradprec.sample_indices(0, names.index("159.weight"), head.weight.numel(), 64),
                            dtype=torch.int64)
