@@ -90,17 +90,6 @@ __attribute__((always_inline)) static inline float f16_widen_finite(uint16_t h)
     return mag >= 0x400u ? nrm : sub;
 }
 
-/* fp16 grads into fp32, RNE, no FTZ, when every grad is finite (returns 0 and changes
- * nothing otherwise): each widened exactly, then the plain IEEE add as above. */
-GP_CPU_CLONES static int accumulate_f32_rne_f16g(float *acc, const uint16_t *g, uint64_t n)
-{
-    if (f16_any_nonfinite(g, n))
-        return 0;
-    for (uint64_t i = 0; i < n; i++)
-        acc[i] = acc[i] + f16_widen_finite(g[i]);
-    return 1;
-}
-
 #if GP_VECTOR_BLOCKS && defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -110,11 +99,10 @@ GP_CPU_CLONES static int accumulate_f32_rne_f16g(float *acc, const uint16_t *g, 
 #define GP_CPU_F16C 0
 #endif
 
-#if GP_VECTOR_BLOCKS
-#if GP_CPU_F16C
-/* Can this CPU run add_f16_rne_f16c? AVX2 (which the OS must enable for the ymm
- * registers) and F16C (CPUID leaf 1, ECX; clang 14's __builtin_cpu_supports does not know
- * it), asked once. */
+#if GP_VECTOR_BLOCKS && GP_CPU_F16C
+/* Can this CPU run the F16C loops (add_f16_rne_f16c, add_f32_f16g_f16c)? AVX2 (which the
+ * OS must enable for the ymm registers) and F16C (CPUID leaf 1, ECX; clang 14's
+ * __builtin_cpu_supports does not know it), asked once. */
 static int f16c_usable(void)
 {
     static _Atomic int known = -1; /* -1: not asked yet */
@@ -127,6 +115,43 @@ static int f16c_usable(void)
     return k;
 }
 
+/* acc[i] = fl32(acc[i] + g[i]) for finite fp16 g: F16C's widening (exact, subnormals
+ * included: f16_widen_finite's value) and the IEEE fp32 add, 8 a register; the last few
+ * one at a time. (GCC leaves the portable loop below scalar: the subnormal arm's fp32
+ * product may not be evaluated unconditionally under -ftrapping-math.) */
+__attribute__((target("avx2,f16c"))) static void add_f32_f16g_f16c(float *acc, const uint16_t *g, uint64_t n)
+{
+    uint64_t i = 0;
+    for (; n - i >= 8; i += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + i)));
+        _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), x));
+    }
+    for (; i < n; i++)
+        acc[i] = acc[i] + f16_widen_finite(g[i]);
+    _mm256_zeroupper();
+}
+#endif
+
+/* fp16 grads into fp32, RNE, no FTZ, when every grad is finite (returns 0 and changes
+ * nothing otherwise): each widened exactly, then the plain IEEE add as above. */
+GP_CPU_CLONES static int accumulate_f32_rne_f16g(float *acc, const uint16_t *g, uint64_t n)
+{
+    if (f16_any_nonfinite(g, n))
+        return 0;
+#if GP_VECTOR_BLOCKS && GP_CPU_F16C
+    if (f16c_usable()) {
+        add_f32_f16g_f16c(acc, g, n);
+        return 1;
+    }
+#endif
+    for (uint64_t i = 0; i < n; i++)
+        acc[i] = acc[i] + f16_widen_finite(g[i]);
+    return 1;
+}
+
+#if GP_VECTOR_BLOCKS
+#if GP_CPU_F16C
+/* acc[i] = fp16(fl32(acc[i] + g[i])), RNE, for finite fp16 acc and g, 8 a register. */
 __attribute__((target("avx2,f16c"))) static void add_f16_rne_f16c(uint16_t *acc, const uint16_t *g, uint64_t n)
 {
     uint64_t i = 0;
