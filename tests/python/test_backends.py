@@ -270,8 +270,9 @@ def test_cuda_adamw_equals_cpu(tmp_path, name, over):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch's CUDA AdamW not run")
 def test_cuda_fused_adamw_runs(tmp_path):
-    # torch's fused CUDA kernel computes in its own way (its scalars in binary64): gradprec
-    # has no model of it, and judges it against the exact reference like any subject.
+    # torch's fused CUDA kernel computes in its own way (docs/model.md: its m', v' identified,
+    # its param update not): gradprec has no model of it, and judges it against the exact
+    # reference like any subject.
     text = preset("adam-state-fp32-tiny-grads")
     p, sub = cli_run(tmp_path, text, "--backend", "python:gradprec.torch:AdamWFusedCUDA")
     assert p.returncode in (0, 1), p.stderr
