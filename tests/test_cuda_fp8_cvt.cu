@@ -51,10 +51,10 @@ typedef struct {
     int supported;                   /* 1 when the kernel ran the sm_89+ instruction */
 } sweep_out;
 
-__device__ static int is_nan_code(gp_elem e, uint32_t c)
+/* Is code c of element format e (e4m3 or e5m2) a NaN? (gp_format's test, on host and device) */
+__host__ __device__ static int is_nan_code(gp_elem e, uint32_t c)
 {
-    uint32_t m = c & 0x7fu;
-    return e == GP_EL_E4M3 ? m == 0x7fu : m > 0x7cu;
+    return gp_fmt_isnan(e == GP_EL_E4M3 ? GP_FP8_E4M3 : GP_FP8_E5M2, c);
 }
 
 /* The hardware conversion of (a, b): a in the upper byte, b in the lower one. Returns
@@ -210,7 +210,7 @@ static int check_sample(gp_elem e)
             uint32_t x = start + (uint32_t)k * step;
             float v = gp_f32_from_bits(x);
             uint32_t ref = gp_elem_cast(e, v, 1, GP_RNE, 0, NULL);
-            int nan_ok = v != v && (e == GP_EL_E4M3 ? (c[k] & 0x7f) == 0x7f : (c[k] & 0x7f) > 0x7c);
+            int nan_ok = v != v && is_nan_code(e, c[k]);
             if (!nan_ok && c[k] != ref) {
                 if (bad < MAX_SHOWN)
                     printf("  sample x = 0x%08x: hardware 0x%02x, host gradprec 0x%02x\n", x, c[k], ref);

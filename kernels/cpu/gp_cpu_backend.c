@@ -181,10 +181,7 @@ static int accumulate_f16_rne_f16g(uint16_t *acc, const uint16_t *g, uint64_t n)
 #if GP_CPU_F16C
     if (!f16c_usable())
         return 0;
-    uint32_t bad = 0;
-    for (uint64_t i = 0; i < n; i++)
-        bad |= (uint32_t)((acc[i] & 0x7fffu) >= 0x7c00u) | (uint32_t)((g[i] & 0x7fffu) >= 0x7c00u);
-    if (bad)
+    if (f16_any_nonfinite(acc, n) || f16_any_nonfinite(g, n))
         return 0;
     add_f16_rne_f16c(acc, g, n);
     return 1;
