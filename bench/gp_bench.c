@@ -28,8 +28,9 @@
  *       definition (target <= 0.5: a ratio near 1 says the loop went scalar); (p) the
  *       in-order sums reports define (a binary64 sum, the DD clipping-norm chain), ns per
  *       element: floors no reordering may lower.
- * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only | --throughput | --big-optimizer | --distributed]
- * (--adamw-only: (d) alone; --throughput: (i)-(p) alone).
+ * Usage: build/bench/gp_bench [--json] [--big] [--adamw-only | --throughput | --parts | --big-optimizer |
+ * --distributed] (--adamw-only: (d) alone; --throughput: (i)-(p) alone; --parts: (a), (k), (n), (o),
+ * (p) alone, the parts whose bits the reports hold, which bench/vs_torch.py sets beside the torch loop).
  * Each timing is the best of 5 runs. The first line names the host (CPU model, family,
  * cores, SIMD flags, load average; on stderr with --json). */
 #include <stdio.h>
@@ -370,6 +371,7 @@ typedef struct {
     double philox_ns, philox_portable_ns, pinv_ns, pinv_gsl_ns, gen_ns; /* (n) */
     double attrib_block_ns, attrib_one_ns, attrib16_block_ns, attrib16_one_ns; /* (o) */
     double sum_f64_ns, sum_dd_sq_ns;                                    /* (p) */
+    double exact_add_ns; /* --parts: (a)'s exact reference accumulation, ns per addition */
 } tput_times;
 
 /* (o) the attribution of every addition, gp_attrib_block (vectorised) against its
@@ -550,27 +552,11 @@ static void bench_generation(tput_times *tt)
     free(out);
 }
 
-static void bench_throughput(tput_times *tt)
+/* (k) the DD step as dispatched (AVX-512 or AVX2 where the CPU has them) vs its portable
+ * one-element loop (an FMA clone where the CPU has FMA) vs its element function compiled
+ * here without FMA (libm fma calls): 2^18 parameters, interleaved, best of 5. */
+static void bench_dd_step(tput_times *tt)
 {
-    char y[1024];
-    /* (i) 2^20 elements x 64 micro-batches, best of 2 */
-    big_yaml(y, sizeof y, 1L << 20);
-    run_yaml(y, "throughput");
-    double t = g_last_cpu;
-    run_yaml(y, "throughput");
-    double t2 = g_last_cpu;
-    tt->add_ns = 1e9 * (t < t2 ? t : t2) / ((double)(1L << 20) * 64);
-    /* (j) 2 x 10^5 parameters x 20 steps */
-    big_optimizer_yaml(y, sizeof y, 200000, 20);
-    run_yaml(y, "throughput-optimizer");
-    t = g_last_cpu;
-    run_yaml(y, "throughput-optimizer");
-    t2 = g_last_cpu;
-    tt->opt_ns = 1e9 * (t < t2 ? t : t2) / (200000.0 * 20);
-    /* (k) the DD step as dispatched (AVX-512 or AVX2 where the CPU has them) vs its
-     * portable one-element loop (an FMA clone where the CPU has FMA) vs its element
-     * function compiled here without FMA (libm fma calls): 2^18 parameters, interleaved,
-     * best of 5 */
     enum { ND = 1 << 18 };
     gp_adamw_dd_state st;
     double *g = malloc(ND * sizeof *g);
@@ -610,6 +596,26 @@ static void bench_throughput(tput_times *tt)
     gp_adamw_dd_state_free(&st);
     free(g);
     free(w);
+}
+
+static void bench_throughput(tput_times *tt)
+{
+    char y[1024];
+    /* (i) 2^20 elements x 64 micro-batches, best of 2 */
+    big_yaml(y, sizeof y, 1L << 20);
+    run_yaml(y, "throughput");
+    double t = g_last_cpu;
+    run_yaml(y, "throughput");
+    double t2 = g_last_cpu;
+    tt->add_ns = 1e9 * (t < t2 ? t : t2) / ((double)(1L << 20) * 64);
+    /* (j) 2 x 10^5 parameters x 20 steps */
+    big_optimizer_yaml(y, sizeof y, 200000, 20);
+    run_yaml(y, "throughput-optimizer");
+    t = g_last_cpu;
+    run_yaml(y, "throughput-optimizer");
+    t2 = g_last_cpu;
+    tt->opt_ns = 1e9 * (t < t2 ? t : t2) / (200000.0 * 20);
+    bench_dd_step(tt);
     /* (l) */
     tt->fma_clean_ns = fma_calls(1 << 22, 0);
 #if defined(__x86_64__)
@@ -692,6 +698,26 @@ static void print_throughput(const tput_times *tt, int json)
            tt->sum_f64_ns, tt->sum_dd_sq_ns);
 }
 
+/* --parts: the figures of (a), (k), (n), (o), (p) that price what a report holds bit for
+ * bit, ns per element (JSON keys as in --throughput's; exact_add_ns: (a)'s exact
+ * accumulation per addition). */
+static void print_parts(const tput_times *tt, int json)
+{
+    if (json) {
+        printf("{\"dd_fma_ns\": %.3f, \"generate_normal_ns\": %.3f, \"attrib_block_ns\": %.3f, "
+               "\"attrib_fp16_block_ns\": %.3f, \"inorder_sum_f64_ns\": %.3f, \"inorder_sum_dd_sq_ns\": %.3f, "
+               "\"exact_add_ns\": %.3f}\n",
+               tt->dd_fma_ns, tt->gen_ns, tt->attrib_block_ns, tt->attrib16_block_ns, tt->sum_f64_ns, tt->sum_dd_sq_ns,
+               tt->exact_add_ns);
+        return;
+    }
+    printf("(a) exact reference addition %.2f ns; (k) DD AdamW step %.2f ns/param; (n) gp_generate (normal) %.2f ns; "
+           "(o) attribution bf16 into bf16 %.2f ns, fp16 into fp32 %.2f ns; (p) in-order binary64 sum %.2f ns, DD sum "
+           "of squares %.2f ns\n",
+           tt->exact_add_ns, tt->dd_fma_ns, tt->gen_ns, tt->attrib_block_ns, tt->attrib16_block_ns, tt->sum_f64_ns,
+           tt->sum_dd_sq_ns);
+}
+
 int gp_bench_replay(int json, double gib, int dense, uint64_t sample, int big_only); /* gp_bench_replay.c */
 int gp_bench_scale(int json, int threads, int sampled); /* gp_bench_scale.c */
 
@@ -767,7 +793,7 @@ static int bench_distributed(int json)
 
 int main(int argc, char **argv)
 {
-    int json = 0, big = 0, adamw_only = 0, big_opt = 0, replay = 0, dist = 0, tput_only = 0;
+    int json = 0, big = 0, adamw_only = 0, big_opt = 0, replay = 0, dist = 0, tput_only = 0, parts = 0;
     double replay_gib = 1.0;
     int replay_dense = 0, replay_big_only = 0;
     unsigned long long replay_sample = 0;
@@ -795,8 +821,9 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--big-optimizer") == 0) big_opt = 1;
         else if (strcmp(argv[i], "--distributed") == 0) dist = 1;
         else if (strcmp(argv[i], "--throughput") == 0) tput_only = 1;
+        else if (strcmp(argv[i], "--parts") == 0) parts = 1;
         else {
-            fprintf(stderr, "usage: gp_bench [--json] [--big] [--adamw-only | --throughput | --big-optimizer | --distributed "
+            fprintf(stderr, "usage: gp_bench [--json] [--big] [--adamw-only | --throughput | --parts | --big-optimizer | --distributed "
                     "| --replay [--replay-gib G] [--replay-dense] [--replay-sample N] [--replay-big-only]]\n");
             return 2;
         }
@@ -820,6 +847,17 @@ int main(int argc, char **argv)
         return 0;
     }
     tput_times tt;
+    if (parts) {
+        double te, tp;
+        bench_exact(&te, &tp);
+        tt.exact_add_ns = 1e9 * te / ((double)N * K);
+        bench_dd_step(&tt);
+        bench_generation(&tt);
+        bench_attribution(&tt);
+        bench_inorder_sums(&tt);
+        print_parts(&tt, json);
+        return 0;
+    }
     if (tput_only) {
         bench_throughput(&tt);
         if (json)

@@ -34,6 +34,14 @@ for (j), nothing else), and for (i) and (replay) the floor that byte-identical r
 set: the three sums the report keeps per micro-batch in element order, each a chain of
 dependent binary64 additions (`vs_torch_native chain`).
 
+With the build's gp_bench, a further line per configuration sets beside torch's loop the
+parts whose bits the reports hold, each priced alone by `gp_bench --parts` once a round
+(the generator's values, GSL's inverse CDF bit for bit; the exact reference sum; the
+attribution of every addition;
+for (j) the reference AdamW step in double-double and its clipping norm's sum of squares;
+for (i) and (replay) the element-order sums above): what the reports cost before the
+exact sums, the stores and the emulated arithmetic are counted.
+
 --threads adds item 4 of the issue: (i) with `gradprec run -j 1` and `-j 2`, wall time,
 interleaved with a control (two copies of the native loop one after the other against
 both at once: what the machine gives two threads at that moment); a wall-clock speed-up
@@ -44,6 +52,7 @@ Run from the repository root with the build:
 Exit 0 (it reports; it enforces nothing), 2 on a missing build or compiler.
 """
 import argparse
+import json
 import math
 import os
 import shutil
@@ -185,6 +194,29 @@ def child_cpu(argv):
     return os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime, time.monotonic() - t0
 
 
+# The parts of each configuration whose results the reports hold bit for bit, as gp_bench --parts
+# prices them (ns per element, each alone, in cache; bench/README.md): the generator's values
+# (GSL's inverse CDF bit for bit), the exact reference sum, the attribution of every addition, the
+# reference AdamW step in double-double and its clipping norm's sum of squares; with the
+# element-order sums. Each is priced as implemented, not at a proven floor (but the sums'
+# and, nearly, the generator's).
+PARTS = {"i": [("generation", "generate_normal_ns"), ("exact sum", "exact_add_ns"),
+               ("attribution bf16/bf16", "attrib_block_ns")],
+         "replay": [("exact sum", "exact_add_ns"), ("attribution bf16/bf16", "attrib_block_ns")],
+         "j": [("generation", "generate_normal_ns"), ("attribution fp16/fp32", "attrib_fp16_block_ns"),
+               ("DD AdamW step", "dd_fma_ns"), ("DD sum of squares", "inorder_sum_dd_sq_ns")]}
+
+
+def print_parts(c, parts, sums_ns, torch_ns):
+    """The line that sets the parts' medians over the rounds beside torch's whole loop."""
+    terms = [(name, statistics.median(p[key] for p in parts)) for name, key in PARTS[c]]
+    if c in ("i", "replay") and sums_ns is not None:
+        terms.append(("element-order sums", sums_ns))
+    total = sum(v for _, v in terms)
+    print("    parts the reports fix, each priced alone (gp_bench --parts): %s = %.2f ns = %.2f of torch's"
+          % (" + ".join("%s %.2f" % t for t in terms), total, total / torch_ns), flush=True)
+
+
 def native_cpu(native, argv):
     out = subprocess.run([native] + argv, check=True, capture_output=True, text=True).stdout.split()
     return float(out[0])
@@ -263,6 +295,8 @@ def main():
         native_argv = {"i": ["accum", str(n), str(K)], "j": ["optim", str(P), str(S)], "replay": ["accum", str(n), str(K)]}
         times = {c: {"gradprec": [], "torch": [], "native": []} for c in configs}
         chain = []  # the element-order sums' floor, once a round, for (i) and (replay)
+        bench = os.path.join(build, "bench", "gp_bench")
+        parts = []  # gp_bench --parts once a round (when built): the parts the reports fix, priced alone
         gen = torch.Generator().manual_seed(1)
         # torch's one-off costs (first calls, lazy initialisation) untimed: each loop once, small
         torch_accumulation(4096, 2, tokens, gen)
@@ -288,6 +322,9 @@ def main():
                 times[c]["native"].append(native_cpu(native, native_argv[c]))
             if "i" in configs or "replay" in configs:
                 chain.append(native_cpu(native, ["chain", str(n), str(K)]))
+            if os.access(bench, os.X_OK):
+                parts.append(json.loads(subprocess.run([bench, "--parts", "--json"], check=True, capture_output=True,
+                                                       text=True).stdout))
             print("  round %d done, load %s" % (r + 1, " ".join(open("/proc/loadavg").read().split()[:3])), flush=True)
         for c in configs:
             T = times[c]
@@ -302,6 +339,8 @@ def main():
                 fl = statistics.median(chain)
                 print("    floor of byte-identical reports (the element-order sums alone): %.3f ns = %.2f of torch's"
                       % (1e9 * fl / work[c], fl / med["torch"]), flush=True)
+            if parts:
+                print_parts(c, parts, 1e9 * statistics.median(chain) / work[c] if chain else None, ns["torch"])
         if a.threads:
             threads(gp, native, tmp, n, K, a.rounds)
         print(host_line(flags=True).replace("host:", "host at the end:"))

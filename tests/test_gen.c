@@ -346,6 +346,35 @@ static void test_generate_contract(void **state)
     }
 }
 
+/* The normal distribution (the generator's vector path end to end) on many elements
+ * against the contract, with outliers and sparsity, at scales from 2^-1000 to 2^900:
+ * elements past fp32's range (overflow to infinity, fp32 subnormals, zeros) and on its
+ * edges. */
+static void test_generate_normal_sweep(void **state)
+{
+    (void)state;
+    uint64_t s = gp_test_seed(0x9a55);
+    long total = gp_test_count("GP_SWEEP_N", 1000000);
+    enum { N = 4096 };
+    static float out[N];
+    const double scales[] = {1e-3, 1.0, 3.7e-5, -2.5, 0x1p-850, 0x1p850, 0x1.8p-851, 0x1p900, 1e-300, 0x1p-1000,
+                             0x1p126, 0x1p-128, 0x1p-140, 0x1.fffffp125};
+    for (long done = 0; done < total; done += N) {
+        gp_dist d;
+        memset(&d, 0, sizeof d);
+        d.kind = GP_DIST_NORMAL;
+        d.scale = scales[(done / N) % (long)(sizeof scales / sizeof scales[0])];
+        d.outlier_frac = (done / N) % 3 == 0 ? 0.01 : 0.0;
+        d.outlier_scale = (done / N) % 2 ? 1000.0 : (done / N) % 4 == 0 ? 0x1p-700 : 0x1p100;
+        d.sparsity = (done / N) % 5 == 0 ? 0.25 : 0.0;
+        uint64_t seed = gp_test_next(&s), stream = gp_test_next(&s), i0 = gp_test_next(&s) >> 20;
+        gp_generate(&d, seed, stream, i0, N, out);
+        for (int j = 0; j < N; j++)
+            gp_assert_bits(fbits(out[j]), fbits(contract_element(&d, seed, stream, i0 + (uint64_t)j)),
+                           "scale %a element %llu", d.scale, (unsigned long long)(i0 + (uint64_t)j));
+    }
+}
+
 /* Sparsity at an element's own word 2: with sparsity (w2 + off) 2^-32 (exact) the
  * element is a zero exactly when w2 < w2 + off, off in {-1, -0.5, 0, 0.5, 1}, whatever
  * the path. */
@@ -394,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_neglog_sweep),
         cmocka_unit_test(test_generate_contract),
         cmocka_unit_test(test_generate_sparse_edge),
+        cmocka_unit_test(test_generate_normal_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
