@@ -323,8 +323,11 @@ def main():
             if "i" in configs or "replay" in configs:
                 chain.append(native_cpu(native, ["chain", str(n), str(K)]))
             if os.access(bench, os.X_OK):
-                parts.append(json.loads(subprocess.run([bench, "--parts", "--json"], check=True, capture_output=True,
-                                                       text=True).stdout))
+                p = subprocess.run([bench, "--parts", "--json"], capture_output=True, text=True)
+                if p.returncode != 0:
+                    sys.stderr.write("vs_torch: %s --parts exited %d\n" % (bench, p.returncode))
+                    return 1
+                parts.append(json.loads(p.stdout))
             print("  round %d done, load %s" % (r + 1, " ".join(open("/proc/loadavg").read().split()[:3])), flush=True)
         for c in configs:
             T = times[c]
